@@ -1,0 +1,144 @@
+"""The ``sdclab`` command line.
+
+Exit codes: 0 success, 2 bad input or usage (one line on stderr, nothing written), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sdclab.errors import InputError
+
+app = typer.Typer(
+    name="sdclab",
+    help="Statistical disclosure control of census tables: protect, attack, evaluate.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console(stderr=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reports_input_errors(fn: F) -> F:
+    """Turn an :class:`InputError` into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            typer.echo(f"error: {exc.one_line()}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def parse_table_list(text: str | None) -> list[str] | None:
+    """``"P1,P12"`` → ``["P1", "P12"]``, checked against the catalogue."""
+    if text is None:
+        return None
+    from sdclab.tables.catalog import select
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise InputError("--tables: expected a comma-separated list of table names")
+    try:
+        select(names)
+    except KeyError as exc:
+        raise InputError(f"--tables: {exc.args[0]}") from None
+    return names
+
+
+OutOption = Annotated[Path, typer.Option("--out", "-o", help="Output directory (replaced atomically).")]
+
+
+@app.command()
+@reports_input_errors
+def synth(
+    out: OutOption,
+    persons: Annotated[int, typer.Option("--persons", "-n", min=1, help="Number of persons.")] = 20_000,
+    seed: Annotated[int | None, typer.Option(help="Seed (omit for OS entropy).")] = None,
+) -> None:
+    """Generate a seeded synthetic census population (persons, units, synth.json)."""
+    from sdclab.population.io import write_population
+    from sdclab.population.synth import synthesize
+
+    start = time.perf_counter()
+    population, report = synthesize(persons, seed)
+    write_population(population, out, {"synth.json": report})
+    console.print(
+        f"wrote {population.n_persons:,} persons and {population.n_units:,} units to {out} "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
+
+
+@app.command()
+@reports_input_errors
+def tabulate(
+    population: Annotated[Path, typer.Argument(help="Population directory (persons + units).")],
+    out: OutOption,
+    tables: Annotated[
+        str | None, typer.Option(help="Comma-separated table names (default: all).")
+    ] = None,
+) -> None:
+    """Write the exact, unprotected tables of a population (mechanism 'none')."""
+    from sdclab.population.io import read_population
+    from sdclab.release import exact_release, write_release
+
+    names = parse_table_list(tables)
+    pop = read_population(population)
+    release = exact_release(pop, names)
+    write_release(release, out)
+    console.print(f"wrote {len(release.tables)} exact tables to {out} (not fit for publication)")
+
+
+@app.command()
+@reports_input_errors
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("demo-out"),
+    persons: Annotated[int, typer.Option(min=1000, help="Persons in the synthetic county.")] = 20_000,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic population.")] = 2010,
+) -> None:
+    """Synthesise a small county, tabulate every table, and summarise what was written."""
+    from sdclab.population.io import write_population
+    from sdclab.population.synth import synthesize
+    from sdclab.release import exact_release, write_release
+
+    start = time.perf_counter()
+    population, report = synthesize(persons, seed)
+    write_population(population, out / "population", {"synth.json": report})
+    release = exact_release(population)
+    write_release(release, out / "release-none")
+    summary = Table(title=f"sdclab demo: synthetic county of {population.n_persons:,} persons")
+    summary.add_column("level")
+    summary.add_column("geounits", justify="right")
+    for level, n in population.geography.summary.items():
+        summary.add_row(level, f"{n:,}")
+    console.print(summary)
+    console.print(
+        f"{len(release.tables)} tables tabulated in {time.perf_counter() - start:.1f} s\n"
+        f"population: {out / 'population'}\nexact release: {out / 'release-none'}"
+    )
+
+
+def main() -> None:
+    """Console entry point: internal errors exit 1 with one line (set SDCLAB_DEBUG for a trace)."""
+    try:
+        app()
+    except Exception as exc:  # a bug, not bad input: say so briefly
+        if os.environ.get("SDCLAB_DEBUG"):
+            raise
+        typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,19 @@
+"""Errors that the command line turns into one clear line and exit code 2."""
+
+
+class InputError(Exception):
+    """Bad input from the user: a file, a row, a column or an option that is not as expected.
+
+    The message is the whole explanation; it is printed as one line without a traceback.
+    """
+
+    def __init__(self, message: str, details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.details = list(details or [])
+
+    def one_line(self) -> str:
+        """The message and any further details folded onto one line."""
+        text = str(self)
+        if self.details:
+            text += " | " + " | ".join(self.details)
+        return text

@@ -1,0 +1,333 @@
+"""The table catalogue: every published table declared as data and compiled to a linear query.
+
+A table is one or more *parts*. A part is the cross product of *dimensions* (each a 0/1 membership
+matrix from the dimension's categories to an attribute's codes) restricted to a *universe* (a 0/1
+mask per attribute). Because the domain is a product of attributes, a part's query matrix is the
+Kronecker product of one small matrix per attribute — the same construction TopDown and HDMM use
+for marginal workloads. Tabulation is then ``histogram @ query.T``.
+
+Adding a table is adding an entry to :data:`CATALOG`; no group-by code is written per table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, reduce
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from sdclab import schema
+from sdclab.geography import levels_from
+from sdclab.schema import Schema
+
+Mask = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """Categories of a table along one attribute: ``membership[k, j]`` = code j counts in category k.
+
+    A record may count in several categories (race tallies), in one (a recode), or in none (a code
+    outside the table's cells).
+    """
+
+    attribute: str
+    labels: tuple[str, ...]
+    membership: npt.NDArray[np.int8]
+
+    def __post_init__(self) -> None:
+        if self.membership.shape[0] != len(self.labels):
+            raise ValueError(f"dimension on {self.attribute}: labels and membership rows differ")
+
+
+@dataclass(frozen=True)
+class Part:
+    """A block of cells: the cross product of ``dimensions`` within ``universe``."""
+
+    dimensions: tuple[Dimension, ...] = ()
+    universe: Mapping[str, Mask] = field(default_factory=dict)
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A published table: universe, cells, publication levels and its query matrix."""
+
+    name: str
+    title: str
+    universe: str
+    schema: Schema
+    parts: tuple[Part, ...]
+    top: str = "nation"
+    bottom: str = "block"
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return levels_from(self.top, self.bottom)
+
+    @cached_property
+    def cell_labels(self) -> list[str]:
+        labels: list[str] = []
+        for part in self.parts:
+            grids = [d.labels for d in part.dimensions]
+            combos = np.array(np.meshgrid(*[np.arange(len(g)) for g in grids], indexing="ij"))
+            for flat in combos.reshape(len(grids), -1).T if grids else [np.array([], int)]:
+                names = [grids[i][k] for i, k in enumerate(flat)]
+                text = " / ".join([part.label, *names] if part.label else names)
+                labels.append(text or "total")
+        return labels
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.cell_labels)
+
+    @cached_property
+    def query(self) -> sp.csr_matrix:
+        """Sparse 0/1 matrix cells × domain cells of :attr:`schema` (int64 entries)."""
+        blocks = [_part_query(self.schema, part) for part in self.parts]
+        return sp.vstack(blocks, format="csr").astype(np.int64)
+
+
+def _part_query(domain: Schema, part: Part) -> sp.csr_matrix:
+    """Kronecker product over the schema's attributes, rows put back in declared dimension order."""
+    dims = {d.attribute: d for d in part.dimensions}
+    unknown = set(dims) | set(part.universe)
+    unknown -= set(domain.names)
+    if unknown:
+        raise ValueError(f"schema {domain.name!r} has no attribute(s) {sorted(unknown)}")
+    factors = []
+    for attr in domain.attributes:
+        mask = part.universe.get(attr.name, np.ones(attr.size, dtype=bool))
+        base = dims[attr.name].membership if attr.name in dims else np.ones((1, attr.size), np.int8)
+        factors.append(sp.csr_matrix(base * mask[None, :].astype(np.int8)))
+    query = reduce(lambda a, b: sp.kron(a, b, format="csr"), factors)
+    if not part.dimensions:
+        return query
+    # Kronecker rows run over the dimensions in schema order; the table lists them as declared.
+    declared = [d.attribute for d in part.dimensions]
+    sizes = {d.attribute: len(d.labels) for d in part.dimensions}
+    grid = np.indices([sizes[n] for n in declared]).reshape(len(declared), -1)
+    position = dict(zip(declared, grid, strict=True))
+    in_schema_order = [n for n in domain.names if n in sizes]
+    rows = np.ravel_multi_index(
+        [position[n] for n in in_schema_order], [sizes[n] for n in in_schema_order]
+    )
+    return query[rows]
+
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks
+# ---------------------------------------------------------------------------------------------
+
+
+def codes_mask(attr: schema.Attribute, keep: Callable[[npt.NDArray[np.int64]], Mask]) -> Mask:
+    """Boolean mask over an attribute's codes."""
+    return np.asarray(keep(attr.codes), dtype=bool)
+
+
+def categories(attr: schema.Attribute, codes: Sequence[int], labels: Sequence[str]) -> Dimension:
+    """A dimension with one category per listed code."""
+    m = np.zeros((len(codes), attr.size), dtype=np.int8)
+    m[np.arange(len(codes)), attr.position(codes)] = 1
+    return Dimension(attr.name, tuple(labels), m)
+
+
+def all_codes(attr: schema.Attribute) -> Dimension:
+    """One category per code of the attribute, labelled as in the schema."""
+    return categories(attr, attr.codes.tolist(), attr.labels)
+
+
+def age_recode(recode: schema.AgeRecode) -> Dimension:
+    return Dimension("age", tuple(recode.labels), recode.membership())
+
+
+SEXES = all_codes(schema.SEX)
+P12_AGE = age_recode(schema.P12_AGES)
+PCT12_AGE = age_recode(schema.PCT12_AGES)
+UNDER_20 = categories(schema.AGE, list(range(20)), [str(a) for a in range(20)])
+RACE_DETAILED = categories(
+    schema.RACE,
+    schema.race_codes_by_bit_count(),
+    [schema.race_label(c) for c in schema.race_codes_by_bit_count()],
+)
+RACE_TALLY = Dimension(
+    "race",
+    tuple(f"{name} alone or in combination" for name in schema.RACE_NAMES),
+    ((schema.RACE.codes[None, :] >> np.arange(6)[:, None]) & 1).astype(np.int8),
+)
+HISPANIC = all_codes(schema.HISPANIC)
+
+ADULT = {"age": codes_mask(schema.AGE, lambda a: a >= schema.VOTING_AGE)}
+UNDER_20_UNIVERSE = {"age": codes_mask(schema.AGE, lambda a: a < 20)}
+
+
+def race_is(*codes: int) -> Mask:
+    return np.isin(schema.RACE.codes, codes)
+
+
+TWO_OR_MORE = schema.race_bit_count(schema.RACE.codes) >= 2
+HISP = np.array([False, True])
+NOT_HISP = np.array([True, False])
+
+RACE_ITERATIONS: dict[str, tuple[str, dict[str, Mask]]] = {
+    "A": ("white alone", {"race": race_is(1)}),
+    "B": ("black alone", {"race": race_is(2)}),
+    "C": ("American Indian and Alaska Native alone", {"race": race_is(4)}),
+    "D": ("Asian alone", {"race": race_is(8)}),
+    "E": ("Native Hawaiian and Other Pacific Islander alone", {"race": race_is(16)}),
+    "F": ("some other race alone", {"race": race_is(32)}),
+    "G": ("two or more races", {"race": TWO_OR_MORE}),
+    "H": ("Hispanic or Latino", {"hispanic": HISP}),
+    "I": ("white alone, not Hispanic", {"race": race_is(1), "hispanic": NOT_HISP}),
+    "J": ("black alone, not Hispanic", {"race": race_is(2), "hispanic": NOT_HISP}),
+    "K": ("AIAN alone, not Hispanic", {"race": race_is(4), "hispanic": NOT_HISP}),
+    "L": ("Asian alone, not Hispanic", {"race": race_is(8), "hispanic": NOT_HISP}),
+    "M": ("NHOPI alone, not Hispanic", {"race": race_is(16), "hispanic": NOT_HISP}),
+    "N": ("some other race alone, not Hispanic", {"race": race_is(32), "hispanic": NOT_HISP}),
+    "O": ("two or more races, not Hispanic", {"race": TWO_OR_MORE, "hispanic": NOT_HISP}),
+}
+"""SF1 race iterations: the universe of tables P12A–I and PCT12A–O."""
+
+
+def _person_table(
+    name: str,
+    title: str,
+    universe: str,
+    parts: Sequence[Part],
+    top: str = "nation",
+    bottom: str = "block",
+) -> TableDef:
+    return TableDef(name, title, universe, schema.PERSON, tuple(parts), top, bottom)
+
+
+def _restrict(part: Part, universe: Mapping[str, Mask]) -> Part:
+    """The part with an extra universe restriction (masks on the same attribute are and-ed)."""
+    merged = dict(part.universe)
+    for attr, mask in universe.items():
+        merged[attr] = merged[attr] & mask if attr in merged else mask
+    return Part(part.dimensions, merged, part.label)
+
+
+def _hispanic_by_race(universe: Mapping[str, Mask]) -> tuple[Part, ...]:
+    """P9/P11 layout: Hispanic (one cell), then not Hispanic by the 63 detailed races."""
+    return (
+        _restrict(Part(label="Hispanic", universe={"hispanic": HISP}), universe),
+        _restrict(Part((RACE_DETAILED,), {"hispanic": NOT_HISP}, "not Hispanic"), universe),
+    )
+
+
+def _build_catalog() -> dict[str, TableDef]:
+    tables: list[TableDef] = [
+        _person_table("P1", "Total population", "all persons", [Part()]),
+        _person_table("P6", "Race (total races tallied)", "all persons", [Part((RACE_TALLY,))]),
+        _person_table(
+            "P7",
+            "Hispanic or Latino origin by race (total races tallied)",
+            "all persons",
+            [Part((HISPANIC, RACE_TALLY))],
+        ),
+        _person_table("P8", "Race", "all persons", [Part((RACE_DETAILED,))]),
+        _person_table(
+            "P9", "Hispanic or Latino, and not Hispanic or Latino by race", "all persons",
+            _hispanic_by_race({}),
+        ),
+        _person_table("P10", "Race for the population 18 years and over", "persons 18+",
+                      [Part((RACE_DETAILED,), ADULT)]),
+        _person_table(
+            "P11", "Hispanic or Latino, and not Hispanic or Latino by race, 18 years and over",
+            "persons 18+", _hispanic_by_race(ADULT),
+        ),
+        _person_table("P12", "Sex by age", "all persons", [Part((SEXES, P12_AGE))]),
+    ]
+    for letter, (group, universe) in list(RACE_ITERATIONS.items())[:9]:
+        tables.append(
+            _person_table(f"P12{letter}", f"Sex by age ({group})", group,
+                          [Part((SEXES, P12_AGE), universe)])
+        )
+    tables.append(
+        _person_table("P14", "Sex by age for the population under 20 years", "persons under 20",
+                      [Part((SEXES, UNDER_20), UNDER_20_UNIVERSE)])
+    )
+    tables.append(
+        _person_table("PCT12", "Sex by age (single years)", "all persons",
+                      [Part((SEXES, PCT12_AGE))], bottom="tract")
+    )
+    for letter, (group, universe) in RACE_ITERATIONS.items():
+        tables.append(
+            _person_table(f"PCT12{letter}", f"Sex by age, single years ({group})", group,
+                          [Part((SEXES, PCT12_AGE), universe)], bottom="tract")
+        )
+    tables += _unit_tables() + _household_gq_tables()
+    return {t.name: t for t in tables}
+
+
+def _unit_tables() -> list[TableDef]:
+    housing = {"unit_type": schema.UNIT_TYPE.codes == 0}
+    occupied = {**housing, "occupied": np.array([False, True])}
+    occupancy = categories(schema.OCCUPIED, [1, 0], ["occupied", "vacant"])
+    tenure = categories(schema.TENURE, [1, 2, 3], [schema.TENURE_LABELS[c] for c in (1, 2, 3)])
+    sizes = list(range(1, schema.HOUSEHOLD_SIZE_TOP + 1))
+    size = categories(
+        schema.HOUSEHOLD_SIZE, sizes, [schema.HOUSEHOLD_SIZE.labels[s] + "-person" for s in sizes]
+    )
+    u = schema.UNIT
+    return [
+        TableDef("H1", "Housing units", "housing units", u, (Part(universe=housing),)),
+        TableDef("H3", "Occupancy status", "housing units", u, (Part((occupancy,), housing),)),
+        TableDef("H4", "Tenure", "occupied housing units", u, (Part((tenure,), occupied),)),
+        TableDef("H13", "Household size", "occupied housing units", u, (Part((size,), occupied),)),
+    ]
+
+
+def _household_gq_tables() -> list[TableDef]:
+    s = schema.PERSON_HHGQ
+    in_households = {"unit_type": schema.UNIT_TYPE.codes == 0}
+    relationship = categories(
+        schema.RELATIONSHIP, list(range(5)), [schema.RELATIONSHIP_LABELS[r] for r in range(5)]
+    )
+    institutional = {"unit_type": np.isin(schema.UNIT_TYPE.codes, schema.INSTITUTIONAL_GQ_TYPES)}
+    noninstitutional = {
+        "unit_type": np.isin(schema.UNIT_TYPE.codes, schema.NONINSTITUTIONAL_GQ_TYPES)
+    }
+    gq_types = list(range(1, 8))
+    gq_type = categories(schema.UNIT_TYPE, gq_types, [schema.UNIT_TYPE_LABELS[t] for t in gq_types])
+    gq = {"relationship": schema.RELATIONSHIP.codes == schema.GQ_RESIDENT}
+    return [
+        TableDef(
+            "P29",
+            "Household type and relationship (persons in households by relationship, persons in "
+            "group quarters by institutional status)",
+            "all persons",
+            s,
+            (
+                Part((relationship,), in_households, "in households"),
+                Part(universe={**gq, **institutional}, label="in group quarters, institutional"),
+                Part(universe={**gq, **noninstitutional},
+                     label="in group quarters, non-institutional"),
+            ),
+        ),
+        TableDef("P42", "Group quarters population by type", "persons in group quarters", s,
+                 (Part((gq_type,), gq),)),
+    ]
+
+
+CATALOG: dict[str, TableDef] = _build_catalog()
+"""Every table sdclab can publish, by name, in catalogue order."""
+
+PERSON_TABLES = tuple(name for name, t in CATALOG.items() if t.schema is schema.PERSON)
+"""The 34 person tables of the 2010 reconstruction attack (18 block-level, 16 tract-level)."""
+
+
+def select(names: Sequence[str] | None) -> list[TableDef]:
+    """Table definitions by name (all tables when ``names`` is None); unknown names are an error."""
+    if names is None:
+        return list(CATALOG.values())
+    unknown = [n for n in names if n not in CATALOG]
+    if unknown:
+        raise KeyError(
+            f"unknown table(s) {', '.join(unknown)}; known tables: {', '.join(CATALOG)}"
+        )
+    return [CATALOG[n] for n in dict.fromkeys(names)]

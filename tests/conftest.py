@@ -1,0 +1,100 @@
+"""Shared fixtures: a hand-written 10-person population and small random valid populations."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import polars as pl
+import pytest
+
+from sdclab.population import PERSONS, UNITS, Population
+
+os.environ.setdefault("SDCLAB_DIGEST_KEY", "test-key-not-secret")
+
+
+def frame(rows: list[tuple], specs) -> pl.DataFrame:
+    """A frame in contract dtypes from row tuples."""
+    columns = list(zip(*rows, strict=True))
+    return pl.DataFrame(
+        {s.name: pl.Series(s.name, list(col), dtype=s.dtype) for s, col in zip(specs, columns, strict=True)}
+    )
+
+
+# Blocks: A and B in tract 000100 block group 1, C in tract 000100 block group 2, D in tract 000200.
+BLOCK_A = "010010001001001"
+BLOCK_B = "010010001001002"
+BLOCK_C = "010010001002001"
+BLOCK_D = "010010002001001"
+
+TINY_UNITS = [
+    # unit_id, block, unit_type, occupied, tenure
+    (1, BLOCK_A, 0, True, 1),
+    (2, BLOCK_A, 0, True, 3),
+    (3, BLOCK_B, 0, False, None),
+    (4, BLOCK_C, 0, True, 2),
+    (5, BLOCK_D, 5, True, None),
+    (6, BLOCK_D, 0, True, 3),
+]
+TINY_PERSONS = [
+    # person_id, unit_id, block, relationship, sex, age, race, hispanic
+    (1, 1, BLOCK_A, 0, 1, 40, 1, 0),
+    (2, 1, BLOCK_A, 1, 2, 38, 1, 0),
+    (3, 1, BLOCK_A, 2, 2, 5, 3, 0),
+    (4, 2, BLOCK_A, 0, 2, 67, 2, 0),
+    (5, 4, BLOCK_C, 0, 1, 19, 8, 0),
+    (6, 4, BLOCK_C, 4, 1, 21, 32, 1),
+    (7, 5, BLOCK_D, 5, 2, 20, 1, 1),
+    (8, 5, BLOCK_D, 5, 1, 18, 1, 1),
+    (9, 6, BLOCK_D, 0, 2, 85, 4, 0),
+    (10, 6, BLOCK_D, 3, 1, 110, 1, 1),
+]
+
+
+@pytest.fixture
+def tiny_population() -> Population:
+    return Population(persons=frame(TINY_PERSONS, PERSONS), units=frame(TINY_UNITS, UNITS))
+
+
+def random_population(seed: int, n_units: int = 400) -> Population:
+    """A small valid population with every attribute varied (not realistic, just valid)."""
+    rng = np.random.default_rng(seed)
+    tracts = np.array(["010010001001", "010010001002", "010010002001", "020030004001"])
+    blocks = np.array([f"{tracts[i % 4]}{rng.integers(0, 1000):03d}" for i in range(30)])
+    unit_block = rng.choice(blocks, n_units)
+    unit_type = np.where(rng.random(n_units) < 0.1, rng.integers(1, 8, n_units), 0)
+    occupied = (unit_type > 0) | (rng.random(n_units) < 0.85)
+    tenure = np.where(occupied & (unit_type == 0), rng.integers(1, 4, n_units), -1)
+    size = np.where(occupied, rng.integers(1, 9, n_units), 0)
+    unit_of_person = np.repeat(np.arange(n_units), size)
+    first = np.r_[True, unit_of_person[1:] != unit_of_person[:-1]]
+    gq = unit_type[unit_of_person] > 0
+    relationship = np.where(gq, 5, np.where(first, 0, rng.integers(1, 5, len(unit_of_person))))
+    n = len(unit_of_person)
+    units = pl.DataFrame(
+        {
+            "unit_id": np.arange(n_units, dtype=np.int64) + 100,
+            "block": unit_block,
+            "unit_type": unit_type.astype(np.int8),
+            "occupied": occupied,
+            "tenure": pl.Series(tenure).replace(-1, None).cast(pl.Int8),
+        }
+    )
+    persons = pl.DataFrame(
+        {
+            "person_id": np.arange(n, dtype=np.int64),
+            "unit_id": (unit_of_person + 100).astype(np.int64),
+            "block": unit_block[unit_of_person],
+            "relationship": relationship.astype(np.int8),
+            "sex": rng.integers(1, 3, n).astype(np.int8),
+            "age": rng.integers(0, 116, n).astype(np.int16),
+            "race": np.where(rng.random(n) < 0.6, 1, rng.integers(1, 64, n)).astype(np.int8),
+            "hispanic": (rng.random(n) < 0.2).astype(np.int8),
+        }
+    )
+    return Population(persons=persons, units=units)
+
+
+@pytest.fixture
+def small_population() -> Population:
+    return random_population(7)

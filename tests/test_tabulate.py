@@ -1,0 +1,207 @@
+"""Tabulation: hand-computed tables, universe totals, hierarchy sums, identities between tables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import BLOCK_A, BLOCK_B, BLOCK_C, BLOCK_D, random_population
+
+from sdclab import schema
+from sdclab.geography import GEOID_LENGTH, LEVELS
+from sdclab.tables.catalog import CATALOG, PERSON_TABLES
+from sdclab.tables.tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import pandas_peer  # noqa: E402
+
+
+def cell(name: str, label: str) -> int:
+    return CATALOG[name].cell_labels.index(label)
+
+
+def value(tables, name: str, level: str, geoid_code: int, label: str) -> int:
+    codes, counts = tables[name].at(level)
+    row = np.flatnonzero(codes == geoid_code)
+    return int(counts[row[0], cell(name, label)]) if len(row) else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand-computed tables of the 10-person population (tests/conftest.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tiny_totals_at_every_level(tiny_population):
+    t = tabulate(tiny_population)
+    codes, p1 = t["P1"].at("block")
+    assert dict(zip(codes.tolist(), p1[:, 0].tolist(), strict=True)) == {
+        int(BLOCK_A): 4, int(BLOCK_B): 0, int(BLOCK_C): 2, int(BLOCK_D): 4
+    }
+    assert t["P1"].at("block_group")[1][:, 0].tolist() == [4, 2, 4]
+    assert t["P1"].at("tract")[1][:, 0].tolist() == [6, 4]
+    for level in ("county", "state", "nation"):
+        assert t["P1"].at(level)[1][:, 0].tolist() == [10]
+
+
+def test_tiny_race_tables(tiny_population):
+    t = tabulate(tiny_population)
+    p6 = t["P6"].at("nation")[1][0].tolist()
+    assert p6 == [6, 2, 1, 1, 0, 1]  # the white+black child counts twice
+    p8 = dict(zip(CATALOG["P8"].cell_labels, t["P8"].at("nation")[1][0].tolist(), strict=True))
+    assert {k: v for k, v in p8.items() if v} == {
+        "white": 5, "black": 1, "aian": 1, "asian": 1, "sor": 1, "white+black": 1
+    }
+    assert value(t, "P9", "nation", 0, "Hispanic") == 4
+    assert value(t, "P9", "nation", 0, "not Hispanic / white") == 2
+    assert value(t, "P7", "nation", 0, "Hispanic / white alone or in combination") == 3
+    assert value(t, "P7", "nation", 0, "Hispanic / sor alone or in combination") == 1
+    assert t["P10"].at("nation")[1].sum() == 9  # everyone but the 5-year-old
+    assert value(t, "P11", "block", int(BLOCK_A), "not Hispanic / white") == 2
+
+
+def test_tiny_age_tables(tiny_population):
+    t = tabulate(tiny_population)
+    a = int(BLOCK_A)
+    assert value(t, "P12", "block", a, "male / 40-44") == 1
+    assert value(t, "P12", "block", a, "female / 35-39") == 1
+    assert value(t, "P12", "block", a, "female / 5-9") == 1
+    assert value(t, "P12", "block", a, "female / 67-69") == 1
+    assert t["P12"].at("block")[1][0].sum() == 4
+    assert value(t, "P12H", "block", int(BLOCK_C), "male / 21") == 1
+    assert value(t, "P12H", "block", int(BLOCK_D), "male / 85+") == 1
+    assert value(t, "P12G", "block", a, "female / 5-9") == 1
+    assert value(t, "P12I", "block", a, "male / 40-44") == 1
+    assert t["P12I"].at("nation")[1].sum() == 2
+    assert value(t, "P14", "block", int(BLOCK_C), "male / 19") == 1
+    assert t["P14"].at("nation")[1].sum() == 3
+    assert value(t, "PCT12", "tract", 1001000200, "male / 110+") == 1
+    assert value(t, "PCT12H", "tract", 1001000200, "female / 20") == 1
+    assert "block" not in t["PCT12"].counts
+
+
+def test_tiny_unit_and_household_tables(tiny_population):
+    t = tabulate(tiny_population)
+    assert t["H1"].at("nation")[1].tolist() == [[5]]
+    assert t["H3"].at("nation")[1].tolist() == [[4, 1]]
+    assert value(t, "H3", "block", int(BLOCK_B), "vacant") == 1
+    assert t["H4"].at("nation")[1].tolist() == [[1, 1, 2]]
+    assert t["H13"].at("nation")[1].tolist() == [[1, 2, 1, 0, 0, 0, 0]]
+    assert t["P29"].at("nation")[1].tolist() == [[4, 1, 1, 1, 1, 0, 2]]
+    assert value(t, "P42", "block", int(BLOCK_D), "college or university student housing") == 2
+    assert t["P42"].at("nation")[1].sum() == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties on random valid populations
+# ---------------------------------------------------------------------------------------------
+
+UNIVERSE = {
+    "P10": pl.col("age") >= 18,
+    "P11": pl.col("age") >= 18,
+    "P14": pl.col("age") < 20,
+}
+
+
+def universe_total(population, name: str) -> int:
+    """Records in a table's universe, counted directly (tallies count every race bit)."""
+    p = population.persons
+    if name in ("P6", "P7"):
+        return int(schema.race_bit_count(p["race"].to_numpy()).sum())
+    if name[:3] == "P12" and len(name) == 4 or name[:5] == "PCT12" and len(name) == 6:
+        expr = pandas_peer.ITERATIONS[name[-1]].replace("nbits", "race_bits")
+        frame = p.with_columns(race_bits=pl.Series(schema.race_bit_count(p["race"].to_numpy())))
+        return len(frame.to_pandas().query(expr))
+    if name in UNIVERSE:
+        return p.filter(UNIVERSE[name]).height
+    if name in PERSON_TABLES or name == "P29":
+        return p.height
+    if name == "P42":
+        return p.filter(pl.col("relationship") == 5).height
+    units = population.units
+    housing = units.filter(pl.col("unit_type") == 0)
+    if name in ("H1", "H3"):
+        return housing.height
+    return housing.filter(pl.col("occupied")).height  # H4, H13
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_cells_sum_to_universe_total_at_every_level(seed):
+    population = random_population(seed)
+    tables = tabulate(population)
+    for name, counts in tables.items():
+        for level in counts.table.levels:
+            assert counts.at(level)[1].sum() == universe_total(population, name), (name, level)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_parent_equals_sum_of_children(seed):
+    tables = tabulate(random_population(seed))
+    for name, counts in tables.items():
+        long = counts.to_long()
+        levels = counts.table.levels
+        for parent, child in zip(levels[:-1], levels[1:], strict=True):
+            digits = GEOID_LENGTH[parent]
+            rolled = (
+                long.filter(pl.col("level") == child)
+                .with_columns(geoid=pl.col("geoid").str.slice(0, digits) if digits else pl.lit("US"))
+                .group_by("geoid", "cell")
+                .agg(pl.col("count").sum())
+                .sort("geoid", "cell")
+            )
+            stored = long.filter(pl.col("level") == parent).select("geoid", "cell", "count")
+            assert rolled.equals(stored.sort("geoid", "cell")), (name, parent)
+
+
+def test_p12_and_p14_pin_down_the_38_agebins(small_population):
+    t = tabulate(small_population, ["P12", "P14"])
+    _, p12 = t["P12"].at("block")
+    _, p14 = t["P14"].at("block")
+    derived = np.zeros((p12.shape[0], 2, 38), dtype=np.int64)
+    for s in range(2):
+        derived[:, s, :20] = p14[:, s * 20 : (s + 1) * 20]
+        derived[:, s, 20] = p12[:, s * 23 + 5]  # "20"
+        derived[:, s, 21] = p12[:, s * 23 + 6]  # "21"
+        derived[:, s, 22:] = p12[:, s * 23 + 7 :  (s + 1) * 23]
+        # P14's single years must add up to P12's bins under 20
+        for b, (lo, hi) in enumerate([(0, 5), (5, 10), (10, 15), (15, 18), (18, 20)]):
+            assert np.array_equal(p12[:, s * 23 + b], p14[:, s * 20 + lo : s * 20 + hi].sum(1))
+    p = small_population.persons
+    truth = np.zeros_like(derived)
+    np.add.at(
+        truth,
+        (small_population.person_block_index, p["sex"].to_numpy() - 1,
+         schema.agebin38(p["age"].to_numpy())),
+        1,
+    )
+    assert np.array_equal(derived, truth)
+
+
+def test_p8_with_race_bits_reproduces_p6(small_population):
+    t = tabulate(small_population, ["P6", "P8"])
+    order = np.array(schema.race_codes_by_bit_count())
+    bits = (order[:, None] >> np.arange(6)[None, :]) & 1  # P8 cell × race bit
+    for level in LEVELS:
+        assert np.array_equal(t["P8"].at(level)[1] @ bits, t["P6"].at(level)[1])
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_every_person_table_matches_a_pandas_group_by(seed):
+    population = random_population(seed, n_units=300)
+    ours = tabulate(population, PERSON_TABLES)
+    peer = pandas_peer.tabulate(population.persons.to_pandas())
+    assert set(peer) == set(PERSON_TABLES)
+    for name in PERSON_TABLES:
+        theirs = pl.from_pandas(peer[name]).with_columns(
+            pl.col("cell").cast(pl.Int32), pl.col("count").cast(pl.Int64)
+        )
+        key = ["level", "geoid", "cell"]
+        assert ours[name].to_long().sort(key).equals(theirs.sort(key)), name
+
+
+def test_long_form_omits_zeros_and_orders_levels(small_population):
+    long = tabulate(small_population, ["P12"])["P12"].to_long()
+    assert long["count"].min() > 0
+    assert long["level"].unique(maintain_order=True).to_list() == list(LEVELS)
