@@ -15,17 +15,51 @@ LEVEL_DIGITS = {"nation": 0, "state": 2, "county": 5, "tract": 11, "block_group"
 BLOCK_LEVELS = list(LEVEL_DIGITS)
 TRACT_LEVELS = ["nation", "state", "county", "tract"]
 
-P12_EDGES = [0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50, 55, 60, 62, 65, 67, 70, 75, 80, 85]
+P12_EDGES = [
+    0,
+    5,
+    10,
+    15,
+    18,
+    20,
+    21,
+    22,
+    25,
+    30,
+    35,
+    40,
+    45,
+    50,
+    55,
+    60,
+    62,
+    65,
+    67,
+    70,
+    75,
+    80,
+    85,
+]
 RACE_ORDER = [sum(1 << b for b in c) for k in range(1, 7) for c in combinations(range(6), k)]
 RACE_POSITION = np.zeros(64, dtype=np.int64)
 RACE_POSITION[RACE_ORDER] = np.arange(63)
 
 ITERATIONS = {
-    "A": "race == 1", "B": "race == 2", "C": "race == 4", "D": "race == 8", "E": "race == 16",
-    "F": "race == 32", "G": "nbits >= 2", "H": "hispanic == 1", "I": "race == 1 and hispanic == 0",
-    "J": "race == 2 and hispanic == 0", "K": "race == 4 and hispanic == 0",
-    "L": "race == 8 and hispanic == 0", "M": "race == 16 and hispanic == 0",
-    "N": "race == 32 and hispanic == 0", "O": "nbits >= 2 and hispanic == 0",
+    "A": "race == 1",
+    "B": "race == 2",
+    "C": "race == 4",
+    "D": "race == 8",
+    "E": "race == 16",
+    "F": "race == 32",
+    "G": "nbits >= 2",
+    "H": "hispanic == 1",
+    "I": "race == 1 and hispanic == 0",
+    "J": "race == 2 and hispanic == 0",
+    "K": "race == 4 and hispanic == 0",
+    "L": "race == 8 and hispanic == 0",
+    "M": "race == 16 and hispanic == 0",
+    "N": "race == 32 and hispanic == 0",
+    "O": "nbits >= 2 and hispanic == 0",
 }
 
 
@@ -37,7 +71,9 @@ def prepare(persons: pd.DataFrame) -> pd.DataFrame:
         df[f"bit{b}"] = (race >> b) & 1
     df["nbits"] = df[[f"bit{b}" for b in range(6)]].sum(axis=1)
     df["p12"] = pd.cut(df["age"], bins=[*P12_EDGES, 999], right=False, labels=False)
-    df["pct12"] = np.select([df["age"] < 100, df["age"] < 105, df["age"] < 110], [df["age"], 100, 101], 102)
+    df["pct12"] = np.select(
+        [df["age"] < 100, df["age"] < 105, df["age"] < 110], [df["age"], 100, 101], 102
+    )
     df["race_pos"] = RACE_POSITION[df["race"].to_numpy()]
     return df
 

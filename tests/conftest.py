@@ -17,7 +17,10 @@ def frame(rows: list[tuple], specs) -> pl.DataFrame:
     """A frame in contract dtypes from row tuples."""
     columns = list(zip(*rows, strict=True))
     return pl.DataFrame(
-        {s.name: pl.Series(s.name, list(col), dtype=s.dtype) for s, col in zip(specs, columns, strict=True)}
+        {
+            s.name: pl.Series(s.name, list(col), dtype=s.dtype)
+            for s, col in zip(specs, columns, strict=True)
+        }
     )
 
 

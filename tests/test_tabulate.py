@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import BLOCK_A, BLOCK_B, BLOCK_C, BLOCK_D, random_population
 
+from conftest import BLOCK_A, BLOCK_B, BLOCK_C, BLOCK_D, random_population
 from sdclab import schema
 from sdclab.geography import GEOID_LENGTH, LEVELS
 from sdclab.tables.catalog import CATALOG, PERSON_TABLES
@@ -38,7 +38,10 @@ def test_tiny_totals_at_every_level(tiny_population):
     t = tabulate(tiny_population)
     codes, p1 = t["P1"].at("block")
     assert dict(zip(codes.tolist(), p1[:, 0].tolist(), strict=True)) == {
-        int(BLOCK_A): 4, int(BLOCK_B): 0, int(BLOCK_C): 2, int(BLOCK_D): 4
+        int(BLOCK_A): 4,
+        int(BLOCK_B): 0,
+        int(BLOCK_C): 2,
+        int(BLOCK_D): 4,
     }
     assert t["P1"].at("block_group")[1][:, 0].tolist() == [4, 2, 4]
     assert t["P1"].at("tract")[1][:, 0].tolist() == [6, 4]
@@ -52,7 +55,12 @@ def test_tiny_race_tables(tiny_population):
     assert p6 == [6, 2, 1, 1, 0, 1]  # the white+black child counts twice
     p8 = dict(zip(CATALOG["P8"].cell_labels, t["P8"].at("nation")[1][0].tolist(), strict=True))
     assert {k: v for k, v in p8.items() if v} == {
-        "white": 5, "black": 1, "aian": 1, "asian": 1, "sor": 1, "white+black": 1
+        "white": 5,
+        "black": 1,
+        "aian": 1,
+        "asian": 1,
+        "sor": 1,
+        "white+black": 1,
     }
     assert value(t, "P9", "nation", 0, "Hispanic") == 4
     assert value(t, "P9", "nation", 0, "not Hispanic / white") == 2
@@ -146,7 +154,9 @@ def test_parent_equals_sum_of_children(seed):
             digits = GEOID_LENGTH[parent]
             rolled = (
                 long.filter(pl.col("level") == child)
-                .with_columns(geoid=pl.col("geoid").str.slice(0, digits) if digits else pl.lit("US"))
+                .with_columns(
+                    geoid=pl.col("geoid").str.slice(0, digits) if digits else pl.lit("US")
+                )
                 .group_by("geoid", "cell")
                 .agg(pl.col("count").sum())
                 .sort("geoid", "cell")
@@ -164,7 +174,7 @@ def test_p12_and_p14_pin_down_the_38_agebins(small_population):
         derived[:, s, :20] = p14[:, s * 20 : (s + 1) * 20]
         derived[:, s, 20] = p12[:, s * 23 + 5]  # "20"
         derived[:, s, 21] = p12[:, s * 23 + 6]  # "21"
-        derived[:, s, 22:] = p12[:, s * 23 + 7 :  (s + 1) * 23]
+        derived[:, s, 22:] = p12[:, s * 23 + 7 : (s + 1) * 23]
         # P14's single years must add up to P12's bins under 20
         for b, (lo, hi) in enumerate([(0, 5), (5, 10), (10, 15), (15, 18), (18, 20)]):
             assert np.array_equal(p12[:, s * 23 + b], p14[:, s * 20 + lo : s * 20 + hi].sum(1))
@@ -172,8 +182,11 @@ def test_p12_and_p14_pin_down_the_38_agebins(small_population):
     truth = np.zeros_like(derived)
     np.add.at(
         truth,
-        (small_population.person_block_index, p["sex"].to_numpy() - 1,
-         schema.agebin38(p["age"].to_numpy())),
+        (
+            small_population.person_block_index,
+            p["sex"].to_numpy() - 1,
+            schema.agebin38(p["age"].to_numpy()),
+        ),
         1,
     )
     assert np.array_equal(derived, truth)

@@ -80,7 +80,8 @@ class SpecCard:
             f"  1. Domain (who is protected):       {self.domain}",
             f"  2. Multiverse (invariants):         {self.multiverse}",
             f"       invariants: {invariants}",
-            f"  3. Input premetric (what changes):  unit = {self.protection_unit}; {self.neighbours}",
+            f"  3. Input premetric (what changes):  unit = {self.protection_unit};"
+            f" {self.neighbours}",
             f"  4. Output premetric (how measured): {self.output_premetric}",
             f"  5. Budget (how much):               {self.budget.text()}",
             f"  Covers: {self.covers}",
@@ -103,4 +104,3 @@ def no_protection_card() -> SpecCard:
         covers="all tables of the release",
         caveats=("Not for publication: this release is the confidential tabulation itself.",),
     )
-

@@ -61,14 +61,18 @@ def parse_table_list(text: str | None) -> list[str] | None:
     return names
 
 
-OutOption = Annotated[Path, typer.Option("--out", "-o", help="Output directory (replaced atomically).")]
+OutOption = Annotated[
+    Path, typer.Option("--out", "-o", help="Output directory (replaced atomically).")
+]
 
 
 @app.command()
 @reports_input_errors
 def synth(
     out: OutOption,
-    persons: Annotated[int, typer.Option("--persons", "-n", min=1, help="Number of persons.")] = 20_000,
+    persons: Annotated[
+        int, typer.Option("--persons", "-n", min=1, help="Number of persons.")
+    ] = 20_000,
     seed: Annotated[int | None, typer.Option(help="Seed (omit for OS entropy).")] = None,
 ) -> None:
     """Generate a seeded synthetic census population (persons, units, synth.json)."""
@@ -108,7 +112,9 @@ def tabulate(
 @reports_input_errors
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("demo-out"),
-    persons: Annotated[int, typer.Option(min=1000, help="Persons in the synthetic county.")] = 20_000,
+    persons: Annotated[
+        int, typer.Option(min=1000, help="Persons in the synthetic county.")
+    ] = 20_000,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic population.")] = 2010,
 ) -> None:
     """Synthesise a small county, tabulate every table, and summarise what was written."""

@@ -23,7 +23,9 @@ def digest_key() -> bytes:
     """The agency's digest key (created with 256 random bits on first use)."""
     if os.environ.get(KEY_ENV):
         return os.environ[KEY_ENV].encode()
-    path = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "sdclab" / "digest.key"
+    path = (
+        Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "sdclab" / "digest.key"
+    )
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -17,8 +17,11 @@ def make_rng(seed: int | None) -> np.random.Generator:
 def randomness_record(seed: int | None, *, uses_randomness: bool = True) -> dict[str, Any]:
     """What ``release.json`` says about the randomness behind a release."""
     if not uses_randomness:
-        return {"source": "none (deterministic)", "fit_for_publication": False,
-                "note": "an exact tabulation is never fit for publication"}
+        return {
+            "source": "none (deterministic)",
+            "fit_for_publication": False,
+            "note": "an exact tabulation is never fit for publication",
+        }
     if seed is None:
         return {"source": "os-entropy", "fit_for_publication": True}
     return {

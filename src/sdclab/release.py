@@ -134,8 +134,15 @@ def read_release(path: Path) -> Release:
     )
 
 
-_REQUIRED_KEYS = ("format_version", "mechanism", "parameters", "specification", "randomness",
-                  "input_digest", "tables")
+_REQUIRED_KEYS = (
+    "format_version",
+    "mechanism",
+    "parameters",
+    "specification",
+    "randomness",
+    "input_digest",
+    "tables",
+)
 
 
 def _read_metadata(path: Path) -> dict[str, Any]:
@@ -181,9 +188,7 @@ def _read_table(file: Path, name: str, info: dict[str, Any]) -> pl.DataFrame:
     frame = _read_parquet(file)
     expected = set(LONG_SCHEMA)
     if set(frame.columns) != expected:
-        raise InputError(
-            f"{file}: columns {frame.columns}, expected {list(LONG_SCHEMA)}"
-        )
+        raise InputError(f"{file}: columns {frame.columns}, expected {list(LONG_SCHEMA)}")
     try:
         frame = frame.select(pl.col(c).cast(t, strict=True) for c, t in LONG_SCHEMA.items())
     except pl.exceptions.PolarsError:
@@ -196,7 +201,11 @@ def _read_table(file: Path, name: str, info: dict[str, Any]) -> pl.DataFrame:
     if bad_level.height:
         raise InputError(f"{file}: level {bad_level['level'][0]!r} is not one of {info['levels']}")
     width = pl.col("level").replace_strict(GEOID_LENGTH, return_dtype=pl.Int64)
-    bad_geoid = frame.filter((pl.col("level") != "nation") & (pl.col("geoid").str.len_chars() != width))
+    bad_geoid = frame.filter(
+        (pl.col("level") != "nation") & (pl.col("geoid").str.len_chars() != width)
+    )
     if bad_geoid.height:
-        raise InputError(f"{file}: geoid {bad_geoid['geoid'][0]!r} has the wrong length for its level")
+        raise InputError(
+            f"{file}: geoid {bad_geoid['geoid'][0]!r} has the wrong length for its level"
+        )
     return frame

@@ -1,12 +1,14 @@
 """Attributes, code lists and histogram domains.
 
 A *schema* is an ordered tuple of attributes with contiguous integer codes. Its *domain* is the
-Cartesian product of the codes, flattened in C order (the last attribute varies fastest). A geounit's
-data is a histogram over the domain; tables are linear queries on it (see ``sdclab.tables``).
+Cartesian product of the codes, flattened in C order (the last attribute varies fastest).
+A geounit's data is a histogram over the domain; tables are linear queries on it
+(see ``sdclab.tables``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -142,6 +144,7 @@ AGEBIN38 = AgeRecode(
 PCT12_AGES = AgeRecode("pct12", (*range(100), 100, 105, 110))
 """The 103 ages of SF1 table PCT12: single years 0–99, 100–104, 105–109, 110+."""
 
+
 def agebin38(age: npt.ArrayLike) -> IntArray:
     """The 38-agebin index of each age."""
     return AGEBIN38.of(age)
@@ -219,7 +222,7 @@ class Schema:
                 return a
         raise KeyError(f"schema {self.name!r} has no attribute {name!r}")
 
-    def cell_index(self, columns: dict[str, npt.ArrayLike]) -> IntArray:
+    def cell_index(self, columns: Mapping[str, npt.ArrayLike]) -> IntArray:
         """Flat domain index of each record, from one code array per attribute."""
         index = np.zeros(len(np.asarray(columns[self.attributes[0].name])), dtype=np.int64)
         for a in self.attributes:
@@ -229,7 +232,9 @@ class Schema:
     def decode(self, index: npt.ArrayLike) -> dict[str, IntArray]:
         """Inverse of :meth:`cell_index`: the code of every attribute for each flat index."""
         pos = np.unravel_index(np.asarray(index, dtype=np.int64), self.shape)
-        return {a.name: p.astype(np.int64) + a.low for a, p in zip(self.attributes, pos, strict=True)}
+        return {
+            a.name: p.astype(np.int64) + a.low for a, p in zip(self.attributes, pos, strict=True)
+        }
 
 
 PERSON = Schema("person", (SEX, AGE, RACE, HISPANIC))

@@ -101,3 +101,17 @@ class Population:
     @property
     def n_units(self) -> int:
         return self.units.height
+
+
+def contract_markdown() -> str:
+    """The column contract as Markdown tables (docs/data.md is generated from this)."""
+    out = []
+    for title, specs in (("units", UNITS), ("persons", PERSONS)):
+        out += [f"### `{title}`", "", "| column | type | values | meaning |", "|---|---|---|---|"]
+        for s in specs:
+            values = f"{s.low}–{s.high}" if s.low is not None else ""
+            if s.nullable:
+                values += ", or null"
+            out.append(f"| `{s.name}` | {s.dtype} | {values} | {s.meaning} |")
+        out.append("")
+    return "\n".join(out)

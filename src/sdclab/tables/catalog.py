@@ -28,7 +28,7 @@ Mask = npt.NDArray[np.bool_]
 
 @dataclass(frozen=True)
 class Dimension:
-    """Categories of a table along one attribute: ``membership[k, j]`` = code j counts in category k.
+    """Categories of a table along one attribute: ``membership[k, j]`` = 1 if code j counts in k.
 
     A record may count in several categories (race tallies), in one (a recode), or in none (a code
     outside the table's cells).
@@ -231,34 +231,57 @@ def _build_catalog() -> dict[str, TableDef]:
         ),
         _person_table("P8", "Race", "all persons", [Part((RACE_DETAILED,))]),
         _person_table(
-            "P9", "Hispanic or Latino, and not Hispanic or Latino by race", "all persons",
+            "P9",
+            "Hispanic or Latino, and not Hispanic or Latino by race",
+            "all persons",
             _hispanic_by_race({}),
         ),
-        _person_table("P10", "Race for the population 18 years and over", "persons 18+",
-                      [Part((RACE_DETAILED,), ADULT)]),
         _person_table(
-            "P11", "Hispanic or Latino, and not Hispanic or Latino by race, 18 years and over",
-            "persons 18+", _hispanic_by_race(ADULT),
+            "P10",
+            "Race for the population 18 years and over",
+            "persons 18+",
+            [Part((RACE_DETAILED,), ADULT)],
+        ),
+        _person_table(
+            "P11",
+            "Hispanic or Latino, and not Hispanic or Latino by race, 18 years and over",
+            "persons 18+",
+            _hispanic_by_race(ADULT),
         ),
         _person_table("P12", "Sex by age", "all persons", [Part((SEXES, P12_AGE))]),
     ]
     for letter, (group, universe) in list(RACE_ITERATIONS.items())[:9]:
         tables.append(
-            _person_table(f"P12{letter}", f"Sex by age ({group})", group,
-                          [Part((SEXES, P12_AGE), universe)])
+            _person_table(
+                f"P12{letter}", f"Sex by age ({group})", group, [Part((SEXES, P12_AGE), universe)]
+            )
         )
     tables.append(
-        _person_table("P14", "Sex by age for the population under 20 years", "persons under 20",
-                      [Part((SEXES, UNDER_20), UNDER_20_UNIVERSE)])
+        _person_table(
+            "P14",
+            "Sex by age for the population under 20 years",
+            "persons under 20",
+            [Part((SEXES, UNDER_20), UNDER_20_UNIVERSE)],
+        )
     )
     tables.append(
-        _person_table("PCT12", "Sex by age (single years)", "all persons",
-                      [Part((SEXES, PCT12_AGE))], bottom="tract")
+        _person_table(
+            "PCT12",
+            "Sex by age (single years)",
+            "all persons",
+            [Part((SEXES, PCT12_AGE))],
+            bottom="tract",
+        )
     )
     for letter, (group, universe) in RACE_ITERATIONS.items():
         tables.append(
-            _person_table(f"PCT12{letter}", f"Sex by age, single years ({group})", group,
-                          [Part((SEXES, PCT12_AGE), universe)], bottom="tract")
+            _person_table(
+                f"PCT12{letter}",
+                f"Sex by age, single years ({group})",
+                group,
+                [Part((SEXES, PCT12_AGE), universe)],
+                bottom="tract",
+            )
         )
     tables += _unit_tables() + _household_gq_tables()
     return {t.name: t for t in tables}
@@ -305,12 +328,19 @@ def _household_gq_tables() -> list[TableDef]:
             (
                 Part((relationship,), in_households, "in households"),
                 Part(universe={**gq, **institutional}, label="in group quarters, institutional"),
-                Part(universe={**gq, **noninstitutional},
-                     label="in group quarters, non-institutional"),
+                Part(
+                    universe={**gq, **noninstitutional},
+                    label="in group quarters, non-institutional",
+                ),
             ),
         ),
-        TableDef("P42", "Group quarters population by type", "persons in group quarters", s,
-                 (Part((gq_type,), gq),)),
+        TableDef(
+            "P42",
+            "Group quarters population by type",
+            "persons in group quarters",
+            s,
+            (Part((gq_type,), gq),),
+        ),
     ]
 
 
@@ -327,7 +357,19 @@ def select(names: Sequence[str] | None) -> list[TableDef]:
         return list(CATALOG.values())
     unknown = [n for n in names if n not in CATALOG]
     if unknown:
-        raise KeyError(
-            f"unknown table(s) {', '.join(unknown)}; known tables: {', '.join(CATALOG)}"
-        )
+        raise KeyError(f"unknown table(s) {', '.join(unknown)}; known tables: {', '.join(CATALOG)}")
     return [CATALOG[n] for n in dict.fromkeys(names)]
+
+
+def catalog_markdown() -> str:
+    """The catalogue as a Markdown table (docs/tables.md is generated from this)."""
+    lines = [
+        "| table | title | universe | schema | cells | levels |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t in CATALOG.values():
+        levels = f"{t.bottom} and up" if t.top == "nation" else " to ".join((t.top, t.bottom))
+        lines.append(
+            f"| {t.name} | {t.title} | {t.universe} | {t.schema.name} | {t.n_cells} | {levels} |"
+        )
+    return "\n".join(lines) + "\n"

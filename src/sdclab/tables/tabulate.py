@@ -89,22 +89,19 @@ class TableCounts:
         frames = []
         for level in (lv for lv in LEVELS if lv in self.counts):
             codes, matrix = self.counts[level]
-            coo = matrix.tocoo()
-            order = np.lexsort((coo.col, coo.row))
-            rows, cols, vals = coo.row[order], coo.col[order], coo.data[order]
-            keep = vals != 0
+            m = matrix.copy()
+            m.eliminate_zeros()
+            m.sort_indices()
+            rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
             frames.append(
-                pl.DataFrame(
-                    {
-                        "level": pl.Series([level] * int(keep.sum()), dtype=pl.String),
-                        "geoid": geoid_strings(codes[rows[keep]], level),
-                        "cell": cols[keep].astype(np.int32),
-                        "count": vals[keep].astype(np.int64),
-                    },
-                    schema=LONG_SCHEMA,
+                pl.DataFrame({"cell": m.indices.astype(np.int32), "count": m.data.astype(np.int64)})
+                .with_columns(
+                    level=pl.lit(level, dtype=pl.String),
+                    geoid=geoid_strings(codes, level).gather(rows),
                 )
+                .select(list(LONG_SCHEMA))
             )
-        return pl.concat(frames) if frames else pl.DataFrame(schema=LONG_SCHEMA)
+        return pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema=LONG_SCHEMA)
 
 
 def tabulate_histograms(
@@ -128,12 +125,11 @@ def tabulate_histograms(
     return out
 
 
-def tabulate(
-    population: Population, names: Sequence[str] | None = None
-) -> dict[str, TableCounts]:
+def tabulate(population: Population, names: Sequence[str] | None = None) -> dict[str, TableCounts]:
     """Exact tables of a population (all catalogue tables when ``names`` is None)."""
     tables = select(names)
     histograms = {
-        s.name: block_histogram(population, s) for s in {t.schema.name: t.schema for t in tables}.values()
+        s.name: block_histogram(population, s)
+        for s in {t.schema.name: t.schema for t in tables}.values()
     }
     return tabulate_histograms(population.geography, histograms, tables)

@@ -1,0 +1,113 @@
+"""Release directories: exact release content, round trip, atomic writes, malformed releases."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from sdclab import release as release_module
+from sdclab.errors import InputError
+from sdclab.release import exact_release, read_release, write_release
+from sdclab.tables.catalog import CATALOG
+
+
+def test_exact_release_round_trip(tmp_path, small_population):
+    rel = exact_release(small_population)
+    write_release(rel, tmp_path / "rel")
+    back = read_release(tmp_path / "rel")
+    assert back.mechanism == "none"
+    assert back.card == rel.card
+    assert set(back.tables) == set(CATALOG)
+    for name, frame in rel.tables.items():
+        assert back.tables[name].equals(frame), name
+    meta = json.loads((tmp_path / "rel" / "release.json").read_text())
+    assert meta["tables"]["P12"]["cells"][0] == "male / 0-4"
+    assert meta["tables"]["PCT12"]["levels"] == ["nation", "state", "county", "tract"]
+    assert meta["randomness"]["fit_for_publication"] is False
+    assert meta["input_digest"].startswith("hmac-sha256:")
+    assert "no protection" in meta["specification"]["budget"]["summary"]
+
+
+def test_release_of_selected_tables(tmp_path, tiny_population):
+    rel = exact_release(tiny_population, ["P1", "H1"])
+    write_release(rel, tmp_path / "rel")
+    assert sorted(p.name for p in (tmp_path / "rel" / "tables").iterdir()) == [
+        "H1.parquet",
+        "P1.parquet",
+    ]
+    p1 = read_release(tmp_path / "rel").table("P1", "nation")
+    assert p1.select("geoid", "cell", "count").rows() == [("US", 0, 10)]
+
+
+def test_input_digest_is_keyed_and_content_sensitive(tiny_population, monkeypatch):
+    base = exact_release(tiny_population, ["P1"]).input_digest
+    monkeypatch.setenv("SDCLAB_DIGEST_KEY", "another key")
+    assert exact_release(tiny_population, ["P1"]).input_digest != base
+    monkeypatch.setenv("SDCLAB_DIGEST_KEY", "test-key-not-secret")
+    older = tiny_population.persons.with_columns(pl.col("age") + 1)
+    changed = type(tiny_population)(persons=older, units=tiny_population.units)
+    assert exact_release(changed, ["P1"]).input_digest != base
+    assert exact_release(tiny_population, ["P1"]).input_digest == base
+
+
+def test_failed_write_leaves_previous_release(tmp_path, tiny_population, monkeypatch):
+    target = tmp_path / "rel"
+    write_release(exact_release(tiny_population, ["P1"]), target)
+    before = sorted(p.name for p in target.rglob("*"))
+
+    def broken(frame, path):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(release_module, "write_parquet", broken)
+    with pytest.raises(OSError):
+        write_release(exact_release(tiny_population, ["P1", "P8"]), target)
+    assert sorted(p.name for p in target.rglob("*")) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["rel"]  # no temporary left behind
+
+
+def _corrupt(path, edit):
+    meta = json.loads((path / "release.json").read_text())
+    edit(meta)
+    (path / "release.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda p: (p / "release.json").unlink(), "release.json: missing"),
+        (lambda p: (p / "release.json").write_text("{not json"), "not valid JSON"),
+        (lambda p: _corrupt(p, lambda m: m.pop("tables")), "missing key(s) tables"),
+        (lambda p: _corrupt(p, lambda m: m.update(format_version=99)), "format_version 99"),
+        (lambda p: _corrupt(p, lambda m: m["tables"].update(P99={})), "unknown table(s) P99"),
+        (lambda p: (p / "tables" / "P1.parquet").unlink(), "P1.parquet: missing"),
+        (lambda p: (p / "tables" / "P1.parquet").write_bytes(b"PAR1garbage"), "not a readable"),
+        (
+            lambda p: pl.DataFrame(
+                {"level": ["block"], "geoid": ["1"], "cell": [0], "count": [1]}
+            ).write_parquet(p / "tables" / "P1.parquet"),
+            "wrong length",
+        ),
+        (
+            lambda p: pl.DataFrame(
+                {"level": ["nation"], "geoid": ["US"], "cell": [5], "count": [1]}
+            ).write_parquet(p / "tables" / "P1.parquet"),
+            "cell 5 outside 0..0",
+        ),
+        (
+            lambda p: pl.DataFrame(
+                {"level": ["nation"], "geoid": ["US"], "count": [1]}
+            ).write_parquet(p / "tables" / "P1.parquet"),
+            "expected ['level', 'geoid', 'cell', 'count']",
+        ),
+    ],
+)
+def test_malformed_release_is_a_clear_error(tmp_path, tiny_population, damage, message):
+    target = tmp_path / "rel"
+    write_release(exact_release(tiny_population, ["P1"]), target)
+    damage(target)
+    with pytest.raises(InputError) as info:
+        read_release(target)
+    assert message in info.value.one_line()
+    assert "\n" not in info.value.one_line()
