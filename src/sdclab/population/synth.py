@@ -1,0 +1,1220 @@
+"""Seeded synthetic census population, calibrated to published 2010 national marginals.
+
+Real census microdata is confidential, so the lab ships a generator whose output looks like a census
+edited file where it matters for disclosure control: many small blocks, segregated neighbourhoods,
+households of related people, group-quarters facilities and rare race combinations
+(``specs/synthetic-population.md``).
+
+The generator works on one random *sequence* of occupied units (households and group-quarters
+facilities). Every level of geography is a run of consecutive positions in that sequence, measured
+in persons: blocks are runs of lognormal length, block groups and tracts runs of bounded length,
+counties groups of tracts and states groups of counties. A unit belongs to the block that contains
+its midpoint, so the hierarchy nests by construction and persons come out in geocode order.
+
+Everything is vectorised numpy; the only Python loops run over a handful of categories (household
+size classes, group-quarters types, relationship roles). Each stage draws from its own child stream
+of one PCG64 generator, so a change to one stage does not reshuffle the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from scipy import special
+
+from sdclab import schema
+from sdclab.geography import truncate
+from sdclab.population.contract import PERSONS, UNITS, Population
+from sdclab.randomness import make_rng
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+GENERATOR_VERSION = "1.0"
+"""Bumped whenever a change alters the output for a given seed."""
+
+# =============================================================================================
+# Targets: published 2010 national figures (and one design assumption), with test tolerances
+# =============================================================================================
+
+RACE_GROUPS = ("white", "black", "aian", "asian", "nhopi", "sor", "two_or_more")
+"""The seven race groups: the six OMB races alone (in bit order), then two or more races."""
+
+RACE_ALONE_SHARES = {
+    "white": 0.724,
+    "black": 0.126,
+    "aian": 0.009,
+    "asian": 0.048,
+    "nhopi": 0.002,
+    "sor": 0.062,
+    "two_or_more": 0.029,
+}
+"""Share of all persons in each race group (2010)."""
+
+HISPANIC_SHARE = 0.163
+HISPANIC_RACE_SPLIT = {
+    "white": 0.530,
+    "black": 0.025,
+    "aian": 0.014,
+    "asian": 0.004,
+    "nhopi": 0.001,
+    "sor": 0.367,
+    "two_or_more": 0.060,
+}
+"""How Hispanic persons split over the race groups (2010; renormalised on use)."""
+
+FEMALE_SHARE = 0.508
+MEDIAN_AGE = 37.2
+UNDER_18_SHARE = 0.240
+AGE_65_PLUS_SHARE = 0.130
+
+HOUSEHOLD_SIZE_SHARES = (0.267, 0.336, 0.158, 0.135, 0.062, 0.024, 0.017)
+"""Share of households with 1, 2, …, 6 and 7 or more persons (2010; sums to 0.999 by rounding)."""
+MEAN_HOUSEHOLD_SIZE = 2.58
+OWNER_SHARE = 0.651
+"""Owner-occupied share of occupied housing units."""
+MORTGAGE_SHARE_OF_OWNERS = 2 / 3
+"""About two thirds of owner-occupied units are owned with a mortgage or loan."""
+VACANCY_SHARE = 0.114
+"""Vacant share of all housing units."""
+GQ_SHARE = 0.026
+"""Share of persons living in group quarters."""
+MEAN_PERSONS_PER_POPULATED_BLOCK = 50.0
+"""308,745,538 persons / 6,207,027 populated blocks ≈ 49.7."""
+SMALL_BLOCK_SHARE = 0.30
+"""Share of populated blocks with 1–9 persons. No published figure in our sources: a design
+assumption that gives the many tiny blocks the disclosure literature relies on."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One marginal the generator aims at, and how far the tests let a generated value stray.
+
+    ``tolerance`` is absolute, in the target's unit, unless ``relative`` is true, in which case it
+    is a fraction of ``value`` (see TOLERANCES for how they were chosen).
+    """
+
+    value: float
+    tolerance: float
+    unit: str
+    description: str
+    relative: bool = False
+    source: str = "2010 census"
+
+    def bounds(self) -> tuple[float, float]:
+        """The closed interval of accepted generated values."""
+        width = self.tolerance * abs(self.value) if self.relative else self.tolerance
+        return self.value - width, self.value + width
+
+    def accepts(self, generated: float) -> bool:
+        low, high = self.bounds()
+        return low <= generated <= high
+
+
+TOLERANCES = {
+    "race_white_pct": 0.8,
+    "race_black_pct": 0.6,
+    "race_aian_pct": 0.2,
+    "race_asian_pct": 0.4,
+    "race_nhopi_pct": 0.1,
+    "race_sor_pct": 0.4,
+    "race_two_or_more_pct": 0.3,
+    "hispanic_pct": 0.6,
+    "female_pct": 0.5,
+    "median_age": 0.6,
+    "under_18_pct": 0.7,
+    "age_65_plus_pct": 0.7,
+    "household_size_1_pct": 0.9,
+    "household_size_2_pct": 0.8,
+    "household_size_3_pct": 0.7,
+    "household_size_4_pct": 0.7,
+    "household_size_5_pct": 0.5,
+    "household_size_6_pct": 0.35,
+    "household_size_7_plus_pct": 0.25,
+    "mean_household_size": 0.035,
+    "owner_occupied_pct": 0.9,
+    "mortgage_pct_of_owners": 1.2,
+    "vacancy_pct": 0.05,
+    "gq_persons_pct": 0.05,
+    "mean_persons_per_populated_block": 0.15,
+    "blocks_1_to_9_persons_pct": 0.15,
+}
+"""Test tolerances at TOLERANCE_N_PERSONS persons, in the target's unit: at least five standard
+deviations of the generated value over seeds (measured over 140 seeds, see
+docs/synthetic-population.md) plus the generator's remaining bias, rounded up. Vacancy and group
+quarters are fixed counts, so their tolerance only allows for rounding. The two block-size figures
+are relative (±15%); for the mean block size that is about four standard deviations, because a
+heavy-tailed block-size distribution makes the block count vary by about 4% at this size."""
+TOLERANCE_N_PERSONS = 200_000
+
+
+def _build_targets() -> dict[str, Target]:
+    """All marginals the tests check, keyed by the names used in ``synth.json``."""
+    spec: dict[str, tuple[float, str, str]] = {}
+    for group, share in RACE_ALONE_SHARES.items():
+        label = "two or more races" if group == "two_or_more" else f"{group} alone"
+        spec[f"race_{group}_pct"] = (100 * share, "% of persons", f"race: {label}")
+    spec["hispanic_pct"] = (100 * HISPANIC_SHARE, "% of persons", "Hispanic or Latino")
+    spec["female_pct"] = (100 * FEMALE_SHARE, "% of persons", "female")
+    spec["median_age"] = (MEDIAN_AGE, "years", "median age (single years as intervals)")
+    spec["under_18_pct"] = (100 * UNDER_18_SHARE, "% of persons", "aged under 18")
+    spec["age_65_plus_pct"] = (100 * AGE_65_PLUS_SHARE, "% of persons", "aged 65 and over")
+    top = len(HOUSEHOLD_SIZE_SHARES)
+    for size, share in enumerate(HOUSEHOLD_SIZE_SHARES, start=1):
+        label = f"{size} or more persons" if size == top else f"{size} person(s)"
+        key = f"household_size_{size}{'_plus' if size == top else ''}_pct"
+        spec[key] = (100 * share, "% of households", f"households of {label}")
+    spec["mean_household_size"] = (MEAN_HOUSEHOLD_SIZE, "persons", "persons per household")
+    spec["owner_occupied_pct"] = (100 * OWNER_SHARE, "% of households", "owner occupied")
+    spec["mortgage_pct_of_owners"] = (
+        100 * MORTGAGE_SHARE_OF_OWNERS,
+        "% of owner-occupied units",
+        "owned with a mortgage or loan",
+    )
+    spec["vacancy_pct"] = (100 * VACANCY_SHARE, "% of housing units", "vacant")
+    spec["gq_persons_pct"] = (100 * GQ_SHARE, "% of persons", "living in group quarters")
+    spec["mean_persons_per_populated_block"] = (
+        MEAN_PERSONS_PER_POPULATED_BLOCK,
+        "persons",
+        "mean persons per populated block",
+    )
+    spec["blocks_1_to_9_persons_pct"] = (
+        100 * SMALL_BLOCK_SHARE,
+        "% of populated blocks",
+        "populated blocks with 1-9 persons",
+    )
+    sources = {
+        "mortgage_pct_of_owners": "approximate (about two thirds of owners)",
+        "mean_persons_per_populated_block": "2010 census (308.7 million / 6.2 million blocks)",
+        "blocks_1_to_9_persons_pct": "design assumption (no published figure in our sources)",
+    }
+    relative = {"mean_persons_per_populated_block", "blocks_1_to_9_persons_pct"}
+    return {
+        name: Target(
+            value=value,
+            tolerance=TOLERANCES[name],
+            unit=unit,
+            description=description,
+            relative=name in relative,
+            source=sources.get(name, "2010 census"),
+        )
+        for name, (value, unit, description) in spec.items()
+    }
+
+
+TARGETS: dict[str, Target] = _build_targets()
+"""Every checked marginal: the single place the tests and ``synth.json`` read targets from."""
+
+# =============================================================================================
+# Model parameters (tuned so that the generated marginals meet TARGETS)
+# =============================================================================================
+
+HOUSEHOLD_SIZE_MAX = 20
+"""Largest household. The 7+ class is a truncated geometric tail over 7..20 whose mean is solved so
+that the mean household size is MEAN_HOUSEHOLD_SIZE (the published shares need 7+ households of
+about 10 persons on average)."""
+
+# Geography: persons per geounit.
+BLOCK_LOG_MEAN = 2.85
+BLOCK_LOG_SD = 1.41
+BLOCK_CAPACITY_MAX = 4_000.0
+"""Lognormal block capacities in persons (capped), before units are packed into them. Packing
+leaves some tiny blocks empty, so the parameters are tuned on the realised figures: mean ≈ 50
+persons per populated block, ≈ 30% of populated blocks with 1–9 persons, ≈ 0.25% with 1,000+."""
+TRACT_PERSONS = 4_000
+TRACT_LOG_SD = 0.35
+TRACT_PERSONS_RANGE = (1_500, 7_500)
+"""Tract targets: lognormal around 4,000, clipped so realised tracts stay within 1,200–8,000."""
+BLOCK_GROUP_PERSONS = 1_400
+BLOCK_GROUP_WEIGHT_RANGE = (0.7, 1.3)
+MAX_BLOCK_GROUPS_PER_TRACT = 9
+MAX_BLOCKS_PER_BLOCK_GROUP = 1_000
+COUNTY_PERSONS = 100_000
+COUNTY_LOG_SD = 1.4
+"""Counties: about one per 100,000 persons, with heavy-tailed sizes (2010: 3,143 counties, median
+≈ 26,000, mean ≈ 98,000 persons)."""
+STATE_PERSONS = 6_000_000
+STATE_LOG_SD = 0.5
+STATE_FIPS = (
+    1, 2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
+    29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 44, 45, 46, 47, 48, 49, 50, 51, 53, 54,
+    55, 56,
+)  # fmt: skip
+"""FIPS codes of the 50 states and DC, in order."""
+
+# Households.
+HOUSEHOLDER_AGE_EDGES = (25, 35, 45, 55, 65, 75)
+"""Householder age bands <25, 25–34, …, 65–74, 75+ used by the spouse and tenure models."""
+SPOUSE_BY_AGE = (0.45, 0.72, 0.78, 0.77, 0.82, 0.85, 0.74)
+"""P(a householder of a household of 2+ persons has a spouse or partner) for householders aged <25,
+25–34, …, 65–74, 75+ (roughly 2010 married couples plus unmarried partners)."""
+SPOUSE_SIZE_ODDS = {2: 1.0, 3: 0.75, 4: 1.4, 5: 1.3}
+"""Odds multipliers of having a spouse in households of 2, 3, 4 and 5+ persons (3-person households
+include many single parents; larger ones are mostly couples with children)."""
+MEMBER_ROLE_PROBABILITIES = {
+    True: (0.87, 0.09, 0.04),
+    False: (0.60, 0.24, 0.16),
+}
+"""P(child, other relative, non-relative) for members other than householder and spouse, by
+whether the household has a spouse/partner."""
+SAME_SEX_COUPLE_SHARE = 0.012
+SPOUSE_AGE_GAP_SD = 4.5
+SPOUSE_AGE_GAP_MEAN = 2.2
+"""Husbands are on average 2.2 years older than wives."""
+CHILD_GAP = (29.0, 6.5, 15, 45)
+"""Householder's age minus child's age: normal (mean, sd) truncated to [15, 45]."""
+CHILD_AT_HOME_EDGES = (18, 25, 30, 35)
+CHILD_AT_HOME = (1.0, 0.42, 0.2, 0.1, 0.05)
+"""Relative chance that a child of age <18, 18–24, 25–29, 30–34, 35+ still lives with the parent:
+children who left home are not in the household, so co-resident children are mostly minors."""
+GRANDCHILD_GAP = (47.0, 9.0, 30, 80)
+"""Householder's age minus grandchild's age: normal (mean, sd) truncated to [30, 80]."""
+PARENT_GAP = (28.0, 5.0, 15, 45)
+"""Parent's age minus householder's age: normal (mean, sd) truncated to [15, 45]."""
+PARENT_HEAD_AGE_MAX = 65
+"""Householders older than this live with a sibling or other relative rather than a parent."""
+ADULT_AGE_MAX = 104
+"""Upper bound for ages drawn around another member's age (spouses, siblings, non-relatives)."""
+OTHER_RELATIVE_KINDS = (0.46, 0.14, 0.40)
+"""Other relatives: P(grandchild, parent, sibling or other); sibling when the first two are
+impossible for the householder's age."""
+NONRELATIVE_CHILD_SHARE = 0.15
+SAME_RACE_IN_HOUSEHOLD = 0.9
+"""P(a household member takes the householder's race and Hispanic origin)."""
+
+AGE_BAND_STARTS = (15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80, 85)
+HOUSEHOLDER_AGE_WEIGHTS = {
+    1: (0.6, 5.2, 7.8, 6.8, 5.5, 5.5, 7.5, 9.0, 10.0, 9.5, 7.2, 6.8, 6.8, 6.8, 5.4),
+    2: (0.7, 5.6, 8.2, 6.2, 4.5, 4.5, 7.0, 10.0, 13.0, 13.0, 9.2, 7.2, 5.4, 3.9, 2.2),
+    3: (0.8, 5.5, 10.0, 11.5, 11.5, 12.0, 13.0, 12.5, 9.0, 6.0, 3.2, 2.0, 1.4, 1.0, 0.5),
+    4: (0.4, 2.5, 7.0, 13.0, 17.5, 18.5, 15.5, 10.5, 6.0, 3.5, 2.0, 1.3, 0.8, 0.5, 0.2),
+    5: (0.3, 2.2, 6.5, 12.5, 17.5, 18.5, 16.0, 11.0, 6.5, 3.8, 2.2, 1.3, 0.8, 0.6, 0.3),
+}
+"""Relative weights of the 5-year householder age bands 15–19, …, 80–84, 85+ by household size
+(1, 2, 3, 4, 5+): one-person households are oldest, households of four are youngest."""
+HOUSEHOLDER_FEMALE_WITH_SPOUSE = 0.28
+HOUSEHOLDER_FEMALE_ALONE = (0.51, 0.80)
+"""P(householder is female) without a spouse: rises linearly from the first value at 40 to the
+second at 85 (widows)."""
+FEMALE_AT_BIRTH = 0.488
+OTHER_FEMALE = 0.50
+NONRELATIVE_FEMALE = 0.44
+OLDEST_OLD_DECAY = (0.075, 0.012)
+"""Ages above 85 (or above any open band) fall off as exp(-a·t - b·t²), t = years past the band's
+start: as in 2010, the 90–94 are about 0.4 times the 85–89, about 1% of the 85+ are 100 or over
+and well under 0.1% are 105 or over."""
+
+# Group quarters: P(type) of GQ persons, facility size (lognormal median, log sd), P(female), ages.
+GQ_TYPE_SHARES = {1: 0.25, 2: 0.02, 3: 0.19, 4: 0.02, 5: 0.32, 6: 0.04, 7: 0.16}
+GQ_FACILITY_SIZE = {
+    1: (200.0, 1.3),
+    2: (25.0, 0.9),
+    3: (90.0, 0.6),
+    4: (30.0, 1.0),
+    5: (180.0, 0.9),
+    6: (150.0, 1.2),
+    7: (10.0, 1.0),
+}
+GQ_FACILITY_MAX = 3_000
+GQ_FEMALE = {1: 0.09, 2: 0.18, 3: 0.67, 4: 0.45, 5: 0.56, 6: 0.14, 7: 0.42}
+AgeSegments = tuple[tuple[int, int, float], ...]
+"""(first age, last age, weight) triples; weight is spread evenly over the ages, except that a
+segment ending at AGE_MAX decays like the oldest old."""
+GQ_AGES: dict[int, AgeSegments] = {
+    1: (
+        (18, 19, 4),
+        (20, 29, 33),
+        (30, 39, 28),
+        (40, 49, 22),
+        (50, 59, 10),
+        (60, 64, 2),
+        (65, 90, 1),
+    ),
+    2: ((10, 14, 15), (15, 17, 75), (18, 20, 10)),
+    3: ((40, 64, 10), (65, 74, 12), (75, 84, 30), (85, schema.AGE_MAX, 48)),
+    4: ((0, 17, 5), (18, 44, 30), (45, 64, 35), (65, 84, 20), (85, schema.AGE_MAX, 10)),
+    5: ((17, 17, 2), (18, 19, 45), (20, 21, 35), (22, 24, 14), (25, 34, 4)),
+    6: ((17, 19, 18), (20, 24, 50), (25, 29, 18), (30, 39, 12), (40, 49, 2)),
+    7: (
+        (0, 17, 5),
+        (18, 24, 15),
+        (25, 44, 30),
+        (45, 64, 35),
+        (65, 84, 12),
+        (85, schema.AGE_MAX, 3),
+    ),
+}
+
+# Tenure.
+OWNER_BY_AGE = (0.16, 0.42, 0.63, 0.72, 0.77, 0.81, 0.78)
+"""Owner rate for householders aged <25, 25–34, …, 65–74, 75+ (shifted on the logit scale so the
+overall rate meets OWNER_SHARE exactly in expectation)."""
+FREE_AND_CLEAR_BY_AGE = (0.08, 0.10, 0.13, 0.20, 0.32, 0.55, 0.72)
+"""Free-and-clear rate among owners by the same age bands (shifted like OWNER_BY_AGE)."""
+
+# Vacancy.
+VACANT_IN_UNPOPULATED_SHARE = 0.08
+"""Share of vacant housing units placed in blocks with no population (design assumption)."""
+VACANCY_DISPERSION = 0.7
+"""Gamma shape of the block vacancy factor: small values give resort areas and boarded-up blocks."""
+
+# Segregation: tract mix ~ Dirichlet(TRACT · national), block mix ~ Dirichlet(BLOCK · tract mix).
+TRACT_CONCENTRATION = 2.0
+BLOCK_CONCENTRATION = 4.0
+MIX_FLOOR = 1e-3
+"""Weight of the national mix blended into every block mix, so every group can occur anywhere."""
+IPF_ITERATIONS = 200
+IPF_TOLERANCE = 1e-9
+
+TWO_RACE_WEIGHTS = {
+    ("white", "black"): 1834,
+    ("white", "sor"): 1741,
+    ("white", "asian"): 1623,
+    ("white", "aian"): 1432,
+    ("black", "sor"): 315,
+    ("black", "aian"): 269,
+    ("asian", "sor"): 234,
+    ("black", "asian"): 186,
+    ("white", "nhopi"): 170,
+    ("asian", "nhopi"): 166,
+    ("aian", "asian"): 59,
+    ("nhopi", "sor"): 59,
+    ("aian", "sor"): 58,
+    ("black", "nhopi"): 50,
+    ("aian", "nhopi"): 11,
+}
+"""Relative sizes of the 15 two-race combinations (2010, thousands of persons)."""
+MULTI_RACE_BIT_COUNT_SHARES = {2: 0.917, 3: 0.075, 4: 0.0065, 5: 0.001, 6: 0.0001}
+"""Share of the two-or-more-races population by number of races reported (2010, approximately)."""
+RACE_PROPENSITY = {
+    "white": 1.0,
+    "black": 0.6,
+    "aian": 0.55,
+    "asian": 0.45,
+    "nhopi": 0.3,
+    "sor": 0.35,
+}
+"""Weights of the combinations of three or more races are products of these."""
+HISPANIC_SOR_BOOST = 4.0
+"""Among Hispanic persons of two or more races, combinations with 'some other race' weigh more."""
+
+STAGES = ("households", "geography", "people", "race", "tenure", "vacancy")
+
+
+# =============================================================================================
+# Public entry points
+# =============================================================================================
+
+
+def synthesize(n_persons: int, seed: int | None = None) -> tuple[Population, dict[str, Any]]:
+    """Seeded synthetic census population of exactly n_persons persons; returns it and a report.
+
+    The same seed gives identical frames; ``seed=None`` draws from OS entropy. The report (written
+    as ``synth.json``) records the parameters, geounit counts and every marginal of
+    :data:`TARGETS` beside its generated value.
+    """
+    if isinstance(n_persons, bool) or not isinstance(n_persons, int | np.integer):
+        raise TypeError(f"n_persons must be an integer, got {type(n_persons).__name__}")
+    if n_persons < 1:
+        raise ValueError(f"n_persons must be at least 1, got {n_persons}")
+    n = int(n_persons)
+    streams = dict(zip(STAGES, make_rng(seed).spawn(len(STAGES)), strict=True))
+
+    units = draw_occupied_units(streams["households"], n)
+    plan = plan_geography(streams["geography"], n)
+    unit_block = place_in_blocks(units.sizes, plan.block_end)
+    people = draw_people(streams["people"], units)
+    race, hispanic = draw_race_ethnicity(streams["race"], plan, units, unit_block, people)
+    tenure = draw_tenure(streams["tenure"], units, people)
+    vacant_block = draw_vacant_units(streams["vacancy"], plan, units, unit_block)
+    population = assemble(plan, units, unit_block, people, race, hispanic, tenure, vacant_block)
+    return population, build_report(population, n, seed)
+
+
+def measure_marginals(population: Population) -> dict[str, float]:
+    """Every marginal named in :data:`TARGETS`, computed from the frames of ``population``."""
+    persons, units = population.persons, population.units
+    n = persons.height
+    race = persons.get_column("race").to_numpy().astype(np.int64)
+    bits = schema.race_bit_count(race)
+    out: dict[str, float] = {}
+    for i, group in enumerate(RACE_GROUPS):
+        in_group = bits >= 2 if group == "two_or_more" else race == (1 << i)
+        out[f"race_{group}_pct"] = 100 * float(in_group.mean())
+    out["hispanic_pct"] = 100 * float(persons.get_column("hispanic").to_numpy().mean())
+    out["female_pct"] = 100 * float((persons.get_column("sex").to_numpy() == 2).mean())
+    age = persons.get_column("age").to_numpy()
+    out["median_age"] = interpolated_median_age(age)
+    out["under_18_pct"] = 100 * float((age < 18).mean())
+    out["age_65_plus_pct"] = 100 * float((age >= 65).mean())
+
+    unit_type = units.get_column("unit_type").to_numpy()
+    occupied = units.get_column("occupied").to_numpy()
+    is_household = (unit_type == 0) & occupied
+    sizes = population.household_size[is_household]
+    top = len(HOUSEHOLD_SIZE_SHARES)
+    size_counts = np.bincount(np.minimum(sizes, top), minlength=top + 1)[1:]
+    for size in range(1, top + 1):
+        key = f"household_size_{size}{'_plus' if size == top else ''}_pct"
+        out[key] = 100 * float(size_counts[size - 1] / max(len(sizes), 1))
+    out["mean_household_size"] = float(sizes.mean()) if len(sizes) else 0.0
+    tenure = units.get_column("tenure").to_numpy()[is_household]
+    owners = int(np.isin(tenure, (1, 2)).sum())
+    out["owner_occupied_pct"] = 100 * owners / max(len(tenure), 1)
+    out["mortgage_pct_of_owners"] = 100 * int((tenure == 1).sum()) / max(owners, 1)
+    housing = unit_type == 0
+    out["vacancy_pct"] = 100 * float((~occupied[housing]).mean()) if housing.any() else 0.0
+    relationship = persons.get_column("relationship").to_numpy()
+    out["gq_persons_pct"] = 100 * float((relationship == schema.GQ_RESIDENT).mean())
+
+    block_sizes = np.bincount(
+        population.person_block_index, minlength=population.geography.n_blocks
+    )
+    populated = block_sizes[block_sizes > 0]
+    out["mean_persons_per_populated_block"] = n / len(populated)
+    out["blocks_1_to_9_persons_pct"] = 100 * float((populated <= 9).mean())
+    return out
+
+
+def interpolated_median_age(age: npt.ArrayLike) -> float:
+    """Median age as the Census Bureau states it: single years read as intervals [a, a + 1)."""
+    counts = np.bincount(np.asarray(age, dtype=np.int64), minlength=schema.AGE_MAX + 1)
+    cumulative = np.cumsum(counts)
+    half = cumulative[-1] / 2
+    year = int(np.searchsorted(cumulative, half, side="right"))
+    below = cumulative[year - 1] if year > 0 else 0
+    return float(year + (half - below) / counts[year])
+
+
+def nonmodal_share(block_index: npt.ArrayLike, group: npt.ArrayLike) -> float:
+    """Share of persons whose group differs from their block's most common group."""
+    block_index = np.asarray(block_index, dtype=np.int64)
+    group = np.asarray(group, dtype=np.int64)
+    n_groups = int(group.max()) + 1
+    counts = np.bincount(
+        block_index * n_groups + group, minlength=(block_index.max() + 1) * n_groups
+    )
+    modal = counts.reshape(-1, n_groups).max(axis=1).sum()
+    return float(1 - modal / len(group))
+
+
+def race_ethnicity_group(race: npt.ArrayLike, hispanic: npt.ArrayLike) -> IntArray:
+    """The 14 race-ethnicity groups: 2 × race group index (0–6) + Hispanic origin."""
+    race = np.asarray(race, dtype=np.int64)
+    bits = schema.race_bit_count(race)
+    group7 = np.where(bits >= 2, 6, np.log2(np.maximum(race, 1)).astype(np.int64))
+    return 2 * group7 + np.asarray(hispanic, dtype=np.int64)
+
+
+# =============================================================================================
+# Small distributions
+# =============================================================================================
+
+
+def sample_pmf(rng: np.random.Generator, pmf: FloatArray, size: int) -> IntArray:
+    """Indices drawn from the probability vector ``pmf`` (inverse CDF)."""
+    cdf = np.cumsum(pmf)
+    return np.searchsorted(cdf, rng.random(size) * cdf[-1], side="right").astype(np.int64)
+
+
+def sample_rows(rng: np.random.Generator, probabilities: FloatArray, row: IntArray) -> IntArray:
+    """For each entry of ``row``, a column index drawn from that row of ``probabilities``.
+
+    Rows are laid end to end on one axis (row r occupies [r, r + 1)), so one binary search serves
+    all rows without materialising a draws × columns array.
+    """
+    n_rows, n_cols = probabilities.shape
+    cdf = np.cumsum(probabilities, axis=1)
+    cdf /= cdf[:, -1:]
+    cdf[:, -1] = 1.0
+    flat = (cdf + np.arange(n_rows)[:, None]).ravel()
+    position = np.searchsorted(flat, row + rng.random(len(row)), side="right")
+    return np.clip(position - row * n_cols, 0, n_cols - 1).astype(np.int64)
+
+
+def truncated_normal(
+    rng: np.random.Generator,
+    mean: float | FloatArray,
+    sd: float,
+    low: float | FloatArray,
+    high: float | FloatArray,
+) -> FloatArray:
+    """Normal(mean, sd) draws truncated to [low, high], elementwise (inverse CDF)."""
+    a = special.ndtr((low - mean) / sd)
+    b = special.ndtr((high - mean) / sd)
+    u = a + (b - a) * rng.random(np.broadcast(mean, low, high).shape)
+    x = mean + sd * special.ndtri(np.clip(u, 1e-12, 1 - 1e-12))
+    return np.clip(x, low, high)
+
+
+def age_pmf(segments: AgeSegments) -> FloatArray:
+    """Probability of each single year 0..AGE_MAX from weighted age segments."""
+    pmf = np.zeros(schema.AGE_MAX + 1)
+    decay_a, decay_b = OLDEST_OLD_DECAY
+    for first, last, weight in segments:
+        t = np.arange(last - first + 1, dtype=np.float64)
+        shape = np.exp(-decay_a * t - decay_b * t**2) if last == schema.AGE_MAX else np.ones_like(t)
+        pmf[first : last + 1] += weight * shape / shape.sum()
+    return pmf / pmf.sum()
+
+
+def banded_age_pmf(weights: tuple[float, ...]) -> FloatArray:
+    """Age pmf from weights of the 5-year bands of AGE_BAND_STARTS (the last band is open)."""
+    ends = [*(s - 1 for s in AGE_BAND_STARTS[1:]), schema.AGE_MAX]
+    return age_pmf(tuple(zip(AGE_BAND_STARTS, ends, weights, strict=True)))
+
+
+def logit_shift_to_mean(base: FloatArray, counts: FloatArray, target: float) -> FloatArray:
+    """``base`` probabilities shifted on the logit scale to a count-weighted mean of ``target``."""
+    logit = special.logit(base)
+    low, high = -10.0, 10.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        mean = float(np.average(special.expit(logit + mid), weights=counts))
+        low, high = (mid, high) if mean < target else (low, mid)
+    return np.asarray(special.expit(logit + (low + high) / 2), dtype=np.float64)
+
+
+def apportion(total: int, shares: FloatArray) -> IntArray:
+    """Integers summing to ``total`` in proportion to ``shares`` (largest remainder)."""
+    exact = total * shares / shares.sum()
+    whole = np.floor(exact).astype(np.int64)
+    remainder = total - int(whole.sum())
+    whole[np.argsort(whole - exact, kind="stable")[:remainder]] += 1
+    return whole
+
+
+def household_size_pmf() -> FloatArray:
+    """P(size) for sizes 0..HOUSEHOLD_SIZE_MAX: published shares, 7+ as a geometric tail."""
+    shares = np.asarray(HOUSEHOLD_SIZE_SHARES) / sum(HOUSEHOLD_SIZE_SHARES)
+    small = np.arange(1, len(shares))
+    tail_sizes = np.arange(len(shares), HOUSEHOLD_SIZE_MAX + 1)
+    needed = (MEAN_HOUSEHOLD_SIZE - float(shares[:-1] @ small)) / shares[-1]
+
+    def tail(ratio: float) -> FloatArray:
+        w = ratio ** (tail_sizes - tail_sizes[0]).astype(np.float64)
+        return np.asarray(w / w.sum(), dtype=np.float64)
+
+    low, high = 1e-6, 1.0 - 1e-9
+    for _ in range(80):
+        mid = (low + high) / 2
+        low, high = (mid, high) if float(tail(mid) @ tail_sizes) < needed else (low, mid)
+    pmf = np.zeros(HOUSEHOLD_SIZE_MAX + 1)
+    pmf[small] = shares[:-1]
+    pmf[tail_sizes] = shares[-1] * tail((low + high) / 2)
+    return pmf
+
+
+def multi_race_codes(hispanic: bool) -> tuple[IntArray, FloatArray]:
+    """The 57 race codes with two or more bits and their probabilities."""
+    names = schema.RACE_NAMES
+    codes, weights = [], []
+    for k, class_share in MULTI_RACE_BIT_COUNT_SHARES.items():
+        combos = list(combinations(names, k))
+        if k == 2:
+            w = np.array([TWO_RACE_WEIGHTS[(c[0], c[1])] for c in combos], dtype=np.float64)
+        else:
+            w = np.array([np.prod([RACE_PROPENSITY[r] for r in c]) for c in combos])
+        w = class_share * w / w.sum()
+        codes += [sum(schema.RACE_BIT[r] for r in c) for c in combos]
+        weights.append(w)
+    code_array = np.array(codes, dtype=np.int64)
+    weight = np.concatenate(weights)
+    if hispanic:
+        weight = weight * np.where(code_array & schema.RACE_BIT["sor"], HISPANIC_SOR_BOOST, 1.0)
+    return code_array, weight / weight.sum()
+
+
+def national_group_shares() -> FloatArray:
+    """Share of persons in each of the 14 race-ethnicity groups (2 × race group + Hispanic)."""
+    split = np.array([HISPANIC_RACE_SPLIT[g] for g in RACE_GROUPS])
+    hispanic = HISPANIC_SHARE * split / split.sum()
+    race = np.array([RACE_ALONE_SHARES[g] for g in RACE_GROUPS])
+    return np.column_stack([race - hispanic, hispanic]).ravel()
+
+
+def dirichlet_rows(rng: np.random.Generator, concentration: FloatArray) -> FloatArray:
+    """One Dirichlet draw per row of ``concentration`` (normalised gammas; robust to tiny α)."""
+    g = rng.standard_gamma(concentration)
+    total = g.sum(axis=1, keepdims=True)
+    empty = total[:, 0] <= 0
+    g[empty] = concentration[empty]
+    return np.asarray(g / g.sum(axis=1, keepdims=True), dtype=np.float64)
+
+
+# =============================================================================================
+# Stage 1: occupied units (households and group-quarters facilities) in sequence order
+# =============================================================================================
+
+
+@dataclass(frozen=True)
+class OccupiedUnits:
+    """Households and GQ facilities in their random sequence order (the order of the output)."""
+
+    sizes: IntArray
+    """Persons in each unit."""
+    kind: IntArray
+    """0 household; 1–7 group-quarters type (the contract's unit_type)."""
+
+    @property
+    def starts(self) -> IntArray:
+        return np.cumsum(self.sizes) - self.sizes
+
+    @property
+    def is_household(self) -> BoolArray:
+        return self.kind == 0
+
+
+def draw_occupied_units(rng: np.random.Generator, n: int) -> OccupiedUnits:
+    """Households and GQ facilities holding exactly ``n`` persons, shuffled into one sequence."""
+    n_gq = min(round(GQ_SHARE * n), n - 1)
+    hh_sizes = household_sizes(rng, n - n_gq)
+    gq_kind, gq_sizes = gq_facilities(rng, n_gq)
+    sizes = np.concatenate([hh_sizes, gq_sizes])
+    kind = np.concatenate([np.zeros(len(hh_sizes), dtype=np.int64), gq_kind])
+    order = rng.permutation(len(sizes))
+    return OccupiedUnits(sizes=sizes[order], kind=kind[order])
+
+
+def household_sizes(rng: np.random.Generator, n_persons: int) -> IntArray:
+    """I.i.d. household sizes from the target distribution; the last is cut to sum to the total."""
+    pmf = household_size_pmf()
+    mean = float(pmf @ np.arange(len(pmf)))
+    sizes = np.zeros(0, dtype=np.int64)
+    while sizes.sum() < n_persons:
+        batch = int(1.05 * (n_persons - sizes.sum()) / mean) + 16
+        sizes = np.concatenate([sizes, sample_pmf(rng, pmf, batch)])
+    total = np.cumsum(sizes)
+    last = int(np.searchsorted(total, n_persons, side="left"))
+    sizes = sizes[: last + 1].copy()
+    sizes[last] = n_persons - (total[last - 1] if last > 0 else 0)
+    return sizes
+
+
+def gq_facilities(rng: np.random.Generator, n_gq: int) -> tuple[IntArray, IntArray]:
+    """(type, size) of GQ facilities holding ``n_gq`` persons split by type as GQ_TYPE_SHARES."""
+    types = np.array(list(GQ_TYPE_SHARES), dtype=np.int64)
+    per_type = apportion(n_gq, np.array(list(GQ_TYPE_SHARES.values())))
+    kinds, sizes = [], []
+    for gq_type, persons in zip(types, per_type, strict=True):
+        if persons == 0:
+            continue
+        median, log_sd = GQ_FACILITY_SIZE[int(gq_type)]
+        drawn = np.zeros(0, dtype=np.int64)
+        while drawn.sum() < persons:
+            batch = np.clip(np.round(median * rng.lognormal(0.0, log_sd, 32)), 1, GQ_FACILITY_MAX)
+            drawn = np.concatenate([drawn, batch.astype(np.int64)])
+        total = np.cumsum(drawn)
+        last = int(np.searchsorted(total, persons, side="left"))
+        drawn = drawn[: last + 1].copy()
+        drawn[last] = persons - (total[last - 1] if last > 0 else 0)
+        sizes.append(drawn)
+        kinds.append(np.full(len(drawn), gq_type, dtype=np.int64))
+    if not sizes:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(kinds), np.concatenate(sizes)
+
+
+# =============================================================================================
+# Stage 2: geography, as runs of the person sequence
+# =============================================================================================
+
+
+@dataclass(frozen=True)
+class GeographyPlan:
+    """Candidate blocks in sequence (= geocode) order, before units are placed in them."""
+
+    block_end: FloatArray
+    """Cumulative capacity: block b covers sequence positions [block_end[b-1], block_end[b])."""
+    block_code: IntArray
+    """15-digit integer geocode of each block."""
+    block_tract: IntArray
+    """Tract index of each block."""
+    n_tracts: int
+
+
+def plan_geography(rng: np.random.Generator, n: int) -> GeographyPlan:
+    """Blocks nested in block groups, tracts, counties and states for ``n`` persons."""
+    tract_persons = tract_targets(rng, n)
+    bg_tract, bg_number, bg_end = block_group_targets(rng, tract_persons)
+    block_end = block_capacities(rng, n)
+    block_mid = block_end - np.diff(block_end, prepend=0.0) / 2
+    block_bg = np.minimum(np.searchsorted(bg_end, block_mid, side="right"), len(bg_end) - 1)
+    first_in_bg = np.searchsorted(block_bg, block_bg, side="left")
+    block_number = np.arange(len(block_bg)) - first_in_bg
+    if block_number.max() >= MAX_BLOCKS_PER_BLOCK_GROUP:
+        raise RuntimeError("a block group received more than 999 blocks")
+    tract_code = tract_codes(rng, tract_persons)
+    tract = bg_tract[block_bg]
+    block_code = tract_code[tract] * 10_000 + bg_number[block_bg] * 1_000 + block_number
+    return GeographyPlan(block_end, block_code, tract, len(tract_persons))
+
+
+def tract_targets(rng: np.random.Generator, n: int) -> FloatArray:
+    """Persons per tract: about TRACT_PERSONS each, summing to ``n``."""
+    n_tracts = max(1, round(n / TRACT_PERSONS))
+    raw = np.clip(TRACT_PERSONS * rng.lognormal(0.0, TRACT_LOG_SD, n_tracts), *TRACT_PERSONS_RANGE)
+    return np.asarray(n * raw / raw.sum(), dtype=np.float64)
+
+
+def block_group_targets(
+    rng: np.random.Generator, tract_persons: FloatArray
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """Block groups of each tract: (tract index, number 1–9, cumulative end in persons)."""
+    per_tract = np.clip(
+        np.round(tract_persons / BLOCK_GROUP_PERSONS), 1, MAX_BLOCK_GROUPS_PER_TRACT
+    ).astype(np.int64)
+    bg_tract = np.repeat(np.arange(len(tract_persons)), per_tract)
+    weight = rng.uniform(*BLOCK_GROUP_WEIGHT_RANGE, len(bg_tract))
+    weight_in_tract = np.bincount(bg_tract, weights=weight)
+    persons = tract_persons[bg_tract] * weight / weight_in_tract[bg_tract]
+    first = np.cumsum(per_tract) - per_tract
+    bg_number = np.arange(len(bg_tract)) - first[bg_tract] + 1
+    end = np.cumsum(persons)
+    end[-1] = np.inf
+    return bg_tract, bg_number, end
+
+
+def block_capacities(rng: np.random.Generator, n: int) -> FloatArray:
+    """Cumulative lognormal block capacities covering the sequence positions [0, n)."""
+    mean = float(np.exp(BLOCK_LOG_MEAN + BLOCK_LOG_SD**2 / 2))
+    capacities = np.zeros(0)
+    while capacities.sum() < n:
+        batch = int(1.1 * (n - capacities.sum()) / mean) + 16
+        drawn = np.minimum(rng.lognormal(BLOCK_LOG_MEAN, BLOCK_LOG_SD, batch), BLOCK_CAPACITY_MAX)
+        capacities = np.concatenate([capacities, drawn])
+    end = np.cumsum(capacities)
+    needed = int(np.searchsorted(end, n, side="left")) + 1
+    return np.asarray(end[:needed], dtype=np.float64)
+
+
+def tract_codes(rng: np.random.Generator, tract_persons: FloatArray) -> IntArray:
+    """11-digit state+county+tract code of each tract: tracts grouped into counties, counties
+    into states, numbered 000100, 000200, … within a county and 001, 003, … within a state."""
+    n = float(tract_persons.sum())
+    n_tracts = len(tract_persons)
+    n_counties = int(np.clip(round(n / COUNTY_PERSONS), 1, n_tracts))
+    county_weight = rng.lognormal(0.0, COUNTY_LOG_SD, n_counties)
+    tracts_per_county = 1 + rng.multinomial(
+        n_tracts - n_counties, county_weight / county_weight.sum()
+    )
+    tract_county = np.repeat(np.arange(n_counties), tracts_per_county)
+    county_persons = np.bincount(tract_county, weights=tract_persons, minlength=n_counties)
+
+    n_states = int(np.clip(round(n / STATE_PERSONS), 1, len(STATE_FIPS)))
+    state_weight = rng.lognormal(0.0, STATE_LOG_SD, n_states)
+    state_end = np.cumsum(state_weight) / state_weight.sum() * n
+    county_mid = np.cumsum(county_persons) - county_persons / 2
+    county_state = np.minimum(np.searchsorted(state_end, county_mid, side="right"), n_states - 1)
+    _, county_state = np.unique(county_state, return_inverse=True)  # states left empty vanish
+    county_number = np.arange(n_counties) - np.searchsorted(county_state, county_state, side="left")
+    if county_number.max() >= 500:
+        raise RuntimeError("a state received more than 499 counties")
+    tract_number = np.arange(n_tracts) - np.searchsorted(tract_county, tract_county, side="left")
+    state = np.asarray(STATE_FIPS, dtype=np.int64)[county_state[tract_county]]
+    county = 2 * county_number[tract_county] + 1
+    return np.asarray(state * 10**9 + county * 10**6 + 100 * (tract_number + 1), dtype=np.int64)
+
+
+def place_in_blocks(sizes: IntArray, block_end: FloatArray) -> IntArray:
+    """Block index of each unit: the block whose capacity run contains the unit's midpoint."""
+    midpoint = np.cumsum(sizes) - sizes / 2
+    return np.searchsorted(block_end, midpoint, side="right").astype(np.int64)
+
+
+# =============================================================================================
+# Stage 3: people — relationship, sex and age
+# =============================================================================================
+
+
+@dataclass(frozen=True)
+class People:
+    """Person attributes in sequence order (persons of unit 0, then unit 1, …)."""
+
+    unit: IntArray
+    relationship: IntArray
+    sex: IntArray
+    age: IntArray
+
+
+def draw_people(rng: np.random.Generator, units: OccupiedUnits) -> People:
+    """Relationship, sex and age of every person, households built around their householder."""
+    unit = np.repeat(np.arange(len(units.sizes)), units.sizes)
+    position = np.arange(len(unit)) - units.starts[unit]
+    kind = units.kind[unit]
+
+    hh_age, hh_female, has_spouse = draw_householders(rng, units)
+    relationship = member_relationships(rng, unit, position, kind, has_spouse)
+    age = np.zeros(len(unit), dtype=np.int64)
+    female = np.zeros(len(unit), dtype=bool)
+    head_age, head_female = hh_age[unit], hh_female[unit]
+
+    is_head = relationship == 0
+    age[is_head], female[is_head] = head_age[is_head], head_female[is_head]
+    for role, drawer in ((1, spouse_age_sex), (2, child_age_sex), (3, relative_age_sex)):
+        member = np.flatnonzero(relationship == role)
+        age[member], female[member] = drawer(rng, head_age[member], head_female[member])
+    member = np.flatnonzero(relationship == 4)
+    age[member], female[member] = nonrelative_age_sex(rng, head_age[member])
+    for gq_type in GQ_TYPE_SHARES:
+        member = np.flatnonzero(kind == gq_type)
+        age[member] = sample_pmf(rng, age_pmf(GQ_AGES[gq_type]), len(member))
+        female[member] = rng.random(len(member)) < GQ_FEMALE[gq_type]
+    sex = np.where(female, 2, 1).astype(np.int64)
+    return People(unit=unit, relationship=relationship, sex=sex, age=age)
+
+
+def draw_householders(
+    rng: np.random.Generator, units: OccupiedUnits
+) -> tuple[IntArray, BoolArray, BoolArray]:
+    """Per unit: householder age, householder is female, a spouse/partner is present."""
+    n_units = len(units.sizes)
+    size_class = np.minimum(units.sizes, len(HOUSEHOLDER_AGE_WEIGHTS))
+    age = np.zeros(n_units, dtype=np.int64)
+    for size, weights in HOUSEHOLDER_AGE_WEIGHTS.items():
+        member = np.flatnonzero(units.is_household & (size_class == size))
+        age[member] = sample_pmf(rng, banded_age_pmf(weights), len(member))
+    band = np.searchsorted(np.asarray(HOUSEHOLDER_AGE_EDGES), age, side="right")
+    odds = np.asarray(SPOUSE_BY_AGE)[band] / (1 - np.asarray(SPOUSE_BY_AGE)[band])
+    size_odds = np.zeros(max(SPOUSE_SIZE_ODDS) + 1)  # one-person households: no spouse
+    size_odds[list(SPOUSE_SIZE_ODDS)] = list(SPOUSE_SIZE_ODDS.values())
+    odds *= size_odds[size_class]
+    has_spouse = units.is_household & (rng.random(n_units) < odds / (1 + odds))
+    low, high = HOUSEHOLDER_FEMALE_ALONE
+    p_alone = low + (high - low) * np.clip((age - 40) / 45, 0, 1)
+    p_female = np.where(has_spouse, HOUSEHOLDER_FEMALE_WITH_SPOUSE, p_alone)
+    female = rng.random(n_units) < p_female
+    return age, female, has_spouse
+
+
+def member_relationships(
+    rng: np.random.Generator,
+    unit: IntArray,
+    position: IntArray,
+    kind: IntArray,
+    has_spouse: BoolArray,
+) -> IntArray:
+    """0 householder (first member), 1 spouse (second, if present), 2–4 others, 5 GQ resident."""
+    spouse_here = has_spouse[unit]
+    relationship = np.full(len(unit), schema.GQ_RESIDENT, dtype=np.int64)
+    in_household = kind == 0
+    relationship[in_household & (position == 0)] = 0
+    relationship[in_household & (position == 1) & spouse_here] = 1
+    others = np.flatnonzero(in_household & (position > 0) & ~((position == 1) & spouse_here))
+    u = rng.random(len(others))
+    with_spouse = spouse_here[others]
+    for flag, (p_child, p_relative, _) in MEMBER_ROLE_PROBABILITIES.items():
+        rows = with_spouse == flag
+        role = np.where(u < p_child, 2, np.where(u < p_child + p_relative, 3, 4))
+        relationship[others[rows]] = role[rows]
+    return relationship
+
+
+def spouse_age_sex(
+    rng: np.random.Generator, head_age: IntArray, head_female: BoolArray
+) -> tuple[IntArray, BoolArray]:
+    """Spouses: mostly the opposite sex, husbands about two years older than wives."""
+    same_sex = rng.random(len(head_age)) < SAME_SEX_COUPLE_SHARE
+    female = head_female ^ ~same_sex
+    direction = np.where(female & ~head_female, -1.0, np.where(~female & head_female, 1.0, 0.0))
+    centre = head_age + SPOUSE_AGE_GAP_MEAN * direction
+    return ages_near(rng, centre, SPOUSE_AGE_GAP_SD, 16, ADULT_AGE_MAX), female
+
+
+def child_age_sex(
+    rng: np.random.Generator, head_age: IntArray, head_female: BoolArray
+) -> tuple[IntArray, BoolArray]:
+    """Children: 15–45 years younger than the householder, mostly still minors."""
+    age = sample_rows(rng, child_age_table(), head_age)
+    return age, rng.random(len(head_age)) < FEMALE_AT_BIRTH
+
+
+def child_age_table() -> FloatArray:
+    """P(child's age | householder's age): rows householder age, columns child age.
+
+    The parent's age at the birth is a truncated normal (CHILD_GAP), weighted by the chance that a
+    child of that age still lives at home (CHILD_AT_HOME).
+    """
+    mean, sd, low, high = CHILD_GAP
+    ages = np.arange(schema.AGE_MAX + 1)
+    gap = ages[:, None] - ages[None, :]
+    density = np.exp(-0.5 * ((gap - mean) / sd) ** 2) * ((gap >= low) & (gap <= high))
+    at_home = np.asarray(CHILD_AT_HOME)[np.searchsorted(CHILD_AT_HOME_EDGES, ages, side="right")]
+    table = density * at_home[None, :]
+    table[table.sum(axis=1) == 0, 0] = 1.0
+    return np.asarray(table / table.sum(axis=1, keepdims=True), dtype=np.float64)
+
+
+def relative_age_sex(
+    rng: np.random.Generator, head_age: IntArray, head_female: BoolArray
+) -> tuple[IntArray, BoolArray]:
+    """Other relatives: grandchildren, parents, or siblings and others of similar age."""
+    n = len(head_age)
+    head = head_age.astype(np.float64)
+    kind = sample_pmf(rng, np.asarray(OTHER_RELATIVE_KINDS), n)
+    g_mean, g_sd, g_low, g_high = GRANDCHILD_GAP
+    p_mean, p_sd, p_low, p_high = PARENT_GAP
+    kind[(kind == 0) & (head < g_low)] = 2
+    kind[(kind == 1) & (head > PARENT_HEAD_AGE_MAX)] = 2
+    grandchild = head - truncated_normal(rng, g_mean, g_sd, g_low, np.clip(head, g_low, g_high))
+    parent = head + truncated_normal(rng, p_mean, p_sd, p_low, np.full(n, float(p_high)))
+    sibling = ages_near(rng, head, 8.0, 0, ADULT_AGE_MAX)
+    age = np.select([kind == 0, kind == 1], [np.round(grandchild), np.round(parent)], sibling)
+    return np.clip(age, 0, schema.AGE_MAX).astype(np.int64), rng.random(n) < OTHER_FEMALE
+
+
+def nonrelative_age_sex(rng: np.random.Generator, head_age: IntArray) -> tuple[IntArray, BoolArray]:
+    """Non-relatives: mostly adults near the householder's age, some children."""
+    n = len(head_age)
+    adult = ages_near(rng, head_age.astype(np.float64), 10.0, 15, ADULT_AGE_MAX)
+    child = rng.integers(0, 18, n)
+    age = np.where(rng.random(n) < NONRELATIVE_CHILD_SHARE, child, adult).astype(np.int64)
+    return age, rng.random(n) < NONRELATIVE_FEMALE
+
+
+def ages_near(
+    rng: np.random.Generator, centre: FloatArray, sd: float, low: int, high: int
+) -> IntArray:
+    """Whole ages normally spread around ``centre``, kept in [low, high] without piling up at the
+    bounds (truncated, not clipped)."""
+    centre = np.clip(centre, low, high)
+    return np.round(truncated_normal(rng, centre, sd, low, high)).astype(np.int64)
+
+
+# =============================================================================================
+# Stage 4: race and Hispanic origin with hierarchical segregation
+# =============================================================================================
+
+
+def draw_race_ethnicity(
+    rng: np.random.Generator,
+    plan: GeographyPlan,
+    units: OccupiedUnits,
+    unit_block: IntArray,
+    people: People,
+) -> tuple[IntArray, IntArray]:
+    """Race bitmask and Hispanic origin of every person.
+
+    Tract mixes are drawn around the national mix and block mixes around their tract's; the
+    block × group matrix is then raked to the national group totals, so national shares hit the
+    targets in expectation whatever the tract-level draws. Householders and GQ residents draw from
+    their block's mix; other household members mostly copy their householder.
+    """
+    person_block = unit_block[people.unit]
+    blocks, person_row = np.unique(person_block, return_inverse=True)
+    block_persons = np.bincount(person_row).astype(np.float64)
+    national = national_group_shares()
+    tract_mix = dirichlet_rows(rng, TRACT_CONCENTRATION * np.tile(national, (plan.n_tracts, 1)))
+    block_mix = dirichlet_rows(rng, BLOCK_CONCENTRATION * tract_mix[plan.block_tract[blocks]])
+    block_mix = (1 - MIX_FLOOR) * block_mix + MIX_FLOOR * national
+    expected = rake(block_persons[:, None] * block_mix, block_persons, national * len(person_row))
+    group = sample_rows(rng, expected, person_row)
+
+    race7, hispanic = group // 2, group % 2
+    race = np.where(race7 < 6, 1 << np.minimum(race7, 5), 0)
+    for flag in (0, 1):
+        multi = np.flatnonzero((race7 == 6) & (hispanic == flag))
+        codes, weights = multi_race_codes(bool(flag))
+        race[multi] = codes[sample_pmf(rng, weights, len(multi))]
+
+    head = units.starts[people.unit]
+    copies = (people.relationship >= 1) & (people.relationship <= 4)
+    copies &= rng.random(len(copies)) < SAME_RACE_IN_HOUSEHOLD
+    race[copies] = race[head[copies]]
+    hispanic[copies] = hispanic[head[copies]]
+    return race.astype(np.int64), hispanic.astype(np.int64)
+
+
+def rake(seed_matrix: FloatArray, row_totals: FloatArray, column_totals: FloatArray) -> FloatArray:
+    """Iterative proportional fitting of a non-negative matrix to row and column totals."""
+    m = seed_matrix.copy()
+    for _ in range(IPF_ITERATIONS):
+        m *= column_totals / m.sum(axis=0)
+        m *= (row_totals / m.sum(axis=1))[:, None]
+        if np.max(np.abs(m.sum(axis=0) / column_totals - 1)) < IPF_TOLERANCE:
+            break
+    return m
+
+
+# =============================================================================================
+# Stage 5: tenure
+# =============================================================================================
+
+
+def draw_tenure(rng: np.random.Generator, units: OccupiedUnits, people: People) -> IntArray:
+    """Tenure of each household (0 for GQ): owners more often older, free and clear more so."""
+    households = np.flatnonzero(units.is_household)
+    head_age = people.age[units.starts[households]]
+    band = np.searchsorted(np.asarray(HOUSEHOLDER_AGE_EDGES), head_age, side="right")
+    counts = np.bincount(band, minlength=len(OWNER_BY_AGE)).astype(np.float64)
+    p_owner = logit_shift_to_mean(np.asarray(OWNER_BY_AGE), counts, OWNER_SHARE)[band]
+    owner = rng.random(len(households)) < p_owner
+    owner_counts = np.bincount(band[owner], minlength=len(OWNER_BY_AGE)).astype(np.float64)
+    p_free = logit_shift_to_mean(
+        np.asarray(FREE_AND_CLEAR_BY_AGE), owner_counts + 1e-9, 1 - MORTGAGE_SHARE_OF_OWNERS
+    )[band]
+    free = rng.random(len(households)) < p_free
+    tenure = np.zeros(len(units.sizes), dtype=np.int64)
+    tenure[households] = np.where(owner, np.where(free, 2, 1), 3)
+    return tenure
+
+
+# =============================================================================================
+# Stage 6: vacant housing units
+# =============================================================================================
+
+
+def draw_vacant_units(
+    rng: np.random.Generator, plan: GeographyPlan, units: OccupiedUnits, unit_block: IntArray
+) -> IntArray:
+    """Block index of each vacant housing unit (VACANCY_SHARE of all housing units)."""
+    n_households = int(units.is_household.sum())
+    n_vacant = round(n_households * VACANCY_SHARE / (1 - VACANCY_SHARE))
+    n_blocks = len(plan.block_end)
+    households = np.bincount(unit_block[units.is_household], minlength=n_blocks)
+    populated = np.bincount(unit_block, minlength=n_blocks) > 0
+    empty = np.flatnonzero(~populated)
+    n_unpopulated = round(VACANT_IN_UNPOPULATED_SHARE * n_vacant) if len(empty) else 0
+    weight = households * rng.gamma(VACANCY_DISPERSION, 1.0, n_blocks)
+    if weight.sum() <= 0:
+        weight = populated.astype(np.float64)
+    in_populated = rng.multinomial(n_vacant - n_unpopulated, weight / weight.sum())
+    in_empty = np.zeros(n_blocks, dtype=np.int64)
+    if n_unpopulated:
+        in_empty[empty] = rng.multinomial(n_unpopulated, np.full(len(empty), 1 / len(empty)))
+    return np.repeat(np.arange(n_blocks), in_populated + in_empty).astype(np.int64)
+
+
+# =============================================================================================
+# Assembly and report
+# =============================================================================================
+
+
+def assemble(
+    plan: GeographyPlan,
+    units: OccupiedUnits,
+    unit_block: IntArray,
+    people: People,
+    race: IntArray,
+    hispanic: IntArray,
+    tenure: IntArray,
+    vacant_block: IntArray,
+) -> Population:
+    """Contract frames: units ordered by block (occupied first), ids 0.. in that order."""
+    all_block = np.concatenate([unit_block, vacant_block])
+    is_vacant = np.concatenate([np.zeros(len(unit_block), bool), np.ones(len(vacant_block), bool)])
+    order = np.lexsort((is_vacant, all_block))
+    unit_id = np.empty(len(order), dtype=np.int64)
+    unit_id[order] = np.arange(len(order))
+
+    used, block_row = np.unique(all_block, return_inverse=True)
+    code_strings = pl.Series("block", plan.block_code[used]).cast(pl.String).str.zfill(15)
+    unit_type = np.concatenate([units.kind, np.zeros(len(vacant_block), dtype=np.int64)])
+    all_tenure = np.concatenate([tenure, np.zeros(len(vacant_block), dtype=np.int64)])
+    unit_frame = pl.DataFrame(
+        {
+            "unit_id": np.arange(len(order), dtype=np.int64),
+            "block": code_strings.gather(block_row[order]),
+            "unit_type": unit_type[order].astype(np.int8),
+            "occupied": ~is_vacant[order],
+            "tenure": all_tenure[order].astype(np.int8),
+        },
+        schema={spec.name: spec.dtype for spec in UNITS},
+    ).with_columns(pl.col("tenure").replace(0, None))
+
+    n = len(people.unit)
+    person_frame = pl.DataFrame(
+        {
+            "person_id": np.arange(n, dtype=np.int64),
+            "unit_id": unit_id[people.unit],
+            "block": code_strings.gather(block_row[people.unit]),
+            "relationship": people.relationship.astype(np.int8),
+            "sex": people.sex.astype(np.int8),
+            "age": people.age.astype(np.int16),
+            "race": race.astype(np.int8),
+            "hispanic": hispanic.astype(np.int8),
+        },
+        schema={spec.name: spec.dtype for spec in PERSONS},
+    )
+    return Population(persons=person_frame, units=unit_frame)
+
+
+def geography_counts(population: Population) -> dict[str, int]:
+    """Number of units, blocks and geounits at every level."""
+    geo = population.geography
+    person_blocks = np.unique(population.person_block_index)
+    unit_type = population.units.get_column("unit_type").to_numpy()
+    occupied = population.units.get_column("occupied").to_numpy()
+    return {
+        "persons": population.n_persons,
+        "units": population.n_units,
+        "housing_units": int((unit_type == 0).sum()),
+        "occupied_housing_units": int(((unit_type == 0) & occupied).sum()),
+        "vacant_housing_units": int(((unit_type == 0) & ~occupied).sum()),
+        "gq_facilities": int((unit_type > 0).sum()),
+        "blocks": geo.n_blocks,
+        "populated_blocks": len(person_blocks),
+        "blocks_with_units_only": geo.n_blocks - len(person_blocks),
+        "block_groups": geo.n_units("block_group"),
+        "tracts": geo.n_units("tract"),
+        "counties": geo.n_units("county"),
+        "states": geo.n_units("state"),
+    }
+
+
+def geounit_size_summary(population: Population) -> dict[str, dict[str, float]]:
+    """Min, median and max persons per populated geounit at block, block group, tract, county."""
+    geo = population.geography
+    block_index = population.person_block_index
+    summary = {}
+    for level in ("block", "block_group", "tract", "county"):
+        codes = truncate(geo.blocks, level)[block_index]
+        _, sizes = np.unique(codes, return_counts=True)
+        summary[level] = {
+            "min": int(sizes.min()),
+            "median": float(np.median(sizes)),
+            "max": int(sizes.max()),
+        }
+    return summary
+
+
+def build_report(population: Population, n: int, seed: int | None) -> dict[str, Any]:
+    """The ``synth.json`` document: parameters, counts and marginals against targets."""
+    generated = measure_marginals(population)
+    persons = population.persons
+    group = race_ethnicity_group(
+        persons.get_column("race").to_numpy(), persons.get_column("hispanic").to_numpy()
+    )
+    block_sizes = np.bincount(population.person_block_index)
+    return {
+        "generator": "sdclab.population.synth",
+        "parameters": {
+            "n_persons": n,
+            "seed": seed,
+            "randomness": "os-entropy" if seed is None else "seed",
+            "generator_version": GENERATOR_VERSION,
+        },
+        "counts": geography_counts(population),
+        "geounit_persons": geounit_size_summary(population),
+        "blocks_1000_plus_persons": int((block_sizes >= 1000).sum()),
+        "nonmodal_share": round(nonmodal_share(population.person_block_index, group), 4),
+        "marginals": {
+            name: {
+                "description": target.description,
+                "unit": target.unit,
+                "target": target.value,
+                "generated": round(generated[name], 4),
+                "tolerance": target.tolerance,
+                "tolerance_is_relative": target.relative,
+                "within_tolerance": target.accepts(generated[name]),
+                "source": target.source,
+            }
+            for name, target in TARGETS.items()
+        },
+    }

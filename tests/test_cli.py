@@ -1,0 +1,75 @@
+"""The command line: synth → tabulate → release, demo, and clear failures with exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import polars as pl
+from typer.testing import CliRunner
+
+from sdclab.cli import app
+from sdclab.release import read_release
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_synth_then_tabulate(tmp_path):
+    pop, rel = tmp_path / "pop", tmp_path / "rel"
+    result = run("synth", "--persons", "3000", "--seed", "4", "--out", str(pop))
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in pop.iterdir()} == {"persons.parquet", "units.parquet", "synth.json"}
+    assert pl.read_parquet(pop / "persons.parquet").height == 3000
+
+    result = run("tabulate", str(pop), "--out", str(rel), "--tables", "P1,P12,H1")
+    assert result.exit_code == 0, result.output
+    release = read_release(rel)
+    assert set(release.tables) == {"P1", "P12", "H1"}
+    assert release.table("P1", "nation")["count"].to_list() == [3000]
+
+
+def test_synth_is_reproducible_per_seed(tmp_path):
+    for name in ("a", "b"):
+        assert run("synth", "-n", "2000", "--seed", "9", "--out", str(tmp_path / name)).exit_code == 0
+    for table in ("persons.parquet", "units.parquet"):
+        assert pl.read_parquet(tmp_path / "a" / table).equals(pl.read_parquet(tmp_path / "b" / table))
+
+
+def test_unknown_table_is_a_usage_error_and_writes_nothing(tmp_path):
+    pop = tmp_path / "pop"
+    run("synth", "-n", "1000", "--seed", "1", "--out", str(pop))
+    result = run("tabulate", str(pop), "--out", str(tmp_path / "rel"), "--tables", "P1,P99")
+    assert result.exit_code == 2
+    assert "unknown table(s) P99" in result.output
+    assert not (tmp_path / "rel").exists()
+
+
+def test_bad_option_values_exit_2(tmp_path):
+    assert run("synth", "--persons", "0", "--out", str(tmp_path / "x")).exit_code == 2
+    assert run("tabulate", str(tmp_path / "missing"), "--out", str(tmp_path / "r")).exit_code == 2
+    assert not (tmp_path / "x").exists() and not (tmp_path / "r").exists()
+
+
+def test_demo_writes_population_and_release(tmp_path):
+    result = run("demo", "--out", str(tmp_path / "demo"), "--persons", "5000")
+    assert result.exit_code == 0, result.output
+    assert "exact release" in result.output
+    release = read_release(tmp_path / "demo" / "release-none")
+    assert release.table("P1", "nation")["count"].to_list() == [5000]
+
+
+def test_module_entry_point_reports_one_line_without_traceback(tmp_path):
+    (tmp_path / "pop").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "sdclab", "tabulate", str(tmp_path / "pop"), "--out", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: ")
+    assert not (tmp_path / "r").exists()
