@@ -34,9 +34,13 @@ def test_synth_then_tabulate(tmp_path):
 
 def test_synth_is_reproducible_per_seed(tmp_path):
     for name in ("a", "b"):
-        assert run("synth", "-n", "2000", "--seed", "9", "--out", str(tmp_path / name)).exit_code == 0
+        assert (
+            run("synth", "-n", "2000", "--seed", "9", "--out", str(tmp_path / name)).exit_code == 0
+        )
     for table in ("persons.parquet", "units.parquet"):
-        assert pl.read_parquet(tmp_path / "a" / table).equals(pl.read_parquet(tmp_path / "b" / table))
+        assert pl.read_parquet(tmp_path / "a" / table).equals(
+            pl.read_parquet(tmp_path / "b" / table)
+        )
 
 
 def test_unknown_table_is_a_usage_error_and_writes_nothing(tmp_path):
@@ -65,7 +69,15 @@ def test_demo_writes_population_and_release(tmp_path):
 def test_module_entry_point_reports_one_line_without_traceback(tmp_path):
     (tmp_path / "pop").mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "sdclab", "tabulate", str(tmp_path / "pop"), "--out", str(tmp_path / "r")],
+        [
+            sys.executable,
+            "-m",
+            "sdclab",
+            "tabulate",
+            str(tmp_path / "pop"),
+            "--out",
+            str(tmp_path / "r"),
+        ],
         capture_output=True,
         text=True,
     )

@@ -20,16 +20,51 @@ def test_age_recodes_cover_every_age_once():
 
 
 def test_age_recode_edges():
-    assert schema.P12_AGES.labels[:8] == ["0-4", "5-9", "10-14", "15-17", "18-19", "20", "21", "22-24"]
+    assert schema.P12_AGES.labels[:8] == [
+        "0-4",
+        "5-9",
+        "10-14",
+        "15-17",
+        "18-19",
+        "20",
+        "21",
+        "22-24",
+    ]
     assert schema.P12_AGES.labels[-1] == "85+"
     assert schema.P12_AGES.of([0, 4, 5, 17, 18, 20, 21, 22, 61, 62, 85, 115]).tolist() == [
-        0, 0, 1, 3, 4, 5, 6, 7, 15, 16, 22, 22
+        0,
+        0,
+        1,
+        3,
+        4,
+        5,
+        6,
+        7,
+        15,
+        16,
+        22,
+        22,
     ]
     assert schema.agebin38([0, 19, 20, 21, 22, 24, 25, 84, 85, 115]).tolist() == [
-        0, 19, 20, 21, 22, 22, 23, 36, 37, 37
+        0,
+        19,
+        20,
+        21,
+        22,
+        22,
+        23,
+        36,
+        37,
+        37,
     ]
     assert schema.PCT12_AGES.of([99, 100, 104, 105, 109, 110, 115]).tolist() == [
-        99, 100, 100, 101, 101, 102, 102
+        99,
+        100,
+        100,
+        101,
+        101,
+        102,
+        102,
     ]
 
 
@@ -42,8 +77,13 @@ def test_race_codes():
     assert schema.race_label(33) == "white+sor"
 
 
-@given(st.lists(st.tuples(st.integers(1, 2), st.integers(0, 115), st.integers(1, 63),
-                          st.integers(0, 1)), min_size=1, max_size=50))
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 2), st.integers(0, 115), st.integers(1, 63), st.integers(0, 1)),
+        min_size=1,
+        max_size=50,
+    )
+)
 def test_cell_index_round_trips(records):
     sex, age, race, hisp = (np.array(c) for c in zip(*records, strict=True))
     columns = {"sex": sex, "age": age, "race": race, "hispanic": hisp}
@@ -67,11 +107,18 @@ def test_geography_levels_and_aggregation():
     geo = Geography.from_block_codes(BLOCKS[::-1])
     assert geo.blocks.tolist() == sorted(BLOCKS.tolist())
     assert geo.summary == {
-        "nation": 1, "state": 2, "county": 2, "tract": 3, "block_group": 4, "block": 5
+        "nation": 1,
+        "state": 2,
+        "county": 2,
+        "tract": 3,
+        "block_group": 4,
+        "block": 5,
     }
     assert truncate(BLOCKS[:1], "tract").tolist() == [1001000100]
     assert geoid_strings(geo.codes("tract"), "tract").to_list() == [
-        "01001000100", "01001000200", "02003000400"
+        "01001000100",
+        "01001000200",
+        "02003000400",
     ]
     agg = geo.aggregation("tract").toarray()
     assert agg.tolist() == [[1, 1, 1, 0, 0], [0, 0, 0, 1, 0], [0, 0, 0, 0, 1]]
