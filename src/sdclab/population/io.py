@@ -1,0 +1,1096 @@
+"""Read, validate and write a population: the persons and units tables of DESIGN.md §4.
+
+A population directory holds ``persons.parquet`` or ``persons.csv`` and ``units.parquet`` or
+``units.csv`` (one format per table). Loading checks everything the contract
+(:mod:`sdclab.population.contract`) states and turns any bad input into one :class:`InputError`
+naming the file, the row (1-based, not counting a CSV header), the column, the value and what was
+expected, e.g. ``persons.csv row 7, column age: 130 is out of range (expected 0–115)``. Up to
+:data:`MAX_SHOWN` problems are reported (the first in the message, the rest in ``details``) with a
+count of the others.
+
+Decisions worth knowing:
+
+* CSV files are untyped: every column is read as text and converted strictly here. Surrounding
+  spaces are ignored; an empty field is a missing value; whole numbers may be written ``12`` or
+  ``12.0`` (as pandas writes integer columns that contain gaps); booleans may be ``true``/``false``,
+  ``True``/``False``, ``TRUE``/``FALSE`` or ``1``/``0``.
+* Parquet columns may have any integer or float type for integer columns (floats must hold whole
+  numbers; NaN counts as missing), or text, which is converted like CSV. ``block`` must be text:
+  an integer block column has already lost its leading zeros and is rejected.
+* Columns that the contract does not name are allowed and left out of the :class:`Population`.
+* A population with no persons is valid when it has no occupied housing units (every occupied
+  housing unit needs exactly one householder), so a units-only population of vacant units and
+  group-quarters facilities loads. An empty (0-byte) file is always an error: a CSV needs at
+  least its header.
+* Group-quarters facilities without residents are allowed.
+* Checks run in stages: files, columns, values, uniqueness, then links between the tables. A stage
+  runs only when the one before it passed, so every message is about a real defect rather than an
+  echo of an earlier one.
+
+Everything is vectorised with polars expressions (loops run over columns and rules, never rows),
+except the diagnosis of a CSV file that polars cannot parse or that contains quote characters, which
+is streamed through :mod:`csv` to find the offending row.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from polars.exceptions import PanicException, PolarsError
+
+from sdclab import schema
+from sdclab.errors import InputError
+from sdclab.fileio import atomic_directory, write_json, write_parquet
+from sdclab.geography import BLOCK_DIGITS
+from sdclab.population.contract import PERSONS, UNITS, ColumnSpec, Population
+
+__all__ = ["MAX_SHOWN", "read_population", "validate", "write_population"]
+
+MAX_SHOWN = 5
+"""How many problems one error reports; the others are only counted."""
+
+TABLES = ("persons", "units")
+FORMATS = ("parquet", "csv")
+
+ROW = "__sdclab_row__"
+"""Internal column: the 1-based row number a user would see in the file."""
+
+HOUSEHOLDER = 0
+HOUSING_UNIT = 0
+TRUE_TEXT = ("true", "True", "TRUE", "1")
+FALSE_TEXT = ("false", "False", "FALSE", "0")
+EXACT_FLOAT_LIMIT = 2**53
+"""Floats beyond this magnitude do not hold every integer exactly, so they are not accepted."""
+
+BLOCK_PATTERN = f"^[0-9]{{{BLOCK_DIGITS}}}$"
+EXAMPLE_BLOCK = "010010201001001"
+SHOWN_VALUE_LENGTH = 40
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems and how they are reported
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One defect, ordered by where it is: table (persons first), row, then contract column."""
+
+    table: int
+    row: int
+    column: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Findings:
+    """Up to :data:`MAX_SHOWN` problems per rule and the total number of defects found."""
+
+    problems: tuple[Problem, ...] = ()
+    total: int = 0
+
+    def __add__(self, other: Findings) -> Findings:
+        return Findings(self.problems + other.problems, self.total + other.total)
+
+    def raise_if_any(self) -> None:
+        """Raise one :class:`InputError` for the first problems in file order, counting the rest."""
+        if self.total == 0:
+            return
+        shown = sorted(self.problems)[:MAX_SHOWN]
+        details = [p.text for p in shown[1:]]
+        more = self.total - len(shown)
+        if more > 0:
+            details.append(f"and {more} more problem{'s' if more > 1 else ''}")
+        raise input_error(shown[0].text, details)
+
+
+def input_error(text: str, details: Sequence[str] = ()) -> InputError:
+    """An :class:`InputError` whose texts are kept on one line (control characters escaped)."""
+    return InputError(printable(text), [printable(d) for d in details])
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (line breaks too) written as an escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def column_name(name: str) -> str:
+    """A column name as messages show it: bare if plain, quoted if it has odd characters."""
+    return name if name.isprintable() and name.strip() == name and name else repr(name)
+
+
+def single(table: int, text: str, row: int = 0, column: int = -1) -> Findings:
+    """Findings holding one problem."""
+    return Findings((Problem(table, row, column, text),), 1)
+
+
+def where(source: str, row: int | None = None, column: str | None = None) -> str:
+    """The location prefix of a message: ``persons.csv row 7, column age``."""
+    text = source if row is None else f"{source} row {row}"
+    return text if column is None else f"{text}, column {column}"
+
+
+def show(value: Any, *, quote: bool | None = None) -> str:
+    """A value as a message shows it: numbers bare, other text quoted and shortened."""
+    if not isinstance(value, str):
+        return str(value)
+    text = value.strip()
+    if quote is None:
+        quote = not _looks_numeric(text)
+    if len(text) > SHOWN_VALUE_LENGTH:
+        text = text[:SHOWN_VALUE_LENGTH] + "…"
+    return repr(text) if quote else text
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def expected_text(spec: ColumnSpec) -> str:
+    """What a column accepts, for the ``(expected …)`` part of a message."""
+    dtype = _dtype(spec)
+    if dtype == pl.Boolean:
+        text = "true or false"
+    elif spec.name == "block":
+        text = f"a {BLOCK_DIGITS}-digit block geocode"
+    elif spec.low is not None and spec.high is not None:
+        text = f"{spec.low}–{spec.high}"
+    else:
+        text = "a whole number"
+    return f"{text} or empty" if spec.nullable else text
+
+
+def _dtype(spec: ColumnSpec) -> pl.DataType:
+    return spec.dtype if isinstance(spec.dtype, pl.DataType) else spec.dtype()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A vectorised check: ``bad`` marks offending rows; ``render`` words one of them."""
+
+    bad: pl.Expr
+    render: Callable[[dict[str, Any]], str]
+    table: int
+    column: int = -1
+    row_column: str = ROW
+
+
+def apply_rules(frame: pl.DataFrame, rules: Sequence[Rule]) -> Findings:
+    """Count each rule's offending rows in one pass and word the first few of each."""
+    if not rules:
+        return Findings()
+    counts = frame.select(
+        [rule.bad.fill_null(False).sum().alias(str(i)) for i, rule in enumerate(rules)]
+    ).row(0)
+    found = Findings()
+    for rule, count in zip(rules, counts, strict=True):
+        if not count:
+            continue
+        rows = (
+            frame.filter(rule.bad.fill_null(False))
+            .bottom_k(MAX_SHOWN, by=rule.row_column)
+            .sort(rule.row_column)
+        )
+        problems = tuple(
+            Problem(rule.table, int(row[rule.row_column]), rule.column, rule.render(row))
+            for row in rows.to_dicts()
+        )
+        found = found + Findings(problems, int(count))
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading files
+# ---------------------------------------------------------------------------------------------
+
+
+def read_population(path: Path) -> Population:
+    """Load and validate the population in directory ``path`` (see the module docstring).
+
+    Columns outside the contract are ignored. Raises :class:`InputError` on any bad input.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise input_error(f"population directory {path} does not exist")
+    if not path.is_dir():
+        raise input_error(
+            f"{path} is not a directory (expected a directory holding persons.parquet or "
+            "persons.csv and units.parquet or units.csv)"
+        )
+    files = [table_file(path, table) for table in TABLES]
+    persons, units = (read_table(file) for file in files)
+    return validate(persons, units, persons_source=files[0].name, units_source=files[1].name)
+
+
+def table_file(directory: Path, table: str) -> Path:
+    """The one file holding ``table`` in ``directory``, in either format."""
+    present = [directory / f"{table}.{fmt}" for fmt in FORMATS]
+    present = [file for file in present if file.exists()]
+    if len(present) > 1:
+        raise input_error(
+            f"{directory}: both {table}.csv and {table}.parquet are present "
+            f"(expected exactly one file for the {table} table; remove the other)"
+        )
+    if not present:
+        raise input_error(
+            f"{directory}: no {table}.parquet or {table}.csv (expected the {table} table)"
+        )
+    return present[0]
+
+
+def read_table(file: Path) -> pl.DataFrame:
+    """Read one table file as polars found it (CSV: every column as text)."""
+    try:
+        size = file.stat().st_size
+    except OSError as err:
+        raise input_error(f"cannot read {file}: {err.strerror or err}") from None
+    if size == 0:
+        raise input_error(
+            f"{file.name} is empty (expected a header line naming the columns, then one line "
+            "per row)"
+            if file.suffix == ".csv"
+            else f"{file.name} is empty (expected a Parquet file)"
+        )
+    return read_csv(file) if file.suffix == ".csv" else read_parquet(file)
+
+
+def read_parquet(file: Path) -> pl.DataFrame:
+    """Read a Parquet file, turning a damaged or foreign file into an :class:`InputError`."""
+    try:
+        return pl.read_parquet(file)
+    except IsADirectoryError:
+        raise input_error(f"{file} is a directory (expected a Parquet file)") from None
+    except OSError as err:
+        raise input_error(f"cannot read {file}: {err.strerror or err}") from None
+    except (PolarsError, PanicException) as err:
+        raise input_error(
+            f"{file.name} is not a readable Parquet file ({first_line(err)}); is it truncated "
+            "or in another format?"
+        ) from None
+
+
+def first_line(err: BaseException) -> str:
+    """The first non-empty line of an exception's message."""
+    for line in str(err).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(err).__name__
+
+
+def read_csv(file: Path) -> pl.DataFrame:
+    """Read a UTF-8 CSV file with every column as text; a malformed file names its first bad row."""
+    try:
+        frame = pl.read_csv(file, infer_schema=False, empty_string_is_null=False)
+    except IsADirectoryError:
+        raise input_error(f"{file} is a directory (expected a CSV file)") from None
+    except OSError as err:
+        raise input_error(f"cannot read {file}: {err.strerror or err}") from None
+    except (PolarsError, PanicException) as err:
+        scan_csv(file, flag_quotes=True).raise_if_any()
+        raise input_error(f"{file.name} is not a readable CSV file ({first_line(err)})") from None
+    check_header(frame.columns, file.name).raise_if_any()
+    if may_have_short_rows(frame):
+        field_counts(file, len(frame.columns), frame.height).raise_if_any()
+    return frame
+
+
+def may_have_short_rows(frame: pl.DataFrame) -> bool:
+    """Whether a row might have had too few fields: polars pads those with empty strings, so a
+    file whose last column is never empty has none, and the costlier line check is skipped."""
+    if frame.height == 0:
+        return False
+    return bool(frame.select((pl.col(frame.columns[-1]) == "").any()).item())
+
+
+def check_header(columns: Sequence[str], source: str) -> Findings:
+    """Column names must be distinct (polars renames a repeated name ``<name>_duplicated_<k>``)."""
+    names = set(columns)
+    repeated = sorted(
+        {
+            match.group(1)
+            for name in columns
+            if (match := re.fullmatch(r"(.*)_duplicated_\d+", name)) and match.group(1) in names
+        }
+    )
+    if not repeated:
+        return Findings()
+    listed = ", ".join(column_name(name) for name in repeated)
+    return single(0, f"{source} header: column {listed} appears more than once")
+
+
+def field_counts(file: Path, n_fields: int, n_rows: int) -> Findings:
+    """Every data row must have as many fields as the header (polars pads short rows silently).
+
+    Fast path: when the file has no quote characters, a row's fields are its commas plus one, so
+    the check is a vectorised count over the file's lines. Otherwise the file is streamed through
+    :mod:`csv`.
+    """
+    lines = read_lines(file)
+    if (
+        lines is None
+        or lines.height != n_rows + 1
+        or lines.item(0, "line") == ""
+        or lines.get_column("line").str.contains('"', literal=True).any()
+    ):
+        return scan_csv(file, flag_quotes=False)
+    counted = lines.with_row_index(ROW).with_columns(
+        (pl.col("line").str.count_matches(",", literal=True) + 1).alias("fields")
+    )
+    rule = Rule(
+        bad=(pl.col(ROW) > 0) & (pl.col("fields") != n_fields),
+        render=lambda row: field_count_text(
+            file.name, row[ROW], row["fields"], row["line"] == "", n_fields
+        ),
+        table=0,
+    )
+    return apply_rules(counted, [rule])
+
+
+def field_count_text(source: str, row: int, fields: int, blank: bool, n_fields: int) -> str:
+    """Message for a row whose number of fields differs from the header's."""
+    expected = f"(expected {n_fields} fields, as in the header)"
+    if blank:
+        return f"{where(source, row)} is blank {expected}"
+    return f"{where(source, row)} has {fields} field{'s' if fields != 1 else ''} {expected}"
+
+
+def read_lines(file: Path) -> pl.DataFrame | None:
+    """The file's lines as one text column, or None if they cannot be read that way."""
+    try:
+        return pl.read_csv(
+            file,
+            has_header=False,
+            separator="\x1f",
+            quote_char=None,
+            infer_schema=False,
+            new_columns=["line"],
+            empty_string_is_null=False,
+        )
+    except (PolarsError, PanicException, OSError):
+        return None
+
+
+class BadUtf8(Exception):
+    """A line of a CSV file that is not valid UTF-8."""
+
+    def __init__(self, line: bytes, error: UnicodeDecodeError) -> None:
+        super().__init__(str(error))
+        self.line = line
+        self.error = error
+
+
+def utf8_lines(raw: IO[bytes]) -> Iterator[str]:
+    """Decode a binary file line by line, so that a decoding error points at its line."""
+    encoding = "utf-8-sig"
+    for line in raw:
+        try:
+            text = line.decode(encoding)
+        except UnicodeDecodeError as err:
+            raise BadUtf8(line, err) from None
+        encoding = "utf-8"
+        yield text
+
+
+def scan_csv(file: Path, *, flag_quotes: bool) -> Findings:
+    """Stream a CSV file through :mod:`csv` to find bad encoding, quoting and field counts.
+
+    Rows are numbered as polars numbers them: blank lines before the header are skipped, later
+    ones count as (blank) rows. ``flag_quotes`` also reports a quote character left inside a
+    field, which polars rejects but :mod:`csv` keeps as text.
+    """
+    name = file.name
+    header: list[str] | None = None
+    found = Findings()
+    row = 0
+    try:
+        with file.open("rb") as raw:
+            for record in csv.reader(utf8_lines(raw), strict=True):
+                if header is None:
+                    header = record or None
+                    continue
+                row += 1
+                if len(record) != len(header):
+                    found = found + _count_problem(name, row, len(record), len(header))
+                elif flag_quotes:
+                    found = found + _quote_problem(name, row, record, header)
+    except BadUtf8 as bad:
+        found = found + single(
+            0, utf8_text(name, row + 1 if header else None, bad, header), row + 1
+        )
+    except csv.Error as err:
+        found = found + single(0, f"{where(name, row + 1)}: {csv_error_text(err)}", row + 1)
+    except OSError as err:
+        raise input_error(f"cannot read {file}: {err.strerror or err}") from None
+    if header is None and found.total == 0:
+        found = single(0, f"{name} has no header line (expected the column names)")
+    return found
+
+
+def _count_problem(name: str, row: int, fields: int, n_fields: int) -> Findings:
+    blank = fields == 0
+    return single(0, field_count_text(name, row, fields, blank, n_fields), row)
+
+
+def _quote_problem(name: str, row: int, record: list[str], header: list[str]) -> Findings:
+    for column, value in zip(header, record, strict=True):
+        if '"' in value:
+            text = (
+                f"{where(name, row, column_name(column))}: stray quote character in "
+                f'{show(value, quote=True)} (expected a field wholly inside quotes, with "" '
+                "for a quote)"
+            )
+            return single(0, text, row)
+    return Findings()
+
+
+def csv_error_text(err: csv.Error) -> str:
+    """A plain-words version of a :mod:`csv` parsing error."""
+    message = str(err)
+    if "unexpected end of data" in message:
+        return 'a quoted field is never closed (stray quote character ")'
+    if "expected after" in message:
+        return 'stray quote character ": text follows a closing quote'
+    if "new-line character" in message:
+        return "a line break (carriage return) inside an unquoted field"
+    return f"malformed CSV ({message})"
+
+
+def utf8_text(name: str, row: int | None, bad: BadUtf8, header: list[str] | None) -> str:
+    """Message for a line that is not UTF-8, naming the column when it can be found."""
+    byte = bad.line[bad.error.start : bad.error.start + 1].hex()
+    place = f"{name} header" if row is None else where(name, row, _bad_column(bad.line, header))
+    return f"{place}: not valid UTF-8 (byte 0x{byte}); save the file as UTF-8"
+
+
+def _bad_column(line: bytes, header: list[str] | None) -> str | None:
+    """The header name of the field holding the first undecodable byte, if it can be told."""
+    if not header:
+        return None
+    try:
+        fields = next(csv.reader([line.decode("utf-8", "replace")]))
+    except (csv.Error, StopIteration):
+        return None
+    for column, value in zip(header, fields, strict=False):
+        if "\ufffd" in value:
+            return column_name(column)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    """A frame to validate, with the name its messages use and its place in the sort order."""
+
+    frame: pl.DataFrame
+    specs: tuple[ColumnSpec, ...]
+    source: str
+    index: int
+
+
+def validate(
+    persons: pl.DataFrame,
+    units: pl.DataFrame,
+    *,
+    persons_source: str = "persons",
+    units_source: str = "units",
+) -> Population:
+    """Check two frames against the contract and return them as a :class:`Population`.
+
+    ``*_source`` name the tables in messages (usually their file names). The result has exactly
+    the contract's columns, in its order and dtypes; other columns are dropped. Raises
+    :class:`InputError` listing up to :data:`MAX_SHOWN` problems.
+    """
+    tables = (
+        Table(persons, PERSONS, persons_source, 0),
+        Table(units, UNITS, units_source, 1),
+    )
+    sum((missing_columns(t) for t in tables), Findings()).raise_if_any()
+    converted = [convert(t) for t in tables]
+    sum((found for _, found in converted), Findings()).raise_if_any()
+    typed_persons, typed_units = (frame for frame, _ in converted)
+    (
+        duplicates(typed_persons, "person_id", tables[0])
+        + duplicates(typed_units, "unit_id", tables[1])
+    ).raise_if_any()
+    links(typed_persons, typed_units, persons_source, units_source).raise_if_any()
+    return Population(persons=typed_persons.drop(ROW), units=typed_units.drop(ROW))
+
+
+def missing_columns(table: Table) -> Findings:
+    """Every contract column must be present; the message lists what the table has instead."""
+    present = table.frame.columns
+    missing = [spec.name for spec in table.specs if spec.name not in present]
+    if not missing:
+        return Findings()
+    label = "column" if len(missing) == 1 else "columns"
+    text = f"{table.source}: missing {label} {', '.join(missing)}"
+    hints = [
+        f"{name!r} for {spec}"
+        for spec in missing
+        for name in present
+        if name != spec and name.strip().lower() == spec
+    ]
+    if hints:
+        text += f" (found {', '.join(hints)}: check spaces and capitals)"
+    else:
+        shown = ", ".join(column_name(c) for c in present[:12]) + (
+            ", …" if len(present) > 12 else ""
+        )
+        text += f" (the table has: {shown or 'no columns'})"
+    return single(table.index, text)
+
+
+def value_column(name: str) -> str:
+    return f"__value_{name}"
+
+
+def clean_column(name: str) -> str:
+    return f"__clean_{name}"
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """How one column becomes its contract dtype, and the rules checked on the way.
+
+    ``value`` is null where the input is missing or cannot be converted; ``missing`` marks missing
+    input. Two costly steps run only for columns where some row needs them: ``retry`` marks text
+    rows that might convert once surrounding spaces are stripped, and ``fallback`` converts what
+    ``value`` could not (whole numbers written as floats in text).
+    """
+
+    value: pl.Expr
+    missing: pl.Expr
+    rules: tuple[Rule, ...]
+    retry: pl.Expr | None = None
+    fallback: pl.Expr | None = None
+
+
+def convert(table: Table) -> tuple[pl.DataFrame, Findings]:
+    """Convert every contract column, checking types, missing values, codes and ranges.
+
+    Returns the frame in contract order and dtypes (plus the row number) and the problems found.
+    Work is staged so that costly string operations run only on columns that need them: parse
+    the input as it is, strip spaces and parse again, then parse the leftovers as floats.
+    """
+    frame = table.frame.select(
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(ROW), *[s.name for s in table.specs]
+    )
+    kinds = {spec.name: dtype_kind(frame.schema[spec.name]) for spec in table.specs}
+    found = Findings()
+    conversions: list[tuple[ColumnSpec, Conversion]] = []
+    for position, spec in enumerate(table.specs):
+        result = column_conversion(spec, frame.schema[spec.name], kinds[spec.name], table, position)
+        if isinstance(result, Findings):
+            found = found + result
+        else:
+            conversions.append((spec, result))
+    cleaning = [cleaned(spec.name, kinds[spec.name]) for spec, _ in conversions]
+    checked = frame.with_columns([expr for expr in cleaning if expr is not None]).with_columns(
+        [conversion.value.alias(value_column(spec.name)) for spec, conversion in conversions]
+    )
+    checked = with_stripped_text(checked, conversions)
+    checked = with_fallbacks(checked, conversions)
+    found = found + apply_rules(checked, [r for _, c in conversions for r in c.rules])
+    if found.total:
+        return frame, found
+    typed = checked.select(
+        ROW,
+        *[pl.col(value_column(s.name)).cast(_dtype(s)).alias(s.name) for s in table.specs],
+    )
+    return typed, found
+
+
+def cleaned(name: str, kind: str) -> pl.Expr | None:
+    """Stage one: any text type as String, floats as Float64 with NaN as null."""
+    if kind == "text":
+        return pl.col(name).cast(pl.String).alias(clean_column(name))
+    if kind == "float":
+        return pl.col(name).cast(pl.Float64).fill_nan(None).alias(clean_column(name))
+    return None
+
+
+def with_stripped_text(
+    checked: pl.DataFrame, conversions: Sequence[tuple[ColumnSpec, Conversion]]
+) -> pl.DataFrame:
+    """Strip surrounding spaces and convert again, in the text columns where some row needs it."""
+    candidates = [(spec, c) for spec, c in conversions if c.retry is not None]
+    if not candidates:
+        return checked
+    needed = checked.select([c.retry.any() for _, c in candidates if c.retry is not None]).row(0)
+    redo = [(spec, c) for (spec, c), need in zip(candidates, needed, strict=True) if need]
+    if not redo:
+        return checked
+    stripped = checked.with_columns(
+        pl.col(clean_column(s.name)).str.strip_chars().alias(clean_column(s.name)) for s, _ in redo
+    )
+    return stripped.with_columns(c.value.alias(value_column(s.name)) for s, c in redo)
+
+
+def with_fallbacks(
+    checked: pl.DataFrame, conversions: Sequence[tuple[ColumnSpec, Conversion]]
+) -> pl.DataFrame:
+    """Apply each column's fallback conversion, but only to columns where some row needs it."""
+    candidates = [(spec, c) for spec, c in conversions if c.fallback is not None]
+    if not candidates:
+        return checked
+    needed = checked.select(
+        [(pl.col(value_column(s.name)).is_null() & ~c.missing).any() for s, c in candidates]
+    ).row(0)
+    return checked.with_columns(
+        [
+            pl.coalesce(pl.col(value_column(spec.name)), c.fallback).alias(value_column(spec.name))
+            for (spec, c), need in zip(candidates, needed, strict=True)
+            if need and c.fallback is not None
+        ]
+    )
+
+
+def column_conversion(
+    spec: ColumnSpec, dtype: pl.DataType, kind: str, table: Table, position: int
+) -> Conversion | Findings:
+    """The conversion for one column, or a column-level problem if its type cannot hold it."""
+    if spec.name == "block":
+        conversion = block_conversion(spec, kind, table, position)
+    elif _dtype(spec) == pl.Boolean:
+        conversion = bool_conversion(spec, kind, table, position)
+    else:
+        conversion = int_conversion(spec, kind, table, position)
+    if conversion is not None:
+        return conversion
+    if spec.name == "block" and kind in ("int", "float"):
+        text = (
+            f"{where(table.source, column=spec.name)}: has type {dtype}, but block must be a "
+            f"{BLOCK_DIGITS}-character string of digits (e.g. '{EXAMPLE_BLOCK}'; leading zeros "
+            "matter)"
+        )
+    else:
+        text = (
+            f"{where(table.source, column=spec.name)}: has type {dtype}, which cannot hold "
+            f"{kind_words(spec)} (expected {expected_text(spec)})"
+        )
+    return single(table.index, text, column=position)
+
+
+def kind_words(spec: ColumnSpec) -> str:
+    """What a column holds, in words: whole numbers, booleans or text."""
+    if _dtype(spec) == pl.Boolean:
+        return "booleans"
+    return "text" if _dtype(spec) == pl.String else "whole numbers"
+
+
+def dtype_kind(dtype: pl.DataType) -> str:
+    """Group a polars dtype by how it converts: int, float, bool, text or other."""
+    if dtype.is_integer():
+        return "int"
+    if dtype.is_float() or dtype.is_decimal():
+        return "float"
+    if dtype == pl.Boolean:
+        return "bool"
+    if dtype in (pl.String, pl.Categorical, pl.Null) or isinstance(dtype, pl.Enum):
+        return "text"
+    return "other"
+
+
+def _missing(name: str, kind: str) -> pl.Expr:
+    """Missing input: null, NaN (floats) or empty text once spaces are stripped."""
+    if kind == "text":
+        clean = pl.col(clean_column(name))
+        return clean.is_null() | (clean == "")
+    if kind == "float":
+        return pl.col(clean_column(name)).is_null()
+    return pl.col(name).is_null()
+
+
+def int_conversion(spec: ColumnSpec, kind: str, table: Table, position: int) -> Conversion | None:
+    """Whole numbers from integers, whole floats or text; rules: missing, not whole, range."""
+    name, clean = spec.name, pl.col(clean_column(spec.name))
+    got = pl.col(value_column(name))
+    retry = fallback = None
+    if kind == "int":
+        value = pl.col(name).cast(pl.Int64, strict=False)
+    elif kind == "float":
+        value = _whole(clean)
+    elif kind == "text":
+        value = clean.cast(pl.Int64, strict=False)
+        retry = got.is_null() & (clean != "")
+        fallback = _whole(clean.cast(pl.Float64, strict=False))
+    else:
+        return None
+    missing = _missing(name, kind)
+    expected = expected_text(spec)
+    rules = [
+        Rule(
+            ~missing & got.is_null(),
+            lambda row: (
+                f"{where(table.source, row[ROW], name)}: {show(row[name])} "
+                f"{not_whole_text(row[name])} (expected {expected})"
+            ),
+            table.index,
+            position,
+        ),
+    ]
+    if not spec.nullable:
+        rules.append(missing_rule(spec, missing, table, position))
+    if spec.low is not None and spec.high is not None:
+        rules.append(
+            Rule(
+                (got < spec.low) | (got > spec.high),
+                lambda row: (
+                    f"{where(table.source, row[ROW], name)}: {row[value_column(name)]} is out of "
+                    f"range (expected {expected})"
+                ),
+                table.index,
+                position,
+            )
+        )
+    return Conversion(value, missing, tuple(rules), retry, fallback)
+
+
+def not_whole_text(raw: Any) -> str:
+    """Why a value that is present did not convert to a whole number."""
+    if isinstance(raw, int):
+        return "is too large"
+    try:
+        number = float(raw)
+    except (TypeError, ValueError):
+        return "is not a whole number"
+    if math.isfinite(number) and number.is_integer() and abs(number) > EXACT_FLOAT_LIMIT:
+        return "is too large to be held exactly as a float (write it as an integer)"
+    return "is not a whole number"
+
+
+def missing_rule(spec: ColumnSpec, missing: pl.Expr, table: Table, position: int) -> Rule:
+    """A value is required (the caller skips this rule for nullable columns)."""
+    expected = expected_text(spec)
+    return Rule(
+        missing,
+        lambda row: (
+            f"{where(table.source, row[ROW], spec.name)}: value is missing (expected {expected})"
+        ),
+        table.index,
+        position,
+    )
+
+
+def _whole(number: pl.Expr) -> pl.Expr:
+    """A float expression as Int64 where it holds a whole number exactly, else null."""
+    exact = number.is_finite() & (number == number.floor()) & (number.abs() <= EXACT_FLOAT_LIMIT)
+    return pl.when(exact).then(number).cast(pl.Int64)
+
+
+def bool_conversion(spec: ColumnSpec, kind: str, table: Table, position: int) -> Conversion | None:
+    """Booleans from booleans, 0/1 numbers or the words listed in the module docstring."""
+    name, clean = spec.name, pl.col(clean_column(spec.name))
+    got = pl.col(value_column(name))
+    if kind == "bool":
+        value = pl.col(name)
+    elif kind == "int":
+        value = pl.col(name).replace_strict(
+            {1: True, 0: False}, default=None, return_dtype=pl.Boolean
+        )
+    elif kind == "float":
+        value = pl.when(clean == 1).then(True).when(clean == 0).then(False)
+    elif kind == "text":
+        value = pl.when(clean.is_in(TRUE_TEXT)).then(True).when(clean.is_in(FALSE_TEXT)).then(False)
+    else:
+        return None
+    missing = _missing(name, kind)
+    rules = (
+        missing_rule(spec, missing, table, position),
+        Rule(
+            ~missing & got.is_null(),
+            lambda row: (
+                f"{where(table.source, row[ROW], name)}: {show(row[name], quote=True)} is not true "
+                "or false (expected true/false, True/False or 1/0)"
+            ),
+            table.index,
+            position,
+        ),
+    )
+    retry = got.is_null() & (clean != "") if kind == "text" else None
+    return Conversion(value.cast(pl.Boolean), missing, rules, retry)
+
+
+def block_conversion(spec: ColumnSpec, kind: str, table: Table, position: int) -> Conversion | None:
+    """Block geocodes: text of exactly 15 ASCII digits (an integer column has lost its zeros)."""
+    if kind != "text":
+        return None
+    name, clean = spec.name, pl.col(clean_column(spec.name))
+    missing = _missing(name, kind)
+    rules = (
+        missing_rule(spec, missing, table, position),
+        Rule(
+            ~missing & ~clean.str.contains(BLOCK_PATTERN),
+            lambda row: (
+                f"{where(table.source, row[ROW], name)}: {show(row[name], quote=True)} is not a "
+                f"{BLOCK_DIGITS}-digit block geocode (expected exactly {BLOCK_DIGITS} digits 0–9, "
+                f"leading zeros included, e.g. {EXAMPLE_BLOCK})"
+            ),
+            table.index,
+            position,
+        ),
+    )
+    retry = (clean.str.len_bytes() != BLOCK_DIGITS) & (clean != "")
+    return Conversion(clean, missing, rules, retry)
+
+
+def duplicates(frame: pl.DataFrame, key: str, table: Table) -> Findings:
+    """Identifiers must be unique; each repeat is reported with the row of its first use."""
+    if frame.get_column(key).n_unique() == frame.height:  # the usual case, and much faster
+        return Findings()
+    repeat = ~pl.col(key).is_first_distinct()
+    found = apply_rules(
+        frame,
+        [Rule(repeat, lambda row: "", table.index, [s.name for s in table.specs].index(key))],
+    )
+    if not found.total:
+        return found
+    keys = [int(frame.item(p.row - 1, key)) for p in found.problems]
+    first = dict(
+        frame.filter(pl.col(key).is_in(keys) & pl.col(key).is_first_distinct())
+        .select(key, ROW)
+        .iter_rows()
+    )
+    problems = tuple(
+        Problem(
+            p.table,
+            p.row,
+            p.column,
+            f"{where(table.source, p.row, key)}: {k} is a duplicate (first in row {first[k]}; "
+            f"expected each {key} once)",
+        )
+        for p, k in zip(found.problems, keys, strict=True)
+    )
+    return Findings(problems, found.total)
+
+
+def links(persons: pl.DataFrame, units: pl.DataFrame, p_source: str, u_source: str) -> Findings:
+    """Rules joining the tables: units exist, blocks agree, households and GQ are coherent."""
+    unit_side = units.select(
+        "unit_id",
+        pl.col(ROW).alias("unit_row"),
+        pl.col("block").alias("unit_block"),
+        "unit_type",
+        "occupied",
+    )
+    joined = persons.select(ROW, "person_id", "unit_id", "block", "relationship").join(
+        unit_side, on="unit_id", how="left"
+    )
+    counts = householder_counts(joined, units.height)
+    shared = bool(counts.max() > 1) if len(counts) else False
+    if shared:
+        joined = joined.with_columns(first_householder_row())
+    counted = units.with_columns(pl.Series("householders", counts))
+    return apply_rules(joined, person_rules(p_source, u_source, shared)) + apply_rules(
+        counted, unit_rules(u_source, p_source)
+    )
+
+
+def householder_counts(joined: pl.DataFrame, n_units: int) -> npt.NDArray[np.int64]:
+    """Number of persons with relationship 0 in each unit, in the units' row order."""
+    unit_rows = (
+        joined.filter(pl.col("relationship") == HOUSEHOLDER)
+        .get_column("unit_row")
+        .drop_nulls()
+        .to_numpy()
+    )
+    return np.bincount(unit_rows - 1, minlength=n_units).astype(np.int64)
+
+
+def first_householder_row() -> pl.Expr:
+    """The row of the first householder of each person's unit (null if it has none)."""
+    householder = pl.col("relationship") == HOUSEHOLDER
+    return pl.when(householder).then(pl.col(ROW)).min().over("unit_id").alias("first_householder")
+
+
+def person_rules(p_source: str, u_source: str, shared: bool) -> list[Rule]:
+    """Rules on each person joined with their unit.
+
+    ``shared`` says whether some unit has several householders; the rule that finds them is
+    costly, so it runs only then.
+    """
+    position = {spec.name: i for i, spec in enumerate(PERSONS)}
+    known = pl.col("unit_row").is_not_null()
+    housing = known & (pl.col("unit_type") == HOUSING_UNIT)
+    gq = known & (pl.col("unit_type") != HOUSING_UNIT)
+    relationship = pl.col("relationship")
+    householder = housing & pl.col("occupied") & (relationship == HOUSEHOLDER)
+    later_householder = (
+        householder & (pl.col(ROW) > pl.col("first_householder")) if shared else pl.lit(False)
+    )
+
+    def at(row: dict[str, Any], column: str) -> str:
+        return where(p_source, row[ROW], column)
+
+    return [
+        Rule(
+            ~known,
+            lambda r: (
+                f"{at(r, 'unit_id')}: {r['unit_id']} is not a unit_id in {u_source} "
+                "(expected the unit the person lives in)"
+            ),
+            0,
+            position["unit_id"],
+        ),
+        Rule(
+            known & (pl.col("block") != pl.col("unit_block")),
+            lambda r: (
+                f"{at(r, 'block')}: {r['block']} differs from the block of unit "
+                f"{r['unit_id']} ({r['unit_block']}, {u_source} row {r['unit_row']})"
+            ),
+            0,
+            position["block"],
+        ),
+        Rule(
+            housing & ~pl.col("occupied"),
+            lambda r: (
+                f"{at(r, 'unit_id')}: person {r['person_id']} lives in unit {r['unit_id']}, "
+                f"which is a vacant housing unit ({u_source} row {r['unit_row']}; expected no "
+                "persons in vacant units)"
+            ),
+            0,
+            position["unit_id"],
+        ),
+        Rule(
+            housing & (relationship == schema.GQ_RESIDENT),
+            lambda r: (
+                f"{at(r, 'relationship')}: 5 (group-quarters resident) but unit "
+                f"{r['unit_id']} is a housing unit (expected 0–4)"
+            ),
+            0,
+            position["relationship"],
+        ),
+        Rule(
+            gq & (relationship != schema.GQ_RESIDENT),
+            lambda r: (
+                f"{at(r, 'relationship')}: {r['relationship']} but unit {r['unit_id']} is a "
+                "group-quarters facility (expected 5, group-quarters resident)"
+            ),
+            0,
+            position["relationship"],
+        ),
+        Rule(
+            later_householder,
+            lambda r: (
+                f"{at(r, 'relationship')}: 0 but unit {r['unit_id']} already has a "
+                f"householder in row {r['first_householder']} (expected exactly one person with "
+                "relationship 0 per occupied housing unit)"
+            ),
+            0,
+            position["relationship"],
+        ),
+    ]
+
+
+def unit_rules(u_source: str, p_source: str) -> list[Rule]:
+    """Rules on each unit with its number of householders."""
+    position = {spec.name: i for i, spec in enumerate(UNITS)}
+    housing = pl.col("unit_type") == HOUSING_UNIT
+    occupied_housing = housing & pl.col("occupied")
+    tenure = pl.col("tenure")
+
+    def at(row: dict[str, Any], column: str | None) -> str:
+        return where(u_source, row[ROW], column)
+
+    return [
+        Rule(
+            occupied_housing & (pl.col("householders") == 0),
+            lambda r: (
+                f"{at(r, None)}: occupied housing unit {r['unit_id']} has no householder in "
+                f"{p_source} (expected exactly one person with relationship 0)"
+            ),
+            1,
+            position["occupied"],
+        ),
+        Rule(
+            occupied_housing & tenure.is_null(),
+            lambda r: (
+                f"{at(r, 'tenure')}: value is missing but unit {r['unit_id']} is an occupied "
+                "housing unit (expected 1–3)"
+            ),
+            1,
+            position["tenure"],
+        ),
+        Rule(
+            housing & ~pl.col("occupied") & tenure.is_not_null(),
+            lambda r: (
+                f"{at(r, 'tenure')}: {r['tenure']} but unit {r['unit_id']} is a vacant "
+                "housing unit (expected empty)"
+            ),
+            1,
+            position["tenure"],
+        ),
+        Rule(
+            ~housing & ~pl.col("occupied"),
+            lambda r: (
+                f"{at(r, 'occupied')}: false but unit {r['unit_id']} is a group-quarters "
+                "facility (expected true)"
+            ),
+            1,
+            position["occupied"],
+        ),
+        Rule(
+            ~housing & tenure.is_not_null(),
+            lambda r: (
+                f"{at(r, 'tenure')}: {r['tenure']} but unit {r['unit_id']} is a "
+                "group-quarters facility (expected empty)"
+            ),
+            1,
+            position["tenure"],
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------
+
+
+def write_population(
+    population: Population, out_dir: Path, extra_json: dict[str, dict[str, Any]] | None = None
+) -> None:
+    """Write ``persons.parquet``, ``units.parquet`` and each ``extra_json`` item as its NAME.
+
+    ``out_dir`` is replaced as a whole, atomically: a reader sees the old content or the new,
+    never a mixture, and a failure leaves the old content (or nothing) in place.
+    """
+    extra = dict(extra_json or {})
+    for name in extra:
+        check_extra_name(name)
+    persons = conform(population.persons, PERSONS)
+    units = conform(population.units, UNITS)
+    with atomic_directory(Path(out_dir)) as tmp:
+        write_parquet(persons, tmp / "persons.parquet")
+        write_parquet(units, tmp / "units.parquet")
+        for name, data in extra.items():
+            write_json(data, tmp / name)
+
+
+def check_extra_name(name: str) -> None:
+    """An extra file must be a plain ``*.json`` name that does not shadow a table."""
+    if Path(name).name != name or name.startswith(".") or not name.endswith(".json"):
+        raise ValueError(f"extra file name {name!r} must be a plain file name ending in .json")
+
+
+def conform(frame: pl.DataFrame, specs: tuple[ColumnSpec, ...]) -> pl.DataFrame:
+    """The contract's columns of a frame, in contract order and dtypes."""
+    return frame.select([pl.col(s.name).cast(_dtype(s)) for s in specs])
