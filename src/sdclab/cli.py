@@ -127,16 +127,26 @@ def demo(
     write_population(population, out / "population", {"synth.json": report})
     release = exact_release(population)
     write_release(release, out / "release-none")
-    summary = Table(title=f"sdclab demo: synthetic county of {population.n_persons:,} persons")
-    summary.add_column("level")
-    summary.add_column("geounits", justify="right")
-    for level, n in population.geography.summary.items():
-        summary.add_row(level, f"{n:,}")
-    console.print(summary)
+    console.print(_population_summary(population, report))
     console.print(
-        f"{len(release.tables)} tables tabulated in {time.perf_counter() - start:.1f} s\n"
-        f"population: {out / 'population'}\nexact release: {out / 'release-none'}"
+        f"{len(release.tables)} tables tabulated at every level in "
+        f"{time.perf_counter() - start:.1f} s (exact release: not fit for publication)\n"
+        f"population:    {(out / 'population').resolve()}\n"
+        f"exact release: {(out / 'release-none').resolve()}"
     )
+
+
+def _population_summary(population: Any, report: dict[str, Any]) -> Table:
+    """Geounits per level and the generated marginals beside their 2010 targets."""
+    table = Table(title=f"synthetic population: {population.n_persons:,} persons")
+    table.add_column("figure")
+    table.add_column("generated", justify="right")
+    table.add_column("2010 target", justify="right")
+    for level, n in population.geography.summary.items():
+        table.add_row(f"{level} geounits", f"{n:,}", "")
+    for m in report["marginals"].values():
+        table.add_row(m["description"], f"{m['generated']:.1f}", f"{m['target']:.1f}")
+    return table
 
 
 def main() -> None:

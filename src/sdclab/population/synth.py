@@ -1208,7 +1208,7 @@ def build_report(population: Population, n: int, seed: int | None) -> dict[str, 
             name: {
                 "description": target.description,
                 "unit": target.unit,
-                "target": target.value,
+                "target": round(target.value, 6),
                 "generated": round(generated[name], 4),
                 "tolerance": target.tolerance,
                 "tolerance_is_relative": target.relative,
