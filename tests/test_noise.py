@@ -226,7 +226,8 @@ def test_samplers_consume_only_integer_randomness():
 DECISION_FUNCTIONS = [
     name
     for name, obj in vars(noise).items()
-    if inspect.isfunction(obj) and obj.__module__ == noise.__name__
+    if inspect.isfunction(obj)
+    and obj.__module__ == noise.__name__
     and name not in ("_rejection", "_check_range", "as_fraction", "_count", "_in_chunks")
 ]
 
@@ -241,8 +242,18 @@ def test_no_floating_point_in_sampling_code(name):
             assert not isinstance(node.value, float), f"{name}: float literal {node.value}"
         if isinstance(node, ast.Call):
             func = ast.unparse(node.func)
-            assert func not in ("float", "math.exp", "np.exp", "math.log", "np.log", "math.sqrt",
-                                "np.sqrt", "rng.random", "rng.uniform", "rng.normal"), (name, func)
+            assert func not in (
+                "float",
+                "math.exp",
+                "np.exp",
+                "math.log",
+                "np.log",
+                "math.sqrt",
+                "np.sqrt",
+                "rng.random",
+                "rng.uniform",
+                "rng.normal",
+            ), (name, func)
 
 
 def test_reproducible_per_seed_and_shape():
