@@ -85,3 +85,27 @@ def test_module_entry_point_reports_one_line_without_traceback(tmp_path):
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: ")
     assert not (tmp_path / "r").exists()
+
+
+def test_out_never_replaces_foreign_or_input_directories(tmp_path):
+    pop = tmp_path / "pop"
+    assert run("synth", "-n", "1000", "--seed", "1", "--out", str(pop)).exit_code == 0
+    before = sorted(p.name for p in pop.iterdir())
+    result = run("tabulate", str(pop), "--out", str(pop))
+    assert result.exit_code == 2 and "would overwrite the input" in result.output
+    result = run("tabulate", str(pop), "--out", str(tmp_path))
+    assert result.exit_code == 2 and "would overwrite the input" in result.output
+    assert sorted(p.name for p in pop.iterdir()) == before
+
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("data")
+    for args in (("synth", "-n", "1000"), ("tabulate", str(pop))):
+        result = run(*args, "--out", str(precious))
+        assert result.exit_code == 2 and "not an earlier sdclab output" in result.output
+    assert [p.name for p in precious.iterdir()] == ["thesis.tex"]
+
+    rel = tmp_path / "rel"
+    assert run("tabulate", str(pop), "--out", str(rel), "--tables", "P1").exit_code == 0
+    assert run("tabulate", str(pop), "--out", str(rel), "--tables", "P8").exit_code == 0
+    assert sorted(p.name for p in (rel / "tables").iterdir()) == ["P8.parquet"]

@@ -244,11 +244,22 @@ def test_round_trip_gives_identical_frames(tmp_path: Path, small_population: Pop
 
 def test_write_replaces_previous_content(tmp_path: Path, tiny_population: Population) -> None:
     out = tmp_path / "pop"
-    out.mkdir()
+    write_population(tiny_population, out)
     (out / "stale.txt").write_text("old")
     write_population(tiny_population, out)
     assert sorted(p.name for p in out.iterdir()) == ["persons.parquet", "units.parquet"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pop"]
+
+
+def test_write_refuses_a_directory_that_is_not_a_population(
+    tmp_path: Path, tiny_population: Population
+) -> None:
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "thesis.tex").write_text("mine")
+    with pytest.raises(InputError, match="not an earlier sdclab output"):
+        write_population(tiny_population, out)
+    assert [p.name for p in out.iterdir()] == ["thesis.tex"]
 
 
 def failing_after_first_write(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,6 +73,62 @@ def _corrupt(path, edit):
     (path / "release.json").write_text(json.dumps(meta))
 
 
+def _write_p1(path, **columns):
+    frame = {"level": ["nation"], "geoid": ["US"], "cell": [0], "count": [1]}
+    frame.update(columns)
+    pl.DataFrame(frame).write_parquet(path / "tables" / "P1.parquet")
+
+
+MORE_DAMAGE = [
+    (lambda p: _corrupt(p, lambda m: m.update(tables=["P1"])), "tables must be a JSON object"),
+    (lambda p: _corrupt(p, lambda m: m["specification"].update(budget="none")), "malformed"),
+    (lambda p: _corrupt(p, lambda m: m["tables"].update(P1=["x"])), "must be a JSON object"),
+    (
+        lambda p: _corrupt(p, lambda m: m["tables"]["P1"].update(levels=["nation"])),
+        "table P1 has levels that differ from the catalogue",
+    ),
+    (lambda p: _corrupt(p, lambda m: m.update(microdata="no")), "microdata must be a JSON bool"),
+    (lambda p: _write_p1(p, geoid=["XX"]), "geoid 'XX' is not a nation"),
+    (lambda p: _write_p1(p, level=["block"], geoid=["01001000100100A"]), "is not a block"),
+    (
+        lambda p: _write_p1(p, level=pl.Series([None], dtype=pl.String)),
+        "column level has missing values",
+    ),
+    (lambda p: _write_p1(p, cell=[0.0]), "column types"),
+    (
+        lambda p: pl.DataFrame(
+            {"level": ["nation"] * 2, "geoid": ["US"] * 2, "cell": [0, 0], "count": [1, 2]}
+        ).write_parquet(p / "tables" / "P1.parquet"),
+        "appears more than once",
+    ),
+    (lambda p: (p / "geography.parquet").unlink(), "geography.parquet: missing"),
+    (
+        lambda p: pl.DataFrame({"block": ["1234"]}).write_parquet(p / "geography.parquet"),
+        "is not a 15-digit geocode",
+    ),
+]
+
+
+@pytest.mark.parametrize(("damage", "message"), MORE_DAMAGE)
+def test_more_malformed_releases(tmp_path, tiny_population, damage, message):
+    test_malformed_release_is_a_clear_error(tmp_path, tiny_population, damage, message)
+
+
+def test_float_counts_are_kept_not_truncated(tmp_path, tiny_population):
+    target = tmp_path / "rel"
+    write_release(exact_release(tiny_population, ["P1"]), target)
+    _write_p1(target, count=[3.7])
+    assert read_release(target).table("P1")["count"].to_list() == [3.7]
+
+
+def test_release_records_blocks_without_persons(tmp_path, tiny_population):
+    target = tmp_path / "rel"
+    write_release(exact_release(tiny_population, ["P1"]), target)
+    blocks = pl.read_parquet(target / "geography.parquet")["block"].to_list()
+    assert "010010001001002" in blocks  # the block with only a vacant unit
+    assert len(read_release(target).geography.blocks) == 4
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -87,7 +143,7 @@ def _corrupt(path, edit):
             lambda p: pl.DataFrame(
                 {"level": ["block"], "geoid": ["1"], "cell": [0], "count": [1]}
             ).write_parquet(p / "tables" / "P1.parquet"),
-            "wrong length",
+            "is not a block of this release's geography",
         ),
         (
             lambda p: pl.DataFrame(
@@ -111,3 +167,15 @@ def test_malformed_release_is_a_clear_error(tmp_path, tiny_population, damage, m
         read_release(target)
     assert message in info.value.one_line()
     assert "\n" not in info.value.one_line()
+
+
+def test_release_microdata_is_validated_on_reading(tmp_path, tiny_population):
+    release = exact_release(tiny_population, ["P1"])
+    with_microdata = type(release)(**{**release.__dict__, "microdata": tiny_population})
+    target = tmp_path / "rel"
+    write_release(with_microdata, target)
+    assert read_release(target).microdata.persons.equals(tiny_population.persons)
+    persons = tiny_population.persons.with_columns(pl.col("age").cast(pl.Int64) - 50)
+    persons.write_parquet(target / "microdata" / "persons.parquet")
+    with pytest.raises(InputError, match="column age"):
+        read_release(target)

@@ -218,3 +218,44 @@ def test_long_form_omits_zeros_and_orders_levels(small_population):
     long = tabulate(small_population, ["P12"])["P12"].to_long()
     assert long["count"].min() > 0
     assert long["level"].unique(maintain_order=True).to_list() == list(LEVELS)
+
+
+def reference_unit_and_hhgq_tables(population) -> dict[str, pl.DataFrame]:
+    """Block-level (geoid, cell, count) of H1, H3, H4, H13, P29, P42 by plain polars group-bys."""
+    units = population.units.with_columns(size=pl.Series(population.household_size))
+    housing = units.filter(pl.col("unit_type") == 0)
+    occupied = housing.filter(pl.col("occupied"))
+    persons = population.persons.join(population.units.select("unit_id", "unit_type"), on="unit_id")
+    gq = persons.filter(pl.col("relationship") == 5)
+    cells = {
+        "H1": housing.with_columns(cell=pl.lit(0)),
+        "H3": housing.with_columns(cell=pl.when(pl.col("occupied")).then(0).otherwise(1)),
+        "H4": occupied.with_columns(cell=pl.col("tenure") - 1),
+        "H13": occupied.with_columns(cell=pl.min_horizontal("size", 7) - 1),
+        "P29": persons.with_columns(
+            cell=pl.when(pl.col("unit_type") == 0)
+            .then(pl.col("relationship"))
+            .when(pl.col("unit_type") <= 4)
+            .then(5)
+            .otherwise(6)
+        ),
+        "P42": gq.with_columns(cell=pl.col("unit_type") - 1),
+    }
+    return {
+        name: frame.group_by(geoid="block", cell=pl.col("cell").cast(pl.Int32))
+        .agg(count=pl.len().cast(pl.Int64))
+        .sort("geoid", "cell")
+        for name, frame in cells.items()
+    }
+
+
+@pytest.mark.parametrize("seed", [8, 9])
+def test_unit_and_hhgq_tables_match_group_by(seed):
+    population = random_population(seed, n_units=500)
+    assert population.household_size.max() >= 7
+    assert set(population.units["unit_type"].unique()) == set(range(8))
+    names = ["H1", "H3", "H4", "H13", "P29", "P42"]
+    ours = tabulate(population, names)
+    for name, expected in reference_unit_and_hhgq_tables(population).items():
+        got = ours[name].to_long().filter(pl.col("level") == "block").drop("level")
+        assert got.sort("geoid", "cell").equals(expected), name

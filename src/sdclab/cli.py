@@ -32,7 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def reports_input_errors(fn: F) -> F:
-    """Turn an :class:`InputError` into one line on stderr and exit code 2."""
+    """Turn an :class:`InputError` (or an unreadable/unwritable path) into one line, exit 2."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -40,6 +40,10 @@ def reports_input_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except InputError as exc:
             typer.echo(f"error: {exc.one_line()}", err=True)
+            raise typer.Exit(2) from None
+        except OSError as exc:  # a path the user named cannot be read or written
+            where = f": {exc.filename}" if exc.filename else ""
+            typer.echo(f"error: {exc.strerror or exc}{where}", err=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -98,13 +102,15 @@ def tabulate(
     ] = None,
 ) -> None:
     """Write the exact, unprotected tables of a population (mechanism 'none')."""
+    from sdclab.fileio import check_replaceable
     from sdclab.population.io import read_population
-    from sdclab.release import exact_release, write_release
+    from sdclab.release import RELEASE_FILE, exact_release, write_release
 
     names = parse_table_list(tables)
+    check_replaceable(out, RELEASE_FILE, (population,))
     pop = read_population(population)
     release = exact_release(pop, names)
-    write_release(release, out)
+    write_release(release, out, protect=(population,))
     console.print(f"wrote {len(release.tables)} exact tables to {out} (not fit for publication)")
 
 

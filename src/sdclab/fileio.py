@@ -17,24 +17,61 @@ from typing import Any
 
 import polars as pl
 
+from sdclab.errors import InputError
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def check_replaceable(target: Path, marker: str, protect: tuple[Path, ...] = ()) -> None:
+    """Refuse to overwrite anything but an earlier output of the same kind.
+
+    ``target`` may be absent, an empty directory, or a directory holding ``marker`` (the file that
+    identifies this kind of output, e.g. ``release.json``); it must not be, contain or lie inside
+    one of the ``protect`` paths (the command's inputs).
+    """
+    target = Path(target).resolve()
+    for path in protect:
+        path = Path(path).resolve()
+        if target == path or path.is_relative_to(target) or target.is_relative_to(path):
+            raise InputError(f"--out {target} would overwrite the input {path}; choose another")
+    if target.exists() and not target.is_dir():
+        raise InputError(f"--out {target} exists and is not a directory")
+    if target.is_dir() and any(target.iterdir()) and not (target / marker).exists():
+        raise InputError(
+            f"--out {target} exists and is not an earlier sdclab output (no {marker}); "
+            "choose another directory or remove it"
+        )
+
 
 @contextlib.contextmanager
 def atomic_directory(target: Path) -> Iterator[Path]:
-    """Yield a fresh temporary directory that replaces ``target`` when the block succeeds."""
+    """Yield a fresh temporary directory that replaces ``target`` when the block succeeds.
+
+    On any failure — inside the block or while swapping directories — the temporary is removed
+    and the previous ``target`` is restored, so readers see the old output or the new, complete.
+    """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    moved_old = False
     try:
         yield tmp
+        if target.exists():
+            os.replace(target, old)
+            moved_old = True
+        os.replace(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if moved_old and not target.exists():
+            os.replace(old, target)
         raise
-    old = None
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{os.getpid()}"
-        os.replace(target, old)
-    os.replace(tmp, target)
-    if old is not None:
+    if moved_old:
         shutil.rmtree(old, ignore_errors=True)
 
 
@@ -46,6 +83,7 @@ def atomic_file(target: Path) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
     os.close(fd)
     tmp = Path(name)
+    os.chmod(tmp, 0o666 & ~_umask())
     try:
         yield tmp
         os.replace(tmp, target)

@@ -3,6 +3,7 @@
 ```
 release.json            mechanism, parameters, specification card, tables (with cell labels),
                         randomness, format version, input digest
+geography.parquet       the published blocks (every block with a housing unit or facility)
 tables/<TABLE>.parquet  long form: level, geoid, cell, count (rows absent = 0; null = suppressed)
 microdata/persons.parquet, units.parquet   only for mechanisms that output microdata
 ```
@@ -23,8 +24,8 @@ from sdclab import __version__
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
-from sdclab.fileio import atomic_directory, write_json, write_parquet
-from sdclab.geography import GEOID_LENGTH
+from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
+from sdclab.geography import GEOID_LENGTH, LEVELS, Geography, geoid_strings
 from sdclab.population import Population
 from sdclab.randomness import randomness_record
 from sdclab.tables.catalog import CATALOG, TableDef
@@ -32,6 +33,7 @@ from sdclab.tables.tabulate import LONG_SCHEMA, tabulate
 
 FORMAT_VERSION = 1
 RELEASE_FILE = "release.json"
+GEOGRAPHY_FILE = "geography.parquet"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Release:
     tables: dict[str, pl.DataFrame]
     randomness: dict[str, Any]
     input_digest: str
+    geography: Geography
     microdata: Population | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -64,6 +67,7 @@ class Release:
             "specification": self.card.to_dict(),
             "randomness": self.randomness,
             "input_digest": self.input_digest,
+            "zeros": "omitted",
             "tables": {name: table_metadata(CATALOG[name]) for name in self.tables},
             "microdata": self.microdata is not None,
             "notes": self.notes,
@@ -78,7 +82,6 @@ def table_metadata(table: TableDef) -> dict[str, Any]:
         "schema": table.schema.name,
         "levels": list(table.levels),
         "cells": table.cell_labels,
-        "zeros": "omitted",
     }
 
 
@@ -87,20 +90,27 @@ def exact_release(population: Population, names: Sequence[str] | None = None) ->
     counts = tabulate(population, names)
     return Release(
         mechanism="none",
-        parameters={"tables": list(counts)},
+        parameters={},
         card=no_protection_card(),
         tables={name: tc.to_long() for name, tc in counts.items()},
         randomness=randomness_record(None, uses_randomness=False),
         input_digest=frames_digest(population.persons, population.units),
+        geography=population.geography,
     )
 
 
-def write_release(release: Release, out: Path) -> None:
-    """Write the release directory atomically (it appears complete or not at all)."""
+def write_release(release: Release, out: Path, *, protect: tuple[Path, ...] = ()) -> None:
+    """Write the release directory atomically (it appears complete or not at all).
+
+    Only an absent or empty directory or an earlier release may be replaced, never ``protect``.
+    """
+    check_replaceable(Path(out), RELEASE_FILE, protect)
     with atomic_directory(Path(out)) as tmp:
         (tmp / "tables").mkdir()
         for name, frame in release.tables.items():
             write_parquet(frame, tmp / "tables" / f"{name}.parquet")
+        blocks = geoid_strings(release.geography.blocks, "block").alias("block")
+        write_parquet(blocks.to_frame(), tmp / GEOGRAPHY_FILE)
         if release.microdata is not None:
             (tmp / "microdata").mkdir()
             write_parquet(release.microdata.persons, tmp / "microdata" / "persons.parquet")
@@ -112,15 +122,21 @@ def read_release(path: Path) -> Release:
     """Read and check a release directory; anything malformed is an :class:`InputError`."""
     path = Path(path)
     meta = _read_metadata(path)
+    geography = _read_geography(path / GEOGRAPHY_FILE)
+    valid = _valid_geoids(geography)
     tables = {
-        name: _read_table(path / "tables" / f"{name}.parquet", name, info)
-        for name, info in meta["tables"].items()
+        name: _read_table(path / "tables" / f"{name}.parquet", name, valid)
+        for name in meta["tables"]
     }
     microdata = None
-    if meta.get("microdata"):
-        microdata = Population(
-            persons=_read_parquet(path / "microdata" / "persons.parquet"),
-            units=_read_parquet(path / "microdata" / "units.parquet"),
+    if meta["microdata"]:
+        from sdclab.population.io import validate
+
+        microdata = validate(
+            _read_parquet(path / "microdata" / "persons.parquet"),
+            _read_parquet(path / "microdata" / "units.parquet"),
+            persons_source=str(path / "microdata" / "persons.parquet"),
+            units_source=str(path / "microdata" / "units.parquet"),
         )
     return Release(
         mechanism=meta["mechanism"],
@@ -129,20 +145,22 @@ def read_release(path: Path) -> Release:
         tables=tables,
         randomness=meta["randomness"],
         input_digest=meta["input_digest"],
+        geography=geography,
         microdata=microdata,
         notes=meta.get("notes", {}),
     )
 
 
-_REQUIRED_KEYS = (
-    "format_version",
-    "mechanism",
-    "parameters",
-    "specification",
-    "randomness",
-    "input_digest",
-    "tables",
-)
+_REQUIRED_KEYS = {
+    "format_version": int,
+    "mechanism": str,
+    "parameters": dict,
+    "specification": dict,
+    "randomness": dict,
+    "input_digest": str,
+    "tables": dict,
+    "microdata": bool,
+}
 
 
 def _read_metadata(path: Path) -> dict[str, Any]:
@@ -160,6 +178,11 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     missing = [k for k in _REQUIRED_KEYS if k not in meta]
     if missing:
         raise InputError(f"{file}: missing key(s) {', '.join(missing)}")
+    for key, kind in _REQUIRED_KEYS.items():
+        if not isinstance(meta[key], kind) or (kind is int and isinstance(meta[key], bool)):
+            raise InputError(
+                f"{file}: {key} must be a JSON {kind.__name__.replace('dict', 'object')}"
+            )
     if meta["format_version"] != FORMAT_VERSION:
         raise InputError(
             f"{file}: format_version {meta['format_version']!r} is not supported "
@@ -168,9 +191,18 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     unknown = [name for name in meta["tables"] if name not in CATALOG]
     if unknown:
         raise InputError(f"{file}: unknown table(s) {', '.join(unknown)}")
+    for name, info in meta["tables"].items():
+        expected = table_metadata(CATALOG[name])
+        if not isinstance(info, dict):
+            raise InputError(f"{file}: the entry of table {name} must be a JSON object")
+        differs = [k for k, v in expected.items() if info.get(k) != v]
+        if differs:
+            raise InputError(
+                f"{file}: table {name} has {', '.join(differs)} that differ from the catalogue"
+            )
     try:
         SpecCard.from_dict(meta["specification"])
-    except (TypeError, KeyError) as exc:
+    except (TypeError, KeyError, AttributeError, ValueError) as exc:
         raise InputError(f"{file}: malformed specification card ({exc})") from None
     return meta
 
@@ -184,28 +216,65 @@ def _read_parquet(file: Path) -> pl.DataFrame:
         raise InputError(f"{file}: not a readable Parquet file ({type(exc).__name__})") from None
 
 
-def _read_table(file: Path, name: str, info: dict[str, Any]) -> pl.DataFrame:
+def _read_geography(file: Path) -> Geography:
     frame = _read_parquet(file)
-    expected = set(LONG_SCHEMA)
-    if set(frame.columns) != expected:
+    if frame.columns != ["block"] or frame.schema["block"] != pl.String:
+        raise InputError(f"{file}: expected one string column 'block'")
+    bad = frame.filter(~pl.col("block").str.contains(r"^[0-9]{15}$").fill_null(False))
+    if bad.height:
+        raise InputError(f"{file}: block {bad['block'][0]!r} is not a 15-digit geocode")
+    return Geography.from_block_codes(frame["block"].cast(pl.Int64).to_numpy())
+
+
+def _valid_geoids(geography: Geography) -> pl.DataFrame:
+    """(level, geoid) of every geounit of the release."""
+    frames = [
+        pl.DataFrame({"geoid": geoid_strings(geography.codes(level), level)}).with_columns(
+            level=pl.lit(level)
+        )
+        for level in LEVELS
+    ]
+    return pl.concat(frames).select("level", "geoid").unique()
+
+
+def _read_table(file: Path, name: str, valid: pl.DataFrame) -> pl.DataFrame:
+    frame = _read_parquet(file)
+    if set(frame.columns) != set(LONG_SCHEMA):
         raise InputError(f"{file}: columns {frame.columns}, expected {list(LONG_SCHEMA)}")
-    try:
-        frame = frame.select(pl.col(c).cast(t, strict=True) for c, t in LONG_SCHEMA.items())
-    except pl.exceptions.PolarsError:
-        raise InputError(f"{file}: column types do not match {LONG_SCHEMA}") from None
+    types = frame.schema
+    if not (
+        types["level"] == pl.String
+        and types["geoid"] == pl.String
+        and types["cell"].is_integer()
+        and (types["count"].is_integer() or types["count"].is_float())
+    ):
+        raise InputError(
+            f"{file}: column types {dict(types)}; expected level and geoid strings, cell an "
+            "integer and count an integer or float"
+        )
+    count_type = pl.Int64 if types["count"].is_integer() else pl.Float64
+    frame = frame.select(
+        "level", "geoid", pl.col("cell").cast(pl.Int32), pl.col("count").cast(count_type)
+    )
+    nulls = [c for c in ("level", "geoid", "cell") if frame[c].null_count()]
+    if nulls:
+        raise InputError(f"{file}: column {nulls[0]} has missing values")
     n_cells = CATALOG[name].n_cells
     bad_cell = frame.filter((pl.col("cell") < 0) | (pl.col("cell") >= n_cells))
     if bad_cell.height:
         raise InputError(f"{file}: cell {bad_cell['cell'][0]} outside 0..{n_cells - 1}")
-    bad_level = frame.filter(~pl.col("level").is_in(info["levels"]))
+    levels = CATALOG[name].levels
+    bad_level = frame.filter(~pl.col("level").is_in(levels))
     if bad_level.height:
-        raise InputError(f"{file}: level {bad_level['level'][0]!r} is not one of {info['levels']}")
-    width = pl.col("level").replace_strict(GEOID_LENGTH, return_dtype=pl.Int64)
-    bad_geoid = frame.filter(
-        (pl.col("level") != "nation") & (pl.col("geoid").str.len_chars() != width)
-    )
-    if bad_geoid.height:
+        raise InputError(f"{file}: level {bad_level['level'][0]!r} is not one of {list(levels)}")
+    unknown = frame.join(valid, on=["level", "geoid"], how="anti")
+    if unknown.height:
+        row = unknown.row(0, named=True)
+        width = GEOID_LENGTH[row["level"]]
         raise InputError(
-            f"{file}: geoid {bad_geoid['geoid'][0]!r} has the wrong length for its level"
+            f"{file}: geoid {row['geoid']!r} is not a {row['level']} of this release's geography "
+            f"(expected {width} digits of a published block, or 'US' for the nation)"
         )
+    if frame.select(pl.struct("level", "geoid", "cell").is_duplicated().any()).item():
+        raise InputError(f"{file}: a (level, geoid, cell) appears more than once")
     return frame

@@ -245,5 +245,3 @@ PERSON_HHGQ = Schema("person_hhgq", (RELATIONSHIP, UNIT_TYPE))
 
 UNIT = Schema("unit", (UNIT_TYPE, OCCUPIED, TENURE, HOUSEHOLD_SIZE))
 """Units by type × occupancy × tenure × household size: 512 cells."""
-
-SCHEMAS = {s.name: s for s in (PERSON, PERSON_HHGQ, UNIT)}

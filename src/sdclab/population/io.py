@@ -49,7 +49,7 @@ from polars.exceptions import PanicException, PolarsError
 
 from sdclab import schema
 from sdclab.errors import InputError
-from sdclab.fileio import atomic_directory, write_json, write_parquet
+from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
 from sdclab.geography import BLOCK_DIGITS
 from sdclab.population.contract import PERSONS, UNITS, ColumnSpec, Population
 
@@ -99,7 +99,9 @@ class Findings:
     total: int = 0
 
     def __add__(self, other: Findings) -> Findings:
-        return Findings(self.problems + other.problems, self.total + other.total)
+        """Both sets of findings, keeping only the first MAX_SHOWN problems (so adding is O(1))."""
+        kept = tuple(sorted(self.problems + other.problems)[:MAX_SHOWN])
+        return Findings(kept, self.total + other.total)
 
     def raise_if_any(self) -> None:
         """Raise one :class:`InputError` for the first problems in file order, counting the rest."""
@@ -1066,7 +1068,11 @@ def unit_rules(u_source: str, p_source: str) -> list[Rule]:
 
 
 def write_population(
-    population: Population, out_dir: Path, extra_json: dict[str, dict[str, Any]] | None = None
+    population: Population,
+    out_dir: Path,
+    extra_json: dict[str, dict[str, Any]] | None = None,
+    *,
+    protect: tuple[Path, ...] = (),
 ) -> None:
     """Write ``persons.parquet``, ``units.parquet`` and each ``extra_json`` item as its NAME.
 
@@ -1076,6 +1082,7 @@ def write_population(
     extra = dict(extra_json or {})
     for name in extra:
         check_extra_name(name)
+    check_replaceable(Path(out_dir), "persons.parquet", protect)
     persons = conform(population.persons, PERSONS)
     units = conform(population.units, UNITS)
     with atomic_directory(Path(out_dir)) as tmp:

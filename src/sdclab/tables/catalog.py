@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
+from itertools import product
 
 import numpy as np
 import numpy.typing as npt
@@ -70,14 +71,11 @@ class TableDef:
 
     @cached_property
     def cell_labels(self) -> list[str]:
+        """One label per cell: the part's label and each dimension's category, first slowest."""
         labels: list[str] = []
         for part in self.parts:
-            grids = [d.labels for d in part.dimensions]
-            combos = np.array(np.meshgrid(*[np.arange(len(g)) for g in grids], indexing="ij"))
-            for flat in combos.reshape(len(grids), -1).T if grids else [np.array([], int)]:
-                names = [grids[i][k] for i, k in enumerate(flat)]
-                text = " / ".join([part.label, *names] if part.label else names)
-                labels.append(text or "total")
+            for names in product(*(d.labels for d in part.dimensions)):
+                labels.append(" / ".join(filter(None, (part.label, *names))) or "total")
         return labels
 
     @property
@@ -161,7 +159,6 @@ RACE_TALLY = Dimension(
 HISPANIC = all_codes(schema.HISPANIC)
 
 ADULT = {"age": codes_mask(schema.AGE, lambda a: a >= schema.VOTING_AGE)}
-UNDER_20_UNIVERSE = {"age": codes_mask(schema.AGE, lambda a: a < 20)}
 
 
 def race_is(*codes: int) -> Mask:
@@ -261,7 +258,7 @@ def _build_catalog() -> dict[str, TableDef]:
             "P14",
             "Sex by age for the population under 20 years",
             "persons under 20",
-            [Part((SEXES, UNDER_20), UNDER_20_UNIVERSE)],
+            [Part((SEXES, UNDER_20))],
         )
     )
     tables.append(
@@ -294,7 +291,9 @@ def _unit_tables() -> list[TableDef]:
     tenure = categories(schema.TENURE, [1, 2, 3], [schema.TENURE_LABELS[c] for c in (1, 2, 3)])
     sizes = list(range(1, schema.HOUSEHOLD_SIZE_TOP + 1))
     size = categories(
-        schema.HOUSEHOLD_SIZE, sizes, [schema.HOUSEHOLD_SIZE.labels[s] + "-person" for s in sizes]
+        schema.HOUSEHOLD_SIZE,
+        sizes,
+        [f"{s}-person household" for s in sizes[:-1]] + [f"{sizes[-1]}-or-more-person household"],
     )
     u = schema.UNIT
     return [

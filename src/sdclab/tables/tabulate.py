@@ -78,6 +78,8 @@ class TableCounts:
 
     table: TableDef
     counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]]
+    geoids: dict[str, pl.Series]
+    """Geoid strings of each level's geounits (shared by all tables of one tabulation)."""
 
     def at(self, level: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(geounit codes, dense counts) at ``level``."""
@@ -97,7 +99,7 @@ class TableCounts:
                 pl.DataFrame({"cell": m.indices.astype(np.int32), "count": m.data.astype(np.int64)})
                 .with_columns(
                     level=pl.lit(level, dtype=pl.String),
-                    geoid=geoid_strings(codes, level).gather(rows),
+                    geoid=self.geoids[level].gather(rows),
                 )
                 .select(list(LONG_SCHEMA))
             )
@@ -111,6 +113,7 @@ def tabulate_histograms(
 ) -> dict[str, TableCounts]:
     """Every table at each of its levels from per-schema block histograms."""
     aggregations = {level: geography.aggregation(level) for level in LEVELS[:-1]}
+    geoids = {level: geoid_strings(geography.codes(level), level) for level in LEVELS}
     out: dict[str, TableCounts] = {}
     for table in tables:
         block_counts = (histograms[table.schema.name] @ table.query.T).tocsr()
@@ -121,7 +124,7 @@ def tabulate_histograms(
             else:
                 matrix = (aggregations[level] @ block_counts).tocsr()
                 counts[level] = (geography.codes(level), matrix)
-        out[table.name] = TableCounts(table, counts)
+        out[table.name] = TableCounts(table, counts, geoids)
     return out
 
 
