@@ -8,8 +8,13 @@ caveats. A mechanism without a formal guarantee says so with the reason; no bare
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Any, Literal
+
+import numpy as np
+from scipy import optimize
 
 OutputPremetric = Literal["none", "pure-DP (D_Mult)", "approximate DP (D_Mult^delta)", "zCDP"]
 
@@ -104,3 +109,173 @@ def no_protection_card() -> SpecCard:
         covers="all tables of the release",
         caveats=("Not for publication: this release is the confidential tabulation itself.",),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Neighbouring relations and sensitivities
+# ---------------------------------------------------------------------------------------------
+
+Neighbours = Literal["bounded", "unbounded"]
+NEIGHBOUR_TEXT = {
+    "bounded": "bounded: neighbours differ by replacing one record (Hamming distance 1)",
+    "unbounded": "unbounded: neighbours differ by adding or removing one record",
+}
+
+
+def histogram_sensitivity_l2_squared(neighbours: Neighbours) -> int:
+    """Δ₂² of one histogram (a partition of records into cells): 1 add/remove, 2 replace."""
+    return {"unbounded": 1, "bounded": 2}[neighbours]
+
+
+def histogram_sensitivity_l1(neighbours: Neighbours) -> int:
+    """Δ₁ of one histogram: 1 for add/remove, 2 for replacing a record (two cells change)."""
+    return {"unbounded": 1, "bounded": 2}[neighbours]
+
+
+# ---------------------------------------------------------------------------------------------
+# zCDP and its conversions
+# ---------------------------------------------------------------------------------------------
+
+
+def gaussian_rho(
+    sigma2: float | Fraction, sensitivity_l2_squared: float | Fraction = 1
+) -> Fraction:
+    """ρ of the (discrete) Gaussian mechanism: Δ₂² / (2σ²), exact for rational inputs."""
+    return Fraction(sensitivity_l2_squared) / (2 * Fraction(sigma2))
+
+
+def compose_rho(*rhos: float | Fraction) -> Fraction:
+    """Sequential composition under zCDP: budgets add."""
+    return sum((Fraction(r) for r in rhos), Fraction(0))
+
+
+def epsilon_standard(rho: float, delta: float) -> float:
+    """(ε, δ) from ρ-zCDP with the standard bound ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016)."""
+    _check_rho_delta(rho, delta)
+    return rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+def _log_delta_at(alpha: float, rho: float, epsilon: float) -> float:
+    """log of (exp((α−1)(αρ−ε)) / (α−1)) · (1 − 1/α)^α."""
+    return (
+        (alpha - 1) * (alpha * rho - epsilon) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
+    )
+
+
+def delta_for_epsilon(rho: float, epsilon: float) -> float:
+    """Tight δ(ε) of a ρ-zCDP mechanism (Canonne, Kamath & Steinke 2020, Corollary 13):
+
+    δ = inf_{α>1} exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α   (capped at 1).
+    """
+    if rho <= 0:
+        raise ValueError(f"rho must be positive, got {rho}")
+    if epsilon < 0:
+        raise ValueError(f"epsilon must be non-negative, got {epsilon}")
+    # the quadratic part is minimised at α* = (ε + ρ) / (2ρ); search x = ln(α − 1) around it
+    upper = math.log(4 * (epsilon + rho) / (2 * rho) + 10)
+    result = optimize.minimize_scalar(
+        lambda x: _log_delta_at(1 + math.exp(x), rho, epsilon),
+        bounds=(math.log(1e-9), upper),
+        method="bounded",
+        options={"xatol": 1e-12, "maxiter": 2000},
+    )
+    return min(1.0, math.exp(result.fun))
+
+
+def epsilon_for_delta(rho: float, delta: float) -> float:
+    """Smallest ε with δ(ε) ≤ ``delta`` under the tight conversion (inverts delta_for_epsilon)."""
+    _check_rho_delta(rho, delta)
+    high = epsilon_standard(rho, delta)  # the standard bound is never tighter
+    if delta_for_epsilon(rho, 0.0) <= delta:
+        return 0.0
+    return float(
+        optimize.brentq(
+            lambda e: math.log(delta_for_epsilon(rho, e)) - math.log(delta), 0.0, high, xtol=1e-12
+        )
+    )
+
+
+def _check_rho_delta(rho: float, delta: float) -> None:
+    if rho <= 0:
+        raise ValueError(f"rho must be positive, got {rho}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure ε and swapping
+# ---------------------------------------------------------------------------------------------
+
+
+def laplace_epsilon(scale: float | Fraction, sensitivity_l1: float | Fraction = 1) -> float:
+    """Pure ε of discrete Laplace noise with P(y) ∝ exp(−|y|/scale): Δ₁ / scale."""
+    return float(Fraction(sensitivity_l1) / Fraction(scale))
+
+
+def psa_epsilon(rate: float, largest_group: int) -> float:
+    """ε(p, b) of the Permutation Swapping Algorithm (Bailie, Gong & Meng, Theorem II.1).
+
+    ε = max{ln o, ln(b + 1) − ln o} with o = p / (1 − p), for swap rate 0 < p < 1 and b the size
+    of the largest matching group.
+    """
+    if not 0 < rate < 1:
+        raise ValueError(f"swap rate must lie in (0, 1), got {rate}")
+    if largest_group < 1:
+        raise ValueError(f"largest matching group must be at least 1, got {largest_group}")
+    log_odds = math.log(rate / (1 - rate))
+    return max(log_odds, math.log(largest_group + 1) - log_odds)
+
+
+# ---------------------------------------------------------------------------------------------
+# Error of discrete noise: exact distributions
+# ---------------------------------------------------------------------------------------------
+
+
+def _gaussian_pmf(sigma2: float) -> tuple[np.ndarray, np.ndarray]:
+    """Support |y| ≤ 40σ + 40 (the rest has mass below 1e-300) and the normalised pmf on it."""
+    reach = int(40 * math.sqrt(sigma2)) + 40
+    y = np.arange(-reach, reach + 1)
+    log_w = -(y.astype(float) ** 2) / (2 * sigma2)
+    w = np.exp(log_w - log_w.max())
+    return y, w / w.sum()
+
+
+def discrete_gaussian_variance(sigma2: float | Fraction) -> float:
+    """Exact variance Σy²e^{−y²/2σ²} / Σe^{−y²/2σ²} of N_Z(0, σ²) (below σ² when σ is small)."""
+    y, p = _gaussian_pmf(float(sigma2))
+    return float((p * y.astype(float) ** 2).sum())
+
+
+def gaussian_tail(sigma2: float | Fraction, bound: int) -> float:
+    """P(|X| > bound) for X ~ N_Z(0, σ²)."""
+    y, p = _gaussian_pmf(float(sigma2))
+    return float(p[np.abs(y) > bound].sum())
+
+
+def laplace_tail(scale: float | Fraction, bound: int) -> float:
+    """P(|X| > bound) for the discrete Laplace with P(y) ∝ exp(−|y|/scale): 2q^{E+1}/(1+q)."""
+    q = math.exp(-1 / float(scale))
+    return 2 * q ** (bound + 1) / (1 + q) if bound >= 0 else 1.0
+
+
+def gaussian_margin_of_error(sigma2: float | Fraction, level: float = 0.95) -> int:
+    """Smallest integer E with P(|X| ≤ E) ≥ level for X ~ N_Z(0, σ²)."""
+    _check_level(level)
+    y, p = _gaussian_pmf(float(sigma2))
+    half = p[y >= 0]
+    inside = np.cumsum(np.r_[half[0], 2 * half[1:]])
+    return int(np.searchsorted(inside, level - 1e-15))
+
+
+def laplace_margin_of_error(scale: float | Fraction, level: float = 0.95) -> int:
+    """Smallest integer E with P(|X| ≤ E) ≥ level for the discrete Laplace of ``scale``."""
+    _check_level(level)
+    q = math.exp(-1 / float(scale))
+    # P(|X| > E) = 2 q^{E+1} / (1+q) ≤ 1 − level  ⇔  E ≥ ln((1−level)(1+q)/2) / ln q − 1
+    bound = math.ceil(math.log((1 - level) * (1 + q) / 2) / math.log(q) - 1 - 1e-12)
+    return max(0, bound)
+
+
+def _check_level(level: float) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"confidence level must lie in (0, 1), got {level}")

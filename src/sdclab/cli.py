@@ -116,6 +116,28 @@ def tabulate(
 
 @app.command()
 @reports_input_errors
+def spec(
+    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism name.")],
+    settings: Annotated[
+        list[str] | None, typer.Option("--set", help="Parameter as key=value (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the card as JSON.")] = False,
+) -> None:
+    """Print a mechanism's DP specification card (all five building blocks)."""
+    import json
+
+    from sdclab.mechanisms import get, parse_settings
+
+    entry = get(mechanism)
+    card = entry.card(entry.parse(parse_settings(settings or [])))
+    if as_json:
+        typer.echo(json.dumps(card.to_dict(), indent=2))
+    else:
+        typer.echo(card.render())
+
+
+@app.command()
+@reports_input_errors
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("demo-out"),
     persons: Annotated[

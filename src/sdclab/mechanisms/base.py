@@ -1,0 +1,61 @@
+"""What every mechanism declares: its name, its parameters (validated) and its specification card.
+
+Parameters arrive as ``key=value`` strings from the command line (``--set``) or as values from an
+experiment file; a pydantic model per mechanism validates them once, at the boundary, and bad
+values become one clear :class:`InputError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from sdclab.accounting import SpecCard
+from sdclab.errors import InputError
+
+P = TypeVar("P", bound=BaseModel)
+
+
+class Parameters(BaseModel):
+    """Base of every mechanism's parameter model: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class MechanismEntry(Generic[P]):
+    """A mechanism as the registry knows it."""
+
+    name: str
+    summary: str
+    parameters: type[P]
+    card: Callable[[P], SpecCard]
+
+    def parse(self, settings: Mapping[str, Any]) -> P:
+        """Validated parameters from a mapping (strings are converted as pydantic does)."""
+        try:
+            return self.parameters.model_validate(dict(settings))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "parameters"
+            known = ", ".join(self.parameters.model_fields) or "none: it takes no parameters"
+            raise InputError(
+                f"mechanism {self.name}, parameter {where}: {first['msg']} "
+                f"(known parameters: {known})"
+            ) from None
+
+
+def parse_settings(pairs: Sequence[str]) -> dict[str, str]:
+    """``["rate=0.05", "largest_group=11700"]`` → a dict; malformed pairs are input errors."""
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--set {pair!r}: expected key=value")
+        if key.strip() in settings:
+            raise InputError(f"--set {key.strip()} given twice")
+        settings[key.strip()] = value.strip()
+    return settings

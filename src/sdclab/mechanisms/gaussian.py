@@ -1,0 +1,79 @@
+"""Independent discrete Gaussian noise on every cell of a set of histogram queries.
+
+The plainest zCDP counts mechanism, and the building block of TopDown's measurements: each of
+``queries`` histograms (each a partition of the records into cells) gets N_Z(0, σ²) noise per cell.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from fractions import Fraction
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from sdclab import accounting
+from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
+from sdclab.mechanisms.base import MechanismEntry, Parameters
+
+
+class GaussianParameters(Parameters):
+    """Give either ``sigma2`` (noise variance per cell) or ``rho`` (total zCDP budget).
+
+    Both are decimals, so that "0.03" means exactly 3/100 in the budget arithmetic.
+    """
+
+    sigma2: Decimal | None = Field(None, gt=0, allow_inf_nan=False)
+    rho: Decimal | None = Field(None, gt=0, allow_inf_nan=False)
+    queries: int = Field(1, ge=1, description="number of histogram queries, composed sequentially")
+    neighbours: Literal["bounded", "unbounded"] = "bounded"
+    delta: float = Field(1e-10, gt=0, lt=1, description="δ at which (ε, δ) is also reported")
+
+    @model_validator(mode="after")
+    def _one_scale(self) -> GaussianParameters:
+        if (self.sigma2 is None) == (self.rho is None):
+            raise ValueError("give exactly one of sigma2 and rho")
+        return self
+
+    def noise_variance(self) -> Fraction:
+        """σ² per cell: given, or the one that spends ``rho`` evenly over the queries."""
+        if self.sigma2 is not None:
+            return Fraction(self.sigma2)
+        assert self.rho is not None
+        sensitivity = accounting.histogram_sensitivity_l2_squared(self.neighbours)
+        return Fraction(sensitivity) * self.queries / (2 * Fraction(self.rho))
+
+    def total_rho(self) -> Fraction:
+        sensitivity = accounting.histogram_sensitivity_l2_squared(self.neighbours)
+        per_query = accounting.gaussian_rho(self.noise_variance(), sensitivity)
+        return accounting.compose_rho(*[per_query] * self.queries)
+
+
+def card(p: GaussianParameters) -> SpecCard:
+    rho = float(p.total_rho())
+    sigma2 = p.noise_variance()
+    return SpecCard(
+        mechanism="gaussian",
+        domain="datasets of person records over the histogram's domain",
+        multiverse="a single universe: no statistic is published exactly",
+        invariants=(),
+        protection_unit="person record",
+        neighbours=NEIGHBOUR_TEXT[p.neighbours],
+        output_premetric="zCDP",
+        budget=Budget(rho=rho),
+        covers=f"{p.queries} histogram quer{'y' if p.queries == 1 else 'ies'} with discrete "
+        f"Gaussian noise of variance {float(sigma2):g} per cell",
+        caveats=(
+            f"(epsilon, delta) at delta = {p.delta:g}: epsilon = "
+            f"{accounting.epsilon_for_delta(rho, p.delta):.4f} (tight conversion, Canonne, Kamath "
+            f"& Steinke 2020), {accounting.epsilon_standard(rho, p.delta):.4f} (standard bound)",
+            f"95% margin of error of a noisy cell: ±{accounting.gaussian_margin_of_error(sigma2)}"
+            " (exact discrete Gaussian)",
+            "Noisy counts may be negative and tables are not consistent with one another.",
+        ),
+    )
+
+
+ENTRY = MechanismEntry(
+    "gaussian", "discrete Gaussian noise on every cell (zCDP)", GaussianParameters, card
+)
