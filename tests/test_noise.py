@@ -125,8 +125,8 @@ def _two_sample_p(a: np.ndarray, b: np.ndarray) -> float:
     table = np.array([np.searchsorted(values, x) for x in (a, b)])
     counts = np.array([np.bincount(row, minlength=values.size) for row in table])
     keep = counts.sum(axis=0) >= 40
-    pooled = counts[:, ~keep].sum(axis=1, keepdims=True)
-    return float(stats.chi2_contingency(np.hstack([counts[:, keep], pooled])).pvalue)
+    table = np.hstack([counts[:, keep], counts[:, ~keep].sum(axis=1, keepdims=True)])
+    return float(stats.chi2_contingency(table[:, table.sum(axis=0) > 0]).pvalue)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,15 +155,15 @@ def test_bern_exp_one_and_run_lengths():
         assert _binomial_ok(int((v >= k).sum()), count, np.exp(-k))
 
 
-def test_bern_exp_table_with_large_gammas_and_denominators():
+def test_exp_acceptance_with_large_gammas_and_denominators():
     denominator = 3**60
     gammas = [Fraction(0), Fraction(1, 3), Fraction(5, 2), Fraction(7 * 3**59 + 1, 3**60)]
     numerators = [int(g * denominator) for g in gammas]
+    acceptance = noise.ExpAcceptance(lambda v: numerators[v], denominator)
     count = 300_000
     rng = np.random.default_rng(5)
     for j, g in enumerate(gammas):
-        which = np.full(count, j, dtype=np.int64)
-        draws = noise._bern_exp_table(which, numerators, denominator, rng)
+        draws = acceptance.sample(np.full(count, j, dtype=np.int64), rng)
         assert _binomial_ok(int(draws.sum()), count, np.exp(-float(g)))
 
 
@@ -184,13 +184,16 @@ class TieRng:
 
 
 def test_threshold_tie_is_settled_with_the_exact_conditional_probability():
-    p = Fraction(1, 3)  # p·2⁶⁴ has fractional part 1/3
-    threshold = (p.numerator << 64) // p.denominator
+    # γ = r/D < 1 with one k-loop step: Bernoulli(r/D) is drawn against T = ⌊r·2⁶⁴/D⌋
+    r, denominator = 1, 3  # r·2⁶⁴/D has fractional part 1/3
+    acceptance = noise.ExpAcceptance(lambda v: r, denominator)
+    threshold = (r << 64) // denominator
+    acceptance._extend(0)
     rng = TieRng(threshold, 6)
     count = 30_000
-    which = np.zeros(count, dtype=np.int64)
-    draws = noise._bernoulli_by_threshold(which, [p.numerator], p.denominator, rng)
-    frac = p * 2**64 - threshold
+    draws = acceptance._bernoulli(np.zeros(count, dtype=np.int64), 1, rng)
+    frac = Fraction(r * 2**64, denominator) - threshold
+    assert frac == Fraction(1, 3)
     assert _binomial_ok(int(draws.sum()), count, float(frac))
 
 
@@ -226,7 +229,7 @@ def test_samplers_consume_only_integer_randomness():
 DECISION_FUNCTIONS = [
     name
     for name, obj in vars(noise).items()
-    if inspect.isfunction(obj)
+    if (inspect.isfunction(obj) or inspect.isclass(obj))
     and obj.__module__ == noise.__name__
     and name not in ("_rejection", "_check_range", "as_fraction", "_count", "_in_chunks")
 ]
@@ -234,6 +237,7 @@ DECISION_FUNCTIONS = [
 
 @pytest.mark.parametrize("name", DECISION_FUNCTIONS)
 def test_no_floating_point_in_sampling_code(name):
+    assert "ExpAcceptance" in DECISION_FUNCTIONS
     """By construction: no float literal, float() call or transcendental function in the code
     that decides a draw (batch sizing in _rejection and error messages are the only floats)."""
     tree = ast.parse(inspect.getsource(getattr(noise, name)).lstrip())

@@ -96,7 +96,7 @@ def _bernoulli_ratio(n: IntArray, m: int, rng: np.random.Generator) -> BoolArray
 
 JOINT_TERMS_MAX = 3
 """Leading Bernoulli(γ/k) draws of a k-loop taken jointly from one uniform integer (arithmetic)."""
-TABLE_SIZE_MAX = 2**20
+TABLE_SIZE_MAX = 2**21
 """Largest outcome table (one byte per entry) used instead of arithmetic thresholds."""
 UNDECIDED = 2
 """Outcome-table entry: every jointly drawn step succeeded; the k-loop goes on draw by draw."""
@@ -119,19 +119,21 @@ def _joint_plan(m: int, k_max: int) -> tuple[int, int, tuple[int, ...]]:
     return k, total, factors
 
 
-def _leading_successes(n: IntArray, w: IntArray, factors: tuple[int, ...]) -> IntArray:
+def _leading_successes(n: IntArray, w: IntArray, factors: tuple[int, ...]) -> npt.NDArray[np.int8]:
     """Number of thresholds n^k·c_k above w: how many k-loop steps succeeded, per element."""
-    successes = np.zeros(len(n), dtype=np.int64)
-    power = np.ones(len(n), dtype=np.int64)
-    for factor in factors:
-        power *= n
-        successes += w < power * factor
+    power = n
+    successes = (w < n * factors[0]).view(np.int8)
+    for factor in factors[1:]:
+        power = power * n
+        successes += (w < power * factor).view(np.int8)
     return successes
 
 
-def _outcome(successes: IntArray, k_joint: int) -> npt.NDArray[np.uint8]:
+def _outcome(successes: npt.NDArray[np.int8], k_joint: int) -> npt.NDArray[np.uint8]:
     """0/1 = BernExp outcome (1 iff the first failure is at an odd k), UNDECIDED if none failed."""
-    return np.where(successes == k_joint, UNDECIDED, successes % 2 == 0).astype(np.uint8)
+    outcome = ((successes & 1) ^ 1).view(np.uint8)
+    outcome[successes == k_joint] = UNDECIDED
+    return outcome
 
 
 def _k_loop_tail(n: IntArray, m: int, first_k: int, rng: np.random.Generator) -> BoolArray:
@@ -189,7 +191,7 @@ def _bern_exp_one(count: int, rng: np.random.Generator) -> BoolArray:
     return _settle(outcome, None, 1, k_joint, rng)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=8)
 def _uniform_exp_table(t: int) -> tuple[int, int, npt.NDArray[np.uint8]] | None:
     """Outcome table of (U ~ Uniform{0..t−1}, BernExp(U/t)) drawn as one integer Z = U·L + W.
 
@@ -242,57 +244,75 @@ def _rejection(count: int, propose: Callable[[int], IntArray], percent_kept: int
     return np.concatenate(kept)[:count] if kept else np.zeros(0, dtype=np.int64)
 
 
-def _bernoulli_by_threshold(
-    which: IntArray, remainders: list[int], denominator: int, rng: np.random.Generator
-) -> BoolArray:
-    """Bernoulli(remainders[which_i] / denominator) (each ratio < 1) via exact 64-bit thresholds.
+class ExpAcceptance:
+    """Bernoulli(exp(−γ(v))) for integer keys v ≥ 0 with γ(v) = numerator(v) / denominator.
 
-    A 64-bit uniform u stands for the real interval [u, u+1)/2⁶⁴; with T = ⌊p·2⁶⁴⌋ the draw is
-    1 if u < T and 0 if u > T. When u = T the interval straddles p, and the outcome is Bernoulli of
-    the fractional part of p·2⁶⁴, drawn exactly (this happens with probability 2⁻⁶⁴ per draw).
+    CKS Algorithm 1 in full: ⌊γ⌋ successes of BernExp(1) first (survivors shrink by a factor e
+    each round), then the k-loop on the fractional part r/D with Bernoulli(r / (D·k)). Each
+    Bernoulli compares a 64-bit uniform u with the exact threshold T = ⌊r·2⁶⁴ / (D·k)⌋: 1 if u < T,
+    0 if u > T; u = T (probability 2⁻⁶⁴) is settled by an exact draw of the fractional part.
+
+    Thresholds are computed with Python integers once per key and k and kept in arrays indexed by
+    the key, so a long run of draws reuses them: the per-draw work is numpy only.
     """
-    split = [divmod(r << 64, denominator) for r in remainders]
-    thresholds = np.array([q for q, _ in split], dtype=np.uint64)
-    u = rng.integers(0, TWO64, size=len(which), dtype=np.uint64)
-    t = thresholds[which]
-    result = u < t
-    for i in np.flatnonzero(u == t).tolist():
-        result[i] = _uniform_below(denominator, rng) < split[int(which[i])][1]
-    return result
 
+    def __init__(self, numerator: Callable[[int], int], denominator: int) -> None:
+        self.numerator = numerator
+        self.denominator = denominator
+        self.whole = np.zeros(0, dtype=np.int64)
+        self.remainders: list[int] = []
+        self.thresholds: dict[int, npt.NDArray[np.uint64]] = {}
 
-def _bern_exp_table(
-    which: IntArray, numerators: list[int], denominator: int, rng: np.random.Generator
-) -> BoolArray:
-    """Bernoulli(exp(−γ)) with γ = numerators[which_i] / denominator ≥ 0: CKS Algorithm 1 in full.
+    def _extend(self, top: int) -> None:
+        """Know every key up to ``top``."""
+        known = len(self.remainders)
+        if top < known:
+            return
+        split = [divmod(self.numerator(v), self.denominator) for v in range(known, top + 1)]
+        self.whole = np.concatenate([self.whole, np.array([w for w, _ in split], np.int64)])
+        self.remainders += [r for _, r in split]
 
-    ⌊γ⌋ successes of BernExp(1) are needed first (survivors shrink by a factor e each round);
-    then the fractional part r/D runs the k-loop with Bernoulli(r / (D·k)).
-    """
-    split = [divmod(n, denominator) for n in numerators]
-    needed = np.array([w for w, _ in split], dtype=np.int64)[which]
-    remainders = [r for _, r in split]
-    alive = np.ones(len(which), dtype=bool)
-    round_ = 0
-    while True:
-        active = np.flatnonzero(alive & (needed > round_))
-        if not active.size:
-            break
-        alive[active[~_bern_exp_one(active.size, rng)]] = False
-        round_ += 1
-    result = np.zeros(len(which), dtype=bool)
-    active = np.flatnonzero(alive)
-    k = 1
-    while active.size:
-        present = np.zeros(len(remainders), dtype=bool)
-        present[which[active]] = True
-        index = np.cumsum(present) - 1
-        rems = [remainders[j] for j in np.flatnonzero(present).tolist()]
-        success = _bernoulli_by_threshold(index[which[active]], rems, denominator * k, rng)
-        result[active[~success]] = k % 2 == 1
-        active = active[success]
-        k += 1
-    return result
+    def _threshold(self, k: int) -> npt.NDArray[np.uint64]:
+        """⌊r_v · 2⁶⁴ / (D·k)⌋ for every known key v."""
+        have = self.thresholds.get(k, np.zeros(0, dtype=np.uint64))
+        if len(have) < len(self.remainders):
+            m = self.denominator * k
+            more = [(r << 64) // m for r in self.remainders[len(have) :]]
+            have = np.concatenate([have, np.array(more, dtype=np.uint64)])
+            self.thresholds[k] = have
+        return have
+
+    def sample(self, keys: IntArray, rng: np.random.Generator) -> BoolArray:
+        """One Bernoulli(exp(−γ(key))) per key."""
+        self._extend(int(keys.max(initial=-1)))
+        needed = self.whole[keys]
+        alive = np.ones(len(keys), dtype=bool)
+        round_ = 0
+        while True:
+            active = np.flatnonzero(alive & (needed > round_))
+            if not active.size:
+                break
+            alive[active[~_bern_exp_one(active.size, rng)]] = False
+            round_ += 1
+        result = np.zeros(len(keys), dtype=bool)
+        active = np.flatnonzero(alive)
+        k = 1
+        while active.size:
+            success = self._bernoulli(keys[active], k, rng)
+            result[active[~success]] = k % 2 == 1
+            active = active[success]
+            k += 1
+        return result
+
+    def _bernoulli(self, keys: IntArray, k: int, rng: np.random.Generator) -> BoolArray:
+        """Bernoulli(r_key / (D·k)) by exact 64-bit thresholds."""
+        threshold = self._threshold(k)[keys]
+        u = rng.integers(0, TWO64, size=len(keys), dtype=np.uint64)
+        result = u < threshold
+        m = self.denominator * k
+        for i in np.flatnonzero(u == threshold).tolist():
+            result[i] = _uniform_below(m, rng) < (self.remainders[int(keys[i])] << 64) % m
+        return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,16 +343,15 @@ def _exp_one_run_lengths(count: int, rng: np.random.Generator) -> IntArray:
     are read from each table lookup; runs still going after two go round again.
     """
     base, table = _run_length_table()
-    v = np.zeros(count, dtype=np.int64)
-    active = np.arange(count)
-    while active.size:
-        z = rng.integers(0, len(table), size=active.size)
-        entry = table[z]
-        slow = np.flatnonzero(entry == 255)
-        if slow.size:
-            entry[slow] = _two_steps_slowly(z[slow], base, rng)
-        v[active] += entry & 3
-        active = active[entry >= 4]
+    z = rng.integers(0, len(table), size=count)
+    entry = table[z]
+    slow = np.flatnonzero(entry == 255)
+    if slow.size:
+        entry[slow] = _two_steps_slowly(z[slow], base, rng)
+    v = (entry & 3).astype(np.int64)
+    going = np.flatnonzero(entry >= 4)  # both steps succeeded: the run goes on (probability e⁻²)
+    if going.size:
+        v[going] += _exp_one_run_lengths(going.size, rng)
     return v
 
 
@@ -409,15 +428,11 @@ def discrete_gaussian(
     count, shape = _count(size)
     a, b = var.numerator, var.denominator
     t = math.isqrt(a * b) // b + 1
-    # γ(y) = (|y| − σ²/t)² / (2σ²) = (|y|·b·t − a)² / (2·a·b·t²), one exact value per distinct |y|
-    denominator = 2 * a * b * t * t
+    # γ(y) = (|y| − σ²/t)² / (2σ²) = (|y|·b·t − a)² / (2·a·b·t²), exact per value of |y|
+    acceptance = ExpAcceptance(lambda v: (v * b * t - a) ** 2, 2 * a * b * t * t)
 
     def propose(size: int) -> IntArray:
         y = _dlap(size, t, 1, rng)
-        magnitude = np.abs(y)
-        present = np.bincount(magnitude) > 0
-        which = (np.cumsum(present) - 1)[magnitude]
-        numerators = [(v * b * t - a) ** 2 for v in np.flatnonzero(present).tolist()]
-        return y[_bern_exp_table(which, numerators, denominator, rng)]
+        return y[acceptance.sample(np.abs(y), rng)]
 
     return _in_chunks(count, lambda n: _rejection(n, propose, percent_kept=50)).reshape(shape)
