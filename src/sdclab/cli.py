@@ -116,6 +116,42 @@ def tabulate(
 
 @app.command()
 @reports_input_errors
+def protect(
+    population: Annotated[Path, typer.Argument(help="Population directory (persons + units).")],
+    out: OutOption,
+    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism name.")],
+    settings: Annotated[
+        list[str] | None, typer.Option("--set", help="Parameter as key=value (repeatable).")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed (reproducible, not fit for publication).")
+    ] = None,
+) -> None:
+    """Protect a population with a mechanism and write the release (tables, microdata, card)."""
+    from sdclab import mechanisms
+    from sdclab.fileio import check_replaceable
+    from sdclab.population.io import read_population
+    from sdclab.release import RELEASE_FILE, write_release
+
+    entry = mechanisms.get(mechanism)
+    params = mechanisms.parse_settings(settings or [])
+    entry.parse(params)  # fail on bad parameters before reading any data
+    check_replaceable(out, RELEASE_FILE, (population,))
+    pop = read_population(population)
+    start = time.perf_counter()
+    release = mechanisms.run(mechanism, pop, params, seed)
+    write_release(release, out, protect=(population,))
+    fit = "" if release.randomness.get("fit_for_publication") else " (not fit for publication)"
+    typer.echo(
+        f"{mechanism}: wrote {len(release.tables)} tables"
+        + (" and protected microdata" if release.microdata is not None else "")
+        + f" to {out} in {time.perf_counter() - start:.1f} s{fit}"
+    )
+    typer.echo(f"budget: {release.card.budget.text()}")
+
+
+@app.command()
+@reports_input_errors
 def spec(
     mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism name.")],
     settings: Annotated[

@@ -386,6 +386,19 @@ def _dlap(count: int, t: int, s: int, rng: np.random.Generator) -> IntArray:
     return _rejection(count, lambda size: _dlap_candidates(size, t, s, rng), percent_kept=75)
 
 
+def bernoulli(p: Scalar, size: int, rng: np.random.Generator) -> BoolArray:
+    """``size`` exact Bernoulli(p) draws for a rational 0 ≤ p ≤ 1 (a float at its binary value)."""
+    value = as_fraction(p, "p")
+    if not 0 <= value <= 1:
+        raise ValueError(f"p = {float(value):g} is not a probability")
+    count, _ = _count(size)
+    if value.denominator < INT64_LIMIT:
+        return rng.integers(0, value.denominator, size=count) < value.numerator
+    return np.array(
+        [_uniform_below(value.denominator, rng) < value.numerator for _ in range(count)], dtype=bool
+    )
+
+
 CHUNK = 2**15
 """Draws are made in chunks of this size so that the working arrays stay in the CPU cache."""
 

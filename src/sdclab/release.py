@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from sdclab import __version__
@@ -96,6 +97,50 @@ def exact_release(population: Population, names: Sequence[str] | None = None) ->
         randomness=randomness_record(None, uses_randomness=False),
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
+    )
+
+
+def publishable_microdata(population: Population, rng: np.random.Generator) -> Population:
+    """Protected microdata as a release may carry it: new ids, shuffled within blocks.
+
+    The input's person and unit identifiers would link published records back to the confidential
+    file (and reveal, for instance, which households were swapped), so they are replaced by
+    sequential ids in block order, with a random order inside each block.
+    """
+    units = population.units
+    unit_order = np.lexsort((rng.permutation(units.height), population.unit_block_index))
+    new_unit_id = np.empty(units.height, dtype=np.int64)
+    new_unit_id[unit_order] = np.arange(units.height)
+    persons = population.persons
+    person_order = np.lexsort((rng.permutation(persons.height), population.person_block_index))
+    new_units = units[unit_order].with_columns(unit_id=pl.Series(np.arange(units.height)))
+    new_persons = persons[person_order].with_columns(
+        person_id=pl.Series(np.arange(persons.height)),
+        unit_id=pl.Series(new_unit_id[population.person_unit_row[person_order]]),
+    )
+    return Population(persons=new_persons, units=new_units)
+
+
+def tabulated_release(
+    mechanism: str,
+    parameters: dict[str, Any],
+    card: SpecCard,
+    protected: Population,
+    original: Population,
+    rng: np.random.Generator,
+    notes: dict[str, Any] | None = None,
+) -> Release:
+    """A pre-tabular mechanism's release: every table tabulated from its protected microdata."""
+    return Release(
+        mechanism=mechanism,
+        parameters=parameters,
+        card=card,
+        tables={name: tc.to_long() for name, tc in tabulate(protected).items()},
+        randomness={},  # filled in by whoever chose the random stream (mechanisms.run)
+        input_digest=frames_digest(original.persons, original.units),
+        geography=original.geography,
+        microdata=publishable_microdata(protected, rng),
+        notes=notes or {},
     )
 
 

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sdclab.accounting import SpecCard
 from sdclab.errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from sdclab.population import Population
+    from sdclab.release import Release
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -33,6 +39,9 @@ class MechanismEntry(Generic[P]):
     summary: str
     parameters: type[P]
     card: Callable[[P], SpecCard]
+    """The card from the parameters alone (without data)."""
+    protect: Callable[[Population, P, np.random.Generator], Release] | None = None
+    """The mechanism itself: population, parameters and random stream → release."""
 
     def parse(self, settings: Mapping[str, Any]) -> P:
         """Validated parameters from a mapping (strings are converted as pydantic does)."""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.mechanisms.base import MechanismEntry, Parameters
+from sdclab.population import Population
+from sdclab.release import Release, exact_release
 
 
 class NoneParameters(Parameters):
@@ -14,4 +18,8 @@ def card(_: NoneParameters) -> SpecCard:
     return no_protection_card()
 
 
-ENTRY = MechanismEntry("none", "exact tables, no protection", NoneParameters, card)
+def protect(population: Population, _: NoneParameters, __: np.random.Generator) -> Release:
+    return exact_release(population)
+
+
+ENTRY = MechanismEntry("none", "exact tables, no protection", NoneParameters, card, protect)

@@ -1,60 +1,502 @@
-"""Household swapping. For now: the Permutation Swapping Algorithm's specification card.
+"""Household swapping: the provable Permutation Swapping Algorithm and targeted swapping.
 
-Bailie, Gong & Meng (2025) show that the PSA — select each household independently with
-probability p within its matching group, then permute the selected households' geography uniformly
-at random within the group — is ε-DP subject to the invariants it induces, with
-ε(p, b) = max{ln o, ln(b + 1) − ln o}, o = p/(1 − p), b the largest matching group.
+Both are pre-tabular: households (with all their persons) move between existing housing units, the
+protected microdata is tabulated, and the release carries both. Group-quarters facilities and their
+residents are never swapped.
+
+* **PSA** (Bailie, Gong & Meng 2025): each household is selected independently with probability p;
+  within each matching group the selected households' locations are permuted uniformly at random.
+  ε-DP within the swap's invariants with ε(p, b) = max{ln o, ln(b + 1) − ln o}, o = p/(1 − p),
+  b the largest matching group.
+* **Targeted swapping** (the 1990–2010 practice, sdcMicro's recordSwap): households whose members
+  are rare in their block are swapped first, the rest of the swap rate is filled at random, and
+  each selected household exchanges places with a donor of the same size and number of adults from
+  the same tract, county or state. Data-dependent selection: no formal guarantee.
+
+A household's tenure travels with it; the unit keeps its block, type and occupancy.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from functools import cached_property
 from typing import Literal
 
-from pydantic import Field
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from pydantic import Field, model_validator
 
-from sdclab import accounting
+from sdclab import accounting, noise, schema
 from sdclab.accounting import Budget, SpecCard
+from sdclab.errors import InputError
+from sdclab.geography import truncate
 from sdclab.mechanisms.base import MechanismEntry, Parameters
+from sdclab.population import Population
+from sdclab.release import Release, tabulated_release
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+MATCHING_GEOGRAPHY = {"county": "state", "tract": "county", "block_group": "tract"}
+"""Households swap their area at the swap level with households of the same area one level up."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Households of a population
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Households:
+    """The occupied housing units of a population, with what swapping needs to know about them."""
+
+    population: Population
+
+    @cached_property
+    def unit_rows(self) -> IntArray:
+        """Row in ``units`` of every household (occupied housing unit)."""
+        units = self.population.units
+        is_household = (units["unit_type"].to_numpy() == 0) & units["occupied"].to_numpy()
+        return np.flatnonzero(is_household)
+
+    @property
+    def count(self) -> int:
+        return len(self.unit_rows)
+
+    @cached_property
+    def size(self) -> IntArray:
+        return self.population.household_size[self.unit_rows]
+
+    @cached_property
+    def adults(self) -> IntArray:
+        adult = self.population.persons["age"].to_numpy() >= schema.VOTING_AGE
+        per_unit = np.bincount(
+            self.population.person_unit_row, weights=adult, minlength=self.population.n_units
+        )
+        return per_unit[self.unit_rows].astype(np.int64)
+
+    @cached_property
+    def block_code(self) -> IntArray:
+        geography = self.population.geography
+        return geography.blocks[self.population.unit_block_index[self.unit_rows]]
+
+    def area(self, level: str) -> IntArray:
+        """Integer geocode of each household's area at ``level``."""
+        return truncate(self.block_code, level)
+
+
+def swap_units(population: Population, unit_rows: IntArray, destination: IntArray) -> Population:
+    """Move the household living in unit ``unit_rows[i]`` to unit ``destination[i]``.
+
+    ``destination`` must be a permutation of ``unit_rows``. Persons take the new unit's id and
+    block; the household's tenure moves with it.
+    """
+    n_units = population.n_units
+    moved_to = np.arange(n_units)
+    moved_to[unit_rows] = destination
+    came_from = np.arange(n_units)
+    came_from[destination] = unit_rows
+    units = population.units
+    new_units = units.with_columns(tenure=units["tenure"].gather(came_from))
+    person_rows = moved_to[population.person_unit_row]
+    persons = population.persons.with_columns(
+        unit_id=units["unit_id"].gather(person_rows),
+        block=units["block"].gather(person_rows),
+    )
+    return Population(persons=persons, units=new_units)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Permutation Swapping Algorithm
+# ---------------------------------------------------------------------------------------------
 
 
 class PsaParameters(Parameters):
-    """Swap rate, matching variables and swapping level; ``largest_group`` (b) when no data."""
+    """Swap rate, matching variables and the level whose areas are swapped."""
 
-    rate: float = Field(0.05, gt=0, lt=1)
-    largest_group: int = Field(..., ge=1, description="b, the largest matching group's size")
-    matching: str = "state x household size"
+    rate: Decimal = Field(Decimal("0.05"), gt=0, lt=1, allow_inf_nan=False)
     swap_level: Literal["county", "tract", "block_group"] = "county"
+    match_adults: bool = Field(False, description="also match on the number of adults")
+    largest_group: int | None = Field(
+        None, ge=1, description="b, for a card without data (measured when protecting)"
+    )
+
+    @property
+    def matching(self) -> str:
+        parts = [MATCHING_GEOGRAPHY[self.swap_level], "household size"]
+        return " x ".join([*parts, "number of adults"] if self.match_adults else parts)
 
 
-def card(p: PsaParameters) -> SpecCard:
-    epsilon = accounting.psa_epsilon(p.rate, p.largest_group)
+def psa_groups(households: Households, params: PsaParameters) -> IntArray:
+    """Matching group of each household: matching geography × size (× adults), as 0..G−1."""
+    columns = [households.area(MATCHING_GEOGRAPHY[params.swap_level]), households.size]
+    if params.match_adults:
+        columns.append(households.adults)
+    _, group = np.unique(np.stack(columns), axis=1, return_inverse=True)
+    return group.reshape(-1).astype(np.int64)
+
+
+def psa_partners(group: IntArray, selected: BoolArray, order: IntArray) -> IntArray:
+    """Whose location each household takes: itself unless selected.
+
+    Within every group the selected households, listed in their original order, take the
+    locations of the selected households listed by ``order`` (a key per household). With the keys
+    a uniformly random permutation, every permutation of each group's selected households is
+    equally likely — the PSA's uniform permutation. Pure: all randomness is in the arguments.
+    """
+    chosen = np.flatnonzero(selected)
+    in_original_order = chosen[np.lexsort((chosen, group[chosen]))]
+    in_random_order = chosen[np.lexsort((order[chosen], group[chosen]))]
+    partner = np.arange(len(group))
+    partner[in_original_order] = in_random_order
+    return partner
+
+
+def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCard:
+    """The PSA's card, with b measured on the data or given as a parameter."""
+    b = largest_group if largest_group is not None else params.largest_group
+    if b is None:
+        raise InputError(
+            "psa: without data, give the largest matching group: --set largest_group=B"
+        )
+    epsilon = accounting.psa_epsilon(float(params.rate), b)
     return SpecCard(
         mechanism="psa",
         domain="every census edited file with the same variables (households with their persons, "
         "after editing and imputation)",
         multiverse="datasets sharing the swap's invariants",
         invariants=(
-            "the marginal distribution of the swapping variable (geography)",
+            "the marginal distribution of the swapping variable (household locations)",
             "the marginal distribution of the holding variables (all other attributes)",
-            f"the joint distribution of geography x matching variables ({p.matching}), "
-            "e.g. households by size in every block",
-            "everything at or above the matching geography (all state and national statistics)",
+            f"the joint distribution of location x matching variables ({params.matching}): "
+            "households by size"
+            + (" and adults" if params.match_adults else "")
+            + " in every block",
+            f"every statistic of each {MATCHING_GEOGRAPHY[params.swap_level]} and above",
+            "group quarters and their residents (not swapped)",
         ),
         protection_unit="household record",
-        neighbours="bounded: neighbours differ in one household record, within one universe",
+        neighbours="bounded: neighbours differ in household records, within one universe "
+        "(the bound scales with the number of differing records)",
         output_premetric="pure-DP (D_Mult)",
         budget=Budget(epsilon=epsilon),
         covers="the swapped microdata and every table derived from it (post-processing)",
         caveats=(
-            f"epsilon(p = {p.rate:g}, b = {p.largest_group:,}) from Theorem II.1 of Bailie, Gong "
-            "& Meng (2025); b is the largest matching group",
-            f"households are selected with probability {p.rate:g} and their {p.swap_level} is "
-            "permuted uniformly at random within the matching group",
+            f"epsilon(p = {params.rate:g}, b = {b:,}) from Theorem II.1 of Bailie, Gong & Meng "
+            "(2025); b is the largest matching group"
+            + (", measured on the data" if largest_group is not None else ", as given"),
+            f"each household is selected with probability {params.rate:g}; the selected "
+            f"households of a matching group take each other's units in a uniformly random order "
+            f"({params.swap_level}s change within the {MATCHING_GEOGRAPHY[params.swap_level]})",
             "Group-quarters residents are not swapped and are not covered by this guarantee.",
         ),
     )
 
 
+def protect_psa(population: Population, params: PsaParameters, rng: np.random.Generator) -> Release:
+    """Run the PSA on a population and tabulate the release."""
+    households = Households(population)
+    group = psa_groups(households, params)
+    selected = noise.bernoulli(Fraction(params.rate), households.count, rng)
+    partner = psa_partners(group, selected, rng.permutation(households.count))
+    rows = households.unit_rows
+    swapped = swap_units(population, rows, rows[partner])
+    b = int(np.bincount(group).max(initial=0))
+    moved = int((partner != np.arange(households.count)).sum())
+    notes = {
+        "households": households.count,
+        "selected": int(selected.sum()),
+        "moved": moved,
+        "achieved_swap_rate": moved / max(households.count, 1),
+        "selection_rate": float(selected.mean()) if households.count else 0.0,
+        "largest_matching_group": b,
+        "matching_groups": int(group.max(initial=-1) + 1),
+    }
+    return tabulated_release(
+        "psa", params.model_dump(mode="json"), psa_card(params, b), swapped, population, rng, notes
+    )
+
+
+def _psa_card_without_data(params: PsaParameters) -> SpecCard:
+    return psa_card(params)
+
+
 PSA = MechanismEntry(
-    "psa", "Permutation Swapping Algorithm (provable swapping)", PsaParameters, card
+    "psa",
+    "Permutation Swapping Algorithm (provable swapping)",
+    PsaParameters,
+    _psa_card_without_data,
+    protect_psa,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Targeted swapping
+# ---------------------------------------------------------------------------------------------
+
+SCOPES = ("tract", "county", "state")
+"""Where a donor may come from, narrowest first."""
+
+
+class SwapParameters(Parameters):
+    """Targeted household swapping as statistical offices run it."""
+
+    rate: Decimal = Field(
+        Decimal("0.05"),
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="share of households that move (both partners count)",
+    )
+    same_tract: Decimal = Field(Decimal(1), ge=0, le=1, description="P(donor from the same tract)")
+    same_county: Decimal = Field(Decimal(0), ge=0, le=1)
+    same_state: Decimal = Field(Decimal(0), ge=0, le=1)
+    noisy_size_key: bool = Field(False, description="size key kept w.p. 1/2, ±1 w.p. 1/4 each")
+    risk_threshold: Decimal = Field(
+        Decimal(1), gt=0, le=1, description="households with a member of risk ≥ this go first"
+    )
+    risk_keys: tuple[Literal["sex", "agebin", "race", "hispanic"], ...] = (
+        "sex",
+        "agebin",
+        "race",
+        "hispanic",
+    )
+    max_rounds: int = Field(50, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _scopes_sum_to_one(self) -> SwapParameters:
+        if self.same_tract + self.same_county + self.same_state != 1:
+            raise ValueError("same_tract + same_county + same_state must equal 1")
+        return self
+
+    @property
+    def scope_weights(self) -> tuple[Fraction, Fraction, Fraction]:
+        return (Fraction(self.same_tract), Fraction(self.same_county), Fraction(self.same_state))
+
+
+SWAP_PRESETS = {
+    "swap-low": {"rate": "0.05", "same_tract": "1", "same_county": "0", "same_state": "0"},
+    "swap-high": {
+        "rate": "0.5",
+        "same_tract": "0.3",
+        "same_county": "0.4",
+        "same_state": "0.3",
+        "noisy_size_key": "true",
+    },
+}
+"""The low (5%, same tract, exact key) and high (50%, 30/40/30, noised key) experiments of the
+2010 reconstruction study (specs/reconstruction-reidentification.md §6)."""
+
+
+def household_risk(households: Households, keys: tuple[str, ...]) -> npt.NDArray[np.float64]:
+    """Risk of each household: the largest 1 / (persons in the block sharing a member's key)."""
+    population = households.population
+    persons = population.persons
+    values = {
+        "sex": persons["sex"].to_numpy() - 1,
+        "agebin": schema.agebin38(persons["age"].to_numpy()),
+        "race": persons["race"].to_numpy() - 1,
+        "hispanic": persons["hispanic"].to_numpy(),
+    }
+    sizes = {"sex": 2, "agebin": 38, "race": 63, "hispanic": 2}
+    key = population.person_block_index.astype(np.int64)
+    for name in keys:
+        key = key * sizes[name] + values[name]
+    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    person_risk = 1.0 / counts[inverse.reshape(-1)]
+    per_unit = np.zeros(population.n_units)
+    np.maximum.at(per_unit, population.person_unit_row, person_risk)
+    return per_unit[households.unit_rows]
+
+
+def _matching_key(households: Households, noisy: bool, rng: np.random.Generator) -> IntArray:
+    """Household size (perturbed by −1/0/+1 w.p. 1/4, 1/2, 1/4 if noisy) × number of adults."""
+    size = households.size.copy()
+    if noisy:
+        step = rng.integers(0, 4, size=households.count)  # 0 → −1, 3 → +1, else keep
+        size += (step == 3).astype(np.int64) - (step == 0).astype(np.int64)
+    return size * 1000 + households.adults
+
+
+def _pair_within(
+    groups_a: IntArray, groups_b: IntArray, rng: np.random.Generator
+) -> tuple[IntArray, IntArray]:
+    """Random one-to-one pairs (i, j) with groups_a[i] == groups_b[j], as many as possible."""
+    order_a = np.lexsort((rng.permutation(len(groups_a)), groups_a))
+    order_b = np.lexsort((rng.permutation(len(groups_b)), groups_b))
+    ga, gb = groups_a[order_a], groups_b[order_b]
+    rank_a = np.arange(len(ga)) - np.searchsorted(ga, ga, side="left")
+    rank_b = np.arange(len(gb)) - np.searchsorted(gb, gb, side="left")
+    frame_a = pl.DataFrame({"g": ga, "r": rank_a, "i": order_a})
+    frame_b = pl.DataFrame({"g": gb, "r": rank_b, "j": order_b})
+    pairs = frame_a.join(frame_b, on=["g", "r"], how="inner")
+    return pairs["i"].to_numpy(), pairs["j"].to_numpy()
+
+
+def targeted_pairs(
+    households: Households, params: SwapParameters, rng: np.random.Generator
+) -> tuple[IntArray, IntArray, npt.NDArray[np.float64]]:
+    """(initiators, donors, risk): which households exchange places.
+
+    Candidates are taken in priority order (risk ≥ threshold first, each tier in random order).
+    Each draws a donor scope and is paired at random with a free household of the same matching
+    key in the same scope area but another block. A candidate left unpaired tries again with a
+    fresh scope, up to RETRIES times; meanwhile the next candidates are taken, until the target
+    number of pairs is reached or no candidate is left.
+    """
+    n = households.count
+    target = round(Fraction(params.rate) * n / 2)
+    risk = household_risk(households, params.risk_keys)
+    high = risk >= float(params.risk_threshold)
+    priority = np.lexsort((rng.permutation(n), ~high))
+    key = _matching_key(households, params.noisy_size_key, rng)
+    areas = {level: households.area(level) for level in SCOPES}
+    weights = np.array([float(w) for w in params.scope_weights])
+    used = np.zeros(n, dtype=bool)
+    attempts = np.zeros(n, dtype=np.int64)
+    pairs: list[tuple[IntArray, IntArray]] = []
+    done, pointer, waiting = 0, 0, np.zeros(0, dtype=np.int64)
+    for _ in range(params.max_rounds):
+        rest = priority[pointer:]
+        free = np.flatnonzero(~used[rest])
+        take = max(target - done - len(waiting), 0)
+        fresh = rest[free[:take]]
+        pointer += int(free[take - 1]) + 1 if 0 < take <= len(free) else len(rest) * (take > 0)
+        active = np.concatenate([waiting, fresh])
+        if not active.size or done >= target:
+            break
+        used[active] = True  # reserved: not a donor for anyone this round
+        scope = rng.choice(len(SCOPES), size=active.size, p=weights / weights.sum())
+        paired = np.zeros(active.size, dtype=bool)
+        for s, level in enumerate(SCOPES):
+            mine = np.flatnonzero((scope == s) & ~paired)
+            pool = np.flatnonzero(~used)
+            if not mine.size or not pool.size:
+                continue
+            group = areas[level] * 100_000 + key
+            i, j = _pair_within(group[active[mine]], group[pool], rng)
+            a, d = active[mine[i]], pool[j]
+            other_block = households.block_code[a] != households.block_code[d]
+            used[d[other_block]] = True
+            paired[mine[i[other_block]]] = True
+            pairs.append((a[other_block], d[other_block]))
+            done += int(other_block.sum())
+        left = active[~paired]
+        attempts[left] += 1
+        waiting = left[attempts[left] < RETRIES]
+        used[left] = False
+        used[waiting] = True
+    if not pairs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), risk
+    return np.concatenate([a for a, _ in pairs]), np.concatenate([d for _, d in pairs]), risk
+
+
+RETRIES = 3
+"""How many scopes an unpaired candidate tries before it is passed over."""
+
+
+def swap_card(
+    params: SwapParameters, name: str = "swap", achieved: float | None = None
+) -> SpecCard:
+    """Targeted swapping has no formal guarantee; the card lists what it keeps exact."""
+    widest = max(
+        (level for level, w in zip(SCOPES, params.scope_weights, strict=True) if w > 0),
+        key=SCOPES.index,
+    )
+    invariants = [f"every statistic of each {widest} and above (households move within it)"]
+    if not params.noisy_size_key:
+        invariants.append("households by size and by number of adults in every block")
+    invariants += ["housing units and occupancy in every block", "group quarters and residents"]
+    rate_text = f"target swap rate {float(params.rate):g}"
+    if achieved is not None:
+        rate_text += f", achieved {achieved:.4f}"
+    return SpecCard(
+        mechanism=name,
+        domain="the census edited file as given",
+        multiverse="datasets sharing the swap's invariants",
+        invariants=tuple(invariants),
+        protection_unit="household record",
+        neighbours="not defined: selection depends on the data",
+        output_premetric="none",
+        budget=Budget(
+            reason_if_none="households are selected by their risk, computed from the confidential "
+            "data, so the selection itself depends on the data (data-dependent design)"
+        ),
+        covers="the swapped microdata and every table derived from it",
+        caveats=(
+            rate_text + " (share of households that moved; both partners count)",
+            f"donors from the same tract / county / state with probabilities "
+            f"{float(params.same_tract):g} / {float(params.same_county):g} / "
+            f"{float(params.same_state):g}; matching key household size"
+            + (" (noised ±1)" if params.noisy_size_key else "")
+            + " and number of adults",
+            "Group-quarters residents are not swapped.",
+        ),
+    )
+
+
+def protect_swap(
+    population: Population, params: SwapParameters, rng: np.random.Generator, name: str = "swap"
+) -> Release:
+    """Run targeted swapping on a population and tabulate the release."""
+    households = Households(population)
+    initiators, donors, risk = targeted_pairs(households, params, rng)
+    rows = households.unit_rows
+    source = np.concatenate([rows[initiators], rows[donors]])
+    destination = np.concatenate([rows[donors], rows[initiators]])
+    swapped = swap_units(population, source, destination)
+    moved = 2 * len(initiators)
+    high = risk >= float(params.risk_threshold)
+    swapped_mask = np.zeros(households.count, dtype=bool)
+    swapped_mask[np.concatenate([initiators, donors])] = True
+    achieved = moved / max(households.count, 1)
+    notes = {
+        "households": households.count,
+        "pairs": len(initiators),
+        "moved": moved,
+        "target_swap_rate": float(params.rate),
+        "achieved_swap_rate": achieved,
+        "high_risk_households": int(high.sum()),
+        "swap_rate_high_risk": float(swapped_mask[high].mean()) if high.any() else 0.0,
+        "swap_rate_other": float(swapped_mask[~high].mean()) if (~high).any() else 0.0,
+    }
+    return tabulated_release(
+        name,
+        params.model_dump(mode="json"),
+        swap_card(params, name, achieved),
+        swapped,
+        population,
+        rng,
+        notes,
+    )
+
+
+def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> MechanismEntry[SwapParameters]:
+    """A registry entry for targeted swapping with preset defaults (still overridable)."""
+
+    class Preset(SwapParameters):
+        @model_validator(mode="before")
+        @classmethod
+        def _defaults(cls, data: dict) -> dict:
+            return {**preset, **data} if isinstance(data, dict) else data
+
+    Preset.__name__ = Preset.__qualname__ = f"SwapParameters[{name}]"
+
+    def protect(
+        population: Population, params: SwapParameters, rng: np.random.Generator
+    ) -> Release:
+        return protect_swap(population, params, rng, name)
+
+    return MechanismEntry(name, summary, Preset, lambda p: swap_card(p, name), protect)
+
+
+SWAP = _swap_entry("swap", "targeted household swapping (no formal guarantee)", {})
+SWAP_LOW = _swap_entry(
+    "swap-low", "targeted swapping, 5%, same tract, exact key", SWAP_PRESETS["swap-low"]
+)
+SWAP_HIGH = _swap_entry(
+    "swap-high", "targeted swapping, 50%, 30/40/30 scopes, noised key", SWAP_PRESETS["swap-high"]
 )
