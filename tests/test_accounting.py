@@ -202,7 +202,6 @@ def test_psa_and_gaussian_card_budgets():
     ("name", "pairs", "message"),
     [
         ("psa", ["rate=1.5", "largest_group=3"], "parameter rate"),
-        ("psa", ["rate=0.1"], "largest_group: Field required"),
         ("psa", ["largest_group=ten"], "largest_group"),
         ("gaussian", ["sigma2=1", "rho=1"], "exactly one of sigma2 and rho"),
         ("gaussian", ["sigma2=-1"], "sigma2"),
@@ -213,6 +212,12 @@ def test_bad_parameters_are_input_errors(name, pairs, message):
     entry = get(name)
     with pytest.raises(InputError, match=message):
         entry.parse(parse_settings(pairs))
+
+
+def test_psa_card_without_data_needs_the_largest_group():
+    psa = get("psa")
+    with pytest.raises(InputError, match="largest_group"):
+        psa.card(psa.parse({"rate": "0.1"}))
 
 
 def test_spec_command():

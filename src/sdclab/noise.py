@@ -390,7 +390,7 @@ def bernoulli(p: Scalar, size: int, rng: np.random.Generator) -> BoolArray:
     """``size`` exact Bernoulli(p) draws for a rational 0 ≤ p ≤ 1 (a float at its binary value)."""
     value = as_fraction(p, "p")
     if not 0 <= value <= 1:
-        raise ValueError(f"p = {float(value):g} is not a probability")
+        raise ValueError(f"p = {value} is not a probability")
     count, _ = _count(size)
     if value.denominator < INT64_LIMIT:
         return rng.integers(0, value.denominator, size=count) < value.numerator
