@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 from numbers import Rational
@@ -31,7 +32,7 @@ from numbers import Rational
 import numpy as np
 import numpy.typing as npt
 
-Scalar = int | float | Fraction
+Scalar = int | float | Fraction | Decimal
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -45,9 +46,12 @@ TWO64 = 2**64
 
 def as_fraction(value: Scalar, name: str) -> Fraction:
     """The exact rational value of ``value`` (a float is taken at its exact binary value)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, Rational)):
-        raise TypeError(f"{name} must be an int, float or Fraction, not {type(value).__name__}")
-    if isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, Rational, Decimal)):
+        raise TypeError(
+            f"{name} must be an int, float, Fraction or Decimal, not {type(value).__name__}"
+        )
+    finite = value.is_finite() if isinstance(value, Decimal) else math.isfinite(value)
+    if not finite:
         raise ValueError(f"{name} must be finite, got {value}")
     return Fraction(value)
 
