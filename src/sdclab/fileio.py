@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -91,10 +92,22 @@ def atomic_file(target: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def _json_safe(data: Any) -> Any:
+    """NaN and infinities become null: JSON has no such numbers."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: _json_safe(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_json_safe(v) for v in data]
+    return data
+
+
 def write_json(data: Any, target: Path) -> None:
-    """Write ``data`` as indented JSON, atomically."""
+    """Write ``data`` as indented, strictly valid JSON (NaN → null), atomically."""
+    text = json.dumps(_json_safe(data), indent=2, allow_nan=False)
     with atomic_file(target) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        tmp.write_text(text + "\n", encoding="utf-8")
 
 
 def write_parquet(frame: pl.DataFrame, target: Path) -> None:

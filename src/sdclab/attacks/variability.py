@@ -1,0 +1,238 @@
+"""Solution variability: how different can two reconstructions that fit the tables be?
+
+For a block with N persons and a first reconstruction x*, a second program looks for another
+solution x of the same block constraints that shares as few records with x* as possible:
+minimise Σ_c min(x_c, x*_c). Then solvar = (N − Σ_c min(x_c, x*_c)) / N is the largest share of
+the block's records that can differ (specs/reconstruction-reidentification.md §3). solvar = 0
+proves the reconstruction of that block is the only one: an attacker knows those records are right
+without seeing any confidential data.
+
+Records are compared on {sex, agebin, race, Hispanic origin} (the 38 agebins that P12 and P14 pin
+down), and the constraints are the block-level tables. Leaving out the tract tables can only allow
+more solutions, so the solvar reported is an upper bound of the one with every table — and
+solvar = 0 remains a proof. min(x, x*) is written with one binary per record cell of x*:
+y ≥ x − M·w and y ≥ x*·w, so that minimising Σ y makes y = min(x, x*).
+
+Blocks are independent, so one program per tract holds all its blocks (the objective separates).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import scipy.sparse as sp
+
+from sdclab import schema
+from sdclab.attacks.reconstruction import (
+    BLOCK_TABLES,
+    Reconstruction,
+    release_counts,
+    stacked_query,
+)
+from sdclab.execution import run_tasks
+from sdclab.geography import geoid_strings, parse_geoids
+from sdclab.optimize.highs import INF, solve_mip
+from sdclab.release import Release
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+AGEBIN_CELLS = 2 * len(schema.AGEBIN38) * 63 * 2
+"""Cells of sex × agebin (38) × race (63) × Hispanic origin."""
+
+
+@lru_cache(maxsize=1)
+def representative_cells() -> IntArray:
+    """For each agebin-level cell, the person-domain cell of the first single age of its bin."""
+    sex, agebin, race, hisp = np.unravel_index(
+        np.arange(AGEBIN_CELLS), (2, len(schema.AGEBIN38), 63, 2)
+    )
+    ages = np.asarray(schema.AGEBIN38.lower_edges)[agebin]
+    return schema.PERSON.cell_index(
+        {"sex": sex + 1, "age": ages, "race": race + 1, "hispanic": hisp}
+    )
+
+
+def agebin_cells(cells: IntArray) -> IntArray:
+    """Agebin-level cell of person-domain cells."""
+    codes = schema.PERSON.decode(cells)
+    bins = schema.agebin38(codes["age"])
+    return np.ravel_multi_index(
+        (codes["sex"] - 1, bins, codes["race"] - 1, codes["hispanic"]),
+        (2, len(schema.AGEBIN38), 63, 2),
+    )
+
+
+@lru_cache(maxsize=8)
+def agebin_query(names: tuple[str, ...]) -> sp.csc_matrix:
+    """The block tables' rows over agebin-level cells (every row is constant within an agebin)."""
+    return stacked_query(names)[:, representative_cells()].tocsc()
+
+
+@dataclass(frozen=True)
+class VariabilityProblem:
+    tract: int
+    blocks: IntArray
+    block_counts: FloatArray
+    tables: tuple[str, ...]
+    first_block: IntArray  # block index of each cell count of the first solution
+    first_cell: IntArray  # agebin-level cell
+    first_count: IntArray
+    seed: int
+
+
+def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, FloatArray, str]:
+    """(block, persons, solvar, status) for every block of one tract."""
+    q = agebin_query(problem.tables)
+    counts = problem.block_counts
+    n_blocks, n_rows = counts.shape
+    zero = sp.csr_matrix((counts <= 0).astype(np.int8))
+    block, cell = np.nonzero((zero @ q).toarray() == 0)
+    part = q[:, cell].tocoo()
+    rows = block[part.col] * n_rows + part.row
+    a_x = sp.csr_matrix(
+        (np.ones(len(rows)), (rows, part.col)), shape=(n_blocks * n_rows, len(cell))
+    )
+    target = counts.reshape(-1)
+    keep = target > 0
+    a_x, target = a_x[keep], target[keep]
+    persons = np.bincount(problem.first_block, weights=problem.first_count, minlength=n_blocks)
+    # variables: x (candidate cells), then y and w for each cell of the first solution
+    keys = block * AGEBIN_CELLS + cell  # ascending: np.nonzero walks row by row
+    x_index = np.searchsorted(keys, problem.first_block * AGEBIN_CELLS + problem.first_cell)
+    n_x, n_y = len(cell), len(x_index)
+    big = persons[problem.first_block]
+    k = np.arange(n_y)
+    # y − x + M w ≥ 0  and  y − x* w ≥ 0
+    link = sp.csr_matrix(
+        (
+            np.r_[np.ones(n_y), -np.ones(n_y), big, np.ones(n_y), -problem.first_count],
+            (
+                np.r_[k, k, k, n_y + k, n_y + k],
+                np.r_[n_x + k, x_index, n_x + n_y + k, n_x + k, n_x + n_y + k],
+            ),
+        ),
+        shape=(2 * n_y, n_x + 2 * n_y),
+    )
+    matrix = sp.vstack([sp.hstack([a_x, sp.csr_matrix((a_x.shape[0], 2 * n_y))]), link])
+    lower = np.r_[target, np.zeros(2 * n_y)]
+    upper = np.r_[target, np.full(2 * n_y, INF)]
+    cost = np.r_[np.zeros(n_x), np.ones(n_y), np.zeros(n_y)]
+    col_upper = np.r_[np.full(n_x, INF), np.full(n_y, INF), np.ones(n_y)]
+    integer = np.r_[np.ones(n_x, bool), np.zeros(n_y, bool), np.ones(n_y, bool)]
+    status, solution, _ = solve_mip(
+        matrix,
+        lower,
+        upper,
+        cost,
+        col_upper,
+        integer,
+        threads=1,
+        mip_rel_gap=0.0,
+        random_seed=problem.seed % 2_147_483_647,
+    )
+    if solution is None:
+        return problem.blocks, persons.astype(np.int64), np.full(n_blocks, np.nan), status
+    shared = np.bincount(
+        problem.first_block, weights=np.rint(solution[n_x : n_x + n_y]), minlength=n_blocks
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        solvar = np.where(persons > 0, (persons - shared) / persons, np.nan)
+    return problem.blocks, persons.astype(np.int64), solvar, status
+
+
+def variability_problems(
+    release: Release, reconstruction: Reconstruction, seed: int = 0
+) -> list[VariabilityProblem]:
+    """One problem per tract with reconstructed persons."""
+    tables = tuple(n for n in BLOCK_TABLES if n in release.tables)
+    geography = release.geography
+    blocks = geography.blocks
+    counts = release_counts(release, tables, "block", blocks)
+    persons = reconstruction.persons
+    first = (
+        persons.with_columns(
+            code=pl.Series(parse_geoids(persons["block"], "block")),
+            cell=pl.Series(
+                agebin_cells(
+                    schema.PERSON.cell_index(
+                        {c: persons[c].to_numpy() for c in schema.PERSON.names}
+                    )
+                )
+            ),
+        )
+        .group_by("code", "cell")
+        .len()
+    )
+    block_index = np.searchsorted(blocks, first["code"].to_numpy())
+    first_cell, first_count = first["cell"].to_numpy(), first["len"].to_numpy()
+    _, tract_of_block = geography.units("tract")
+    tract_codes = geography.codes("tract")
+    children = np.random.SeedSequence(seed).spawn(len(tract_codes))
+    tract_of_record = tract_of_block[block_index]
+    problems = []
+    for t, code in enumerate(tract_codes):
+        rows = np.flatnonzero(tract_of_block == t)
+        mine = np.flatnonzero(tract_of_record == t)
+        if not mine.size:
+            continue
+        local = np.searchsorted(rows, block_index[mine])
+        problems.append(
+            VariabilityProblem(
+                tract=int(code),
+                blocks=blocks[rows],
+                block_counts=counts[rows],
+                tables=tables,
+                first_block=local,
+                first_cell=first_cell[mine],
+                first_count=first_count[mine].astype(np.int64),
+                seed=int(children[t].generate_state(1)[0]),
+            )
+        )
+    return problems
+
+
+def solution_variability(
+    release: Release, reconstruction: Reconstruction, workers: int | None = None, seed: int = 0
+) -> pl.DataFrame:
+    """solvar per populated block: block, persons, solvar (0 = provably unique), status."""
+    results = run_tasks(
+        solve_variability,
+        variability_problems(release, reconstruction, seed),
+        workers,
+        "solution variability",
+    )
+    frame = pl.DataFrame(
+        {
+            "block": geoid_strings(np.concatenate([r[0] for r in results]), "block")
+            if results
+            else pl.Series([], dtype=pl.String),
+            "persons": np.concatenate([r[1] for r in results]) if results else [],
+            "solvar": np.concatenate([r[2] for r in results]) if results else [],
+            "status": [r[3] for r in results for _ in r[0]],
+        },
+        schema={"block": pl.String, "persons": pl.Int64, "solvar": pl.Float64, "status": pl.String},
+    )
+    return frame.filter(pl.col("persons") > 0)
+
+
+def variability_summary(solvar: pl.DataFrame) -> dict[str, float | int]:
+    """Share of blocks and persons in solvar-0 blocks, quantiles and maximum."""
+    values = solvar["solvar"].drop_nulls().drop_nans()
+    zero = solvar.filter(pl.col("solvar") == 0)
+    total_persons = int(solvar["persons"].sum())
+    return {
+        "blocks": solvar.height,
+        "blocks_solvar_zero": zero.height,
+        "share_blocks_solvar_zero": zero.height / solvar.height if solvar.height else 0.0,
+        "persons_in_solvar_zero_blocks": int(zero["persons"].sum()),
+        "share_persons_solvar_zero": int(zero["persons"].sum()) / total_persons
+        if total_persons
+        else 0.0,
+        "solvar_p75": float(np.quantile(values.to_numpy(), 0.75)) if len(values) else np.nan,
+        "solvar_max": float(values.to_numpy().max()) if len(values) else np.nan,
+    }

@@ -1,0 +1,1 @@
+"""Solvers shared by the mechanisms and the attacks."""

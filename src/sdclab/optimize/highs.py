@@ -1,0 +1,75 @@
+"""HiGHS (highspy) helpers: a quiet solver instance and sparse models passed in one call."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import highspy
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+_BANNER_SHOWN = False
+
+
+def quiet_highs(**options: bool | float | str) -> highspy.Highs:
+    """A HiGHS instance with logging off (its one-time banner on stdout is swallowed too)."""
+    global _BANNER_SHOWN
+    if _BANNER_SHOWN:
+        highs = highspy.Highs()
+    else:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            with open(os.devnull, "w") as devnull:
+                os.dup2(devnull.fileno(), 1)
+                highs = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        _BANNER_SHOWN = True
+    highs.setOptionValue("output_flag", False)
+    for name, value in options.items():
+        highs.setOptionValue(name, value)
+    return highs
+
+
+def solve_mip(
+    matrix: sp.spmatrix,
+    row_lower: npt.ArrayLike,
+    row_upper: npt.ArrayLike,
+    cost: npt.ArrayLike,
+    col_upper: npt.ArrayLike,
+    integer: npt.ArrayLike,
+    **options: bool | float | str,
+) -> tuple[str, npt.NDArray[np.float64] | None, float]:
+    """min cost·x s.t. row_lower ≤ A x ≤ row_upper, 0 ≤ x ≤ col_upper, x_j integer where flagged.
+
+    Returns (model status text, x or None if no feasible point was found, objective).
+    """
+    a = sp.csc_matrix(matrix)
+    highs = quiet_highs(**options)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = a.shape[1], a.shape[0]
+    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
+    lp.col_lower_ = np.zeros(a.shape[1])
+    lp.col_upper_ = np.asarray(col_upper, dtype=np.float64)
+    lp.row_lower_ = np.asarray(row_lower, dtype=np.float64)
+    lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = a.indptr
+    lp.a_matrix_.index_ = a.indices
+    lp.a_matrix_.value_ = a.data.astype(np.float64)
+    kinds = (highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger)
+    lp.integrality_ = [kinds[int(flag)] for flag in np.asarray(integer, dtype=bool)]
+    highs.passModel(lp)
+    highs.run()
+    status = highs.modelStatusToString(highs.getModelStatus())
+    if highs.getInfo().primal_solution_status != 2:  # 2: a feasible solution is available
+        return status, None, float("nan")
+    x = np.asarray(highs.getSolution().col_value, dtype=np.float64)
+    return status, x, float(highs.getInfo().objective_function_value)
+
+
+INF = highspy.kHighsInf
