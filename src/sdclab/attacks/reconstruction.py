@@ -43,6 +43,9 @@ FloatArray = npt.NDArray[np.float64]
 
 BLOCK_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "block")
 TRACT_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "tract")
+DEVIATION_GAP = 0.01
+"""Least-deviation programs stop within 1% of the optimum (their LP bound is tight; the last
+percent costs far more time than it changes the reconstruction)."""
 TIME_LIMIT = 300.0
 """Seconds one tract's program may take before HiGHS returns its best solution."""
 
@@ -157,8 +160,12 @@ def _column_minimum(matrix: sp.csc_matrix, values: FloatArray) -> FloatArray:
 
 def _solve(
     program: Program, deviation: bool, seed: int, time_limit: float
-) -> tuple[str, FloatArray, float]:
-    """Solve A x = b (or min Σ|A x − b|) over non-negative integers; (status, x, objective)."""
+) -> tuple[str, FloatArray | None, float]:
+    """Solve A x = b (or min Σ|A x − b|) over non-negative integers; (status, x, objective).
+
+    x is None when no feasible point was found (for the equalities: they are inconsistent, or
+    the time limit came first).
+    """
     a, b = program.matrix, program.target
     n, m = a.shape[1], a.shape[0]
     if deviation:  # x, then s⁺ and s⁻ per row: A x + s⁺ − s⁻ = b, minimise Σ s
@@ -181,7 +188,7 @@ def _solve(
         time_limit=float(time_limit),
         mip_rel_gap=0.0,
     )
-    return status, (np.zeros(n) if x is None else x[:n]), objective
+    return status, (None if x is None else x[:n]), objective
 
 
 def solve_tract(problem: TractProblem) -> TractResult:
@@ -190,10 +197,10 @@ def solve_tract(problem: TractProblem) -> TractResult:
     program = build_program(problem)
     mode = "exact"
     status, x, objective = _solve(program, False, problem.seed, problem.time_limit)
-    if status != "Optimal":
+    if x is None:
         mode = "deviation"
         status, x, objective = _solve(program, True, problem.seed, problem.time_limit)
-    counts = np.rint(x).astype(np.int64)
+    counts = np.rint(x).astype(np.int64) if x is not None else np.zeros(len(program.cell), np.int64)
     keep = counts > 0
     return TractResult(
         tract=problem.tract,
