@@ -40,8 +40,8 @@ from sdclab.release import Release, tabulated_release
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-MATCHING_GEOGRAPHY = {"county": "state", "tract": "county", "block_group": "tract"}
-"""Households swap their area at the swap level with households of the same area one level up."""
+MATCHING_LEVELS = ("state", "county", "tract")
+"""Geography levels a PSA matching group may be drawn within."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,6 +94,8 @@ def swap_units(population: Population, unit_rows: IntArray, destination: IntArra
     ``destination`` must be a permutation of ``unit_rows``. Persons take the new unit's id and
     block; the household's tenure moves with it.
     """
+    if not np.array_equal(np.sort(unit_rows), np.sort(destination)):
+        raise ValueError("swap_units: destination must be a permutation of unit_rows")
     n_units = population.n_units
     moved_to = np.arange(n_units)
     moved_to[unit_rows] = destination
@@ -118,7 +120,9 @@ class PsaParameters(Parameters):
     """Swap rate, matching variables and the level whose areas are swapped."""
 
     rate: Decimal = Field(Decimal("0.05"), gt=0, lt=1, allow_inf_nan=False)
-    swap_level: Literal["county", "tract", "block_group"] = "county"
+    matching_level: Literal["state", "county", "tract"] = Field(
+        "state", description="matching groups lie within one area of this level"
+    )
     match_adults: bool = Field(False, description="also match on the number of adults")
     largest_group: int | None = Field(
         None, ge=1, description="b, for a card without data (measured when protecting)"
@@ -126,15 +130,20 @@ class PsaParameters(Parameters):
 
     @property
     def matching(self) -> str:
-        parts = [MATCHING_GEOGRAPHY[self.swap_level], "household size"]
+        parts = [self.matching_level, "household size"]
         return " x ".join([*parts, "number of adults"] if self.match_adults else parts)
 
 
 def psa_groups(households: Households, params: PsaParameters) -> IntArray:
     """Matching group of each household: matching geography × size (× adults), as 0..G−1."""
-    columns = [households.area(MATCHING_GEOGRAPHY[params.swap_level]), households.size]
+    columns = [households.area(params.matching_level), households.size]
     if params.match_adults:
         columns.append(households.adults)
+    return group_ids(*columns)
+
+
+def group_ids(*columns: IntArray) -> IntArray:
+    """0..G−1 numbering of the distinct rows of the given columns (no arithmetic packing)."""
     _, group = np.unique(np.stack(columns), axis=1, return_inverse=True)
     return group.reshape(-1).astype(np.int64)
 
@@ -175,7 +184,8 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
             "households by size"
             + (" and adults" if params.match_adults else "")
             + " in every block",
-            f"every statistic of each {MATCHING_GEOGRAPHY[params.swap_level]} and above",
+            f"every statistic of each {params.matching_level} and above",
+            "housing units and their occupancy in every block (units do not move)",
             "group quarters and their residents (not swapped)",
         ),
         protection_unit="household record",
@@ -188,9 +198,10 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
             f"epsilon(p = {params.rate:g}, b = {b:,}) from Theorem II.1 of Bailie, Gong & Meng "
             "(2025); b is the largest matching group"
             + (", measured on the data" if largest_group is not None else ", as given"),
-            f"each household is selected with probability {params.rate:g}; the selected "
-            f"households of a matching group take each other's units in a uniformly random order "
-            f"({params.swap_level}s change within the {MATCHING_GEOGRAPHY[params.swap_level]})",
+            f"each household is selected with probability {params.rate:g}; the swapping variable "
+            "is the housing unit (the household's location): the selected households of a "
+            f"matching group take each other's units in a uniformly random order, within the "
+            f"{params.matching_level}",
             "Group-quarters residents are not swapped and are not covered by this guarantee.",
         ),
     )
@@ -198,6 +209,11 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
 
 def protect_psa(population: Population, params: PsaParameters, rng: np.random.Generator) -> Release:
     """Run the PSA on a population and tabulate the release."""
+    if params.largest_group is not None:
+        raise InputError(
+            "psa: largest_group is measured on the data when protecting; give it only for a "
+            "card without data (sdclab spec)"
+        )
     households = Households(population)
     group = psa_groups(households, params)
     selected = noise.bernoulli(Fraction(params.rate), households.count, rng)
@@ -239,6 +255,8 @@ PSA = MechanismEntry(
 
 SCOPES = ("tract", "county", "state")
 """Where a donor may come from, narrowest first."""
+RETRIES = 3
+"""How many scopes an unpaired candidate tries in all before it is passed over."""
 
 
 class SwapParameters(Parameters):
@@ -269,7 +287,10 @@ class SwapParameters(Parameters):
     @model_validator(mode="after")
     def _scopes_sum_to_one(self) -> SwapParameters:
         if self.same_tract + self.same_county + self.same_state != 1:
-            raise ValueError("same_tract + same_county + same_state must equal 1")
+            raise ValueError(
+                "same_tract + same_county + same_state must equal 1 (when changing one, give all "
+                "three)"
+            )
         return self
 
     @property
@@ -313,12 +334,12 @@ def household_risk(households: Households, keys: tuple[str, ...]) -> npt.NDArray
 
 
 def _matching_key(households: Households, noisy: bool, rng: np.random.Generator) -> IntArray:
-    """Household size (perturbed by −1/0/+1 w.p. 1/4, 1/2, 1/4 if noisy) × number of adults."""
+    """Household size, perturbed by −1/0/+1 w.p. 1/4, 1/2, 1/4 if noisy (adults match exactly)."""
     size = households.size.copy()
     if noisy:
         step = rng.integers(0, 4, size=households.count)  # 0 → −1, 3 → +1, else keep
         size += (step == 3).astype(np.int64) - (step == 0).astype(np.int64)
-    return size * 1000 + households.adults
+    return size
 
 
 def _pair_within(
@@ -344,8 +365,9 @@ def targeted_pairs(
     Candidates are taken in priority order (risk ≥ threshold first, each tier in random order).
     Each draws a donor scope and is paired at random with a free household of the same matching
     key in the same scope area but another block. A candidate left unpaired tries again with a
-    fresh scope, up to RETRIES times; meanwhile the next candidates are taken, until the target
-    number of pairs is reached or no candidate is left.
+    fresh scope (RETRIES attempts in all); meanwhile the next candidates are taken, until the
+    target number of pairs is reached, no candidate is left, or ``max_rounds`` rounds have run
+    (the achieved rate is then reported, below the target).
     """
     n = households.count
     target = round(Fraction(params.rate) * n / 2)
@@ -353,7 +375,7 @@ def targeted_pairs(
     high = risk >= float(params.risk_threshold)
     priority = np.lexsort((rng.permutation(n), ~high))
     key = _matching_key(households, params.noisy_size_key, rng)
-    areas = {level: households.area(level) for level in SCOPES}
+    groups = {level: group_ids(households.area(level), key, households.adults) for level in SCOPES}
     weights = np.array([float(w) for w in params.scope_weights])
     used = np.zeros(n, dtype=bool)
     attempts = np.zeros(n, dtype=np.int64)
@@ -376,8 +398,7 @@ def targeted_pairs(
             pool = np.flatnonzero(~used)
             if not mine.size or not pool.size:
                 continue
-            group = areas[level] * 100_000 + key
-            i, j = _pair_within(group[active[mine]], group[pool], rng)
+            i, j = _pair_within(groups[level][active[mine]], groups[level][pool], rng)
             a, d = active[mine[i]], pool[j]
             other_block = households.block_code[a] != households.block_code[d]
             used[d[other_block]] = True
@@ -387,15 +408,10 @@ def targeted_pairs(
         left = active[~paired]
         attempts[left] += 1
         waiting = left[attempts[left] < RETRIES]
-        used[left] = False
-        used[waiting] = True
+        used[left[attempts[left] >= RETRIES]] = False  # given up: free to be someone's donor
     if not pairs:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), risk
     return np.concatenate([a for a, _ in pairs]), np.concatenate([d for _, d in pairs]), risk
-
-
-RETRIES = 3
-"""How many scopes an unpaired candidate tries before it is passed over."""
 
 
 def swap_card(
@@ -407,8 +423,11 @@ def swap_card(
         key=SCOPES.index,
     )
     invariants = [f"every statistic of each {widest} and above (households move within it)"]
-    if not params.noisy_size_key:
-        invariants.append("households by size and by number of adults in every block")
+    invariants.append(
+        "households by number of adults in every block"
+        if params.noisy_size_key
+        else "households by size and by number of adults in every block"
+    )
     invariants += ["housing units and occupancy in every block", "group quarters and residents"]
     rate_text = f"target swap rate {float(params.rate):g}"
     if achieved is not None:
