@@ -30,6 +30,7 @@ from sdclab import schema
 from sdclab.attacks.reconstruction import (
     BLOCK_TABLES,
     Reconstruction,
+    _column_minimum,
     release_counts,
     stacked_query,
 )
@@ -105,7 +106,8 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
     keys = block * AGEBIN_CELLS + cell  # ascending: np.nonzero walks row by row
     x_index = np.searchsorted(keys, problem.first_block * AGEBIN_CELLS + problem.first_cell)
     n_x, n_y = len(cell), len(x_index)
-    big = persons[problem.first_block]
+    x_upper = _column_minimum(a_x.tocsc(), target)
+    big = np.minimum(x_upper[x_index], persons[problem.first_block])  # tightest valid big-M
     k = np.arange(n_y)
     # y − x + M w ≥ 0  and  y − x* w ≥ 0
     link = sp.csr_matrix(
@@ -122,7 +124,7 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
     lower = np.r_[target, np.zeros(2 * n_y)]
     upper = np.r_[target, np.full(2 * n_y, INF)]
     cost = np.r_[np.zeros(n_x), np.ones(n_y), np.zeros(n_y)]
-    col_upper = np.r_[np.full(n_x, INF), np.full(n_y, INF), np.ones(n_y)]
+    col_upper = np.r_[x_upper, np.full(n_y, INF), np.ones(n_y)]
     integer = np.r_[np.ones(n_x, bool), np.zeros(n_y, bool), np.ones(n_y, bool)]
     status, solution, _ = solve_mip(
         matrix,
