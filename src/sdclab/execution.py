@@ -37,10 +37,25 @@ def _progress(label: str, total: int) -> Progress | None:
 
 
 def run_tasks(
-    fn: Callable[[T], R], payloads: Sequence[T], workers: int | None = None, label: str = "working"
+    fn: Callable[[T], R],
+    payloads: Sequence[T],
+    workers: int | None = None,
+    label: str = "working",
+    sizes: Sequence[float] | None = None,
 ) -> list[R]:
-    """``[fn(p) for p in payloads]``, in parallel on ``workers`` processes (default: all cores)."""
+    """``[fn(p) for p in payloads]``, in parallel on ``workers`` processes (default: all cores).
+
+    With ``sizes`` (expected cost of each payload) the largest are started first, so that one
+    big task does not finish alone at the end; results still come back in payload order.
+    """
     workers = default_workers() if workers is None else max(1, workers)
+    if sizes is not None and workers > 1:
+        order = sorted(range(len(payloads)), key=lambda i: -sizes[i])
+        done = run_tasks(fn, [payloads[i] for i in order], workers, label)
+        back: list[R] = [done[0]] * len(done)
+        for position, i in enumerate(order):
+            back[i] = done[position]
+        return back
     progress = _progress(label, len(payloads))
     results: list[R] = []
     if progress is not None:

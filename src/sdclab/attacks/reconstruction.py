@@ -145,11 +145,11 @@ def build_program(problem: TractProblem) -> Program:
     keep_t = problem.tract_counts > 0
     matrix = sp.vstack([a_block[keep_b], a_tract[keep_t]], format="csc")
     target = np.r_[b_block[keep_b], problem.tract_counts[keep_t]]
-    upper = _column_minimum(a_block[keep_b].tocsc(), b_block[keep_b])
+    upper = column_minimum(a_block[keep_b].tocsc(), b_block[keep_b])
     return Program(block, cell, matrix, target, upper)
 
 
-def _column_minimum(matrix: sp.csc_matrix, values: FloatArray) -> FloatArray:
+def column_minimum(matrix: sp.csc_matrix, values: FloatArray) -> FloatArray:
     """For each column, the smallest value of the rows it appears in (inf if none)."""
     data = np.r_[values[matrix.indices], np.inf]
     starts = np.minimum(matrix.indptr[:-1], len(data) - 1)
@@ -288,9 +288,9 @@ def reconstruct(
     release: Release, workers: int | None = None, seed: int = 0, time_limit: float = TIME_LIMIT
 ) -> Reconstruction:
     """Reconstruct block-level person records from a release's tables (and nothing else)."""
-    results = run_tasks(
-        solve_tract, tract_problems(release, seed, time_limit), workers, "reconstructing tracts"
-    )
+    problems = tract_problems(release, seed, time_limit)
+    sizes = [float(np.nansum(p.block_counts[:, 0])) for p in problems]
+    results = run_tasks(solve_tract, problems, workers, "reconstructing tracts", sizes)
     block = np.concatenate([r.block for r in results]) if results else np.zeros(0, np.int64)
     cell = np.concatenate([r.cell for r in results]) if results else np.zeros(0, np.int64)
     count = np.concatenate([r.count for r in results]) if results else np.zeros(0, np.int64)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +31,7 @@ from sdclab import schema
 from sdclab.attacks.reconstruction import (
     BLOCK_TABLES,
     Reconstruction,
-    _column_minimum,
+    column_minimum,
     release_counts,
     stacked_query,
 )
@@ -106,7 +107,7 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
     keys = block * AGEBIN_CELLS + cell  # ascending: np.nonzero walks row by row
     x_index = np.searchsorted(keys, problem.first_block * AGEBIN_CELLS + problem.first_cell)
     n_x, n_y = len(cell), len(x_index)
-    x_upper = _column_minimum(a_x.tocsc(), target)
+    x_upper = column_minimum(a_x.tocsc(), target)
     big = np.minimum(x_upper[x_index], persons[problem.first_block])  # tightest valid big-M
     k = np.arange(n_y)
     # y − x + M w ≥ 0  and  y − x* w ≥ 0
@@ -125,7 +126,7 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
     upper = np.r_[target, np.full(2 * n_y, INF)]
     cost = np.r_[np.zeros(n_x), np.ones(n_y), np.zeros(n_y)]
     col_upper = np.r_[x_upper, np.full(n_y, INF), np.ones(n_y)]
-    integer = np.r_[np.ones(n_x, bool), np.zeros(n_y, bool), np.ones(n_y, bool)]
+    integer = np.ones(n_x + 2 * n_y, bool)  # y = min(x, x*) is integral: so is the objective
     status, solution, _ = solve_mip(
         matrix,
         lower,
@@ -135,6 +136,7 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
         integer,
         threads=1,
         mip_rel_gap=0.0,
+        mip_abs_gap=0.99,  # the objective is an integer: a gap below 1 proves optimality
         random_seed=problem.seed % 2_147_483_647,
     )
     if solution is None:
@@ -201,13 +203,10 @@ def variability_problems(
 def solution_variability(
     release: Release, reconstruction: Reconstruction, workers: int | None = None, seed: int = 0
 ) -> pl.DataFrame:
-    """solvar per populated block: block, persons, solvar (0 = provably unique), status."""
-    results = run_tasks(
-        solve_variability,
-        variability_problems(release, reconstruction, seed),
-        workers,
-        "solution variability",
-    )
+    """solvar per populated block: block, persons, solvar, status, unique (solvar = 0: proven)."""
+    problems = variability_problems(release, reconstruction, seed)
+    sizes = [float(np.max(p.block_counts[:, 0], initial=0)) ** 2 for p in problems]
+    results = run_tasks(solve_variability, problems, workers, "solution variability", sizes)
     frame = pl.DataFrame(
         {
             "block": geoid_strings(np.concatenate([r[0] for r in results]), "block")
@@ -219,10 +218,10 @@ def solution_variability(
         },
         schema={"block": pl.String, "persons": pl.Int64, "solvar": pl.Float64, "status": pl.String},
     )
-    return frame.filter(pl.col("persons") > 0)
+    return frame.filter(pl.col("persons") > 0).with_columns(unique=pl.col("solvar") == 0)
 
 
-def variability_summary(solvar: pl.DataFrame) -> dict[str, float | int]:
+def variability_summary(solvar: pl.DataFrame) -> dict[str, Any]:
     """Share of blocks and persons in solvar-0 blocks, quantiles and maximum."""
     values = solvar["solvar"].drop_nulls().drop_nans()
     zero = solvar.filter(pl.col("solvar") == 0)
@@ -237,4 +236,12 @@ def variability_summary(solvar: pl.DataFrame) -> dict[str, float | int]:
         else 0.0,
         "solvar_p75": float(np.quantile(values.to_numpy(), 0.75)) if len(values) else np.nan,
         "solvar_max": float(values.to_numpy().max()) if len(values) else np.nan,
+        "cumulative_share_of_blocks": {
+            f"{x:g}": float((values.to_numpy() <= x).mean()) if len(values) else np.nan
+            for x in CDF_POINTS
+        },
     }
+
+
+CDF_POINTS = (0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1)
+"""solvar values at which the cumulative share of blocks is reported."""
