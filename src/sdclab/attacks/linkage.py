@@ -1,0 +1,449 @@
+"""Reidentification: link reconstructed records to an attacker's file of names and addresses.
+
+specs/reconstruction-reidentification.md §5. An attacker file holds an identifier and
+{block, sex, age} with realistic defects. Reconstructed records are linked to it one-to-one on
+{block, sex, age}, then the leftovers on {block, sex, agebin}; ties are broken in a seeded random
+order. A link is *putative*; it is *confirmed* when the attacker's identifier belongs to a census
+person whose block, sex, age (or agebin, for second-pass links), race and Hispanic origin all equal
+what the link says. Precision = confirmed / putative; rates are over attacker records.
+
+Two baselines need no reconstruction, only the release's block tables: the modal guesser (MDG)
+gives everyone the block's most common race-ethnicity, the proportional guesser (PRG) draws it from
+the block's distribution. Both keep the published {block, sex, agebin} counts (P12 + P14).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sdclab import schema
+from sdclab.errors import InputError
+from sdclab.evaluate import BLOCK_SIZE_CLASSES, size_class_label
+from sdclab.geography import parse_geoids, truncate
+from sdclab.population import Population
+from sdclab.release import Release
+
+IntArray = npt.NDArray[np.int64]
+RACE_ETHNICITIES = 63 * 2
+"""Race (63) × Hispanic origin: 126 combinations, one of them modal in a block."""
+WHITE_NOT_HISPANIC = 0
+"""Race-ethnicity code (race − 1) * 2 + hispanic of non-Hispanic white alone: the national mode."""
+
+
+def race_ethnicity(race: npt.ArrayLike, hispanic: npt.ArrayLike) -> IntArray:
+    return (np.asarray(race, dtype=np.int64) - 1) * 2 + np.asarray(hispanic, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Attacker files
+# ---------------------------------------------------------------------------------------------
+
+
+class AttackerParameters(BaseModel):
+    """Defects of a simulated external file (commercial data, or the census's own)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    coverage: float = Field(1.0, ge=0, le=1, description="share of census persons in the file")
+    extra_records: float = Field(
+        0.0, ge=0, le=5, description="records of people not in the census, per covered person"
+    )
+    moved: float = Field(0.0, ge=0, le=1, description="share with another block of the county")
+    age_error: float = Field(0.0, ge=0, le=1, description="share whose age is off by 1–5 years")
+    sex_error: float = Field(0.0, ge=0, le=1, description="share with the other sex")
+
+
+ATTACKER_PRESETS = {
+    "census": AttackerParameters(
+        coverage=1.0, extra_records=0.0, moved=0.0, age_error=0.0, sex_error=0.0
+    ),
+    "commercial": AttackerParameters(
+        coverage=0.85, extra_records=0.45, moved=0.28, age_error=0.30, sex_error=0.02
+    ),
+}
+"""``census``: the census's own {id, block, sex, age}. ``commercial``: calibrated so that about
+37% of its records match a census record on {id, block, sex, agebin}, as in 2010 (37.1%)."""
+
+
+def attacker_parameters(preset: str, overrides: dict[str, str]) -> AttackerParameters:
+    if preset not in ATTACKER_PRESETS:
+        raise InputError(f"unknown attacker {preset!r}; known: {', '.join(ATTACKER_PRESETS)}")
+    try:
+        return AttackerParameters.model_validate(
+            {**ATTACKER_PRESETS[preset].model_dump(), **overrides}
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(f"attacker parameter {first['loc'][0]}: {first['msg']}") from None
+
+
+def attacker_file(
+    truth: Population, params: AttackerParameters, rng: np.random.Generator
+) -> pl.DataFrame:
+    """Simulated external records: id, block, sex, age (id < 0: not a census person)."""
+    persons = truth.persons
+    keep = rng.random(persons.height) < params.coverage
+    chosen = persons.filter(pl.Series(keep))
+    n = chosen.height
+    blocks = truth.geography.blocks
+    block = chosen["block"].cast(pl.Int64).to_numpy().copy()
+    moved = rng.random(n) < params.moved
+    block[moved] = _block_in_same_county(block[moved], blocks, rng)
+    age = chosen["age"].to_numpy().astype(np.int64)
+    off = rng.random(n) < params.age_error
+    shift = rng.integers(1, 6, size=n) * np.where(rng.random(n) < 0.5, -1, 1)
+    age = np.where(off, np.clip(age + shift, 0, schema.AGE_MAX), age)
+    sex = chosen["sex"].to_numpy().astype(np.int64)
+    sex = np.where(rng.random(n) < params.sex_error, 3 - sex, sex)
+    n_extra = int(round(params.extra_records * n))
+    pick = rng.integers(0, max(persons.height, 1), size=n_extra)
+    extra_block = _block_in_same_county(
+        persons["block"].cast(pl.Int64).to_numpy()[pick], blocks, rng
+    )
+    records = pl.DataFrame(
+        {
+            "id": np.r_[chosen["person_id"].to_numpy(), -1 - np.arange(n_extra)],
+            "block": np.r_[block, extra_block],
+            "sex": np.r_[sex, rng.integers(1, 3, n_extra)],
+            "age": np.r_[
+                age, persons["age"].to_numpy()[rng.integers(0, max(persons.height, 1), n_extra)]
+            ],
+        }
+    )
+    return records.sample(fraction=1.0, shuffle=True, seed=int(rng.integers(0, 2**32)))
+
+
+def _block_in_same_county(block: IntArray, blocks: IntArray, rng: np.random.Generator) -> IntArray:
+    """A uniformly random block of the same county as each given block."""
+    county = truncate(blocks, "county")
+    order = np.argsort(county, kind="stable")
+    start = np.searchsorted(county[order], truncate(block, "county"), side="left")
+    stop = np.searchsorted(county[order], truncate(block, "county"), side="right")
+    pick = start + (rng.random(len(block)) * (stop - start)).astype(np.int64)
+    return blocks[order][np.minimum(pick, len(blocks) - 1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# One-to-one linkage
+# ---------------------------------------------------------------------------------------------
+
+
+def _with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(agebin=pl.Series(schema.agebin38(frame["age"].to_numpy())))
+
+
+def _ranked(frame: pl.DataFrame, key: list[str], seed: int) -> pl.DataFrame:
+    """Each record's rank within its key, in a seeded random order (ties broken at random)."""
+    shuffled = frame.with_columns(
+        _order=pl.Series(np.random.default_rng(seed).permutation(frame.height))
+    )
+    return (
+        shuffled.sort("_order").with_columns(_rank=pl.int_range(pl.len()).over(key)).drop("_order")
+    )
+
+
+def link(inferred: pl.DataFrame, attacker: pl.DataFrame, seed: int) -> pl.DataFrame:
+    """Putative links: attacker id, block, sex, age + inferred race, hispanic, and the pass (1, 2).
+
+    ``inferred`` has block (int64), sex, age, race, hispanic; ``attacker`` id, block, sex, age.
+    One-to-one without replacement: a record used in pass 1 is not used again.
+    """
+    left = _with_agebin(inferred).with_row_index("_r")
+    right = _with_agebin(attacker).with_row_index("_a")
+    first_key = ["block", "sex", "age"]
+    first = _ranked(left, first_key, seed).join(
+        _ranked(right, first_key, seed + 1), on=[*first_key, "_rank"], how="inner", suffix="_att"
+    )
+    second_key = ["block", "sex", "agebin"]
+    rest_left = left.join(first.select("_r"), on="_r", how="anti")
+    rest_right = right.join(first.select("_a"), on="_a", how="anti")
+    second = _ranked(rest_left, second_key, seed + 2).join(
+        _ranked(rest_right, second_key, seed + 3),
+        on=[*second_key, "_rank"],
+        how="inner",
+        suffix="_att",
+    )
+    columns = ["id", "block", "sex", "age_att", "race", "hispanic"]
+    return pl.concat(
+        [
+            first.with_columns(age_att=pl.col("age"))
+            .select(columns)
+            .with_columns(link_pass=pl.lit(1, pl.Int8)),
+            second.select(columns).with_columns(link_pass=pl.lit(2, pl.Int8)),
+        ]
+    ).rename({"age_att": "age"})
+
+
+def confirm(links: pl.DataFrame, truth: Population) -> pl.DataFrame:
+    """Adds ``confirmed``: the id's true record has the link's block, sex, age/agebin and race."""
+    true = truth.persons.select(
+        pl.col("person_id").alias("id"),
+        pl.col("block").cast(pl.Int64).alias("true_block"),
+        pl.col("sex").cast(pl.Int64).alias("true_sex"),
+        pl.col("age").cast(pl.Int64).alias("true_age"),
+        pl.col("race").cast(pl.Int64).alias("true_race"),
+        pl.col("hispanic").cast(pl.Int64).alias("true_hispanic"),
+    )
+    joined = links.join(true, on="id", how="left")
+    agebin = pl.Series(schema.agebin38(joined["age"].to_numpy()))
+    true_agebin = pl.Series(schema.agebin38(joined["true_age"].fill_null(0).to_numpy()))
+    same_age = (
+        pl.when(pl.col("link_pass") == 1)
+        .then(pl.col("age") == pl.col("true_age"))
+        .otherwise(agebin == true_agebin)
+    )
+    confirmed = (
+        (pl.col("block") == pl.col("true_block"))
+        & (pl.col("sex") == pl.col("true_sex"))
+        & same_age
+        & (pl.col("race") == pl.col("true_race"))
+        & (pl.col("hispanic") == pl.col("true_hispanic"))
+    )
+    return joined.with_columns(confirmed=confirmed.fill_null(False)).drop(
+        "true_block", "true_sex", "true_age", "true_race", "true_hispanic"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines from the release's block tables
+# ---------------------------------------------------------------------------------------------
+
+
+def block_race_ethnicity(release: Release, level: str = "block") -> tuple[IntArray, IntArray]:
+    """(geounit codes, geounits × 126 race-ethnicity counts) from P8 and P9 (Hispanic = P8 − P9)."""
+    codes = release.geography.codes(level)
+    p8 = _dense(release, "P8", level, codes)
+    p9 = _dense(release, "P9", level, codes)
+    order = np.array(schema.race_codes_by_bit_count()) - 1  # P8 cell k → race − 1
+    counts = np.zeros((len(codes), RACE_ETHNICITIES), dtype=np.int64)
+    counts[:, order * 2] = p9[:, 1:]  # not Hispanic, by race
+    counts[:, order * 2 + 1] = np.maximum(p8 - p9[:, 1:], 0)  # Hispanic, by race
+    return codes, counts
+
+
+def _dense(release: Release, name: str, level: str, codes: IntArray) -> IntArray:
+    if name not in release.tables:
+        raise InputError(f"the baselines need table {name} in the release")
+    frame = release.table(name, level)
+    out = np.zeros((len(codes), _n_cells(name)), dtype=np.int64)
+    rows = np.searchsorted(codes, parse_geoids(frame["geoid"], level))
+    out[rows, frame["cell"].to_numpy()] = frame["count"].fill_null(0).cast(pl.Int64).to_numpy()
+    return out
+
+
+def _n_cells(name: str) -> int:
+    from sdclab.tables.catalog import CATALOG
+
+    return CATALOG[name].n_cells
+
+
+def block_sex_agebins(release: Release) -> pl.DataFrame:
+    """Persons by block, sex and agebin from P12 + P14, as records (age = the bin's first year)."""
+    blocks = release.geography.blocks
+    p12 = _dense(release, "P12", "block", blocks)
+    p14 = _dense(release, "P14", "block", blocks)
+    n_bins = len(schema.AGEBIN38)
+    counts = np.zeros((len(blocks), 2, n_bins), dtype=np.int64)
+    for s in range(2):
+        counts[:, s, :20] = p14[:, s * 20 : (s + 1) * 20]
+        counts[:, s, 20] = p12[:, s * 23 + 5]
+        counts[:, s, 21] = p12[:, s * 23 + 6]
+        counts[:, s, 22:] = p12[:, s * 23 + 7 : (s + 1) * 23]
+    block, sex, agebin = np.nonzero(counts)
+    n = counts[block, sex, agebin]
+    return pl.DataFrame(
+        {
+            "block": np.repeat(blocks[block], n),
+            "sex": np.repeat(sex + 1, n),
+            "age": np.repeat(np.asarray(schema.AGEBIN38.lower_edges)[agebin], n),
+        }
+    )
+
+
+def modal_codes(release: Release) -> IntArray:
+    """Each block's modal race-ethnicity, falling back to the block group, then the nation.
+
+    A block falls back when it has one person or a tie for the mode.
+    """
+    codes, counts = block_race_ethnicity(release)
+    bg_codes, bg_counts = block_race_ethnicity(release, "block_group")
+    result = _mode(counts, min_persons=2)
+    bg_mode = _mode(bg_counts, min_persons=1)
+    bg_of_block = np.searchsorted(bg_codes, truncate(codes, "block_group"))
+    result = np.where(result < 0, bg_mode[bg_of_block], result)
+    return np.where(result < 0, WHITE_NOT_HISPANIC, result)
+
+
+def _mode(counts: IntArray, min_persons: int) -> IntArray:
+    """Index of the unique largest count per row, −1 on a tie or with too few persons."""
+    best = counts.argmax(axis=1)
+    top = counts.max(axis=1)
+    ties = (counts == top[:, None]).sum(axis=1) > 1
+    return np.where(ties | (counts.sum(axis=1) < min_persons) | (top == 0), -1, best)
+
+
+def baseline_records(release: Release, kind: str, rng: np.random.Generator) -> pl.DataFrame:
+    """The MDG or PRG file: published {block, sex, agebin} with guessed race and ethnicity."""
+    records = block_sex_agebins(release)
+    blocks = release.geography.blocks
+    index = np.searchsorted(blocks, records["block"].to_numpy())
+    if kind == "mdg":
+        code = modal_codes(release)[index]
+    elif kind == "prg":
+        _, counts = block_race_ethnicity(release)
+        cumulative = np.cumsum(counts, axis=1)
+        draw = rng.random(len(index)) * cumulative[index, -1]
+        code = (cumulative[index] <= draw[:, None]).sum(axis=1)
+    else:
+        raise ValueError(kind)
+    return records.with_columns(race=pl.Series(code // 2 + 1), hispanic=pl.Series(code % 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Subsets:
+    """Which attacker records count in each breakdown (boolean masks over the attacker file)."""
+
+    masks: dict[str, npt.NDArray[np.bool_]]
+
+
+def breakdowns(attacker: pl.DataFrame, truth: Population, solvar: pl.DataFrame | None) -> Subsets:
+    """all; modal / nonmodal; population uniques on {block, sex, agebin}; block-size classes;
+    nonmodal uniques in solvar-0 blocks — by the true record behind each attacker id."""
+    persons = _with_agebin(
+        truth.persons.select(
+            pl.col("person_id").alias("id"),
+            pl.col("block").cast(pl.Int64),
+            "sex",
+            "age",
+            "race",
+            "hispanic",
+        )
+    )
+    code = race_ethnicity(persons["race"].to_numpy(), persons["hispanic"].to_numpy())
+    persons = persons.with_columns(code=pl.Series(code))
+    mode = (
+        persons.group_by("block", "code")
+        .len()
+        .sort("len", "code", descending=[True, False])
+        .group_by("block", maintain_order=True)
+        .first()
+        .select("block", mode="code")
+    )
+    size = persons.group_by("block").len("block_persons")
+    cell = persons.group_by("block", "sex", "agebin").len("cell_persons")
+    facts = (
+        persons.join(mode, on="block")
+        .join(size, on="block")
+        .join(cell, on=["block", "sex", "agebin"])
+        .select(
+            "id",
+            modal=pl.col("code") == pl.col("mode"),
+            unique=pl.col("cell_persons") == 1,
+            block_persons="block_persons",
+            true_block="block",
+        )
+    )
+    joined = attacker.select("id").join(facts, on="id", how="left")
+    census = joined["modal"].is_not_null().to_numpy()
+    modal = joined["modal"].fill_null(False).to_numpy()
+    unique = joined["unique"].fill_null(False).to_numpy()
+    masks = {
+        "all": np.ones(attacker.height, dtype=bool),
+        "modal": census & modal,
+        "nonmodal": census & ~modal,
+        "unique": census & unique,
+        "nonmodal_unique": census & ~modal & unique,
+    }
+    block_persons = joined["block_persons"].fill_null(0).to_numpy()
+    for low, high in BLOCK_SIZE_CLASSES:
+        inside = (block_persons >= low) & ((block_persons <= high) if high else True)
+        masks[f"block_size_{size_class_label(low, high)}"] = census & inside
+        masks[f"nonmodal_block_size_{size_class_label(low, high)}"] = census & ~modal & inside
+    if solvar is not None:
+        zero = set(solvar.filter(pl.col("solvar") == 0)["block"].cast(pl.Int64).to_list())
+        in_zero = np.isin(joined["true_block"].fill_null(-1).to_numpy(), list(zero))
+        masks["nonmodal_unique_solvar0"] = census & ~modal & unique & in_zero
+    return Subsets(masks)
+
+
+def rates(links: pl.DataFrame, attacker: pl.DataFrame, subsets: Subsets) -> dict[str, Any]:
+    """Putative, confirmed, their rates over attacker records, and precision, per breakdown."""
+    position = attacker.select("id").with_row_index("_a")
+    linked = links.join(position, on="id", how="inner")
+    putative = np.zeros(attacker.height, dtype=bool)
+    confirmed = np.zeros(attacker.height, dtype=bool)
+    putative[linked["_a"].to_numpy()] = True
+    confirmed[linked["_a"].to_numpy()] = linked["confirmed"].to_numpy()
+    out = {}
+    for name, mask in subsets.masks.items():
+        n, p, c = int(mask.sum()), int(putative[mask].sum()), int(confirmed[mask].sum())
+        out[name] = {
+            "attacker_records": n,
+            "putative": p,
+            "confirmed": c,
+            "putative_rate": p / n if n else None,
+            "confirmed_rate": c / n if n else None,
+            "precision": c / p if p else None,
+        }
+    return out
+
+
+def attacker_match_share(attacker: pl.DataFrame, truth: Population) -> float:
+    """Share of attacker records that match a census record on {id, block, sex, agebin}."""
+    true = _with_agebin(
+        truth.persons.select(
+            pl.col("person_id").alias("id"),
+            pl.col("block").cast(pl.Int64),
+            pl.col("sex").cast(pl.Int64),
+            "age",
+        )
+    ).drop("age")
+    mine = _with_agebin(attacker).drop("age")
+    matched = mine.join(true, on=["id", "block", "sex", "agebin"], how="inner").height
+    return matched / attacker.height if attacker.height else float("nan")
+
+
+def reidentify(
+    reconstructed: pl.DataFrame,
+    release: Release,
+    truth: Population,
+    params: AttackerParameters,
+    rng: np.random.Generator,
+    solvar: pl.DataFrame | None = None,
+) -> tuple[dict[str, Any], pl.DataFrame]:
+    """Figures for the reconstruction and both baselines, and the reconstruction's links."""
+    attacker = attacker_file(truth, params, rng)
+    subsets = breakdowns(attacker, truth, solvar)
+    seed = int(rng.integers(0, 2**31))
+    files = {
+        "reconstruction": reconstructed.with_columns(pl.col("block").cast(pl.Int64)),
+        "mdg": baseline_records(release, "mdg", rng),
+        "prg": baseline_records(release, "prg", rng),
+    }
+    columns = ["block", "sex", "age", "race", "hispanic"]
+    attacker_cast = attacker.with_columns(pl.col("id", "block", "sex", "age").cast(pl.Int64))
+    figures: dict[str, Any] = {
+        "attacker": params.model_dump(),
+        "attacker_records": attacker.height,
+        "attacker_match_share": attacker_match_share(attacker_cast, truth),
+    }
+    linked = None
+    for method, records in files.items():
+        inferred = records.select(pl.col(columns).cast(pl.Int64))
+        links = confirm(link(inferred, attacker_cast, seed), truth)
+        figures[method] = rates(links, attacker_cast, subsets)
+        if method == "reconstruction":
+            linked = links
+    assert linked is not None
+    return figures, linked
