@@ -1,0 +1,159 @@
+"""Reidentification: one-to-one two-pass linkage, baselines, attacker files, the 2010 finding."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from conftest import frame
+from sdclab.attacks.linkage import (
+    ATTACKER_PRESETS,
+    attacker_file,
+    attacker_match_share,
+    baseline_records,
+    confirm,
+    link,
+    reidentify,
+)
+from sdclab.attacks.reconstruction import reconstruct
+from sdclab.cli import app
+from sdclab.population import PERSONS, UNITS, Population
+from sdclab.population.synth import synthesize
+from sdclab.release import exact_release
+
+B = 10010001001001  # a block geocode as int
+
+
+def records(rows, columns=("block", "sex", "age", "race", "hispanic")) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=list(columns), orient="row").cast(pl.Int64)
+
+
+def attacker(rows) -> pl.DataFrame:
+    return records(rows, ("id", "block", "sex", "age"))
+
+
+def test_one_to_one_without_replacement():
+    inferred = records([(B, 1, 30, 1, 0), (B, 1, 30, 2, 0)])
+    # one attacker record, two candidate reconstructed records: one link, not two
+    assert link(inferred, attacker([(7, B, 1, 30)]), seed=1).height == 1
+    # three attacker records, one reconstructed record: one link
+    many = attacker([(7, B, 1, 30), (8, B, 1, 30), (9, B, 1, 30)])
+    assert link(inferred.head(1), many, seed=1).height == 1
+    # a naive join would give 2 x 3 = 6 rows
+    assert inferred.join(many, on=["block", "sex", "age"]).height == 6
+    assert link(inferred, many, seed=1).height == 2
+
+
+def test_exact_age_first_then_agebin():
+    # ages 31 and 33 share the 30-34 agebin; the attacker's 33 must take the reconstructed 33
+    inferred = records([(B, 1, 31, 1, 0), (B, 1, 33, 2, 0)])
+    links = link(inferred, attacker([(5, B, 1, 33), (6, B, 1, 34)]), seed=3).sort("id")
+    assert links["race"].to_list() == [2, 1]
+    assert links["link_pass"].to_list() == [1, 2]
+
+
+def test_ties_are_broken_by_the_seed():
+    inferred = records([(B, 2, 50, r, 0) for r in (1, 2, 4, 8, 16, 32)])
+    people = attacker([(i, B, 2, 50) for i in range(6)])
+    runs = {s: link(inferred, people, seed=s).sort("id")["race"].to_list() for s in range(6)}
+    assert link(inferred, people, seed=2).sort("id")["race"].to_list() == runs[2]
+    assert len({tuple(r) for r in runs.values()}) > 1
+
+
+def block_of(people: list[tuple[int, int, int, int]]) -> Population:
+    block = "010010001001001"
+    units = [(i, block, 0, True, 1) for i in range(len(people))]
+    persons = [(i, i, block, 0, *p) for i, p in enumerate(people)]
+    return Population(persons=frame(persons, PERSONS), units=frame(units, UNITS))
+
+
+def test_mdg_and_prg_on_nine_white_and_one_asian():
+    population = block_of([(1, 30 + i, 1, 0) for i in range(9)] + [(2, 40, 8, 0)])
+    release = exact_release(population)
+    census = attacker_file(population, ATTACKER_PRESETS["census"], np.random.default_rng(0))
+    census = census.with_columns(pl.col("id", "block", "sex", "age").cast(pl.Int64))
+
+    def precision(kind: str, seed: int) -> float:
+        guessed = baseline_records(release, kind, np.random.default_rng(seed))
+        links = confirm(link(guessed.cast(pl.Int64), census, seed), population)
+        return links["confirmed"].mean()
+
+    assert precision("mdg", 0) == pytest.approx(0.9)
+    prg = np.mean([precision("prg", s) for s in range(400)])
+    # E = Σ p² = 0.9² + 0.1² = 0.82; sd of one draw's precision ≤ 0.16, so 5 sd of the mean ≈ 0.04
+    assert prg == pytest.approx(0.82, abs=0.04)
+
+
+@pytest.fixture(scope="module")
+def attacked():
+    population, _ = synthesize(15_000, seed=6)
+    release = exact_release(population)
+    return population, release, reconstruct(release, workers=1)
+
+
+def test_census_attacker_reproduces_the_2010_finding(attacked):
+    population, release, recon = attacked
+    figures, links = reidentify(
+        recon.persons, release, population, ATTACKER_PRESETS["census"], np.random.default_rng(4)
+    )
+    rec, mdg, prg = (figures[m] for m in ("reconstruction", "mdg", "prg"))
+    # P12 + P14 fix {block, sex, agebin}: every method links the same number of records
+    assert rec["all"]["putative"] == mdg["all"]["putative"] == prg["all"]["putative"]
+    assert rec["all"]["putative_rate"] == 1.0
+    # the reconstruction's inference about nonmodal persons is far above proportional guessing
+    assert rec["nonmodal"]["precision"] > 2 * prg["nonmodal"]["precision"]
+    assert mdg["nonmodal"]["precision"] < 0.05
+    assert links.height == population.n_persons
+
+
+def test_commercial_attacker_is_calibrated(attacked):
+    population, _, _ = attacked
+    file = attacker_file(population, ATTACKER_PRESETS["commercial"], np.random.default_rng(5))
+    file = file.with_columns(pl.col("id", "block", "sex", "age").cast(pl.Int64))
+    assert attacker_match_share(file, population) == pytest.approx(0.371, abs=0.03)
+    assert (file["id"] < 0).any()  # some records are of people not in the census
+
+
+def test_reidentify_command(tmp_path):
+    runner = CliRunner()
+    pop, rel, recon, reid = (tmp_path / n for n in ("pop", "rel", "recon", "reid"))
+    for args in (
+        ["synth", "-n", "3000", "--seed", "1", "--out", str(pop)],
+        ["tabulate", str(pop), "--out", str(rel)],
+        ["reconstruct", str(rel), "--out", str(recon), "--workers", "1"],
+    ):
+        assert runner.invoke(app, args).exit_code == 0
+    result = runner.invoke(
+        app,
+        [
+            "reidentify",
+            str(recon),
+            "--truth",
+            str(pop),
+            "--attacker",
+            "census",
+            "--seed",
+            "1",
+            "--out",
+            str(reid),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "precision" in result.output
+    assert (reid / "links.parquet").exists() and (reid / "metrics.json").exists()
+    bad = runner.invoke(
+        app,
+        [
+            "reidentify",
+            str(recon),
+            "--truth",
+            str(pop),
+            "--set",
+            "coverage=2",
+            "--out",
+            str(tmp_path / "bad"),
+        ],
+    )
+    assert bad.exit_code == 2 and not (tmp_path / "bad").exists()
