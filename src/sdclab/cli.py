@@ -267,6 +267,56 @@ def reidentify(
 
 @app.command()
 @reports_input_errors
+def evaluate(
+    release: Annotated[Path, typer.Argument(help="Release directory.")],
+    truth: Annotated[Path, typer.Option("--truth", help="The confidential population.")],
+    out: OutOption,
+    recon: Annotated[Path | None, typer.Option(help="Reconstruction of this release.")] = None,
+    reid: Annotated[Path | None, typer.Option(help="Reidentification results.")] = None,
+) -> None:
+    """Accuracy of a release against the truth, and the risk measured by the attacks on it."""
+    import json
+
+    from sdclab import evaluate as ev
+    from sdclab.attacks.reconstruction import METRICS_FILE, read_reconstruction
+    from sdclab.fileio import atomic_directory, check_replaceable, write_json
+    from sdclab.population.io import read_population
+    from sdclab.release import read_release
+
+    inputs = tuple(p for p in (release, truth, recon, reid) if p is not None)
+    check_replaceable(out, METRICS_FILE, inputs)
+    rel = read_release(release)
+    population = read_population(truth)
+    figures = ev.accuracy(rel, population)
+    metrics: dict[str, Any] = {
+        "release": str(release),
+        "mechanism": rel.mechanism,
+        "specification": rel.card.to_dict(),
+        "accuracy_summary": ev.summarise_accuracy(figures),
+        "accuracy": figures,
+    }
+    if rel.microdata is not None:
+        metrics["microdata_agreement"] = ev.agreement(rel.microdata.persons, population)
+    if recon is not None:
+        reconstruction = read_reconstruction(recon)
+        metrics["reconstruction"] = json.loads((recon / METRICS_FILE).read_text())
+        metrics["reconstruction_agreement"] = ev.agreement(reconstruction.persons, population)
+        metrics["reconstruction_block_sex_agebin"] = ev.block_agebin_agreement(
+            reconstruction.persons, population
+        )
+    if reid is not None:
+        metrics["reidentification"] = json.loads((reid / METRICS_FILE).read_text())
+    with atomic_directory(out) as tmp:
+        write_json(metrics, tmp / METRICS_FILE)
+    for level, values in metrics["accuracy_summary"].items():
+        typer.echo(
+            f"{level:>12}: mean absolute error {values['mean_mae']:.3f} ({values['tables']} tables)"
+        )
+    typer.echo(f"written to {out}")
+
+
+@app.command()
+@reports_input_errors
 def spec(
     mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism name.")],
     settings: Annotated[

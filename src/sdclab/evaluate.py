@@ -8,7 +8,11 @@ import numpy as np
 import polars as pl
 
 from sdclab import schema
+from sdclab.geography import GEOID_LENGTH
 from sdclab.population import Population
+from sdclab.release import Release
+from sdclab.tables.catalog import CATALOG
+from sdclab.tables.tabulate import tabulate
 
 BLOCK_SIZE_CLASSES = ((1, 9), (10, 49), (50, 99), (100, 249), (250, 499), (500, 999), (1000, None))
 """Block population classes of the 2010 study."""
@@ -121,3 +125,114 @@ def block_agebin_agreement(reconstructed: pl.DataFrame, truth: Population) -> fl
     matched = recon.group_by(key).len("r").join(true.group_by(key).len("t"), on=key)
     total = int(matched.select(pl.min_horizontal("r", "t")).sum().item())
     return total / true.height if true.height else float(np.nan)
+
+
+# ---------------------------------------------------------------------------------------------
+# Accuracy of published tables
+# ---------------------------------------------------------------------------------------------
+
+RELATIVE_ERROR_THRESHOLDS = (0.1, 0.5, 1.0)
+
+
+def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Any]]]:
+    """Error of every published table at every level against the exact tabulation of the truth.
+
+    Over all cells of all geounits of the level (zeros included): mean absolute error, root mean
+    squared error, share of negative counts, share suppressed; over cells whose true count is
+    positive: share with |relative error| above 10/50/100%; cells whose true count is 0 but
+    published otherwise; and the share of parent cells whose children do not add up to them.
+    """
+    exact = tabulate(truth, [n for n in release.tables if n in CATALOG])
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, counts in exact.items():
+        published = release.table(name)
+        true_long = counts.to_long()
+        table = CATALOG[name]
+        out[name] = {}
+        for level in table.levels:
+            n_units = release.geography.n_units(level)
+            out[name][level] = _level_errors(
+                published.filter(pl.col("level") == level),
+                true_long.filter(pl.col("level") == level),
+                n_units * table.n_cells,
+            )
+        out[name]["additivity"] = _additivity(published, table.levels)
+    return out
+
+
+def _level_errors(published: pl.DataFrame, true: pl.DataFrame, n_cells: int) -> dict[str, Any]:
+    key = ["geoid", "cell"]
+    joined = (
+        published.select(
+            *key, released=pl.col("count").cast(pl.Float64), suppressed=pl.col("count").is_null()
+        )
+        .join(
+            true.select(*key, truth=pl.col("count").cast(pl.Float64)),
+            on=key,
+            how="full",
+            coalesce=True,
+        )
+        .with_columns(pl.col("truth").fill_null(0.0), pl.col("suppressed").fill_null(False))
+        .with_columns(
+            pl.col("released").fill_null(pl.when(pl.col("suppressed")).then(None).otherwise(0.0))
+        )
+    )
+    shown = joined.filter(~pl.col("suppressed"))
+    error = (shown["released"] - shown["truth"]).to_numpy()
+    truth_values = shown["truth"].to_numpy()
+    positive = truth_values > 0
+    relative = np.abs(error[positive]) / truth_values[positive]
+    n_true_positive = int((true["count"] > 0).sum())
+    return {
+        "cells": n_cells,
+        "mae": float(np.abs(error).sum() / n_cells) if n_cells else 0.0,
+        "rmse": float(np.sqrt((error**2).sum() / n_cells)) if n_cells else 0.0,
+        "max_abs_error": float(np.abs(error).max(initial=0.0)),
+        "negative_share": float((shown["released"] < 0).sum() / n_cells) if n_cells else 0.0,
+        "suppressed_share": float(joined["suppressed"].sum() / n_cells) if n_cells else 0.0,
+        **{
+            f"share_rel_error_above_{int(t * 100)}pct": float(
+                (relative > t).sum() / n_true_positive
+            )
+            if n_true_positive
+            else 0.0
+            for t in RELATIVE_ERROR_THRESHOLDS
+        },
+        "false_positive_cells": int(((truth_values == 0) & (error != 0)).sum()),
+    }
+
+
+def _additivity(published: pl.DataFrame, levels: tuple[str, ...]) -> dict[str, float]:
+    """Share of parent cells that differ from the sum of their children's cells, per level."""
+    out = {}
+    for parent, child in zip(levels[:-1], levels[1:], strict=True):
+        digits = GEOID_LENGTH[parent]
+        children = (
+            published.filter(pl.col("level") == child)
+            .with_columns(geoid=pl.col("geoid").str.slice(0, digits) if digits else pl.lit("US"))
+            .group_by("geoid", "cell")
+            .agg(children=pl.col("count").cast(pl.Float64).sum())
+        )
+        parents = published.filter(pl.col("level") == parent).select(
+            "geoid", "cell", parent_count=pl.col("count").cast(pl.Float64)
+        )
+        joined = parents.join(children, on=["geoid", "cell"], how="full", coalesce=True).fill_null(
+            0
+        )
+        differs = (joined["parent_count"] != joined["children"]).to_numpy()
+        out[parent] = float(differs.mean()) if joined.height else 0.0
+    return out
+
+
+def summarise_accuracy(
+    figures: dict[str, dict[str, dict[str, Any]]],
+) -> dict[str, dict[str, float]]:
+    """Mean absolute error per level, averaged over the tables published at that level."""
+    by_level: dict[str, list[float]] = {}
+    for table in figures.values():
+        for level, values in table.items():
+            if level != "additivity":
+                by_level.setdefault(level, []).append(values["mae"])
+    return {
+        level: {"mean_mae": float(np.mean(v)), "tables": len(v)} for level, v in by_level.items()
+    }
