@@ -157,3 +157,45 @@ def test_reidentify_command(tmp_path):
         ],
     )
     assert bad.exit_code == 2 and not (tmp_path / "bad").exists()
+
+
+def test_ties_do_not_depend_on_input_order():
+    inferred = records([(B, 2, 50, r, 0) for r in (1, 2, 4, 8)])
+    people = attacker([(i, B, 2, 50) for i in range(4)])
+    forward = link(inferred, people, seed=9).sort("id")["race"].to_list()
+    backward = link(inferred.reverse(), people.reverse(), seed=9).sort("id")["race"].to_list()
+    assert forward == backward
+
+
+def test_movers_land_in_another_block_of_their_county(attacked):
+    population, _, _ = attacked
+    params = ATTACKER_PRESETS["census"].model_copy(update={"moved": 1.0})
+    file = attacker_file(population, params, np.random.default_rng(1))
+    true = population.persons.select(
+        pl.col("person_id").alias("id"), pl.col("block").cast(pl.Int64)
+    )
+    joined = file.join(true, on="id")
+    assert (joined["block"] != joined["block_right"]).all()
+    assert (joined["block"] // 10**10 == joined["block_right"] // 10**10).all()  # same county
+
+
+def test_noisy_or_partial_releases_do_not_break_the_baselines(attacked):
+    from dataclasses import replace
+
+    population, release, recon = attacked
+    rng = np.random.default_rng(2)
+    noisy = replace(
+        release,
+        tables={
+            name: t.with_columns(pl.col("count") - pl.Series(rng.integers(0, 3, t.height)))
+            for name, t in release.tables.items()
+        },
+    )
+    prg = baseline_records(noisy, "prg", rng)
+    assert prg["race"].is_between(1, 63).all() and prg["hispanic"].is_in([0, 1]).all()
+    figures, _ = reidentify(recon.persons, noisy, population, ATTACKER_PRESETS["census"], rng)
+    assert figures["baselines"] == "computed" and "prg" in figures
+    partial = replace(release, tables={n: t for n, t in release.tables.items() if n != "P8"})
+    figures, _ = reidentify(recon.persons, partial, population, ATTACKER_PRESETS["census"], rng)
+    assert "P8" in figures["baselines"] and "mdg" not in figures
+    assert figures["reconstruction"]["all"]["putative"] > 0

@@ -209,3 +209,28 @@ def test_reconstruct_command(tmp_path):
     assert pl.read_parquet(recon / "persons.parquet").height == 3000
     result = runner.invoke(app, ["reconstruct", str(pop), "--out", str(tmp_path / "x")])
     assert result.exit_code == 2 and "release.json" in result.output
+
+
+def test_variability_is_not_applicable_to_least_deviation_tracts():
+    population, _ = synthesize(1_200, seed=9)
+    release = exact_release(population)
+    rng = np.random.default_rng(3)
+    noisy = replace(
+        release,
+        tables={
+            name: t.with_columns(
+                pl.col("count")
+                + pl.Series(rng.integers(-1, 2, t.height) * (rng.random(t.height) < 0.2))
+            )
+            for name, t in release.tables.items()
+        },
+    )
+    recon = reconstruct(noisy, workers=1, time_limit=10)
+    assert set(recon.tracts["mode"]) == {"deviation"}
+    assert solution_variability(noisy, recon, workers=2).height == 0
+
+
+def test_no_tasks_with_several_workers():
+    from sdclab.execution import run_tasks
+
+    assert run_tasks(abs, [], 2, "nothing", []) == []

@@ -178,7 +178,7 @@ def reconstruct(
     result = reconstruct(rel, workers, seed, time_limit)
     seconds = time.perf_counter() - start
     metrics = {
-        "release": str(release),
+        "release": str(release.resolve()),
         "mechanism": rel.mechanism,
         **result.metrics(),
         "seconds": round(seconds, 3),
@@ -187,7 +187,7 @@ def reconstruct(
     solvar = None
     if variability:
         start = time.perf_counter()
-        solvar = solution_variability(rel, result, workers, seed)
+        solvar = solution_variability(rel, result, workers, seed, time_limit)
         metrics["variability"] = {
             **variability_summary(solvar),
             "seconds": round(time.perf_counter() - start, 3),
@@ -256,11 +256,17 @@ def reidentify(
     with atomic_directory(out) as tmp:
         write_parquet(links, tmp / "links.parquet")
         write_json(figures, tmp / METRICS_FILE)
+
+    def percent(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1%}"
+
     for method in ("reconstruction", "mdg", "prg"):
+        if method not in figures:
+            continue
         row = figures[method]["all"]
         typer.echo(
-            f"{method:>14}: putative {row['putative_rate']:.1%}, confirmed "
-            f"{row['confirmed_rate']:.1%}, precision {row['precision']:.1%}"
+            f"{method:>14}: putative {percent(row['putative_rate'])}, confirmed "
+            f"{percent(row['confirmed_rate'])}, precision {percent(row['precision'])}"
         )
     typer.echo(f"written to {out}")
 

@@ -49,6 +49,8 @@ def run_tasks(
     big task does not finish alone at the end; results still come back in payload order.
     """
     workers = default_workers() if workers is None else max(1, workers)
+    if not payloads:
+        return []
     if sizes is not None and workers > 1:
         order = sorted(range(len(payloads)), key=lambda i: -sizes[i])
         done = run_tasks(fn, [payloads[i] for i in order], workers, label)

@@ -32,6 +32,8 @@ from sdclab.release import Release
 IntArray = npt.NDArray[np.int64]
 RACE_ETHNICITIES = 63 * 2
 """Race (63) × Hispanic origin: 126 combinations, one of them modal in a block."""
+BASELINE_TABLES = ("P8", "P9", "P12", "P14")
+"""Block tables the modal and proportional guessers read."""
 WHITE_NOT_HISPANIC = 0
 """Race-ethnicity code (race − 1) * 2 + hispanic of non-Hispanic white alone: the national mode."""
 
@@ -120,13 +122,19 @@ def attacker_file(
 
 
 def _block_in_same_county(block: IntArray, blocks: IntArray, rng: np.random.Generator) -> IntArray:
-    """A uniformly random block of the same county as each given block."""
+    """A uniformly random *other* block of the same county (the same block if it is the only one).
+
+    ``blocks`` are sorted, hence grouped by county.
+    """
     county = truncate(blocks, "county")
-    order = np.argsort(county, kind="stable")
-    start = np.searchsorted(county[order], truncate(block, "county"), side="left")
-    stop = np.searchsorted(county[order], truncate(block, "county"), side="right")
-    pick = start + (rng.random(len(block)) * (stop - start)).astype(np.int64)
-    return blocks[order][np.minimum(pick, len(blocks) - 1)]
+    mine = truncate(block, "county")
+    start = np.searchsorted(county, mine, side="left")
+    stop = np.searchsorted(county, mine, side="right")
+    here = np.searchsorted(blocks, block)
+    others = stop - start - 1
+    pick = start + (rng.random(len(block)) * np.maximum(others, 0)).astype(np.int64)
+    pick = np.where(pick >= here, pick + 1, pick)
+    return np.where(others > 0, blocks[np.minimum(pick, len(blocks) - 1)], block)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +148,8 @@ def _with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _ranked(frame: pl.DataFrame, key: list[str], seed: int) -> pl.DataFrame:
     """Each record's rank within its key, in a seeded random order (ties broken at random)."""
-    shuffled = frame.with_columns(
+    canonical = frame.sort(pl.all().exclude("_r", "_a"))  # the seed alone decides, not input order
+    shuffled = canonical.with_columns(
         _order=pl.Series(np.random.default_rng(seed).permutation(frame.height))
     )
     return (
@@ -233,7 +242,8 @@ def _dense(release: Release, name: str, level: str, codes: IntArray) -> IntArray
     frame = release.table(name, level)
     out = np.zeros((len(codes), _n_cells(name)), dtype=np.int64)
     rows = np.searchsorted(codes, parse_geoids(frame["geoid"], level))
-    out[rows, frame["cell"].to_numpy()] = frame["count"].fill_null(0).cast(pl.Int64).to_numpy()
+    counts = frame["count"].cast(pl.Float64).fill_null(0.0).round().to_numpy()
+    out[rows, frame["cell"].to_numpy()] = np.maximum(counts, 0).astype(np.int64)  # noise: ≥ 0
     return out
 
 
@@ -288,6 +298,17 @@ def _mode(counts: IntArray, min_persons: int) -> IntArray:
     return np.where(ties | (counts.sum(axis=1) < min_persons) | (top == 0), -1, best)
 
 
+def _distribution_with_fallback(release: Release) -> IntArray:
+    """Block race-ethnicity counts; an empty block borrows its block group's, then the nation's."""
+    codes, counts = block_race_ethnicity(release)
+    bg_codes, bg_counts = block_race_ethnicity(release, "block_group")
+    bg = bg_counts[np.searchsorted(bg_codes, truncate(codes, "block_group"))]
+    counts = np.where(counts.sum(axis=1, keepdims=True) > 0, counts, bg)
+    national = np.zeros(RACE_ETHNICITIES, dtype=np.int64)
+    national[WHITE_NOT_HISPANIC] = 1
+    return np.where(counts.sum(axis=1, keepdims=True) > 0, counts, national[None, :])
+
+
 def baseline_records(release: Release, kind: str, rng: np.random.Generator) -> pl.DataFrame:
     """The MDG or PRG file: published {block, sex, agebin} with guessed race and ethnicity."""
     records = block_sex_agebins(release)
@@ -296,7 +317,7 @@ def baseline_records(release: Release, kind: str, rng: np.random.Generator) -> p
     if kind == "mdg":
         code = modal_codes(release)[index]
     elif kind == "prg":
-        _, counts = block_race_ethnicity(release)
+        counts = _distribution_with_fallback(release)
         cumulative = np.cumsum(counts, axis=1)
         draw = rng.random(len(index)) * cumulative[index, -1]
         code = (cumulative[index] <= draw[:, None]).sum(axis=1)
@@ -426,14 +447,17 @@ def reidentify(
     attacker = attacker_file(truth, params, rng)
     subsets = breakdowns(attacker, truth, solvar)
     seed = int(rng.integers(0, 2**31))
-    files = {
-        "reconstruction": reconstructed.with_columns(pl.col("block").cast(pl.Int64)),
-        "mdg": baseline_records(release, "mdg", rng),
-        "prg": baseline_records(release, "prg", rng),
-    }
+    files = {"reconstruction": reconstructed.with_columns(pl.col("block").cast(pl.Int64))}
+    missing = [t for t in BASELINE_TABLES if t not in release.tables]
+    if not missing:
+        files["mdg"] = baseline_records(release, "mdg", rng)
+        files["prg"] = baseline_records(release, "prg", rng)
     columns = ["block", "sex", "age", "race", "hispanic"]
     attacker_cast = attacker.with_columns(pl.col("id", "block", "sex", "age").cast(pl.Int64))
     figures: dict[str, Any] = {
+        "baselines": "computed"
+        if not missing
+        else f"skipped: the release lacks {', '.join(missing)}",
         "attacker": params.model_dump(),
         "attacker_records": attacker.height,
         "attacker_match_share": attacker_match_share(attacker_cast, truth),

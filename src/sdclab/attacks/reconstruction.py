@@ -186,7 +186,7 @@ def _solve(
         threads=1,
         random_seed=seed % 2_147_483_647,
         time_limit=float(time_limit),
-        mip_rel_gap=0.0,
+        mip_rel_gap=DEVIATION_GAP if deviation else 0.0,
     )
     return status, (None if x is None else x[:n]), objective
 

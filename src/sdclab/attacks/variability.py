@@ -85,6 +85,7 @@ class VariabilityProblem:
     first_cell: IntArray  # agebin-level cell
     first_count: IntArray
     seed: int
+    time_limit: float = 300.0
 
 
 def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, FloatArray, str]:
@@ -137,6 +138,7 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
         threads=1,
         mip_rel_gap=0.0,
         mip_abs_gap=0.99,  # the objective is an integer: a gap below 1 proves optimality
+        time_limit=float(problem.time_limit),
         random_seed=problem.seed % 2_147_483_647,
     )
     if solution is None:
@@ -150,9 +152,10 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
 
 
 def variability_problems(
-    release: Release, reconstruction: Reconstruction, seed: int = 0
+    release: Release, reconstruction: Reconstruction, seed: int = 0, time_limit: float = 300.0
 ) -> list[VariabilityProblem]:
-    """One problem per tract with reconstructed persons."""
+    """One problem per tract reconstructed exactly (a least-deviation reconstruction does not
+    satisfy the published counts, so "another solution of the same tables" is undefined there)."""
     tables = tuple(n for n in BLOCK_TABLES if n in release.tables)
     geography = release.geography
     blocks = geography.blocks
@@ -178,11 +181,16 @@ def variability_problems(
     tract_codes = geography.codes("tract")
     children = np.random.SeedSequence(seed).spawn(len(tract_codes))
     tract_of_record = tract_of_block[block_index]
+    inexact = set(
+        parse_geoids(
+            reconstruction.tracts.filter(pl.col("mode") != "exact")["tract"], "tract"
+        ).tolist()
+    )
     problems = []
     for t, code in enumerate(tract_codes):
         rows = np.flatnonzero(tract_of_block == t)
         mine = np.flatnonzero(tract_of_record == t)
-        if not mine.size:
+        if not mine.size or int(code) in inexact:
             continue
         local = np.searchsorted(rows, block_index[mine])
         problems.append(
@@ -195,16 +203,21 @@ def variability_problems(
                 first_cell=first_cell[mine],
                 first_count=first_count[mine].astype(np.int64),
                 seed=int(children[t].generate_state(1)[0]),
+                time_limit=time_limit,
             )
         )
     return problems
 
 
 def solution_variability(
-    release: Release, reconstruction: Reconstruction, workers: int | None = None, seed: int = 0
+    release: Release,
+    reconstruction: Reconstruction,
+    workers: int | None = None,
+    seed: int = 0,
+    time_limit: float = 300.0,
 ) -> pl.DataFrame:
     """solvar per populated block: block, persons, solvar, status, unique (solvar = 0: proven)."""
-    problems = variability_problems(release, reconstruction, seed)
+    problems = variability_problems(release, reconstruction, seed, time_limit)
     sizes = [float(np.max(p.block_counts[:, 0], initial=0)) ** 2 for p in problems]
     results = run_tasks(solve_variability, problems, workers, "solution variability", sizes)
     frame = pl.DataFrame(
