@@ -15,7 +15,6 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from sdclab.errors import InputError
 
@@ -345,43 +344,39 @@ def spec(
 
 @app.command()
 @reports_input_errors
-def demo(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("demo-out"),
-    persons: Annotated[
-        int, typer.Option(min=1000, help="Persons in the synthetic county.")
-    ] = 20_000,
-    seed: Annotated[int, typer.Option(help="Seed of the synthetic population.")] = 2010,
+def run(
+    experiment: Annotated[Path, typer.Argument(help="Experiment file (TOML).")],
+    out: OutOption,
 ) -> None:
-    """Synthesise a small county, tabulate every table, and summarise what was written."""
-    from sdclab.population.io import write_population
-    from sdclab.population.synth import synthesize
-    from sdclab.release import exact_release, write_release
+    """Run an experiment: protect, attack, evaluate; write results.json and report.html."""
+    from sdclab.experiment import load_experiment, run_experiment
 
+    spec = load_experiment(experiment)
     start = time.perf_counter()
-    population, report = synthesize(persons, seed)
-    write_population(population, out / "population", {"synth.json": report})
-    release = exact_release(population)
-    write_release(release, out / "release-none")
-    console.print(_population_summary(population, report))
-    console.print(
-        f"{len(release.tables)} tables tabulated at every level in "
-        f"{time.perf_counter() - start:.1f} s (exact release: not fit for publication)\n"
-        f"population:    {(out / 'population').resolve()}\n"
-        f"exact release: {(out / 'release-none').resolve()}"
+    run_experiment(spec, out, lambda text: typer.echo(text, err=True))
+    typer.echo(
+        f"done in {time.perf_counter() - start:.0f} s; report: {(out / 'report.html').resolve()}"
     )
 
 
-def _population_summary(population: Any, report: dict[str, Any]) -> Table:
-    """Geounits per level and the generated marginals beside their 2010 targets."""
-    table = Table(title=f"synthetic population: {population.n_persons:,} persons")
-    table.add_column("figure")
-    table.add_column("generated", justify="right")
-    table.add_column("2010 target", justify="right")
-    for level, n in population.geography.summary.items():
-        table.add_row(f"{level} geounits", f"{n:,}", "")
-    for m in report["marginals"].values():
-        table.add_row(m["description"], f"{m['generated']:.1f}", f"{m['target']:.1f}")
-    return table
+@app.command()
+@reports_input_errors
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("demo-out"),
+) -> None:
+    """The built-in experiment: a synthetic county of 50,000 persons, every mechanism, attacked."""
+    from sdclab.experiment import DEMO, run_experiment
+
+    start = time.perf_counter()
+    results = run_experiment(DEMO, out, lambda text: typer.echo(text, err=True))
+    for title, entry in results["mechanisms"].items():
+        census = entry["reidentification"]["census"]["reconstruction"]["nonmodal"]
+        typer.echo(
+            f"{title:>10}: {entry['budget'][:60]:<60} nonmodal precision "
+            f"{100 * (census['precision'] or 0):.1f}%"
+        )
+    typer.echo(f"done in {time.perf_counter() - start:.0f} s")
+    typer.echo(f"report: {(out / 'report.html').resolve()}")
 
 
 def main() -> None:

@@ -1,0 +1,299 @@
+"""Experiments: one TOML file names a population, mechanisms and attacks; one command runs them all.
+
+```toml
+[population]
+persons = 50000          # a synthetic population ...
+seed = 2010
+# path = "pop/"          # ... or a population directory
+
+[[mechanisms]]
+name = "none"
+
+[[mechanisms]]
+name = "psa"
+settings = { rate = "0.05" }
+
+[attacks]
+reconstruct = true
+variability = true
+attackers = ["census", "commercial"]
+```
+
+Every step writes into ``DIR/steps/<step>-<digest>/``, where the digest covers the step's own
+settings and the digests of its inputs; a step whose directory exists is reused, so re-running an
+experiment (or extending it by one mechanism) redoes only what changed. ``DIR/results.json`` and
+``DIR/report.html`` gather the figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sdclab.errors import InputError
+
+RESULTS_FILE = "results.json"
+REPORT_FILE = "report.html"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PopulationSpec(_Strict):
+    """A synthetic population (persons, seed) or a population directory (path)."""
+
+    persons: int | None = Field(None, ge=100, le=100_000_000)
+    seed: int = 2010
+    path: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PopulationSpec:
+        if (self.persons is None) == (self.path is None):
+            raise ValueError("give either persons (synthetic) or path (a population directory)")
+        return self
+
+
+class MechanismSpec(_Strict):
+    name: str
+    settings: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    seed: int = 1
+    label: str | None = None
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+
+class AttackSpec(_Strict):
+    reconstruct: bool = True
+    variability: bool = True
+    attackers: list[Literal["census", "commercial"]] = ["census", "commercial"]
+    workers: int | None = Field(None, ge=1)
+    seed: int = 0
+    time_limit: float = Field(300.0, gt=0)
+
+
+class Experiment(_Strict):
+    population: PopulationSpec
+    mechanisms: list[MechanismSpec] = Field(min_length=1)
+    attacks: AttackSpec = Field(default_factory=lambda: AttackSpec.model_validate({}))
+
+    @model_validator(mode="after")
+    def _known_mechanisms(self) -> Experiment:
+        from sdclab.mechanisms import MECHANISMS
+
+        titles = [m.title for m in self.mechanisms]
+        if len(set(titles)) != len(titles):
+            raise ValueError("two mechanisms share a name: give them distinct labels")
+        for m in self.mechanisms:
+            if m.name not in MECHANISMS:
+                raise ValueError(f"unknown mechanism {m.name!r}; known: {', '.join(MECHANISMS)}")
+            MECHANISMS[m.name].parse({k: str(v) for k, v in m.settings.items()})
+        return self
+
+
+def load_experiment(path: Path) -> Experiment:
+    """Read and validate an experiment file; any problem is one clear InputError."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such experiment file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid TOML ({exc})") from None
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "experiment"
+        raise InputError(f"{path}: {where}: {first['msg']}") from None
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def _digest(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Runner:
+    """Runs the steps of an experiment, reusing finished steps found on disk."""
+
+    def __init__(self, experiment: Experiment, out: Path, say: Callable[[str], None]) -> None:
+        self.experiment = experiment
+        self.out = Path(out)
+        self.say = say
+        self.reused: list[str] = []
+        self.computed: list[str] = []
+
+    def step(self, name: str, digest: str, make: Callable[[Path], None]) -> Path:
+        """The directory of a step, made by ``make`` unless an earlier run left it complete."""
+        from sdclab.fileio import atomic_directory
+
+        target = self.out / "steps" / f"{name}-{digest}"
+        if (target / ".complete").exists():
+            self.reused.append(name)
+            return target
+        start = time.perf_counter()
+        self.say(f"{name} ...")
+        with atomic_directory(target) as tmp:
+            make(tmp)
+            (tmp / ".complete").write_text("")
+        self.computed.append(name)
+        self.say(f"{name}: {time.perf_counter() - start:.1f} s")
+        return target
+
+    def run(self) -> dict[str, Any]:
+        from sdclab import evaluate as ev
+        from sdclab import mechanisms
+        from sdclab.attacks import linkage
+        from sdclab.attacks.reconstruction import reconstruct, write_reconstruction
+        from sdclab.attacks.variability import solution_variability, variability_summary
+        from sdclab.fileio import write_json, write_parquet
+        from sdclab.population.io import read_population, write_population
+        from sdclab.population.synth import synthesize
+        from sdclab.randomness import make_rng
+        from sdclab.release import read_release, write_release
+
+        exp = self.experiment
+        spec = exp.population
+        pop_digest = _digest("population", spec.model_dump())
+
+        def make_population(tmp: Path) -> None:
+            if spec.path is not None:
+                population = read_population(Path(spec.path))
+                write_population(population, tmp)
+            else:
+                population, report = synthesize(spec.persons or 0, spec.seed)
+                write_population(population, tmp, {"synth.json": report})
+
+        pop_dir = self.step("population", pop_digest, make_population)
+        truth = read_population(pop_dir)
+        attacks = exp.attacks
+        results: dict[str, Any] = {
+            "population": {
+                "persons": truth.n_persons,
+                "units": truth.n_units,
+                "geography": truth.geography.summary,
+                **spec.model_dump(),
+            },
+            "mechanisms": {},
+        }
+        for m in exp.mechanisms:
+            settings = {k: str(v) for k, v in m.settings.items()}
+            rel_digest = _digest("release", pop_digest, m.name, settings, m.seed)
+
+            def make_release(tmp: Path, m: MechanismSpec = m, settings: dict = settings) -> None:
+                release = mechanisms.run(m.name, truth, settings, m.seed)
+                write_release(release, tmp / "release")
+
+            rel_dir = self.step(f"release:{m.title}", rel_digest, make_release) / "release"
+            release = read_release(rel_dir)
+            entry: dict[str, Any] = {
+                "mechanism": m.name,
+                "settings": settings,
+                "notes": release.notes,
+                "specification": release.card.to_dict(),
+                "budget": release.card.budget.text(),
+            }
+            figures = ev.accuracy(release, truth)
+            entry["accuracy_by_level"] = ev.summarise_accuracy(figures)
+            if release.microdata is not None:
+                entry["microdata_agreement"] = ev.agreement(release.microdata.persons, truth)
+            if attacks.reconstruct:
+                rec_digest = _digest(
+                    "reconstruction",
+                    rel_digest,
+                    attacks.seed,
+                    attacks.variability,
+                    attacks.time_limit,
+                )
+
+                def make_recon(tmp: Path, release: Any = release) -> None:
+                    start = time.perf_counter()
+                    recon = reconstruct(release, attacks.workers, attacks.seed, attacks.time_limit)
+                    metrics = {**recon.metrics(), "seconds": time.perf_counter() - start}
+                    solvar = None
+                    if attacks.variability:
+                        solvar = solution_variability(
+                            release, recon, attacks.workers, attacks.seed, attacks.time_limit
+                        )
+                        metrics["variability"] = variability_summary(solvar)
+                    write_reconstruction(tmp / "recon", recon, metrics, solvar)
+
+                rec_dir = self.step(f"reconstruction:{m.title}", rec_digest, make_recon) / "recon"
+                from sdclab.attacks.reconstruction import read_reconstruction
+
+                recon = read_reconstruction(rec_dir)
+                recon_metrics = json.loads((rec_dir / "metrics.json").read_text())
+                entry["reconstruction"] = recon_metrics
+                entry["reconstruction_agreement"] = ev.agreement(recon.persons, truth)
+                solvar_file = rec_dir / "solvar.parquet"
+                import polars as pl
+
+                solvar = pl.read_parquet(solvar_file) if solvar_file.exists() else None
+                entry["reidentification"] = {}
+                for preset in attacks.attackers:
+                    reid_digest = _digest("reid", rec_digest, preset, attacks.seed)
+
+                    def make_reid(
+                        tmp: Path,
+                        preset: str = preset,
+                        recon: Any = recon,
+                        release: Any = release,
+                        solvar: Any = solvar,
+                    ) -> None:
+                        params = linkage.ATTACKER_PRESETS[preset]
+                        figures_, links = linkage.reidentify(
+                            recon.persons, release, truth, params, make_rng(attacks.seed), solvar
+                        )
+                        write_parquet(links, tmp / "links.parquet")
+                        write_json(figures_, tmp / "metrics.json")
+
+                    reid_dir = self.step(f"reidentify:{m.title}:{preset}", reid_digest, make_reid)
+                    entry["reidentification"][preset] = json.loads(
+                        (reid_dir / "metrics.json").read_text()
+                    )
+            results["mechanisms"][m.title] = entry
+        results["steps"] = {"computed": self.computed, "reused": self.reused}
+        return results
+
+
+def run_experiment(experiment: Experiment, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run (or finish) an experiment in ``out``; write results.json and report.html."""
+    from sdclab.fileio import atomic_file, write_json
+    from sdclab.report import render_report
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = Runner(experiment, out, say).run()
+    write_json(results, out / RESULTS_FILE)
+    with atomic_file(out / REPORT_FILE) as tmp:
+        tmp.write_text(render_report(results), encoding="utf-8")
+    return results
+
+
+DEMO = Experiment.model_validate(
+    {
+        "population": {"persons": 50_000, "seed": 2010},
+        "mechanisms": [
+            {"name": "none"},
+            {"name": "swap-low", "seed": 1},
+            {"name": "swap-high", "seed": 2},
+            {"name": "psa", "settings": {"rate": "0.05"}, "seed": 3},
+        ],
+        "attacks": {
+            "reconstruct": True,
+            "variability": True,
+            "attackers": ["census", "commercial"],
+        },
+    }
+)
+"""The built-in experiment of ``sdclab demo``."""
