@@ -58,14 +58,6 @@ def test_bad_option_values_exit_2(tmp_path):
     assert not (tmp_path / "x").exists() and not (tmp_path / "r").exists()
 
 
-def test_demo_writes_population_and_release(tmp_path):
-    result = run("demo", "--out", str(tmp_path / "demo"), "--persons", "5000")
-    assert result.exit_code == 0, result.output
-    assert "exact release" in result.output
-    release = read_release(tmp_path / "demo" / "release-none")
-    assert release.table("P1", "nation")["count"].to_list() == [5000]
-
-
 def test_module_entry_point_reports_one_line_without_traceback(tmp_path):
     (tmp_path / "pop").mkdir()
     proc = subprocess.run(

@@ -1,0 +1,104 @@
+"""Experiments: the TOML file, clear errors, a tiny study end to end, reuse of finished steps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from sdclab.cli import app
+from sdclab.errors import InputError
+from sdclab.experiment import Experiment, load_experiment
+
+TINY = """
+[population]
+persons = 3000
+seed = 7
+
+[[mechanisms]]
+name = "none"
+
+[[mechanisms]]
+name = "swap-high"
+seed = 2
+
+[[mechanisms]]
+name = "psa"
+settings = { rate = "0.1" }
+label = "psa-10"
+
+[attacks]
+workers = 1
+attackers = ["census", "commercial"]
+"""
+
+
+def test_experiment_file_round_trip(tmp_path):
+    path = tmp_path / "exp.toml"
+    path.write_text(TINY)
+    experiment = load_experiment(path)
+    assert [m.title for m in experiment.mechanisms] == ["none", "swap-high", "psa-10"]
+    assert experiment.population.persons == 3000
+    assert Experiment.model_validate(experiment.model_dump()) == experiment
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (TINY.replace("seed = 7", "seed = 7\ncolour = 1"), "population.colour: Extra inputs"),
+        (TINY.replace('name = "none"', 'name = "nope"'), "unknown mechanism 'nope'"),
+        (TINY.replace('rate = "0.1"', 'rate = "2"'), "parameter rate"),
+        (TINY.replace("persons = 3000", "persons = -5"), "population.persons"),
+        (TINY.replace('"census", "commercial"', '"spy"'), "attacks.attackers"),
+        ("[population\npersons = 3", "not valid TOML"),
+        (TINY.replace('label = "psa-10"', 'label = "none"'), "distinct labels"),
+    ],
+)
+def test_bad_experiment_files_are_clear_errors(tmp_path, text, message):
+    path = tmp_path / "exp.toml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message):
+        load_experiment(path)
+    result = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and result.output.startswith("error: ")
+    assert not (tmp_path / "out").exists()
+
+
+def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
+    path = tmp_path / "exp.toml"
+    path.write_text(TINY)
+    out = tmp_path / "out"
+    runner = CliRunner()
+    first = runner.invoke(app, ["run", str(path), "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    report = (out / "report.html").read_text()
+    assert (
+        report.startswith("<!DOCTYPE html>")
+        and "<script" not in report
+        and "http" not in (report.replace('xmlns="http://www.w3.org/2000/svg"', ""))
+    )
+    results = json.loads((out / "results.json").read_text())
+    assert set(results) == {"population", "mechanisms", "steps"}
+    for title in ("none", "swap-high", "psa-10"):
+        assert title in report
+        entry = results["mechanisms"][title]
+        assert {
+            "budget",
+            "specification",
+            "accuracy_by_level",
+            "reconstruction",
+            "reconstruction_agreement",
+            "reidentification",
+        } <= set(entry)
+        assert set(entry["reidentification"]) == {"census", "commercial"}
+    assert results["mechanisms"]["none"]["accuracy_by_level"]["block"]["mean_mae"] == 0
+    assert results["steps"]["reused"] == []
+
+    second = runner.invoke(app, ["run", str(path), "--out", str(out)])
+    assert second.exit_code == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["steps"]["computed"] == []
+    assert len(again["steps"]["reused"]) == len(results["steps"]["computed"])
+    again.pop("steps"), results.pop("steps")
+    assert again == results
