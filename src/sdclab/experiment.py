@@ -35,9 +35,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sdclab import evaluate as ev
+from sdclab import mechanisms
+from sdclab.attacks import linkage
+from sdclab.attacks.reconstruction import read_reconstruction, reconstruct, write_reconstruction
+from sdclab.attacks.variability import solution_variability, variability_summary
 from sdclab.errors import InputError
+from sdclab.fileio import atomic_directory, atomic_file, write_json, write_parquet
+from sdclab.mechanisms import MECHANISMS
+from sdclab.population.io import read_population, write_population
+from sdclab.population.synth import synthesize
+from sdclab.randomness import make_rng
+from sdclab.release import read_release, write_release
+from sdclab.report import render_report
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -88,8 +101,6 @@ class Experiment(_Strict):
 
     @model_validator(mode="after")
     def _known_mechanisms(self) -> Experiment:
-        from sdclab.mechanisms import MECHANISMS
-
         titles = [m.title for m in self.mechanisms]
         if len(set(titles)) != len(titles):
             raise ValueError("two mechanisms share a name: give them distinct labels")
@@ -135,8 +146,6 @@ class Runner:
 
     def step(self, name: str, digest: str, make: Callable[[Path], None]) -> Path:
         """The directory of a step, made by ``make`` unless an earlier run left it complete."""
-        from sdclab.fileio import atomic_directory
-
         target = self.out / "steps" / f"{name}-{digest}"
         if (target / ".complete").exists():
             self.reused.append(name)
@@ -151,17 +160,6 @@ class Runner:
         return target
 
     def run(self) -> dict[str, Any]:
-        from sdclab import evaluate as ev
-        from sdclab import mechanisms
-        from sdclab.attacks import linkage
-        from sdclab.attacks.reconstruction import reconstruct, write_reconstruction
-        from sdclab.attacks.variability import solution_variability, variability_summary
-        from sdclab.fileio import write_json, write_parquet
-        from sdclab.population.io import read_population, write_population
-        from sdclab.population.synth import synthesize
-        from sdclab.randomness import make_rng
-        from sdclab.release import read_release, write_release
-
         exp = self.experiment
         spec = exp.population
         pop_digest = _digest("population", spec.model_dump())
@@ -229,15 +227,11 @@ class Runner:
                     write_reconstruction(tmp / "recon", recon, metrics, solvar)
 
                 rec_dir = self.step(f"reconstruction:{m.title}", rec_digest, make_recon) / "recon"
-                from sdclab.attacks.reconstruction import read_reconstruction
-
                 recon = read_reconstruction(rec_dir)
                 recon_metrics = json.loads((rec_dir / "metrics.json").read_text())
                 entry["reconstruction"] = recon_metrics
                 entry["reconstruction_agreement"] = ev.agreement(recon.persons, truth)
                 solvar_file = rec_dir / "solvar.parquet"
-                import polars as pl
-
                 solvar = pl.read_parquet(solvar_file) if solvar_file.exists() else None
                 entry["reidentification"] = {}
                 for preset in attacks.attackers:
@@ -268,9 +262,6 @@ class Runner:
 
 def run_experiment(experiment: Experiment, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
     """Run (or finish) an experiment in ``out``; write results.json and report.html."""
-    from sdclab.fileio import atomic_file, write_json
-    from sdclab.report import render_report
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results = Runner(experiment, out, say).run()
