@@ -64,6 +64,10 @@ def parse_table_list(text: str | None) -> list[str] | None:
     return names
 
 
+TruthOption = Annotated[Path, typer.Option("--truth", help="The confidential population.")]
+SetOption = Annotated[
+    list[str] | None, typer.Option("--set", help="Parameter as key=value (repeatable).")
+]
 OutOption = Annotated[
     Path, typer.Option("--out", "-o", help="Output directory (replaced atomically).")
 ]
@@ -119,9 +123,7 @@ def protect(
     population: Annotated[Path, typer.Argument(help="Population directory (persons + units).")],
     out: OutOption,
     mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism name.")],
-    settings: Annotated[
-        list[str] | None, typer.Option("--set", help="Parameter as key=value (repeatable).")
-    ] = None,
+    settings: SetOption = None,
     seed: Annotated[
         int | None, typer.Option(help="Seed (reproducible, not fit for publication).")
     ] = None,
@@ -209,14 +211,12 @@ def reconstruct(
 @reports_input_errors
 def reidentify(
     recon: Annotated[Path, typer.Argument(help="Reconstruction directory (sdclab reconstruct).")],
-    truth: Annotated[Path, typer.Option("--truth", help="The confidential population.")],
+    truth: TruthOption,
     out: OutOption,
     attacker: Annotated[str, typer.Option(help="Attacker file preset: commercial or census.")] = (
         "commercial"
     ),
-    settings: Annotated[
-        list[str] | None, typer.Option("--set", help="Attacker parameter key=value.")
-    ] = None,
+    settings: SetOption = None,
     release: Annotated[
         Path | None, typer.Option(help="Release attacked (default: the one in RECON/metrics.json).")
     ] = None,
@@ -274,7 +274,7 @@ def reidentify(
 @reports_input_errors
 def evaluate(
     release: Annotated[Path, typer.Argument(help="Release directory.")],
-    truth: Annotated[Path, typer.Option("--truth", help="The confidential population.")],
+    truth: TruthOption,
     out: OutOption,
     recon: Annotated[Path | None, typer.Option(help="Reconstruction of this release.")] = None,
     reid: Annotated[Path | None, typer.Option(help="Reidentification results.")] = None,
@@ -324,9 +324,7 @@ def evaluate(
 @reports_input_errors
 def spec(
     mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism name.")],
-    settings: Annotated[
-        list[str] | None, typer.Option("--set", help="Parameter as key=value (repeatable).")
-    ] = None,
+    settings: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the card as JSON.")] = False,
 ) -> None:
     """Print a mechanism's DP specification card (all five building blocks)."""
