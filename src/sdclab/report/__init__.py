@@ -8,7 +8,8 @@ from typing import Any
 from sdclab.evaluate import BLOCK_SIZE_CLASSES, size_class_label
 from sdclab.geography import LEVELS
 
-COLOURS = ("#1b6ca8", "#d1495b", "#edae49", "#00798c", "#30638e", "#66a182", "#8d6a9f", "#444")
+COLOURS = ("#1b6ca8", "#d1495b", "#e59a1c", "#2e8b57", "#8d6a9f", "#8c564b", "#17becf", "#bcbd22")
+BASELINE_COLOUR = "#777"
 CLASSES = [size_class_label(lo, hi) for lo, hi in BLOCK_SIZE_CLASSES]
 
 
@@ -24,7 +25,7 @@ def line_chart(
     title: str, categories: list[str], series: dict[str, list[float | None]], percent: bool = True
 ) -> str:
     """A small SVG line chart: one polyline per series over categorical x positions."""
-    width, height, left, right, top, bottom = 640, 300, 56, 170, 30, 50
+    width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
     values = [v for vs in series.values() for v in vs if v is not None]
     top_value = 1.0 if percent else max(values + [1e-9]) * 1.1
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -57,8 +58,9 @@ def line_chart(
             f'text-anchor="middle">{_esc(c)}</text>'
         )
     for s, (name, vs) in enumerate(series.items()):
-        colour = COLOURS[s % len(COLOURS)]
-        dash = ' stroke-dasharray="5,3"' if name.endswith("(PRG)") else ""
+        baseline = name.endswith("(PRG)")
+        colour = BASELINE_COLOUR if baseline else COLOURS[s % len(COLOURS)]
+        dash = ' stroke-dasharray="5,3"' if baseline else ""
         points = [f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(vs) if v is not None]
         if points:
             parts.append(
@@ -78,6 +80,52 @@ def line_chart(
     return "".join(parts)
 
 
+def bar_chart(title: str, groups: list[str], series: dict[str, list[float | None]]) -> str:
+    """A small SVG grouped bar chart of shares (0–100%)."""
+    width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
+    plot_w, plot_h = width - left - right, height - top - bottom
+    slot = plot_w / max(len(groups), 1)
+    bar = slot * 0.8 / max(len(series), 1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="{_esc(title)}">',
+        f'<text x="{left}" y="18" font-size="14" font-weight="bold">{_esc(title)}</text>',
+    ]
+    for k in range(5):
+        y = top + plot_h * (1 - k / 4)
+        parts.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
+        )
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" '
+            f'text-anchor="end">{25 * k}%</text>'
+        )
+    for g, label in enumerate(groups):
+        parts.append(
+            f'<text x="{left + slot * (g + 0.5):.1f}" y="{top + plot_h + 18}" '
+            f'font-size="11" text-anchor="middle">{_esc(label)}</text>'
+        )
+    for s, (name, values) in enumerate(series.items()):
+        colour = COLOURS[s % len(COLOURS)]
+        for g, v in enumerate(values):
+            if v is None:
+                continue
+            x = left + slot * g + slot * 0.1 + bar * s
+            h = plot_h * v
+            parts.append(
+                f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar * 0.9:.1f}" '
+                f'height="{h:.1f}" fill="{colour}"><title>{_esc(name)}: '
+                f"{_pct(v)}</title></rect>"
+            )
+        ly = top + 14 + 18 * s
+        parts.append(
+            f'<rect x="{left + plot_w + 12}" y="{ly - 9}" width="14" height="10" fill="{colour}"/>'
+        )
+        parts.append(f'<text x="{left + plot_w + 30}" y="{ly}" font-size="11">{_esc(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _reid(entry: dict[str, Any], attacker: str, method: str, subset: str) -> dict | None:
     return entry.get("reidentification", {}).get(attacker, {}).get(method, {}).get(subset)
 
@@ -92,7 +140,7 @@ def _precision_series(results: dict[str, Any], attacker: str, prefix: str) -> di
             for c in CLASSES
         ]
     first: dict[str, Any] = next(iter(results["mechanisms"].values()), {})
-    series["proportional guess (PRG)"] = [
+    series["guess (PRG)"] = [
         (_reid(first, attacker, "prg", f"{prefix}block_size_{c}") or {}).get("precision")
         for c in CLASSES
     ]
@@ -151,9 +199,9 @@ def render_report(results: dict[str, Any]) -> str:
                 )
             )
     charts.append(
-        line_chart(
+        bar_chart(
             "Putative and confirmed rates (census / commercial attacker)",
-            ["census putative", "census confirmed", "commercial putative", "commercial confirmed"],
+            ["census putative", "confirmed", "commercial putative", "confirmed"],
             {
                 t: [
                     (_reid(e, a, "reconstruction", "all") or {}).get(k)
