@@ -58,11 +58,12 @@ def test_known_perturbations_are_measured(tiny_population):
         replace(release, tables={**release.tables, "P12": changed}), tiny_population
     )["P12"]
     n_cells = 4 * 46  # four blocks x 46 cells
-    assert figures["block"]["mae"] == pytest.approx(5 / n_cells)
+    assert figures["block"]["mae"] == pytest.approx(5 / n_cells)  # no block cell is suppressed
     assert figures["block"]["max_abs_error"] == 3
     assert figures["block"]["false_positive_cells"] == 1
     assert figures["block"]["share_rel_error_above_100pct"] > 0
     assert figures["nation"]["suppressed_share"] == pytest.approx(1 / 46)
+    assert figures["additivity"]["nation"] == 0.0  # the suppressed nation cell is not a violation
     assert figures["additivity"]["block_group"] > 0  # block groups no longer add up
     assert figures["tract"]["mae"] == 0
 
@@ -82,3 +83,17 @@ def test_evaluate_command(tmp_path):
     assert metrics["accuracy_summary"]["state"]["mean_mae"] == 0  # swapping keeps states exact
     assert metrics["accuracy_summary"]["block"]["mean_mae"] > 0
     assert 0 < metrics["microdata_agreement"]["all"]["agree_agebin"] < 1
+
+
+def test_suppressed_cells_are_neither_exact_nor_violations(tiny_population):
+    release = exact_release(tiny_population, ["P12"])
+    p12 = release.tables["P12"]
+    hidden = p12.with_columns(
+        count=pl.when(pl.col("level") == "block").then(None).otherwise(pl.col("count"))
+    )
+    figures = accuracy(replace(release, tables={"P12": hidden}), tiny_population)["P12"]
+    assert figures["block"]["suppressed_share"] == pytest.approx(
+        p12.filter(pl.col("level") == "block").height / (4 * 46)
+    )
+    assert figures["block"]["mae"] == 0  # the zeros that are shown are right
+    assert figures["additivity"]["block_group"] is None or figures["additivity"]["block_group"] == 0

@@ -102,3 +102,37 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
     assert len(again["steps"]["reused"]) == len(results["steps"]["computed"])
     again.pop("steps"), results.pop("steps")
     assert again == results
+
+
+def test_population_directory_is_read_relative_and_its_content_is_in_the_digest(tmp_path):
+    runner = CliRunner()
+    pop = tmp_path / "pop"
+    assert (
+        runner.invoke(app, ["synth", "-n", "800", "--seed", "1", "--out", str(pop)]).exit_code == 0
+    )
+    path = tmp_path / "exp.toml"
+    path.write_text(
+        '[population]\npath = "pop"\n\n[[mechanisms]]\nname = "none"\n\n'
+        "[attacks]\nreconstruct = false\nattackers = []\n"
+    )
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    assert results["population"]["persons"] == 800
+    assert "not attacked" in (out / "report.html").read_text()
+    # new content under the same path: the population and everything after it is recomputed
+    assert (
+        runner.invoke(app, ["synth", "-n", "900", "--seed", "2", "--out", str(pop)]).exit_code == 0
+    )
+    assert runner.invoke(app, ["run", str(path), "--out", str(out)]).exit_code == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["population"]["persons"] == 900
+    assert results["steps"]["reused"] == []
+
+
+def test_labels_cannot_escape_the_output_directory(tmp_path):
+    path = tmp_path / "exp.toml"
+    path.write_text(TINY.replace('label = "psa-10"', 'label = "../../outside"'))
+    with pytest.raises(InputError, match="label"):
+        load_experiment(path)

@@ -344,7 +344,9 @@ def spec(
 @reports_input_errors
 def run(
     experiment: Annotated[Path, typer.Argument(help="Experiment file (TOML).")],
-    out: OutOption,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Output directory (finished steps are reused).")
+    ],
 ) -> None:
     """Run an experiment: protect, attack, evaluate; write results.json and report.html."""
     from sdclab.experiment import load_experiment, run_experiment

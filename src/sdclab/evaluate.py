@@ -137,10 +137,11 @@ RELATIVE_ERROR_THRESHOLDS = (0.1, 0.5, 1.0)
 def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Any]]]:
     """Error of every published table at every level against the exact tabulation of the truth.
 
-    Over all cells of all geounits of the level (zeros included): mean absolute error, root mean
-    squared error, share of negative counts, share suppressed; over cells whose true count is
-    positive: share with |relative error| above 10/50/100%; cells whose true count is 0 but
-    published otherwise; and the share of parent cells whose children do not add up to them.
+    Over the shown (non-suppressed) cells of all geounits of the level, zeros included: mean
+    absolute error, root mean squared error, share of negative counts; the share suppressed over
+    all cells; over shown cells whose true count is positive: share with |relative error| above
+    10/50/100%; cells whose true count is 0 but published otherwise; and the share of parent cells
+    whose children do not add up to them.
     """
     exact = tabulate(truth, [n for n in release.tables if n in CATALOG])
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -161,6 +162,7 @@ def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[st
 
 
 def _level_errors(published: pl.DataFrame, true: pl.DataFrame, n_cells: int) -> dict[str, Any]:
+    """Errors over the cells a user can read: suppressed cells are counted apart, not as exact."""
     key = ["geoid", "cell"]
     joined = (
         published.select(
@@ -173,54 +175,67 @@ def _level_errors(published: pl.DataFrame, true: pl.DataFrame, n_cells: int) -> 
             coalesce=True,
         )
         .with_columns(pl.col("truth").fill_null(0.0), pl.col("suppressed").fill_null(False))
-        .with_columns(
-            pl.col("released").fill_null(pl.when(pl.col("suppressed")).then(None).otherwise(0.0))
-        )
     )
-    shown = joined.filter(~pl.col("suppressed"))
+    n_suppressed = int(joined["suppressed"].sum())
+    shown = joined.filter(~pl.col("suppressed")).with_columns(pl.col("released").fill_null(0.0))
+    n_shown = n_cells - n_suppressed
     error = (shown["released"] - shown["truth"]).to_numpy()
     truth_values = shown["truth"].to_numpy()
     positive = truth_values > 0
     relative = np.abs(error[positive]) / truth_values[positive]
-    n_true_positive = int((true["count"] > 0).sum())
+    n_positive = int(positive.sum())
     return {
         "cells": n_cells,
-        "mae": float(np.abs(error).sum() / n_cells) if n_cells else 0.0,
-        "rmse": float(np.sqrt((error**2).sum() / n_cells)) if n_cells else 0.0,
+        "shown_cells": n_shown,
+        "mae": float(np.abs(error).sum() / n_shown) if n_shown else None,
+        "rmse": float(np.sqrt((error**2).sum() / n_shown)) if n_shown else None,
         "max_abs_error": float(np.abs(error).max(initial=0.0)),
-        "negative_share": float((shown["released"] < 0).sum() / n_cells) if n_cells else 0.0,
-        "suppressed_share": float(joined["suppressed"].sum() / n_cells) if n_cells else 0.0,
+        "negative_share": float((shown["released"] < 0).sum() / n_shown) if n_shown else None,
+        "suppressed_share": n_suppressed / n_cells if n_cells else 0.0,
         **{
-            f"share_rel_error_above_{int(t * 100)}pct": float(
-                (relative > t).sum() / n_true_positive
-            )
-            if n_true_positive
-            else 0.0
+            f"share_rel_error_above_{int(t * 100)}pct": float((relative > t).sum() / n_positive)
+            if n_positive
+            else None
             for t in RELATIVE_ERROR_THRESHOLDS
         },
         "false_positive_cells": int(((truth_values == 0) & (error != 0)).sum()),
     }
 
 
-def _additivity(published: pl.DataFrame, levels: tuple[str, ...]) -> dict[str, float]:
-    """Share of parent cells that differ from the sum of their children's cells, per level."""
-    out = {}
+def _additivity(published: pl.DataFrame, levels: tuple[str, ...]) -> dict[str, float | None]:
+    """Share of parent cells that differ from the sum of their children's cells, per level.
+
+    Only cells where the parent and all its children are shown are compared (a suppressed cell
+    is not a violation); None when there is no such cell.
+    """
+    out: dict[str, float | None] = {}
     for parent, child in zip(levels[:-1], levels[1:], strict=True):
         digits = GEOID_LENGTH[parent]
         children = (
             published.filter(pl.col("level") == child)
             .with_columns(geoid=pl.col("geoid").str.slice(0, digits) if digits else pl.lit("US"))
             .group_by("geoid", "cell")
-            .agg(children=pl.col("count").cast(pl.Float64).sum())
+            .agg(
+                children=pl.col("count").cast(pl.Float64).sum(),
+                hidden=pl.col("count").is_null().any(),
+            )
         )
         parents = published.filter(pl.col("level") == parent).select(
-            "geoid", "cell", parent_count=pl.col("count").cast(pl.Float64)
+            "geoid",
+            "cell",
+            parent_count=pl.col("count").cast(pl.Float64),
+            parent_hidden=pl.col("count").is_null(),
         )
-        joined = parents.join(children, on=["geoid", "cell"], how="full", coalesce=True).fill_null(
-            0
+        joined = (
+            parents.join(children, on=["geoid", "cell"], how="full", coalesce=True)
+            .with_columns(
+                pl.col("parent_count", "children").fill_null(0.0),
+                pl.col("hidden", "parent_hidden").fill_null(False),
+            )
+            .filter(~pl.col("hidden") & ~pl.col("parent_hidden"))
         )
         differs = (joined["parent_count"] != joined["children"]).to_numpy()
-        out[parent] = float(differs.mean()) if joined.height else 0.0
+        out[parent] = float(differs.mean()) if joined.height else None
     return out
 
 
@@ -231,7 +246,7 @@ def summarise_accuracy(
     by_level: dict[str, list[float]] = {}
     for table in figures.values():
         for level, values in table.items():
-            if level != "additivity":
+            if level != "additivity" and values["mae"] is not None:
                 by_level.setdefault(level, []).append(values["mae"])
     return {
         level: {"mean_mae": float(np.mean(v)), "tables": len(v)} for level, v in by_level.items()

@@ -38,8 +38,8 @@ from typing import Any, Literal
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sdclab import __version__, mechanisms
 from sdclab import evaluate as ev
-from sdclab import mechanisms
 from sdclab.attacks import linkage
 from sdclab.attacks.reconstruction import read_reconstruction, reconstruct, write_reconstruction
 from sdclab.attacks.variability import solution_variability, variability_summary
@@ -78,7 +78,7 @@ class MechanismSpec(_Strict):
     name: str
     settings: dict[str, str | int | float | bool] = Field(default_factory=dict)
     seed: int = 1
-    label: str | None = None
+    label: str | None = Field(None, pattern=r"^[\w.%+-]{1,64}$")
 
     @property
     def title(self) -> str:
@@ -119,6 +119,11 @@ def load_experiment(path: Path) -> Experiment:
         raise InputError(f"{path}: no such experiment file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
+    population = data.get("population") if isinstance(data, dict) else None
+    if isinstance(population, dict) and isinstance(population.get("path"), str):
+        population["path"] = str((Path(path).parent / population["path"]).resolve())
+        if not Path(population["path"]).is_dir():
+            raise InputError(f"{path}: population.path: {population['path']} is not a directory")
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
@@ -130,8 +135,23 @@ def load_experiment(path: Path) -> Experiment:
 
 
 def _digest(*parts: Any) -> str:
-    text = json.dumps(parts, sort_keys=True, default=str)
+    """Digest of a step's settings and inputs (and of the sdclab version that computes it)."""
+    text = json.dumps([__version__, *parts], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _directory_digest(path: str | None) -> str | None:
+    """SHA-256 of the names and contents of a population directory's files (None: synthetic)."""
+    if path is None:
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(Path(path).iterdir()):
+        if file.is_file():
+            digest.update(file.name.encode() + b"\0")
+            with file.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()
 
 
 class Runner:
@@ -162,7 +182,7 @@ class Runner:
     def run(self) -> dict[str, Any]:
         exp = self.experiment
         spec = exp.population
-        pop_digest = _digest("population", spec.model_dump())
+        pop_digest = _digest("population", spec.model_dump(), _directory_digest(spec.path))
 
         def make_population(tmp: Path) -> None:
             if spec.path is not None:
@@ -177,10 +197,10 @@ class Runner:
         attacks = exp.attacks
         results: dict[str, Any] = {
             "population": {
+                "source": spec.model_dump(),
                 "persons": truth.n_persons,
                 "units": truth.n_units,
                 "geography": truth.geography.summary,
-                **spec.model_dump(),
             },
             "mechanisms": {},
         }

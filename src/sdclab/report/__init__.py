@@ -21,6 +21,10 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
 
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
 def line_chart(
     title: str, categories: list[str], series: dict[str, list[float | None]], percent: bool = True
 ) -> str:
@@ -255,10 +259,7 @@ th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-spac
 <p>Population: {pop["persons"]:,} persons in {pop["units"]:,} units;
 {pop["geography"]["block"]:,} blocks, {pop["geography"]["tract"]:,} tracts,
 {pop["geography"]["county"]:,} counties.
-Every release below was attacked with the reconstruction of the 2010 study and linked
-to a census-quality and a commercial-quality attacker file; the dashed line is the
-proportional guesser (PRG), which needs no reconstruction.
-Precision = confirmed / putative reidentifications.</p>
+{_attack_sentence(mechs)}</p>
 <table><tr><th>mechanism</th><th>guarantee</th><th>MAE block</th><th>MAE tract</th>
 <th>reconstruction agrees (agebin)</th><th>blocks with solvar 0</th>
 <th>census: putative / precision</th><th>commercial: putative / precision</th>
@@ -270,6 +271,20 @@ Precision = confirmed / putative reidentifications.</p>
 {len(results.get("steps", {}).get("reused", []))}.</small></p>
 </body></html>
 """
+
+
+def _attack_sentence(mechs: dict[str, Any]) -> str:
+    attackers = sorted({a for e in mechs.values() for a in e.get("reidentification", {})})
+    if not any("reconstruction" in e for e in mechs.values()):
+        return "The releases were not attacked in this experiment."
+    text = "Every release below was attacked with the reconstruction of the 2010 study"
+    if attackers:
+        text += (
+            f" and linked to attacker files ({', '.join(attackers)}); the dashed line is the "
+            "proportional guesser (PRG), which needs no reconstruction. Precision = confirmed / "
+            "putative reidentifications"
+        )
+    return _esc(text + ".")
 
 
 def _card_text(card: dict[str, Any]) -> str:
