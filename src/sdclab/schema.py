@@ -243,5 +243,11 @@ PERSON = Schema("person", (SEX, AGE, RACE, HISPANIC))
 PERSON_HHGQ = Schema("person_hhgq", (RELATIONSHIP, UNIT_TYPE))
 """Persons by relationship to householder × type of the unit they live in: 48 cells."""
 
+VOTING_AGE_ATTR = _attr("votingage", {0: "under 18", 1: "18 and over"})
+
+PL94 = Schema("pl94", (UNIT_TYPE, VOTING_AGE_ATTR, HISPANIC, RACE))
+"""The 2020 redistricting (PL 94-171) person histogram: hhgq (the type of the person's unit) ×
+voting age × Hispanic origin × race (63): 2,016 cells. Race keeps sdclab's bitmask order."""
+
 UNIT = Schema("unit", (UNIT_TYPE, OCCUPIED, TENURE, HOUSEHOLD_SIZE))
 """Units by type × occupancy × tenure × household size: 512 cells."""

@@ -85,11 +85,11 @@ class TableDef:
     @cached_property
     def query(self) -> sp.csr_matrix:
         """Sparse 0/1 matrix cells × domain cells of :attr:`schema` (int64 entries)."""
-        blocks = [_part_query(self.schema, part) for part in self.parts]
+        blocks = [part_query(self.schema, part) for part in self.parts]
         return sp.vstack(blocks, format="csr").astype(np.int64)
 
 
-def _part_query(domain: Schema, part: Part) -> sp.csr_matrix:
+def part_query(domain: Schema, part: Part) -> sp.csr_matrix:
     """Kronecker product over the schema's attributes, rows put back in declared dimension order."""
     dims = {d.attribute: d for d in part.dimensions}
     unknown = set(dims) | set(part.universe)
