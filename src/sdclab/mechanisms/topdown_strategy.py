@@ -24,7 +24,8 @@ import scipy.sparse as sp
 
 from sdclab import accounting, schema
 from sdclab.accounting import Budget, SpecCard
-from sdclab.geography import LEVELS
+from sdclab.geography import LEVELS, Geography
+from sdclab.noise import discrete_gaussian
 from sdclab.tables.catalog import HISPANIC, RACE_DETAILED, Dimension, Part, all_codes, part_query
 
 HHGQ = all_codes(schema.UNIT_TYPE)
@@ -191,3 +192,45 @@ def pl94_card(strategy: Strategy = PRODUCTION, delta: float = 1e-10) -> SpecCard
             "Budgets of other products (units, DHC) add to this one.",
         ),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurements
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Noisy answers of one query at every geounit of one level (geounits × query cells)."""
+
+    query: str
+    level: str
+    codes: np.ndarray
+    noisy: np.ndarray
+    sigma2: Fraction
+
+
+def measure(
+    block_histogram: sp.csr_matrix,
+    geography: Geography,
+    strategy: Strategy,
+    rng: np.random.Generator,
+) -> list[Measurement]:
+    """Every query of the strategy at every level: exact answers plus N_Z(0, 1/ρ_{q,L}) noise.
+
+    ``block_histogram`` is the blocks × 2,016 PL94 histogram (sdclab.tables.tabulate with
+    schema.PL94). Noise comes from the exact discrete Gaussian sampler, one draw per answer.
+    """
+    out = []
+    for level in LEVELS:
+        histogram = (
+            block_histogram if level == "block" else geography.aggregation(level) @ block_histogram
+        )
+        for query, share in strategy.query_shares[level].items():
+            if share == 0:
+                continue
+            exact = (histogram @ query_matrix(query).T).toarray()
+            sigma2 = strategy.sigma2(query, level)
+            noise = discrete_gaussian(sigma2, exact.shape, rng)
+            out.append(Measurement(query, level, geography.codes(level), exact + noise, sigma2))
+    return out

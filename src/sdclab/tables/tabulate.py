@@ -37,6 +37,17 @@ def record_cells(population: Population, domain: schema.Schema) -> npt.NDArray[n
                 "unit_type": unit_type[population.person_unit_row],
             }
         )
+    if domain is schema.PL94:
+        persons = population.persons
+        unit_type = population.units.get_column("unit_type").to_numpy()
+        return domain.cell_index(
+            {
+                "unit_type": unit_type[population.person_unit_row],
+                "votingage": (persons["age"].to_numpy() >= schema.VOTING_AGE).astype(np.int64),
+                "hispanic": persons["hispanic"].to_numpy(),
+                "race": persons["race"].to_numpy(),
+            }
+        )
     if domain is schema.UNIT:
         units = population.units
         occupied = units.get_column("occupied").to_numpy().astype(np.int64)
