@@ -21,8 +21,37 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
 def _number(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
+
+
+def _grid(
+    left: float, top: float, width: float, height: float, top_value: float, percent: bool
+) -> list[str]:
+    """Five horizontal grid lines with their value labels."""
+    parts = []
+    for k in range(5):
+        v = top_value * k / 4
+        y = top + height * (1 - k / 4)
+        label = f"{100 * v:.0f}%" if percent else f"{v:.3g}"
+        parts.append(
+            f'<line x1="{left}" x2="{left + width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
+        )
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{label}</text>'
+        )
+    return parts
+
+
+def _x_labels(positions: list[float], labels: list[str], y: float) -> list[str]:
+    return [
+        f'<text x="{x:.1f}" y="{y}" font-size="11" text-anchor="middle">{_esc(text)}</text>'
+        for x, text in zip(positions, labels, strict=True)
+    ]
 
 
 def line_chart(
@@ -45,22 +74,8 @@ def line_chart(
         f'role="img" aria-label="{_esc(title)}">',
         f'<text x="{left}" y="18" font-size="14" font-weight="bold">{_esc(title)}</text>',
     ]
-    for k in range(5):
-        v = top_value * k / 4
-        label = f"{100 * v:.0f}%" if percent else f"{v:.3g}"
-        parts.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
-            'stroke="#ddd"/>'
-        )
-        parts.append(
-            f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" '
-            f'text-anchor="end">{label}</text>'
-        )
-    for i, c in enumerate(categories):
-        parts.append(
-            f'<text x="{x(i):.1f}" y="{top + plot_h + 18}" font-size="11" '
-            f'text-anchor="middle">{_esc(c)}</text>'
-        )
+    parts += _grid(left, top, plot_w, plot_h, top_value, percent)
+    parts += _x_labels([x(i) for i in range(len(categories))], categories, top + plot_h + 18)
     for s, (name, vs) in enumerate(series.items()):
         baseline = name.endswith("(PRG)")
         colour = BASELINE_COLOUR if baseline else COLOURS[s % len(COLOURS)]
@@ -95,20 +110,10 @@ def bar_chart(title: str, groups: list[str], series: dict[str, list[float | None
         f'role="img" aria-label="{_esc(title)}">',
         f'<text x="{left}" y="18" font-size="14" font-weight="bold">{_esc(title)}</text>',
     ]
-    for k in range(5):
-        y = top + plot_h * (1 - k / 4)
-        parts.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
-        )
-        parts.append(
-            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" '
-            f'text-anchor="end">{25 * k}%</text>'
-        )
-    for g, label in enumerate(groups):
-        parts.append(
-            f'<text x="{left + slot * (g + 0.5):.1f}" y="{top + plot_h + 18}" '
-            f'font-size="11" text-anchor="middle">{_esc(label)}</text>'
-        )
+    parts += _grid(left, top, plot_w, plot_h, 1.0, True)
+    parts += _x_labels(
+        [left + slot * (g + 0.5) for g in range(len(groups))], groups, top + plot_h + 18
+    )
     for s, (name, values) in enumerate(series.items()):
         colour = COLOURS[s % len(COLOURS)]
         for g, v in enumerate(values):
@@ -258,7 +263,7 @@ th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-spac
 <h1>sdclab: protection, accuracy and risk side by side</h1>
 <p>Population: {pop["persons"]:,} persons in {pop["units"]:,} units;
 {pop["geography"]["block"]:,} blocks, {pop["geography"]["tract"]:,} tracts,
-{pop["geography"]["county"]:,} counties.
+{_count(pop["geography"]["county"], "county", "counties")}.
 {_attack_sentence(mechs)}</p>
 <table><tr><th>mechanism</th><th>guarantee</th><th>MAE block</th><th>MAE tract</th>
 <th>reconstruction agrees (agebin)</th><th>blocks with solvar 0</th>
