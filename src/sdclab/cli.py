@@ -168,35 +168,20 @@ def reconstruct(
     ] = 300.0,
 ) -> None:
     """Reconstruct block-level person records from a release's tables alone."""
-    from sdclab.attacks.reconstruction import METRICS_FILE, reconstruct, write_reconstruction
-    from sdclab.attacks.variability import solution_variability, variability_summary
+    from sdclab.attacks.reconstruction import METRICS_FILE, write_reconstruction
+    from sdclab.attacks.variability import attack
     from sdclab.fileio import check_replaceable
     from sdclab.release import read_release
 
     check_replaceable(out, METRICS_FILE, (release,))
     rel = read_release(release)
-    start = time.perf_counter()
-    result = reconstruct(rel, workers, seed, time_limit)
-    seconds = time.perf_counter() - start
-    metrics = {
-        "release": str(release.resolve()),
-        "mechanism": rel.mechanism,
-        **result.metrics(),
-        "seconds": round(seconds, 3),
-        "workers": workers,
-    }
-    solvar = None
-    if variability:
-        start = time.perf_counter()
-        solvar = solution_variability(rel, result, workers, seed, time_limit)
-        metrics["variability"] = {
-            **variability_summary(solvar),
-            "seconds": round(time.perf_counter() - start, 3),
-        }
+    result, figures, solvar = attack(rel, workers, seed, time_limit, variability)
+    metrics = {"release": str(release.resolve()), **figures, "workers": workers}
     write_reconstruction(out, result, metrics, solvar, protect=(release,))
+    statuses = ", ".join(f"{k}: {v}" for k, v in metrics["statuses"].items())
     typer.echo(
         f"reconstructed {result.persons.height:,} persons in {metrics['tracts']} tracts in "
-        f"{seconds:.1f} s ({', '.join(f'{k}: {v}' for k, v in metrics['statuses'].items())})"
+        f"{metrics['seconds']:.1f} s ({statuses})"
     )
     if solvar is not None:
         summary = metrics["variability"]

@@ -33,7 +33,8 @@ def _size_class(persons: pl.Expr) -> pl.Expr:
     return expr
 
 
-def _with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
+def with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame with an ``agebin`` column (the 38 bins of P12 + P14) derived from ``age``."""
     return frame.with_columns(
         agebin=pl.Series(schema.agebin38(frame["age"].to_numpy()), dtype=pl.Int16)
     )
@@ -47,8 +48,8 @@ def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
     key is min(reconstructed, true) — what any one-to-one matching achieves at best.
     """
     cols = ["block", "sex", "age", "race", "hispanic"]
-    true = _with_agebin(truth.persons.select(cols))
-    recon = _with_agebin(reconstructed.select(cols).cast({c: true.schema[c] for c in cols}))
+    true = with_agebin(truth.persons.select(cols))
+    recon = with_agebin(reconstructed.select(cols).cast({c: true.schema[c] for c in cols}))
     exact = _matched(recon, true, [*KEY, "age"])
     left_r = _leftovers(recon, exact, "r")
     left_t = _leftovers(true, exact, "t")
@@ -119,8 +120,8 @@ def _agreement_figures(per_block: pl.DataFrame, reconstructed: int) -> dict[str,
 def block_agebin_agreement(reconstructed: pl.DataFrame, truth: Population) -> float:
     """Share of true persons matched one-to-one on {block, sex, agebin} alone."""
     cols = ["block", "sex", "age"]
-    true = _with_agebin(truth.persons.select(cols))
-    recon = _with_agebin(reconstructed.select(cols).cast({c: true.schema[c] for c in cols}))
+    true = with_agebin(truth.persons.select(cols))
+    recon = with_agebin(reconstructed.select(cols).cast({c: true.schema[c] for c in cols}))
     key = ["block", "sex", "agebin"]
     matched = recon.group_by(key).len("r").join(true.group_by(key).len("t"), on=key)
     total = int(matched.select(pl.min_horizontal("r", "t")).sum().item())

@@ -41,8 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from sdclab import __version__, mechanisms
 from sdclab import evaluate as ev
 from sdclab.attacks import linkage
-from sdclab.attacks.reconstruction import read_reconstruction, reconstruct, write_reconstruction
-from sdclab.attacks.variability import solution_variability, variability_summary
+from sdclab.attacks.reconstruction import read_reconstruction, write_reconstruction
+from sdclab.attacks.variability import attack
 from sdclab.errors import InputError
 from sdclab.fileio import atomic_directory, atomic_file, write_json, write_parquet
 from sdclab.mechanisms import MECHANISMS
@@ -235,15 +235,13 @@ class Runner:
                 )
 
                 def make_recon(tmp: Path, release: Any = release) -> None:
-                    start = time.perf_counter()
-                    recon = reconstruct(release, attacks.workers, attacks.seed, attacks.time_limit)
-                    metrics = {**recon.metrics(), "seconds": time.perf_counter() - start}
-                    solvar = None
-                    if attacks.variability:
-                        solvar = solution_variability(
-                            release, recon, attacks.workers, attacks.seed, attacks.time_limit
-                        )
-                        metrics["variability"] = variability_summary(solvar)
+                    recon, metrics, solvar = attack(
+                        release,
+                        attacks.workers,
+                        attacks.seed,
+                        attacks.time_limit,
+                        attacks.variability,
+                    )
                     write_reconstruction(tmp / "recon", recon, metrics, solvar)
 
                 rec_dir = self.step(f"reconstruction:{m.title}", rec_digest, make_recon) / "recon"

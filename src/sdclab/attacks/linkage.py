@@ -23,9 +23,10 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sdclab import schema
+from sdclab.attacks.reconstruction import release_counts
 from sdclab.errors import InputError
-from sdclab.evaluate import BLOCK_SIZE_CLASSES, size_class_label
-from sdclab.geography import parse_geoids, truncate
+from sdclab.evaluate import BLOCK_SIZE_CLASSES, size_class_label, with_agebin
+from sdclab.geography import truncate
 from sdclab.population import Population
 from sdclab.release import Release
 
@@ -142,10 +143,6 @@ def _block_in_same_county(block: IntArray, blocks: IntArray, rng: np.random.Gene
 # ---------------------------------------------------------------------------------------------
 
 
-def _with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
-    return frame.with_columns(agebin=pl.Series(schema.agebin38(frame["age"].to_numpy())))
-
-
 def _ranked(frame: pl.DataFrame, key: list[str], seed: int) -> pl.DataFrame:
     """Each record's rank within its key, in a seeded random order (ties broken at random)."""
     canonical = frame.sort(pl.all().exclude("_r", "_a"))  # the seed alone decides, not input order
@@ -163,8 +160,8 @@ def link(inferred: pl.DataFrame, attacker: pl.DataFrame, seed: int) -> pl.DataFr
     ``inferred`` has block (int64), sex, age, race, hispanic; ``attacker`` id, block, sex, age.
     One-to-one without replacement: a record used in pass 1 is not used again.
     """
-    left = _with_agebin(inferred).with_row_index("_r")
-    right = _with_agebin(attacker).with_row_index("_a")
+    left = with_agebin(inferred).with_row_index("_r")
+    right = with_agebin(attacker).with_row_index("_a")
     first_key = ["block", "sex", "age"]
     first = _ranked(left, first_key, seed).join(
         _ranked(right, first_key, seed + 1), on=[*first_key, "_rank"], how="inner", suffix="_att"
@@ -237,20 +234,11 @@ def block_race_ethnicity(release: Release, level: str = "block") -> tuple[IntArr
 
 
 def _dense(release: Release, name: str, level: str, codes: IntArray) -> IntArray:
+    """A table as geounits × cells, rounded, clipped at 0 (noise), suppressed cells as 0."""
     if name not in release.tables:
         raise InputError(f"the baselines need table {name} in the release")
-    frame = release.table(name, level)
-    out = np.zeros((len(codes), _n_cells(name)), dtype=np.int64)
-    rows = np.searchsorted(codes, parse_geoids(frame["geoid"], level))
-    counts = frame["count"].cast(pl.Float64).fill_null(0.0).round().to_numpy()
-    out[rows, frame["cell"].to_numpy()] = np.maximum(counts, 0).astype(np.int64)  # noise: ≥ 0
-    return out
-
-
-def _n_cells(name: str) -> int:
-    from sdclab.tables.catalog import CATALOG
-
-    return CATALOG[name].n_cells
+    counts = np.nan_to_num(release_counts(release, (name,), level, codes))
+    return np.maximum(np.rint(counts), 0).astype(np.int64)
 
 
 def block_sex_agebins(release: Release) -> pl.DataFrame:
@@ -341,7 +329,7 @@ class Subsets:
 def breakdowns(attacker: pl.DataFrame, truth: Population, solvar: pl.DataFrame | None) -> Subsets:
     """all; modal / nonmodal; population uniques on {block, sex, agebin}; block-size classes;
     nonmodal uniques in solvar-0 blocks — by the true record behind each attacker id."""
-    persons = _with_agebin(
+    persons = with_agebin(
         truth.persons.select(
             pl.col("person_id").alias("id"),
             pl.col("block").cast(pl.Int64),
@@ -422,7 +410,7 @@ def rates(links: pl.DataFrame, attacker: pl.DataFrame, subsets: Subsets) -> dict
 
 def attacker_match_share(attacker: pl.DataFrame, truth: Population) -> float:
     """Share of attacker records that match a census record on {id, block, sex, agebin}."""
-    true = _with_agebin(
+    true = with_agebin(
         truth.persons.select(
             pl.col("person_id").alias("id"),
             pl.col("block").cast(pl.Int64),
@@ -430,7 +418,7 @@ def attacker_match_share(attacker: pl.DataFrame, truth: Population) -> float:
             "age",
         )
     ).drop("age")
-    mine = _with_agebin(attacker).drop("age")
+    mine = with_agebin(attacker).drop("age")
     matched = mine.join(true, on=["id", "block", "sex", "agebin"], how="inner").height
     return matched / attacker.height if attacker.height else float("nan")
 

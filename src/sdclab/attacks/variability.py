@@ -18,6 +18,7 @@ Blocks are independent, so one program per tract holds all its blocks (the objec
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -32,6 +33,7 @@ from sdclab.attacks.reconstruction import (
     BLOCK_TABLES,
     Reconstruction,
     column_minimum,
+    reconstruct,
     release_counts,
     stacked_query,
 )
@@ -258,3 +260,29 @@ def variability_summary(solvar: pl.DataFrame) -> dict[str, Any]:
 
 CDF_POINTS = (0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1)
 """solvar values at which the cumulative share of blocks is reported."""
+
+
+def attack(
+    release: Release,
+    workers: int | None,
+    seed: int,
+    time_limit: float,
+    with_variability: bool,
+) -> tuple[Reconstruction, dict[str, Any], pl.DataFrame | None]:
+    """Reconstruct a release and, if asked, measure solution variability; with their figures."""
+    start = time.perf_counter()
+    recon = reconstruct(release, workers, seed, time_limit)
+    metrics: dict[str, Any] = {
+        "mechanism": release.mechanism,
+        **recon.metrics(),
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    solvar = None
+    if with_variability:
+        start = time.perf_counter()
+        solvar = solution_variability(release, recon, workers, seed, time_limit)
+        metrics["variability"] = {
+            **variability_summary(solvar),
+            "seconds": round(time.perf_counter() - start, 3),
+        }
+    return recon, metrics, solvar

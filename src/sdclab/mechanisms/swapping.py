@@ -40,9 +40,6 @@ from sdclab.release import Release, tabulated_release
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-MATCHING_LEVELS = ("state", "county", "tract")
-"""Geography levels a PSA matching group may be drawn within."""
-
 
 # ---------------------------------------------------------------------------------------------
 # Households of a population
