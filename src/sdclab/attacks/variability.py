@@ -188,13 +188,17 @@ def variability_problems(
             reconstruction.tracts.filter(pl.col("mode") != "exact")["tract"], "tract"
         ).tolist()
     )
+    # blocks are sorted, so each tract's blocks are one run; records are grouped by tract once
+    block_bounds = np.searchsorted(tract_of_block, np.arange(len(tract_codes) + 1))
+    record_order = np.argsort(tract_of_record, kind="stable")
+    record_bounds = np.searchsorted(tract_of_record[record_order], np.arange(len(tract_codes) + 1))
     problems = []
     for t, code in enumerate(tract_codes):
-        rows = np.flatnonzero(tract_of_block == t)
-        mine = np.flatnonzero(tract_of_record == t)
+        rows = np.arange(block_bounds[t], block_bounds[t + 1])
+        mine = record_order[record_bounds[t] : record_bounds[t + 1]]
         if not mine.size or int(code) in inexact:
             continue
-        local = np.searchsorted(rows, block_index[mine])
+        local = block_index[mine] - block_bounds[t]
         problems.append(
             VariabilityProblem(
                 tract=int(code),
