@@ -16,8 +16,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).parent))
 import pandas_peer  # noqa: E402
-from sdclab.population.synth import synthesize  # noqa: E402
 
+from sdclab.population.synth import synthesize  # noqa: E402
 from sdclab.tables.catalog import PERSON_TABLES  # noqa: E402
 from sdclab.tables.tabulate import tabulate  # noqa: E402
 

@@ -260,6 +260,17 @@ def test_no_floating_point_in_sampling_code(name):
             ), (name, func)
 
 
+def test_tiny_variances_give_zero_noise():
+    """At σ² ≤ 10⁻³ a non-zero draw has probability below 2·e^{-499}: never in 10⁶ draws."""
+    for sigma2 in (Fraction(1, 10**9), Fraction(1, 10**5), Fraction(1, 1000)):
+        draws = noise.discrete_gaussian(sigma2, 1_000_000, np.random.default_rng(3))
+        assert not draws.any()
+    # and at 0.05 the ±1 draws appear at their exact rate 2e^{-10}/Z ≈ 9.1e-5 (Poisson bound)
+    draws = noise.discrete_gaussian(Fraction(1, 20), 1_000_000, np.random.default_rng(4))
+    expected = 1_000_000 * 2 * np.exp(-10) / (1 + 2 * np.exp(-10))
+    assert abs(np.count_nonzero(draws) - expected) < 5 * np.sqrt(expected)
+
+
 def test_reproducible_per_seed_and_shape():
     a = noise.discrete_gaussian(4, (3, 5), np.random.default_rng(9))
     b = noise.discrete_gaussian(4, (3, 5), np.random.default_rng(9))
@@ -271,7 +282,7 @@ def test_reproducible_per_seed_and_shape():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda r: noise.discrete_gaussian(0.001, 5, r), "outside the supported range"),
+        (lambda r: noise.discrete_gaussian(1e-10, 5, r), "outside the supported range"),
         (lambda r: noise.discrete_gaussian(2e8, 5, r), "outside the supported range"),
         (lambda r: noise.discrete_gaussian(-1, 5, r), "outside the supported range"),
         (lambda r: noise.discrete_gaussian(float("nan"), 5, r), "must be finite"),

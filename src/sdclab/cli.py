@@ -145,7 +145,7 @@ def protect(
     fit = "" if release.randomness.get("fit_for_publication") else " (not fit for publication)"
     typer.echo(
         f"{mechanism}: wrote {len(release.tables)} tables"
-        + (" and protected microdata" if release.microdata is not None else "")
+        + (" and protected microdata" if release.person_microdata is not None else "")
         + f" to {out} in {time.perf_counter() - start:.1f} s{fit}"
     )
     typer.echo(f"budget: {release.card.budget.text()}")
@@ -285,8 +285,9 @@ def evaluate(
         "accuracy_summary": ev.summarise_accuracy(figures),
         "accuracy": figures,
     }
-    if rel.microdata is not None:
-        metrics["microdata_agreement"] = ev.agreement(rel.microdata.persons, population)
+    persons = rel.person_microdata
+    if persons is not None and ev.has_person_attributes(persons):
+        metrics["microdata_agreement"] = ev.agreement(persons, population)
     if recon is not None:
         reconstruction = read_reconstruction(recon)
         metrics["reconstruction"] = json.loads((recon / METRICS_FILE).read_text())

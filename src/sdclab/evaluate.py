@@ -40,6 +40,11 @@ def with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def has_person_attributes(frame: pl.DataFrame) -> bool:
+    """Whether released person records carry what :func:`agreement` matches on."""
+    return {"block", "sex", "age", "race", "hispanic"} <= set(frame.columns)
+
+
 def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
     """One-to-one agreement of reconstructed with true records, by block-size class.
 

@@ -223,8 +223,9 @@ class Runner:
             }
             figures = ev.accuracy(release, truth)
             entry["accuracy_by_level"] = ev.summarise_accuracy(figures)
-            if release.microdata is not None:
-                entry["microdata_agreement"] = ev.agreement(release.microdata.persons, truth)
+            persons = release.person_microdata
+            if persons is not None and ev.has_person_attributes(persons):
+                entry["microdata_agreement"] = ev.agreement(persons, truth)
             if attacks.reconstruct:
                 rec_digest = _digest(
                     "reconstruction",

@@ -35,6 +35,9 @@ from sdclab.tables.tabulate import LONG_SCHEMA, tabulate
 FORMAT_VERSION = 1
 RELEASE_FILE = "release.json"
 GEOGRAPHY_FILE = "geography.parquet"
+MDF_FILE = "microdata/persons.parquet"
+MEASUREMENTS_FILE = "measurements.parquet"
+MEASUREMENT_COLUMNS = ["level", "geoid", "query", "cell", "noisy", "variance"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,18 @@ class Release:
     geography: Geography
     microdata: Population | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    mdf: pl.DataFrame | None = None
+    """Person-only microdata of a histogram mechanism (TopDown's MDF): block and the product's
+    attributes, no units."""
+    measurements: pl.DataFrame | None = None
+    """Noisy measurements a mechanism publishes: level, geoid, query, cell, noisy, variance."""
+
+    @property
+    def person_microdata(self) -> pl.DataFrame | None:
+        """The released person records (protected microdata or MDF), if any."""
+        if self.microdata is not None:
+            return self.microdata.persons
+        return self.mdf
 
     def table(self, name: str, level: str | None = None) -> pl.DataFrame:
         """A table in long form, optionally only one level."""
@@ -71,6 +86,8 @@ class Release:
             "zeros": "omitted",
             "tables": {name: table_metadata(CATALOG[name]) for name in self.tables},
             "microdata": self.microdata is not None,
+            "mdf": None if self.mdf is None else self.mdf.columns,
+            "measurements": self.measurements is not None,
             "notes": self.notes,
         }
 
@@ -160,6 +177,11 @@ def write_release(release: Release, out: Path, *, protect: tuple[Path, ...] = ()
             (tmp / "microdata").mkdir()
             write_parquet(release.microdata.persons, tmp / "microdata" / "persons.parquet")
             write_parquet(release.microdata.units, tmp / "microdata" / "units.parquet")
+        if release.mdf is not None:
+            (tmp / "microdata").mkdir()
+            write_parquet(release.mdf, tmp / MDF_FILE)
+        if release.measurements is not None:
+            write_parquet(release.measurements, tmp / MEASUREMENTS_FILE)
         write_json(release.metadata(), tmp / RELEASE_FILE)
 
 
@@ -183,6 +205,15 @@ def read_release(path: Path) -> Release:
             persons_source=str(path / "microdata" / "persons.parquet"),
             units_source=str(path / "microdata" / "units.parquet"),
         )
+    mdf = _read_mdf(path, meta.get("mdf"), valid)
+    measurements = None
+    if meta.get("measurements"):
+        measurements = _read_parquet(path / MEASUREMENTS_FILE)
+        if measurements.columns != MEASUREMENT_COLUMNS:
+            raise InputError(
+                f"{path / MEASUREMENTS_FILE}: columns {measurements.columns}, expected "
+                f"{MEASUREMENT_COLUMNS}"
+            )
     return Release(
         mechanism=meta["mechanism"],
         parameters=meta["parameters"],
@@ -193,7 +224,35 @@ def read_release(path: Path) -> Release:
         geography=geography,
         microdata=microdata,
         notes=meta.get("notes", {}),
+        mdf=mdf,
+        measurements=measurements,
     )
+
+
+def _read_mdf(path: Path, columns: Any, valid: pl.DataFrame) -> pl.DataFrame | None:
+    """The MDF, checked: the declared columns, integer attributes, blocks of this release."""
+    if columns is None:
+        return None
+    file = path / MDF_FILE
+    if not isinstance(columns, list) or "block" not in columns:
+        raise InputError(
+            f"{path / RELEASE_FILE}: mdf must list the MDF's columns, block among them"
+        )
+    frame = _read_parquet(file)
+    if frame.columns != columns:
+        raise InputError(f"{file}: columns {frame.columns}, expected {columns}")
+    bad = [c for c in columns if c != "block" and not frame.schema[c].is_integer()]
+    if bad or frame.schema["block"] != pl.String:
+        raise InputError(
+            f"{file}: block must be a string and {', '.join(bad) or 'the rest'} integers"
+        )
+    blocks = valid.filter(pl.col("level") == "block").get_column("geoid")
+    unknown = frame.filter(~pl.col("block").is_in(blocks.implode()))
+    if unknown.height:
+        raise InputError(
+            f"{file}: block {unknown['block'][0]!r} is not in this release's geography"
+        )
+    return frame
 
 
 _REQUIRED_KEYS = {

@@ -249,5 +249,9 @@ PL94 = Schema("pl94", (UNIT_TYPE, VOTING_AGE_ATTR, HISPANIC, RACE))
 """The 2020 redistricting (PL 94-171) person histogram: hhgq (the type of the person's unit) ×
 voting age × Hispanic origin × race (63): 2,016 cells. Race keeps sdclab's bitmask order."""
 
+DHC = Schema("dhc", (UNIT_TYPE, SEX, AGE, HISPANIC, RACE))
+"""sdclab's DHC-persons-like TopDown histogram: hhgq × sex × single year of age × Hispanic origin ×
+race (63): 233,856 cells. It keeps sex and age, so every person table can be tabulated from it."""
+
 UNIT = Schema("unit", (UNIT_TYPE, OCCUPIED, TENURE, HOUSEHOLD_SIZE))
 """Units by type × occupancy × tenure × household size: 512 cells."""

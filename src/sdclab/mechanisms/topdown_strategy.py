@@ -16,17 +16,33 @@ itself, come with the TopDown issue; this module is the part they share with the
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cache
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from sdclab import accounting, schema
 from sdclab.accounting import Budget, SpecCard
-from sdclab.geography import LEVELS, Geography
-from sdclab.noise import discrete_gaussian
-from sdclab.tables.catalog import HISPANIC, RACE_DETAILED, Dimension, Part, all_codes, part_query
+from sdclab.errors import InputError
+from sdclab.geography import LEVELS
+from sdclab.schema import Schema
+from sdclab.tables.catalog import (
+    HISPANIC,
+    P12_AGE,
+    RACE_DETAILED,
+    SEXES,
+    Dimension,
+    Part,
+    all_codes,
+    part_query,
+)
 
 HHGQ = all_codes(schema.UNIT_TYPE)
 VOTING_AGE = all_codes(schema.VOTING_AGE_ATTR)
@@ -38,7 +54,7 @@ HH_INST_LEVELS = Dimension(
     ),
 )
 
-QUERIES: dict[str, tuple[Dimension, ...]] = {
+PL94_QUERIES: dict[str, tuple[Dimension, ...]] = {
     "total": (),
     "hhgq": (HHGQ,),
     "hhinstlevels": (HH_INST_LEVELS,),
@@ -50,13 +66,33 @@ QUERIES: dict[str, tuple[Dimension, ...]] = {
     "votingage*hispanic": (VOTING_AGE, HISPANIC),
     "votingage*hispanic*cenrace": (VOTING_AGE, HISPANIC, RACE_DETAILED),
     "detailed": (HHGQ, VOTING_AGE, HISPANIC, RACE_DETAILED),
+    # rounder-only queries (never measured)
+    "hhgq*hispanic": (HHGQ, HISPANIC),
+    "hhgq*hispanic*cenrace": (HHGQ, HISPANIC, RACE_DETAILED),
 }
-"""The measured queries of the PL94 strategy, by their production names."""
+"""The queries of the PL94 product by their production names: the 11 measured ones, then the two
+the rounder also targets."""
+QUERIES = PL94_QUERIES
 
-
-def query_matrix(name: str) -> sp.csr_matrix:
-    """Sparse 0/1 matrix (query cells × the 2,016 PL94 histogram cells)."""
-    return part_query(schema.PL94, Part(QUERIES[name])).astype(np.int64)
+_AGES = np.arange(schema.AGE_MAX + 1)
+VOTING_AGE_OF_AGE = Dimension(
+    "age",
+    ("under 18", "18 and over"),
+    np.stack([_AGES < schema.VOTING_AGE, _AGES >= schema.VOTING_AGE]).astype(np.int8),
+)
+DHC_QUERIES: dict[str, tuple[Dimension, ...]] = {
+    "total": (),
+    "hhgq": (HHGQ,),
+    "votingage": (VOTING_AGE_OF_AGE,),
+    "sex*agecat": (SEXES, P12_AGE),
+    "sex*age": (SEXES, all_codes(schema.AGE)),
+    "hispanic*cenrace": (HISPANIC, RACE_DETAILED),
+    "votingage*hispanic*cenrace": (VOTING_AGE_OF_AGE, HISPANIC, RACE_DETAILED),
+    "detailed": (HHGQ, SEXES, all_codes(schema.AGE), HISPANIC, RACE_DETAILED),
+    # rounder-only
+    "hhgq*sex*agecat": (HHGQ, SEXES, P12_AGE),
+}
+"""The queries of sdclab's DHC-persons-like product (sex × agecat uses the 23 age groups of P12)."""
 
 
 RHO_GLOBAL = Fraction(542, 339) ** 2
@@ -148,6 +184,10 @@ class Strategy:
         """Noise variance 1/ρ_{q,L} of every cell of the query (bounded neighbours, Δ₂² = 2)."""
         return 1 / self.rho_of(query, level)
 
+    def measured(self, level: str) -> list[str]:
+        """The queries measured at ``level``, in a fixed order."""
+        return [q for q, share in self.query_shares[level].items() if share > 0]
+
     def total_rho(self) -> Fraction:
         """A person's total ρ: the sum over levels and queries (each level's shares sum to 1)."""
         return sum(
@@ -155,82 +195,197 @@ class Strategy:
             F(0),
         )
 
-    def check(self) -> None:
-        """Shares must be positive and sum to one per level and over levels; queries must exist."""
+    def check(self, queries: Iterable[str] = PL94_QUERIES) -> None:
+        """Shares must be non-negative and sum to one per level and over levels; queries known."""
+        if set(self.level_shares) != set(LEVELS) or set(self.query_shares) != set(LEVELS):
+            raise ValueError(f"shares must be given for exactly the levels {', '.join(LEVELS)}")
+        if self.rho <= 0:
+            raise ValueError(f"rho must be positive, got {self.rho}")
         if sum(self.level_shares.values()) != 1:
             raise ValueError(f"level shares sum to {sum(self.level_shares.values())}, not 1")
         for level, shares in self.query_shares.items():
-            unknown = set(shares) - set(QUERIES)
+            unknown = set(shares) - set(queries)
             if unknown:
                 raise ValueError(f"{level}: unknown queries {sorted(unknown)}")
+            if any(v < 0 for v in shares.values()) or self.level_shares[level] < 0:
+                raise ValueError(f"{level}: shares must not be negative")
             if sum(shares.values()) != 1:
                 raise ValueError(f"{level}: query shares sum to {sum(shares.values())}, not 1")
+
+    def with_rho(self, rho: Fraction) -> Strategy:
+        return Strategy(rho, self.level_shares, self.query_shares)
+
+    def table(self) -> list[dict[str, Any]]:
+        """The per-level, per-query budget: share, ρ and σ of every measured query."""
+        return [
+            {
+                "level": level,
+                "query": query,
+                "share_of_level": str(self.query_shares[level][query]),
+                "level_share": str(self.level_shares[level]),
+                "rho": float(self.rho_of(query, level)),
+                "sigma": float(self.sigma2(query, level)) ** 0.5,
+            }
+            for level in LEVELS
+            for query in self.measured(level)
+        ]
 
 
 PRODUCTION = Strategy(RHO_GLOBAL, LEVEL_SHARES, QUERY_SHARES)
 
 
-def pl94_card(strategy: Strategy = PRODUCTION, delta: float = 1e-10) -> SpecCard:
-    """The specification card of TopDown's PL94 persons measurements."""
+def _dhc_shares() -> dict[str, dict[str, Fraction]]:
+    base = {
+        "total": F(1, 10),
+        "hhgq": F(1, 20),
+        "votingage": F(1, 20),
+        "sex*agecat": F(1, 10),
+        "sex*age": F(1, 10),
+        "hispanic*cenrace": F(1, 10),
+        "votingage*hispanic*cenrace": F(1, 10),
+        "detailed": F(2, 5),
+    }
+    nation = {**base, "detailed": F(1, 2)}
+    del nation["total"]  # the national total is invariant
+    return {level: dict(nation if level == "nation" else base) for level in LEVELS}
+
+
+DHC_DEFAULT = Strategy(F(153, 10), LEVEL_SHARES, _dhc_shares())
+"""sdclab's default DHC strategy: ρ = 15.30 (ε = 52.83 at δ = 10⁻¹⁰ by the standard conversion,
+the figure quoted for the 2020 person products), production level shares, and within each level
+total 1/10, hhgq 1/20, votingage 1/20, sex × P12 age groups 1/10, sex × single age 1/10,
+hispanic × cenrace 1/10, votingage × hispanic × cenrace 1/10, detailed 2/5 (1/2 at the nation,
+whose total is invariant)."""
+
+
+@dataclass(frozen=True)
+class Product:
+    """A TopDown person product: its histogram, its queries, default strategy and solve passes.
+
+    Passes follow production (A.5): children at state, county, tract and block-group level are
+    solved total first, then everything else; the root and blocks in one pass.
+    """
+
+    name: str
+    schema: Schema
+    queries: dict[str, tuple[Dimension, ...]]
+    default: Strategy
+    rounder_queries: tuple[str, ...]
+    """What the rounder's last pass targets (after the total)."""
+
+    def query_matrix(self, name: str) -> sp.csr_matrix:
+        """Sparse 0/1 matrix (query cells × histogram cells)."""
+        return _query_matrix(self.name, name)
+
+    def l2_passes(self, level: str, measured: Iterable[str]) -> tuple[tuple[str, ...], ...]:
+        rest = tuple(q for q in measured if q != "total")
+        if level in ("nation", "block"):
+            return (("total", *rest),)
+        return (("total",), rest)
+
+    def rounder_passes(self, level: str) -> tuple[tuple[str, ...], ...]:
+        if level in ("nation", "block"):
+            return (("total", *self.rounder_queries),)
+        return (("total",), self.rounder_queries)
+
+    def structural_zeros(self) -> npt.NDArray[np.bool_]:
+        """Cells no geounit may fill: minors in nursing facilities (constraint nurse_nva_0)."""
+        cells = self.schema.decode(np.arange(self.schema.size))
+        minor = (
+            cells["votingage"] == 0 if "votingage" in cells else cells["age"] < schema.VOTING_AGE
+        )
+        return (cells["unit_type"] == NURSING) & minor
+
+
+NURSING = 3
+
+
+@cache
+def _query_matrix(product: str, name: str) -> sp.csr_matrix:
+    p = PRODUCTS[product]
+    return part_query(p.schema, Part(p.queries[name])).astype(np.int64).tocsr()
+
+
+def query_matrix(name: str) -> sp.csr_matrix:
+    """Sparse 0/1 matrix (query cells × the 2,016 PL94 histogram cells)."""
+    return PRODUCTS["pl94"].query_matrix(name)
+
+
+PRODUCTS = {
+    "pl94": Product(
+        "pl94",
+        schema.PL94,
+        PL94_QUERIES,
+        PRODUCTION,
+        ("hhgq", "hhgq*hispanic", "hhgq*hispanic*cenrace", "detailed"),
+    ),
+    "dhc": Product(
+        "dhc",
+        schema.DHC,
+        DHC_QUERIES,
+        DHC_DEFAULT,
+        ("hhgq", "hhgq*sex*agecat", "votingage*hispanic*cenrace", "detailed"),
+    ),
+}
+
+
+def load_strategy(path: Path, product: Product, rho: Fraction | None = None) -> Strategy:
+    """A strategy from a TOML file: ``rho`` (optional), ``[level_shares]`` and one
+    ``[query_shares.<level>]`` table per level; shares are exact fractions written as strings
+    ("104/4099") or decimals. Anything malformed is an :class:`InputError` naming the file."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{path}: cannot read strategy ({exc})") from None
+    try:
+        strategy = Strategy(
+            _fraction(data.get("rho", rho if rho is not None else product.default.rho)),
+            {k: _fraction(v) for k, v in data["level_shares"].items()},
+            {
+                lv: {q: _fraction(v) for q, v in qs.items()}
+                for lv, qs in data["query_shares"].items()
+            },
+        )
+        strategy.check(product.queries)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
+        raise InputError(f"{path}: not a valid {product.name} strategy ({exc})") from None
+    return strategy if rho is None else strategy.with_rho(rho)
+
+
+def _fraction(value: Any) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Fraction):
+        raise TypeError(f"{value!r} is not a number")
+    return Fraction(str(value)) if isinstance(value, float) else Fraction(value)
+
+
+def topdown_card(product: Product, strategy: Strategy, delta: float = 1e-10) -> SpecCard:
+    """The specification card of a TopDown product's person measurements."""
     rho = float(strategy.total_rho())
     return SpecCard(
-        mechanism="topdown (pl94 persons)",
+        mechanism=f"topdown ({product.name} persons)",
         domain="census edited files (person records after editing and imputation)",
         multiverse="datasets sharing the invariants",
         invariants=(
-            "state total populations",
-            "housing units and occupied group-quarters facilities by type in every block",
+            "the national and state total populations",
+            "housing units and group-quarters facilities by type in every block",
         ),
         protection_unit="person record",
         neighbours=accounting.NEIGHBOUR_TEXT["bounded"],
         output_premetric="zCDP",
         budget=Budget(rho=rho),
-        covers="the PL 94-171 person tables (and every product derived from its microdata)",
+        covers=f"the {product.name} person histogram at every level, its microdata (MDF) and every "
+        "table tabulated from it, and the noisy measurements",
         caveats=(
             f"(epsilon, delta) at delta = {delta:g}: epsilon = "
-            f"{accounting.epsilon_for_delta(rho, delta):.2f} (tight conversion)",
-            "Budgets of other products (units, DHC) add to this one.",
+            f"{accounting.epsilon_for_delta(rho, delta):.2f} (tight conversion), "
+            f"{accounting.epsilon_standard(rho, delta):.2f} (standard conversion)",
+            "Structural constraints (hhgq bounds from the facility counts, no minors in nursing "
+            "facilities) are public knowledge, not extra leakage beyond the invariants.",
+            "Budgets of other products (units, the other person product) add to this one.",
         ),
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# Measurements
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """Noisy answers of one query at every geounit of one level (geounits × query cells)."""
-
-    query: str
-    level: str
-    codes: np.ndarray
-    noisy: np.ndarray
-    sigma2: Fraction
-
-
-def measure(
-    block_histogram: sp.csr_matrix,
-    geography: Geography,
-    strategy: Strategy,
-    rng: np.random.Generator,
-) -> list[Measurement]:
-    """Every query of the strategy at every level: exact answers plus N_Z(0, 1/ρ_{q,L}) noise.
-
-    ``block_histogram`` is the blocks × 2,016 PL94 histogram (sdclab.tables.tabulate with
-    schema.PL94). Noise comes from the exact discrete Gaussian sampler, one draw per answer.
-    """
-    out = []
-    for level in LEVELS:
-        histogram = (
-            block_histogram if level == "block" else geography.aggregation(level) @ block_histogram
-        )
-        for query, share in strategy.query_shares[level].items():
-            if share == 0:
-                continue
-            exact = (histogram @ query_matrix(query).T).toarray()
-            sigma2 = strategy.sigma2(query, level)
-            noise = discrete_gaussian(sigma2, exact.shape, rng)
-            out.append(Measurement(query, level, geography.codes(level), exact + noise, sigma2))
-    return out
+def pl94_card(strategy: Strategy = PRODUCTION, delta: float = 1e-10) -> SpecCard:
+    """The specification card of TopDown's PL94 persons measurements."""
+    return topdown_card(PRODUCTS["pl94"], strategy, delta)

@@ -37,13 +37,16 @@ def record_cells(population: Population, domain: schema.Schema) -> npt.NDArray[n
                 "unit_type": unit_type[population.person_unit_row],
             }
         )
-    if domain is schema.PL94:
+    if domain is schema.PL94 or domain is schema.DHC:
         persons = population.persons
         unit_type = population.units.get_column("unit_type").to_numpy()
+        age = persons["age"].to_numpy()
         return domain.cell_index(
             {
                 "unit_type": unit_type[population.person_unit_row],
-                "votingage": (persons["age"].to_numpy() >= schema.VOTING_AGE).astype(np.int64),
+                "sex": persons["sex"].to_numpy(),
+                "age": age,
+                "votingage": (age >= schema.VOTING_AGE).astype(np.int64),
                 "hispanic": persons["hispanic"].to_numpy(),
                 "race": persons["race"].to_numpy(),
             }

@@ -1,0 +1,590 @@
+"""The TopDown Algorithm (specs/topdown-safetab-h.md part A) for the `pl94` and `dhc` products.
+
+1. Measure: every geounit's histogram answers the strategy's queries with exact discrete Gaussian
+   noise, σ² = 1/ρ_{q,L} (bounded neighbours).
+2. Post-process top-down: the root (the nation) is solved alone under its invariant total; then,
+   level by level, each parent's children are solved jointly — a multi-pass weighted L2 step
+   (:mod:`sdclab.optimize.least_squares`) and a multi-pass L1 rounder
+   (:mod:`sdclab.optimize.rounding`) — so that they are non-negative integers summing exactly to the
+   parent and satisfying the invariants (state totals) and constraints (hhgq bounds from the block
+   facility counts, no minors in nursing facilities). Every solution is checked before it is used.
+3. Output: the block histograms as microdata (the MDF), every catalogue table that can be tabulated
+   from the product's attributes, and the noisy measurements.
+
+Bypass: a geounit with a single child has the same persons as that child, so the child copies its
+histogram; the chain of single children is solved once, as one child of the parent above, with the
+measurements of every unit of the chain combined by inverse-variance weighting (equivalent to
+production's merged budget shares).
+
+Only cells where the parent is positive get child variables, and a geounit's noisy answers are drawn
+only for the query cells that touch its parent's support: the others cannot move the solution (their
+residual is constant), so drawing them would cost time and change nothing. Each geounit draws from
+its own random stream (derived from the run's seed, its level and its geocode), so the output does
+not depend on how problems are scheduled or on the number of workers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import scipy.sparse as sp
+from pydantic import Field
+
+from sdclab import accounting, schema
+from sdclab.digest import frames_digest
+from sdclab.execution import run_tasks
+from sdclab.geography import LEVELS, Geography, geoid_strings
+from sdclab.mechanisms.base import MechanismEntry, Parameters
+from sdclab.mechanisms.topdown_strategy import (
+    PRODUCTS,
+    Product,
+    Strategy,
+    load_strategy,
+    topdown_card,
+)
+from sdclab.noise import discrete_gaussian
+from sdclab.optimize.least_squares import solve_l2
+from sdclab.optimize.parent_problem import ParentProblem, check_solution
+from sdclab.optimize.rounding import round_l1
+from sdclab.population import Population
+from sdclab.release import Release
+from sdclab.tables.tabulate import block_histogram
+
+IntArray = npt.NDArray[np.int64]
+
+UNIT_CAP = 99_999
+"""Most persons one housing unit or facility may hold (production's cap)."""
+MINIMUM_OCCUPANCY = np.array([0, 1, 1, 1, 1, 1, 1, 1])
+"""Housing units may be vacant; every occupied group-quarters facility holds at least one person."""
+N_HHGQ = 8
+
+
+class TopDownParameters(Parameters):
+    """``product`` (dhc or pl94), an optional total ``rho`` and ``strategy`` file."""
+
+    product: Literal["dhc", "pl94"] = "dhc"
+    rho: Decimal | None = Field(None, gt=0, allow_inf_nan=False)
+    strategy: Path | None = None
+    measurements: bool = Field(True, description="write the noisy measurements file")
+    workers: int | None = Field(None, ge=1)
+    delta: float = Field(1e-10, gt=0, lt=1, description="δ at which (ε, δ) is also reported")
+
+    def resolve(self) -> tuple[Product, Strategy]:
+        product = PRODUCTS[self.product]
+        rho = Fraction(self.rho) if self.rho is not None else None
+        if self.strategy is not None:
+            return product, load_strategy(self.strategy, product, rho)
+        return product, product.default if rho is None else product.default.with_rho(rho)
+
+
+def card(p: TopDownParameters) -> accounting.SpecCard:
+    product, strategy = p.resolve()
+    return topdown_card(product, strategy, p.delta)
+
+
+# ---------------------------------------------------------------------------------------------
+# The geography tree with bypass
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tree:
+    """For each level below the nation: the parent (index at the level above) of every geounit."""
+
+    geography: Geography
+    parent: dict[str, IntArray]
+
+    @classmethod
+    def of(cls, geography: Geography) -> Tree:
+        parent = {}
+        for upper, lower in zip(LEVELS[:-1], LEVELS[1:], strict=True):
+            _, lower_of_block = geography.units(lower)
+            _, upper_of_block = geography.units(upper)
+            first_block = np.unique(lower_of_block, return_index=True)[1]
+            parent[lower] = upper_of_block[first_block]
+        return cls(geography, parent)
+
+    def children(self, level: str) -> list[IntArray]:
+        """The children (indices at the level below) of every geounit of ``level``."""
+        lower = LEVELS[LEVELS.index(level) + 1]
+        parent = self.parent[lower]
+        order = np.argsort(parent, kind="stable")
+        bounds = np.searchsorted(parent[order], np.arange(self.geography.n_units(level) + 1))
+        return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def chain(self, level: str, unit: int, children: dict[str, list[IntArray]]) -> list[Member]:
+        """The unit and its descendants through single-child links (the bypassed chain)."""
+        members = [Member(LEVELS.index(level), unit)]
+        while level != "block" and len(children[level][unit]) == 1:
+            unit = int(children[level][unit][0])
+            level = LEVELS[LEVELS.index(level) + 1]
+            members.append(Member(LEVELS.index(level), unit))
+        return members
+
+
+@dataclass(frozen=True)
+class Member:
+    level: int
+    unit: int
+
+
+# ---------------------------------------------------------------------------------------------
+# One parent's problem (runs in a worker)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """What a worker needs to know of one child (a bypassed chain)."""
+
+    members: tuple[tuple[int, int], ...]
+    """(level index, geocode) of the child and its single-child descendants."""
+    cells: IntArray
+    counts: IntArray
+    """The child's true histogram (sparse: cell indices and counts; confidential)."""
+    units: IntArray
+    """Housing units and occupied facilities of each of the 8 types (invariant)."""
+    total: int
+    """Invariant total population, -1 below the state level."""
+
+
+@dataclass(frozen=True)
+class Task:
+    product: str
+    strategy: Strategy
+    entropy: int
+    head_level: str
+    support: IntArray
+    parent: IntArray | None
+    children: tuple[ChildSpec, ...]
+    keep_measurements: bool
+
+
+@dataclass(frozen=True)
+class Outcome:
+    histograms: IntArray
+    """children × support cells."""
+    measurements: dict[str, IntArray] | None
+    seconds: float
+
+
+def geounit_stream(entropy: int, level: int, code: int) -> np.random.Generator:
+    """The random stream of one geounit: a function of the run's entropy, its level and geocode."""
+    return np.random.Generator(
+        np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=(level, int(code))))
+    )
+
+
+MAX_WEIGHT = 1e6
+"""Weights are capped here: a variance below 10⁻⁶ (σ² < 0.035) means the noisy answer is exact
+with probability above 1 − 10⁻⁶, and larger weights only spoil the solver's numerics."""
+
+
+@cache
+def _weight(sigma2: Fraction) -> float:
+    """1 / the exact variance of the discrete Gaussian (spec A.3), capped at MAX_WEIGHT."""
+    return 1.0 / max(accounting.discrete_gaussian_variance(sigma2), 1.0 / MAX_WEIGHT)
+
+
+def solve_parent(task: Task) -> Outcome:
+    """Measure the children, then L2-solve, round and check their histograms on the support."""
+    start = time.perf_counter()
+    product = PRODUCTS[task.product]
+    n = len(task.support)
+    zero = product.structural_zeros()[task.support]
+    hhgq_of_cell = product.schema.decode(task.support)["unit_type"]
+    hhgq = sp.csr_matrix(
+        (np.ones(n), (hhgq_of_cell, np.arange(n))), shape=(N_HHGQ, n), dtype=np.int64
+    )
+    units = np.array([c.units for c in task.children])
+    allowed = ~zero[None, :] & (units[:, hhgq_of_cell] > 0)
+    names = [q for q in product.queries]
+    full = {q: product.query_matrix(q) for q in names}
+    restricted = {}
+    rows_of = {}
+    for q in names:
+        columns = full[q][:, task.support]
+        rows = np.flatnonzero(np.diff(columns.indptr) > 0)
+        rows_of[q], restricted[q] = rows, columns[rows]
+    targets, weights, records = _measure(task, full, rows_of)
+    measured = {q for q in names if (weights.get(q, np.zeros(1)) > 0).any()}
+    passes = product.l2_passes(task.head_level, [q for q in names if q in measured])
+    problem = ParentProblem(
+        allowed=allowed,
+        parent=task.parent,
+        totals=np.array([c.total for c in task.children]),
+        hhgq=hhgq,
+        hhgq_lower=MINIMUM_OCCUPANCY[None, :] * units,
+        hhgq_upper=UNIT_CAP * units,
+        queries=restricted,
+        targets=targets,
+        weights=weights,
+        l2_passes=tuple(tuple(q for q in p if q in measured) for p in passes),
+        rounder_passes=product.rounder_passes(task.head_level),
+    )
+    histograms = round_l1(problem, solve_l2(problem))
+    check_solution(problem, histograms)
+    return Outcome(histograms, records, time.perf_counter() - start)
+
+
+def _measure(
+    task: Task, full: dict[str, sp.csr_matrix], rows_of: dict[str, IntArray]
+) -> tuple[dict[str, npt.NDArray[np.float64]], dict[str, npt.NDArray[np.float64]], Any]:
+    """Noisy answers of every chain member, combined per child by inverse-variance weighting."""
+    size = full["total"].shape[1]
+    n_children = len(task.children)
+    sums = {q: np.zeros((n_children, len(rows_of[q]))) for q in full}
+    weights = {q: np.zeros(n_children) for q in full}
+    records: list[tuple[int, int, int, IntArray, IntArray, float]] = []
+    names = list(full)
+    for c, child in enumerate(task.children):
+        truth = sp.csr_matrix(
+            (child.counts, (np.zeros(len(child.cells), np.int64), child.cells)), shape=(1, size)
+        )
+        for level_index, code in child.members:
+            level = LEVELS[level_index]
+            stream = geounit_stream(task.entropy, level_index, code)
+            for q in task.strategy.measured(level):
+                rows = rows_of[q]
+                exact = (truth @ full[q][rows].T).toarray().ravel()
+                sigma2 = task.strategy.sigma2(q, level)
+                noisy = exact + discrete_gaussian(sigma2, len(rows), stream)
+                w = _weight(sigma2)
+                sums[q][c] += w * noisy
+                weights[q][c] += w
+                if task.keep_measurements:
+                    records.append((level_index, code, names.index(q), rows, noisy, float(sigma2)))
+    targets = {
+        q: np.divide(
+            sums[q], weights[q][:, None], out=np.zeros_like(sums[q]), where=weights[q][:, None] > 0
+        )
+        for q in full
+    }
+    return targets, weights, _stack_records(records) if task.keep_measurements else None
+
+
+def _stack_records(
+    records: list[tuple[int, int, int, IntArray, IntArray, float]],
+) -> dict[str, Any]:
+    lengths = [len(r[3]) for r in records]
+    return {
+        "level": np.repeat([r[0] for r in records], lengths).astype(np.int8),
+        "code": np.repeat([r[1] for r in records], lengths).astype(np.int64),
+        "query": np.repeat([r[2] for r in records], lengths).astype(np.int16),
+        "cell": np.concatenate([r[3] for r in records] or [np.zeros(0, np.int64)]).astype(np.int32),
+        "noisy": np.concatenate([r[4] for r in records] or [np.zeros(0, np.int64)]).astype(
+            np.int64
+        ),
+        "variance": np.repeat([r[5] for r in records], lengths),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The run: root, then level by level
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopDownRun:
+    """The post-processed histograms of every level, with what the run measured and cost."""
+
+    product: Product
+    histograms: dict[str, sp.csr_matrix]
+    """geounits × cells integer histograms at every level (blocks last)."""
+    measurements: pl.DataFrame | None
+    seconds: dict[str, float]
+    """Wall time of the problems whose children are at each level (the root under "nation")."""
+    problems: dict[str, int]
+
+
+def unit_counts(population: Population) -> sp.csr_matrix:
+    """blocks × 8: housing units (occupied or vacant) and occupied facilities of each GQ type."""
+    units = population.units
+    unit_type = units["unit_type"].to_numpy().astype(np.int64)
+    counted = (unit_type == 0) | units["occupied"].to_numpy()
+    return sp.csr_matrix(
+        (counted.astype(np.int64), (population.unit_block_index, unit_type)),
+        shape=(population.geography.n_blocks, N_HHGQ),
+    )
+
+
+def topdown(
+    population: Population,
+    product: Product,
+    strategy: Strategy,
+    rng: np.random.Generator,
+    *,
+    workers: int | None = None,
+    keep_measurements: bool = True,
+) -> TopDownRun:
+    """Run TopDown on ``population``; the output is fully determined by ``rng``'s state."""
+    geography = population.geography
+    tree = Tree.of(geography)
+    truth_blocks = block_histogram(population, product.schema)
+    units_blocks = unit_counts(population)
+    truth, units = {}, {}
+    for level in LEVELS:
+        agg = None if level == "block" else geography.aggregation(level)
+        truth[level] = truth_blocks if agg is None else (agg @ truth_blocks).tocsr()
+        units[level] = (units_blocks if agg is None else agg @ units_blocks).toarray()
+    children = {level: tree.children(level) for level in LEVELS[:-1]}
+    entropy = int(rng.integers(2**62)) << 64 | int(rng.integers(2**62))
+    codes = {level: geography.codes(level) for level in LEVELS}
+    found: dict[str, dict[int, tuple[IntArray, IntArray]]] = {level: {} for level in LEVELS}
+    records: list[dict[str, Any]] = []
+    seconds: dict[str, float] = {}
+    problems: dict[str, int] = {}
+
+    def child_spec(level: str, unit: int) -> ChildSpec:
+        members = tree.chain(level, unit, children)
+        row = truth[level][unit]
+        return ChildSpec(
+            members=tuple((m.level, int(codes[LEVELS[m.level]][m.unit])) for m in members),
+            cells=row.indices.astype(np.int64),
+            counts=row.data.astype(np.int64),
+            units=units[level][unit].astype(np.int64),
+            total=int(row.sum()) if LEVELS.index(level) <= LEVELS.index("state") else -1,
+        )
+
+    def keep(level: str, unit: int, support: IntArray, counts: IntArray) -> None:
+        nonzero = counts > 0
+        for m in tree.chain(level, unit, children):
+            found[LEVELS[m.level]][m.unit] = (support[nonzero], counts[nonzero])
+
+    def task(head_level: str, support: IntArray, parent: IntArray | None, kids: list[int]) -> Task:
+        return Task(
+            product=product.name,
+            strategy=strategy,
+            entropy=entropy,
+            head_level=head_level,
+            support=support,
+            parent=parent,
+            children=tuple(child_spec(head_level, k) for k in kids),
+            keep_measurements=keep_measurements,
+        )
+
+    start = time.perf_counter()
+    possible = ~product.structural_zeros()
+    hhgq_of_cell = product.schema.decode(np.arange(product.schema.size))["unit_type"]
+    root_support = np.flatnonzero(possible & (units["nation"][0][hhgq_of_cell] > 0))
+    root = solve_parent(task("nation", root_support, None, [0]))
+    keep("nation", 0, root_support, root.histograms[0])
+    _collect(records, root)
+    seconds["nation"], problems["nation"] = time.perf_counter() - start, 1
+
+    for level, below in zip(LEVELS[:-1], LEVELS[1:], strict=True):
+        start = time.perf_counter()
+        parents = [u for u, kids in enumerate(children[level]) if len(kids) > 1]
+        tasks = []
+        for u in parents:
+            support, counts = found[level][u]
+            tasks.append(task(below, support, counts, children[level][u].tolist()))
+        outcomes = run_tasks(
+            solve_parent,
+            tasks,
+            workers,
+            label=f"TopDown {below}",
+            sizes=[len(t.support) * len(t.children) for t in tasks],
+        )
+        for t, u, outcome in zip(tasks, parents, outcomes, strict=True):
+            for kid, histogram in zip(children[level][u], outcome.histograms, strict=True):
+                keep(below, int(kid), t.support, histogram)
+            _collect(records, outcome)
+        seconds[below], problems[below] = time.perf_counter() - start, len(tasks)
+
+    histograms = {level: _matrix(found[level], len(codes[level]), product) for level in LEVELS}
+    measurements = _measurement_frame(records, product, codes) if keep_measurements else None
+    return TopDownRun(product, histograms, measurements, seconds, problems)
+
+
+def _collect(records: list[dict[str, Any]], outcome: Outcome) -> None:
+    if outcome.measurements is not None:
+        records.append(outcome.measurements)
+
+
+def _matrix(
+    rows: dict[int, tuple[IntArray, IntArray]], n_units: int, product: Product
+) -> sp.csr_matrix:
+    if len(rows) != n_units:
+        raise AssertionError(f"TopDown left {n_units - len(rows)} geounits without a histogram")
+    lengths = [len(rows[u][0]) for u in range(n_units)]
+    cells = np.concatenate([rows[u][0] for u in range(n_units)] or [np.zeros(0, np.int64)])
+    counts = np.concatenate([rows[u][1] for u in range(n_units)] or [np.zeros(0, np.int64)])
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    return sp.csr_matrix((counts, cells, indptr), shape=(n_units, product.schema.size))
+
+
+def _measurement_frame(
+    records: list[dict[str, Any]], product: Product, codes: dict[str, IntArray]
+) -> pl.DataFrame:
+    """One row per noisy answer: level, geoid, query, query cell, noisy value, noise variance."""
+    frame = pl.concat([pl.DataFrame(r) for r in records]) if records else pl.DataFrame()
+    names = list(product.queries)
+    parts = []
+    for index, level in enumerate(LEVELS):
+        part = frame.filter(pl.col("level") == index)
+        if part.height == 0:
+            continue
+        geoid = geoid_strings(part["code"].to_numpy(), level)
+        parts.append(
+            part.with_columns(
+                level=pl.lit(level),
+                geoid=geoid,
+                query=pl.Series(np.array(names)[part["query"].to_numpy()]),
+            ).select("level", "geoid", "query", "cell", "noisy", "variance")
+        )
+    return pl.concat(parts) if parts else pl.DataFrame()
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: the MDF, the tables the product's attributes determine, the release
+# ---------------------------------------------------------------------------------------------
+
+
+def mdf(product: Product, blocks: sp.csr_matrix, geography: Geography) -> pl.DataFrame:
+    """The Microdata Detail File: k identical person records for a block cell of count k."""
+    matrix = blocks.tocsr()
+    matrix.eliminate_zeros()
+    counts = matrix.data.astype(np.int64)
+    block_of_cell = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    cells = np.repeat(matrix.indices.astype(np.int64), counts)
+    block = np.repeat(block_of_cell, counts)
+    attributes = product.schema.decode(cells)
+    columns: dict[str, Any] = {
+        "person_id": np.arange(len(cells), dtype=np.int64),
+        "block": geoid_strings(geography.blocks[block], "block"),
+    }
+    for attr in product.schema.attributes:
+        columns[attr.name] = pl.Series(attributes[attr.name]).cast(
+            pl.Int16 if attr.name == "age" else pl.Int8
+        )
+    return pl.DataFrame(columns)
+
+
+def _facts(columns: dict[str, IntArray]) -> dict[str, IntArray]:
+    """Derived attributes any product or table schema may need."""
+    out = dict(columns)
+    if "age" in out and "votingage" not in out:
+        out["votingage"] = (out["age"] >= schema.VOTING_AGE).astype(np.int64)
+    return out
+
+
+def _represent(target: schema.Schema, facts: dict[str, IntArray]) -> IntArray:
+    """A cell of ``target`` consistent with ``facts``, filling what the facts lack by a fixed choice
+    (sex male, age 0 or 18 by voting age, relationship householder or group-quarters resident)."""
+    n = len(next(iter(facts.values())))
+    values = {}
+    for attr in target.attributes:
+        if attr.name in facts:
+            values[attr.name] = facts[attr.name]
+        elif attr.name == "age":
+            values["age"] = np.where(facts["votingage"] == 1, schema.VOTING_AGE, 0)
+        elif attr.name == "relationship":
+            values["relationship"] = np.where(facts["unit_type"] > 0, schema.GQ_RESIDENT, 0)
+        else:
+            values[attr.name] = np.full(n, attr.codes[0])
+    return target.cell_index(values)
+
+
+def _possible(target: schema.Schema, facts: dict[str, IntArray]) -> npt.NDArray[np.bool_]:
+    """Cells of a table schema that a person can occupy (group-quarters residents live in GQs)."""
+    if "relationship" in facts and "unit_type" in facts:
+        return (facts["relationship"] == schema.GQ_RESIDENT) == (facts["unit_type"] > 0)
+    return np.ones(len(facts[target.names[0]]), bool)
+
+
+def product_tables(product: Product) -> tuple[dict[str, sp.csr_matrix], dict[str, str]]:
+    """The catalogue tables the product determines, as (table cells × product cells) matrices.
+
+    A table can be tabulated when its query gives the same answer for every person the product
+    cannot tell apart (e.g. a PL94 record knows voting age, not single age or sex): its query then
+    factors through the product's attributes. Returns the matrices and, for the others, why not.
+    """
+    from sdclab.tables.catalog import CATALOG
+
+    own = _facts(product.schema.decode(np.arange(product.schema.size)))
+    known = set(own)
+    tables: dict[str, sp.csr_matrix] = {}
+    omitted: dict[str, str] = {}
+    for name, table in CATALOG.items():
+        target = table.schema
+        facts = _facts(target.decode(np.arange(target.size)))
+        lacking = [a for a in target.names if a not in known]
+        if target is schema.UNIT:
+            omitted[name] = "a housing-unit table (TopDown's person products hold persons only)"
+            continue
+        shared = {k: v for k, v in facts.items() if k in known}
+        representative = _represent(target, shared)
+        query = table.query.tocsc()
+        possible = np.flatnonzero(_possible(target, facts))
+        if (query[:, possible] != query[:, representative[possible]]).nnz:
+            omitted[name] = f"needs {', '.join(lacking)}, which the {product.name} product lacks"
+            continue
+        to_target = _represent(target, own)
+        tables[name] = query[:, to_target].tocsr()
+    return tables, omitted
+
+
+def tabulate_run(
+    product: Product, histograms: dict[str, sp.csr_matrix], geography: Geography
+) -> dict[str, pl.DataFrame]:
+    """Every table the product determines, at each of its levels, in long form."""
+    from sdclab.tables.catalog import CATALOG
+    from sdclab.tables.tabulate import TableCounts
+
+    matrices, _ = product_tables(product)
+    geoids = {level: geoid_strings(geography.codes(level), level) for level in LEVELS}
+    out = {}
+    for name, matrix in matrices.items():
+        table = CATALOG[name]
+        counts = {
+            level: (geography.codes(level), (histograms[level] @ matrix.T).tocsr())
+            for level in table.levels
+        }
+        out[name] = TableCounts(table, counts, geoids).to_long()
+    return out
+
+
+def protect(population: Population, p: TopDownParameters, rng: np.random.Generator) -> Release:
+    """TopDown as a mechanism: population → release with MDF, tables and noisy measurements."""
+    product, strategy = p.resolve()
+    run = topdown(
+        population, product, strategy, rng, workers=p.workers, keep_measurements=p.measurements
+    )
+    _, omitted = product_tables(product)
+    return Release(
+        mechanism="topdown",
+        parameters=p.model_dump(mode="json"),
+        card=topdown_card(product, strategy, p.delta),
+        tables=tabulate_run(product, run.histograms, population.geography),
+        randomness={},
+        input_digest=frames_digest(population.persons, population.units),
+        geography=population.geography,
+        mdf=mdf(product, run.histograms["block"], population.geography),
+        measurements=run.measurements,
+        notes={
+            "product": product.name,
+            "budget": strategy.table(),
+            "tables_not_published": omitted,
+            "seconds_per_level": {k: round(v, 3) for k, v in run.seconds.items()},
+            "problems_per_level": run.problems,
+        },
+    )
+
+
+ENTRY = MechanismEntry(
+    "topdown",
+    "the 2020 census TopDown Algorithm (zCDP measurements + consistent integer post-processing)",
+    TopDownParameters,
+    card,
+    protect,
+)

@@ -1,0 +1,217 @@
+"""TopDown's L2 step: multi-pass weighted non-negative least squares per parent (a sparse QP).
+
+Per pass (specs/topdown-safetab-h.md A.5) the children's continuous histograms x_c ≥ 0 minimise
+Σ_q Σ_c w_{q,c} ||Q_q x_c − ỹ_{q,c}||² over the pass's queries, subject to Σ_c x_c = parent, the
+children's invariant totals and hhgq bounds, and — for every query of an earlier pass — the
+tolerance |Q_q x_c − ŷ_{q,c}| ≤ τ around the values that pass chose.
+
+The quadratic stays sparse: a query row over a few variables enters the Hessian directly; a wider
+row gets one auxiliary variable z = Q_q x_c (a total over thousands of cells costs one row, not a
+dense block).
+
+On τ: production sets τ = (minimum feasible tolerance, from an auxiliary LP) + 0.1. The previous
+pass's own solution meets the tolerance constraints at τ = 0 by construction, so that minimum is the
+solver's residual; sdclab uses τ = 0.1 plus the previous pass's measured primal residual and skips
+the auxiliary LP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import clarabel
+import numpy as np
+import osqp
+import scipy.sparse as sp
+
+from sdclab.optimize.parent_problem import (
+    ZERO_BELOW,
+    FloatArray,
+    InfeasibleProblem,
+    IntArray,
+    ParentProblem,
+    cell_sum_operator,
+    child_operator,
+    child_sum_operator,
+)
+
+TOLERANCE = 0.1
+"""τ added to the minimum feasible tolerance for queries fixed in an earlier pass."""
+OPTIMALITY, FEASIBILITY = 1e-6, 1e-7
+"""Production's solver tolerances (relative gap, primal/dual feasibility)."""
+
+ACCEPTED = {"Solved", "AlmostSolved"}
+OSQP_ITERATIONS = 1500
+"""OSQP solves TopDown's sibling problems in a few hundred iterations; one that needs more (the
+root's single large histogram converges slowly) goes to the interior point method instead."""
+DIRECT_ROW_CELLS = 8
+"""Query rows over at most this many variables enter the Hessian directly; wider rows get an
+auxiliary variable (a dense k × k block would cost more than one extra variable and row)."""
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Weighted objective rows: Σ weight·(matrix·x − target)²."""
+
+    matrix: sp.csr_matrix
+    weight: FloatArray
+    target: FloatArray
+
+    @staticmethod
+    def stack(parts: list[_Rows], n: int) -> tuple[sp.csr_matrix, FloatArray, FloatArray]:
+        if not parts:
+            return sp.csr_matrix((0, n)), np.zeros(0), np.zeros(0)
+        return (
+            sp.vstack([p.matrix for p in parts], format="csr"),
+            np.concatenate([p.weight for p in parts]),
+            np.concatenate([p.target for p in parts]),
+        )
+
+
+def solve_l2(problem: ParentProblem) -> FloatArray:
+    """Children × n continuous non-negative histograms after all L2 passes (tiny entries zeroed)."""
+    index = problem.variables()
+    n_vars = int((index >= 0).sum())
+    operators = {name: child_operator(q, index) for name, q in problem.queries.items()}
+    fixed: dict[str, FloatArray] = {}
+    x = np.zeros(n_vars)
+    slack = 0.0
+    for queries in problem.l2_passes:
+        x, slack = _solve_pass(problem, index, operators, queries, fixed, TOLERANCE + slack)
+        for name in queries:
+            fixed[name] = operators[name] @ x
+    out = np.zeros(problem.allowed.shape)
+    out[index >= 0] = x[index[index >= 0]]
+    out[out < ZERO_BELOW] = 0.0
+    return out
+
+
+def _solve_pass(
+    problem: ParentProblem,
+    index: IntArray,
+    operators: dict[str, sp.csr_matrix],
+    queries: tuple[str, ...],
+    fixed: dict[str, FloatArray],
+    tolerance: float,
+) -> tuple[FloatArray, float]:
+    n_x = int((index >= 0).sum())
+    narrow: list[_Rows] = []
+    wide: list[_Rows] = []
+    for name in queries:
+        op = operators[name]
+        weight = np.repeat(problem.weights[name], problem.queries[name].shape[0])
+        target = problem.targets[name].ravel()
+        per_row = np.diff(op.indptr)
+        for chosen, out in (
+            ((per_row >= 1) & (per_row <= DIRECT_ROW_CELLS), narrow),
+            (per_row > DIRECT_ROW_CELLS, wide),
+        ):
+            pick = np.flatnonzero((weight > 0) & chosen)
+            out.append(_Rows(op[pick], weight[pick], target[pick]))
+    direct, dw, dt = _Rows.stack(narrow, n_x)
+    aux, w, t = _Rows.stack(wide, n_x)
+    n_z = aux.shape[0]
+    # Σ w·(row·x − t)²: rows of few cells enter the Hessian directly, wide rows via z = row·x
+    hessian = sp.block_diag(
+        [(direct.T @ sp.diags(2 * dw) @ direct).tocsc(), sp.diags(2 * w)], format="csc"
+    )
+    linear = np.concatenate([-2 * (direct.T @ (dw * dt)), -2 * w * t])
+
+    def pad(m: sp.spmatrix, z_part: sp.spmatrix | None = None) -> sp.csr_matrix:
+        right = z_part if z_part is not None else sp.csr_matrix((m.shape[0], n_z))
+        return sp.hstack([m, right], format="csr")
+
+    constraints: list[tuple[sp.csr_matrix, FloatArray, FloatArray]] = []
+
+    def equal(m: sp.spmatrix, value: FloatArray) -> None:
+        constraints.append((m, value, value))
+
+    def between(m: sp.spmatrix, low: FloatArray, high: FloatArray) -> None:
+        constraints.append((m, low, high))
+
+    equal(pad(-aux, sp.identity(n_z)), np.zeros(n_z))
+    if problem.parent is not None:
+        equal(pad(cell_sum_operator(index)), problem.parent.astype(float))
+    fixed_total = problem.total_of_fixed()
+    if fixed_total.any():
+        assert problem.totals is not None
+        sums = child_sum_operator(index)[np.flatnonzero(fixed_total)]
+        equal(pad(sums), problem.totals[fixed_total].astype(float))
+    between(pad(sp.identity(n_x, format="csr")), np.zeros(n_x), np.full(n_x, np.inf))
+    hhgq = child_operator(problem.hhgq, index)
+    upper = problem.binding_upper().ravel()
+    lower = problem.hhgq_lower.ravel().astype(float)
+    bounded = np.flatnonzero(np.isfinite(upper) | (lower > 0))
+    between(pad(hhgq[bounded]), lower[bounded], upper[bounded])
+    for name, value in fixed.items():
+        between(pad(operators[name]), value - tolerance, value + tolerance)
+    matrix = sp.vstack([m for m, _, _ in constraints], format="csc")
+    low = np.concatenate([lo for _, lo, _ in constraints])
+    high = np.concatenate([hi for _, _, hi in constraints])
+    v = solve_qp(hessian, linear, matrix, low, high, label=f"L2 pass {queries}")
+    equalities = low == high
+    residual = float(np.abs(matrix[equalities] @ v - low[equalities]).max(initial=0.0))
+    return v[:n_x], residual
+
+
+def solve_qp(
+    hessian: sp.csc_matrix,
+    linear: FloatArray,
+    matrix: sp.csc_matrix,
+    low: FloatArray,
+    high: FloatArray,
+    label: str = "QP",
+) -> FloatArray:
+    """min ½ vᵀHv + cᵀv subject to low ≤ A v ≤ high (a convex QP).
+
+    OSQP (ADMM, then an active-set polish that makes the solution exact up to round-off) solves
+    nearly all of TopDown's problems several times faster than an interior point method; when it
+    does not end with a polished solution, Clarabel (interior point) solves the same problem.
+    """
+    solver = osqp.OSQP()
+    solver.setup(
+        P=sp.triu(hessian, format="csc"),
+        q=linear,
+        A=matrix,
+        l=low,
+        u=high,
+        verbose=False,
+        eps_abs=FEASIBILITY,
+        eps_rel=FEASIBILITY,
+        max_iter=OSQP_ITERATIONS,
+        polishing=True,
+    )
+    result = solver.solve(raise_error=False)
+    if result.info.status == "solved" and result.info.status_polish == 1:
+        return np.asarray(result.x)
+    return _clarabel(hessian, linear, matrix, low, high, label)
+
+
+def _clarabel(
+    hessian: sp.csc_matrix,
+    linear: FloatArray,
+    matrix: sp.csc_matrix,
+    low: FloatArray,
+    high: FloatArray,
+    label: str,
+) -> FloatArray:
+    equal = low == high
+    upper = ~equal & np.isfinite(high)
+    lower = ~equal & np.isfinite(low)
+    a = sp.vstack([matrix[equal], matrix[upper], -matrix[lower]], format="csc")
+    b = np.concatenate([high[equal], high[upper], -low[lower]])
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_rel = OPTIMALITY
+    settings.tol_feas = FEASIBILITY
+    cones = [
+        clarabel.ZeroConeT(int(equal.sum())),
+        clarabel.NonnegativeConeT(int(upper.sum() + lower.sum())),
+    ]
+    solution = clarabel.DefaultSolver(
+        sp.triu(hessian, format="csc"), linear, a, b, cones, settings
+    ).solve()
+    status = str(solution.status)
+    if status not in ACCEPTED:
+        raise InfeasibleProblem(f"{label}: solver status {status}")
+    return np.asarray(solution.x)
