@@ -90,3 +90,11 @@ def test_a_strategy_whose_shares_do_not_add_up_is_rejected():
     broken = {**QUERY_SHARES, "block": {**QUERY_SHARES["block"], "total": Fraction(1, 2)}}
     with pytest.raises(ValueError, match="block: query shares sum"):
         Strategy(PRODUCTION.rho, PRODUCTION.level_shares, broken).check()
+
+
+def test_the_card_carries_the_budget_table_and_survives_a_round_trip():
+    card = pl94_card()
+    assert sum(row["rho"] for row in card.allocation) == pytest.approx(card.budget.rho, rel=1e-12)
+    assert "Budget allocation:" in card.render()
+    back = type(card).from_dict(card.to_dict())
+    assert back == card

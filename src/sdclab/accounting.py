@@ -56,11 +56,14 @@ class SpecCard:
     budget: Budget
     covers: str
     caveats: tuple[str, ...] = field(default_factory=tuple)
+    allocation: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    """How the budget is split (one row per part, e.g. level, query, share, ρ, σ), if it is."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["invariants"] = list(self.invariants)
         data["caveats"] = list(self.caveats)
+        data["allocation"] = list(self.allocation)
         data["budget"] = {k: v for k, v in data["budget"].items() if v not in (None, "")}
         data["budget"]["summary"] = self.budget.text()
         return data
@@ -73,6 +76,7 @@ class SpecCard:
                 **data,
                 "invariants": tuple(data["invariants"]),
                 "caveats": tuple(data.get("caveats", ())),
+                "allocation": tuple(data.get("allocation", ())),
                 "budget": Budget(**budget),
             }
         )
@@ -92,7 +96,19 @@ class SpecCard:
             f"  Covers: {self.covers}",
         ]
         lines += [f"  Caveat: {c}" for c in self.caveats]
+        if self.allocation:
+            columns = list(self.allocation[0])
+            cells = [[_cell(row[c]) for c in columns] for row in self.allocation]
+            widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+            lines.append("  Budget allocation:")
+            for row in [columns, *cells]:
+                padded = (v.ljust(w) for v, w in zip(row, widths, strict=True))
+                lines.append("    " + "  ".join(padded))
         return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def no_protection_card() -> SpecCard:

@@ -383,6 +383,7 @@ def topdown_card(product: Product, strategy: Strategy, delta: float = 1e-10) -> 
             "facilities) are public knowledge, not extra leakage beyond the invariants.",
             "Budgets of other products (units, the other person product) add to this one.",
         ),
+        allocation=tuple(strategy.table()),
     )
 
 

@@ -34,6 +34,12 @@ from sdclab.optimize.parent_problem import (
     child_operator,
     child_sum_operator,
 )
+from sdclab.optimize.sibling_qp import (
+    NotConverged,
+    SiblingQP,
+    project_cells,
+    solve_sibling_qp,
+)
 
 TOLERANCE = 0.1
 """τ added to the minimum feasible tolerance for queries fixed in an earlier pass."""
@@ -44,6 +50,9 @@ ACCEPTED = {"Solved", "AlmostSolved"}
 OSQP_ITERATIONS = 1500
 """OSQP solves TopDown's sibling problems in a few hundred iterations; one that needs more (the
 root's single large histogram converges slowly) goes to the interior point method instead."""
+DIRECT_MAX_CELLS = 1500
+"""Sibling problems on more support cells than this go to the structured ADMM: the general
+solvers' KKT factorisation is dense over the cells (≈ n³/3 operations) once children share them."""
 DIRECT_ROW_CELLS = 8
 """Query rows over at most this many variables enter the Hessian directly; wider rows get an
 auxiliary variable (a dense k × k block would cost more than one extra variable and row)."""
@@ -69,20 +78,172 @@ class _Rows:
 
 
 def solve_l2(problem: ParentProblem) -> FloatArray:
-    """Children × n continuous non-negative histograms after all L2 passes (tiny entries zeroed)."""
-    index = problem.variables()
-    n_vars = int((index >= 0).sum())
-    operators = {name: child_operator(q, index) for name, q in problem.queries.items()}
+    """Children × n continuous non-negative histograms after all L2 passes (tiny entries zeroed).
+
+    A pass over type-level queries only (the totals-first pass) is reduced exactly to persons
+    per child and hhgq type. Other passes go to the general sparse QP solvers (OSQP, Clarabel)
+    when the parent has one child or few cells, and otherwise to the structured ADMM of
+    :mod:`sibling_qp` (the general solvers' factorisation fills in densely over the cells); a
+    pass ADMM cannot finish within its iteration limit goes to the general solvers.
+    """
     fixed: dict[str, FloatArray] = {}
-    x = np.zeros(n_vars)
+    x: FloatArray | None = None
     slack = 0.0
     for queries in problem.l2_passes:
-        x, slack = _solve_pass(problem, index, operators, queries, fixed, TOLERANCE + slack)
+        qp = sibling_pass(problem, queries, fixed, TOLERANCE + slack)
+        if not fixed and by_type(problem, queries) is not None:
+            x = _solve_by_type(problem, queries)
+        elif problem.n_children == 1 or problem.n_cells <= DIRECT_MAX_CELLS:
+            x = _solve_generic(problem, queries, fixed, TOLERANCE + slack)
+        else:
+            try:
+                x, _ = solve_sibling_qp(qp, start=x)
+            except NotConverged:
+                x = _solve_generic(problem, queries, fixed, TOLERANCE + slack)
+        slack = bound_violation(qp, x)
         for name in queries:
-            fixed[name] = operators[name] @ x
-    out = np.zeros(problem.allowed.shape)
-    out[index >= 0] = x[index[index >= 0]]
+            fixed[name] = (problem.queries[name] @ x.T).T
+    out = np.zeros(problem.allowed.shape) if x is None else np.where(problem.allowed, x, 0.0)
     out[out < ZERO_BELOW] = 0.0
+    return out
+
+
+def sibling_pass(
+    problem: ParentProblem,
+    queries: tuple[str, ...],
+    fixed: dict[str, FloatArray],
+    tolerance: float,
+) -> SiblingQP:
+    """One pass of ``problem`` in the form of :class:`SiblingQP`.
+
+    Query rows over one support cell (the detailed query) become diagonal weights; wider rows
+    stay rows. The bounds are the invariant totals, the binding hhgq bounds and the values of
+    earlier passes' queries ± ``tolerance``.
+    """
+    children, n = problem.allowed.shape
+    diag_weight = np.zeros((children, n))
+    diag_sum = np.zeros((children, n))
+    rows, row_weight, row_target = [], [], []
+    for name in queries:
+        matrix = problem.queries[name]
+        weight = problem.weights[name]
+        target = problem.targets[name]
+        single = np.flatnonzero(np.diff(matrix.indptr) == 1)
+        cells = matrix.indices[matrix.indptr[single]]
+        np.add.at(diag_weight.T, cells, np.broadcast_to(weight, (len(cells), children)))
+        np.add.at(diag_sum.T, cells, (weight[:, None] * target[:, single]).T)
+        wide = np.flatnonzero(np.diff(matrix.indptr) > 1)
+        rows.append(matrix[wide])
+        row_weight.append(np.repeat(weight[:, None], len(wide), axis=1))
+        row_target.append(target[:, wide])
+    bounds, lower, upper = [], [], []
+    fixed_total = problem.total_of_fixed()
+    if fixed_total.any():
+        assert problem.totals is not None
+        bounds.append(sp.csr_matrix(np.ones((1, n))))
+        total = problem.totals.astype(float)[:, None]
+        lower.append(np.where(fixed_total[:, None], total, -np.inf))
+        upper.append(np.where(fixed_total[:, None], total, np.inf))
+    hhgq_upper = problem.binding_upper()
+    hhgq_lower = np.where(problem.hhgq_lower > 0, problem.hhgq_lower.astype(float), -np.inf)
+    binding = np.flatnonzero(
+        np.isfinite(hhgq_upper).any(axis=0) | np.isfinite(hhgq_lower).any(axis=0)
+    )
+    bounds.append(problem.hhgq[binding].astype(float))
+    lower.append(hhgq_lower[:, binding])
+    upper.append(hhgq_upper[:, binding])
+    for name, value in fixed.items():
+        bounds.append(problem.queries[name].astype(float))
+        lower.append(value - tolerance)
+        upper.append(value + tolerance)
+    return SiblingQP(
+        mask=problem.allowed,
+        parent=None if problem.parent is None else problem.parent.astype(float),
+        diag_weight=diag_weight,
+        diag_target=np.divide(
+            diag_sum, diag_weight, out=np.zeros_like(diag_sum), where=diag_weight > 0
+        ),
+        rows=sp.vstack(rows, format="csr").astype(float) if rows else sp.csr_matrix((0, n)),
+        row_weight=np.hstack(row_weight) if rows else np.zeros((children, 0)),
+        row_target=np.hstack(row_target) if rows else np.zeros((children, 0)),
+        bounds=sp.vstack(bounds, format="csr"),
+        lower=np.hstack(lower),
+        upper=np.hstack(upper),
+    )
+
+
+def by_type(problem: ParentProblem, queries: tuple[str, ...]) -> dict[str, sp.csr_matrix] | None:
+    """The queries as rows over hhgq types, if every row is a union of whole types, else None.
+
+    Such a pass (e.g. the totals-first pass) depends on each child only through its persons per
+    type, and every split of the parent's persons per type among the children is the type sums
+    of some children's histograms: the pass reduces exactly to children × 8 variables.
+    """
+    if problem.parent is None:
+        return None
+    sizes = np.asarray(problem.hhgq.sum(axis=1)).ravel()
+    allowed_per_type = problem.allowed.astype(float) @ problem.hhgq.T
+    if not ((allowed_per_type == 0) | (allowed_per_type == sizes[None, :])).all():
+        return None  # a child may hold some cells of a type and not others
+    out = {}
+    for name in queries:
+        per_type = (problem.queries[name] @ problem.hhgq.T).toarray()
+        if not ((per_type == 0) | (per_type == sizes[None, :])).all():
+            return None
+        out[name] = sp.csr_matrix((per_type > 0).astype(float))
+    return out
+
+
+def _solve_by_type(problem: ParentProblem, queries: tuple[str, ...]) -> FloatArray:
+    """A pass over type-level queries: solve for persons per (child, type), then split each
+    child's type total over the type's cells in proportion to the parent."""
+    rows = by_type(problem, queries)
+    assert rows is not None and problem.parent is not None
+    type_of_cell = problem.hhgq.tocsc().indices
+    parent_by_type = problem.hhgq @ problem.parent
+    present = np.flatnonzero(parent_by_type > 0)
+    allowed = np.zeros((problem.n_children, len(present)), bool)
+    for k, h in enumerate(present):
+        allowed[:, k] = problem.allowed[:, type_of_cell == h].any(axis=1)
+    aggregated = ParentProblem(
+        allowed=allowed,
+        parent=parent_by_type[present],
+        totals=problem.totals,
+        hhgq=sp.csr_matrix(np.eye(8)[:, present]),
+        hhgq_lower=problem.hhgq_lower,
+        hhgq_upper=problem.hhgq_upper,
+        queries={name: rows[name][:, present] for name in queries},
+        targets={name: problem.targets[name] for name in queries},
+        weights={name: problem.weights[name] for name in queries},
+        l2_passes=(queries,),
+    )
+    y = _solve_generic(aggregated, queries, {}, TOLERANCE)
+    share = np.zeros(8)
+    share[present] = np.arange(len(present))
+    column = share.astype(np.int64)[type_of_cell]
+    split = y[:, column] * (problem.parent / parent_by_type[type_of_cell])[None, :]
+    return project_cells(split, problem.allowed, problem.parent.astype(float))
+
+
+def bound_violation(qp: SiblingQP, x: FloatArray) -> float:
+    """The largest amount by which ``x`` misses a bound row of ``qp``."""
+    kx = (qp.bounds @ x.T).T
+    return float(np.maximum(np.maximum(qp.lower - kx, kx - qp.upper), 0.0).max(initial=0.0))
+
+
+def _solve_generic(
+    problem: ParentProblem,
+    queries: tuple[str, ...],
+    fixed: dict[str, FloatArray],
+    tolerance: float,
+) -> FloatArray:
+    """One pass through the general sparse QP solvers (OSQP, then Clarabel), children × n."""
+    index = problem.variables()
+    operators = {name: child_operator(q, index) for name, q in problem.queries.items()}
+    flat = {name: value.ravel() for name, value in fixed.items()}
+    v, _ = _solve_pass(problem, index, operators, queries, flat, tolerance)
+    out = np.zeros(problem.allowed.shape)
+    out[index >= 0] = v[index[index >= 0]]
     return out
 
 

@@ -1,0 +1,82 @@
+"""TopDown benchmark: the pl94 and dhc products on a 1,000,000-person synthetic population.
+
+``pl94`` runs the production strategy at ρ = 2.63 (production level and query shares), ``dhc`` its
+default strategy (ρ = 15.3). Each is one full run on 2 worker processes, measured as wall time
+(goal ≤ 10 minutes), wall time per level, vCPU-milliseconds per person (this process and its
+workers, user + system) beside the ≈ 0.6 reported for the Bureau's 2018 end-to-end test (the
+peer: a published figure, since the Bureau's Spark + Gurobi system cannot run here), and peak
+memory (this process; the largest worker). Prints one JSON line.
+
+    python benchmarks/topdown.py [PERSONS] [PRODUCT ...]
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from sdclab.mechanisms.topdown import topdown
+from sdclab.mechanisms.topdown_strategy import PRODUCTS
+from sdclab.population.synth import synthesize
+
+PEER_VCPU_MS_PER_PERSON = 0.6
+"""The 2018 end-to-end test's cost (specs/topdown-safetab-h.md A.7)."""
+TARGET_SECONDS = 600
+WORKERS = 2
+RHO = {"pl94": Fraction(263, 100), "dhc": None}
+
+
+def cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
+
+
+def run_product(name: str, population) -> dict[str, object]:
+    product = PRODUCTS[name]
+    strategy = product.default if RHO[name] is None else product.default.with_rho(RHO[name])
+    cpu, start = cpu_seconds(), time.perf_counter()
+    run = topdown(population, product, strategy, np.random.default_rng(1), workers=WORKERS)
+    wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+    return {
+        "rho": float(strategy.total_rho()),
+        "wall_seconds": round(wall, 1),
+        "within_target": wall <= TARGET_SECONDS,
+        "seconds_per_level": {k: round(v, 1) for k, v in run.seconds.items()},
+        "problems_per_level": run.problems,
+        "vcpu_ms_per_person": round(1000 * cpu / population.n_persons, 3),
+        "below_peer": 1000 * cpu / population.n_persons < PEER_VCPU_MS_PER_PERSON,
+    }
+
+
+def main() -> None:
+    persons = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    products = sys.argv[2:] or ["pl94", "dhc"]
+    population, _ = synthesize(persons, seed=1)
+    results = {name: run_product(name, population) for name in products}
+    print(
+        json.dumps(
+            {
+                "benchmark": "topdown",
+                "persons": persons,
+                "geounits": population.geography.summary,
+                "workers": WORKERS,
+                "target_seconds": TARGET_SECONDS,
+                "peer_vcpu_ms_per_person": PEER_VCPU_MS_PER_PERSON,
+                "products": results,
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                "peak_worker_rss_mb": round(
+                    resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+                ),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

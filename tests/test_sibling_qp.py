@@ -1,0 +1,93 @@
+"""The structured ADMM for sibling least squares, against the general QP solvers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sdclab.optimize.least_squares import _solve_generic, by_type, sibling_pass, solve_l2
+from sdclab.optimize.parent_problem import ParentProblem
+from sdclab.optimize.sibling_qp import project_cells, solve_sibling_qp
+
+
+def random_problem(seed: int, children: int = 4, n: int = 30) -> ParentProblem:
+    """Children on n cells of two hhgq types; a detailed (identity) and two marginal queries."""
+    rng = np.random.default_rng(seed)
+    parent = rng.integers(1, 6, n)
+    kind = (np.arange(n) >= n // 2).astype(int)
+    hhgq = sp.csr_matrix((np.ones(n), (kind, np.arange(n))), shape=(8, n))
+    allowed = np.ones((children, n), bool)
+    allowed[0, kind == 1] = False  # child 0 has no unit of the second type
+    groups = np.arange(n) % 5
+    queries = {
+        "total": sp.csr_matrix(np.ones((1, n))),
+        "detailed": sp.identity(n, format="csr"),
+        "groups": sp.csr_matrix((np.ones(n), (groups, np.arange(n))), shape=(5, n)),
+    }
+    truth = parent * rng.dirichlet(np.ones(children), n).T
+    targets = {
+        name: (q @ truth.T).T + rng.normal(0, 2, (children, q.shape[0]))
+        for name, q in queries.items()
+    }
+    return ParentProblem(
+        allowed=allowed,
+        parent=parent,
+        totals=None,
+        hhgq=hhgq,
+        hhgq_lower=np.array([[0, 1] + [0] * 6] * children) * (np.arange(children) > 0)[:, None],
+        hhgq_upper=np.full((children, 8), 99_999),
+        queries=queries,
+        targets=targets,
+        weights={
+            "total": np.full(children, 2.0),
+            "detailed": rng.uniform(0.2, 1, children),
+            "groups": np.full(children, 0.5),
+        },
+        l2_passes=(("total",), ("detailed", "groups")),
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_admm_reaches_the_optimum_of_the_general_solver(seed):
+    problem = random_problem(seed)
+    queries = ("total", "detailed", "groups")
+    qp = sibling_pass(problem, queries, {}, 0.1)
+    admm, iterations = solve_sibling_qp(qp)
+    exact = _solve_generic(problem, queries, {}, 0.1)
+    assert iterations > 1
+    assert qp.objective(admm) == pytest.approx(qp.objective(exact), rel=1e-5, abs=1e-5)
+    assert np.abs(admm - exact).max() < 1e-3
+    assert (admm >= 0).all() and (admm[~problem.allowed] == 0).all()
+    assert np.abs(admm.sum(axis=0) - problem.parent).max() < 1e-9  # the projection is exact
+
+
+def test_cell_projection_is_the_euclidean_projection():
+    rng = np.random.default_rng(4)
+    v = rng.normal(0, 3, (5, 40))
+    mask = rng.random((5, 40)) < 0.8
+    mask[0] = True
+    parent = rng.uniform(0.5, 6, 40)
+    x = project_cells(v, mask, parent)
+    assert np.allclose(x.sum(axis=0), parent) and (x >= 0).all() and (x[~mask] == 0).all()
+    # optimality: within a column, the positive entries share one shift v − x = θ and every
+    # masked zero entry lies at or below it (KKT conditions of the simplex projection)
+    for j in range(40):
+        on = mask[:, j]
+        shift = (v - x)[on, j]
+        positive = x[on, j] > 0
+        assert np.allclose(shift[positive], shift[positive][0])
+        assert (v[on, j][~positive] <= shift[positive][0] + 1e-12).all()
+
+
+def test_totals_pass_reduces_exactly_to_types():
+    problem = random_problem(5)
+    assert by_type(problem, ("total",)) is not None
+    assert by_type(problem, ("detailed",)) is None
+    reduced = solve_l2(replace(problem, l2_passes=(("total",),)))
+    qp = sibling_pass(problem, ("total",), {}, 0.1)
+    exact = _solve_generic(problem, ("total",), {}, 0.1)
+    assert qp.objective(reduced) == pytest.approx(qp.objective(exact), abs=1e-6)
+    assert np.array_equal(reduced.sum(axis=1).round(6), exact.sum(axis=1).round(6))
