@@ -28,6 +28,11 @@ name = "psa"
 settings = { rate = "0.1" }
 label = "psa-10"
 
+[[mechanisms]]
+name = "topdown"
+settings = { product = "pl94" }
+label = "topdown-pl94"
+
 [attacks]
 workers = 1
 attackers = ["census", "commercial"]
@@ -38,7 +43,12 @@ def test_experiment_file_round_trip(tmp_path):
     path = tmp_path / "exp.toml"
     path.write_text(TINY)
     experiment = load_experiment(path)
-    assert [m.title for m in experiment.mechanisms] == ["none", "swap-high", "psa-10"]
+    assert [m.title for m in experiment.mechanisms] == [
+        "none",
+        "swap-high",
+        "psa-10",
+        "topdown-pl94",
+    ]
     assert experiment.population.persons == 3000
     assert Experiment.model_validate(experiment.model_dump()) == experiment
 
@@ -93,6 +103,11 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
         } <= set(entry)
         assert set(entry["reidentification"]) == {"census", "commercial"}
     assert results["mechanisms"]["none"]["accuracy_by_level"]["block"]["mean_mae"] == 0
+    # a pl94 release determines neither sex nor age: reidentification is reported not applicable
+    pl94 = results["mechanisms"]["topdown-pl94"]
+    assert "topdown-pl94" in report
+    assert set(pl94["reidentification"]) == {"census", "commercial"}
+    assert "sex, age" in pl94["reidentification"]["census"]["not_applicable"]
     assert results["steps"]["reused"] == []
 
     second = runner.invoke(app, ["run", str(path), "--out", str(out)])

@@ -91,3 +91,16 @@ def test_totals_pass_reduces_exactly_to_types():
     exact = _solve_generic(problem, ("total",), {}, 0.1)
     assert qp.objective(reduced) == pytest.approx(qp.objective(exact), abs=1e-6)
     assert np.array_equal(reduced.sum(axis=1).round(6), exact.sum(axis=1).round(6))
+
+
+def test_an_empty_parent_gives_empty_children():
+    problem = random_problem(6)
+    empty = replace(
+        problem,
+        allowed=problem.allowed[:, :0],
+        parent=problem.parent[:0],
+        hhgq=problem.hhgq[:, :0],
+        queries={name: q[:0, :0] for name, q in problem.queries.items()},
+        targets={name: t[:, :0] for name, t in problem.targets.items()},
+    )
+    assert solve_l2(empty).shape == (4, 0)

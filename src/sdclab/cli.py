@@ -355,15 +355,16 @@ def demo(
 
     start = time.perf_counter()
     results = run_experiment(DEMO, out, lambda text: typer.echo(text, err=True))
-    typer.echo(f"{'mechanism':>10}  {'guarantee':<24} {'block MAE':>9}  nonmodal precision")
+    typer.echo(f"{'mechanism':>13}  {'guarantee':<24} {'block MAE':>9}  nonmodal precision")
     for title, entry in results["mechanisms"].items():
-        census = entry["reidentification"]["census"]["reconstruction"]["nonmodal"]
+        census = entry["reidentification"]["census"].get("reconstruction", {}).get("nonmodal")
         budget = entry["specification"]["budget"]
         guarantee = budget["summary"] if "epsilon" in budget or "rho" in budget else "none"
         mae = entry["accuracy_by_level"]["block"]["mean_mae"]
-        typer.echo(
-            f"{title:>10}  {guarantee:<24} {mae:>9.3f}  {100 * (census['precision'] or 0):.1f}%"
+        precision = (
+            "not applicable" if census is None else f"{100 * (census['precision'] or 0):.1f}%"
         )
+        typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9.3f}  {precision}")
     typer.echo(f"done in {time.perf_counter() - start:.0f} s")
     typer.echo(f"report: {(out / 'report.html').resolve()}")
 

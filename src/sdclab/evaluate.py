@@ -34,15 +34,36 @@ def _size_class(persons: pl.Expr) -> pl.Expr:
 
 
 def with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
-    """The frame with an ``agebin`` column (the 38 bins of P12 + P14) derived from ``age``."""
-    return frame.with_columns(
-        agebin=pl.Series(schema.agebin38(frame["age"].to_numpy()), dtype=pl.Int16)
-    )
+    """The frame with an ``agebin`` column (the 38 bins of P12 + P14) derived from ``age``
+    (null where age is)."""
+    bins = pl.Series(schema.agebin38(frame["age"].fill_null(0).to_numpy()), dtype=pl.Int16)
+    return frame.with_columns(agebin=pl.when(pl.col("age").is_not_null()).then(bins))
 
 
 def has_person_attributes(frame: pl.DataFrame) -> bool:
     """Whether released person records carry what :func:`agreement` matches on."""
     return {"block", "sex", "age", "race", "hispanic"} <= set(frame.columns)
+
+
+def unknown_attributes(records: pl.DataFrame) -> list[str]:
+    """Person attributes null in every record: those the attacked release does not determine
+    (sex and age for a PL 94-171 release). None of a frame without records."""
+    if not records.height:
+        return []
+    return [a for a in schema.PERSON.names if records[a].null_count() == records.height]
+
+
+def not_applicable(records: pl.DataFrame, what: str) -> dict[str, Any] | None:
+    """Figures saying why ``what`` cannot be measured on records with unknown attributes."""
+    unknown = unknown_attributes(records)
+    if not unknown:
+        return None
+    return {
+        "not_applicable": f"{what} needs sex, age, race and Hispanic origin; the release's tables "
+        f"do not determine {', '.join(unknown)}",
+        "unknown_attributes": unknown,
+        "reconstructed_persons": records.height,
+    }
 
 
 def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
@@ -51,7 +72,12 @@ def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
     Records are matched without replacement within each block: first on exact age (with sex,
     race and Hispanic origin), then the leftovers on the 38 agebins. The number of matches of a
     key is min(reconstructed, true) — what any one-to-one matching achieves at best.
+    Records are never matched on an attribute they lack (null); when the release determines an
+    attribute for no record at all, the figures say why agreement is not applicable.
     """
+    unknown = not_applicable(reconstructed, "agreement with the truth")
+    if unknown is not None:
+        return unknown
     cols = ["block", "sex", "age", "race", "hispanic"]
     true = with_agebin(truth.persons.select(cols))
     recon = with_agebin(reconstructed.select(cols).cast({c: true.schema[c] for c in cols}))
@@ -122,8 +148,11 @@ def _agreement_figures(per_block: pl.DataFrame, reconstructed: int) -> dict[str,
     }
 
 
-def block_agebin_agreement(reconstructed: pl.DataFrame, truth: Population) -> float:
-    """Share of true persons matched one-to-one on {block, sex, agebin} alone."""
+def block_agebin_agreement(reconstructed: pl.DataFrame, truth: Population) -> float | None:
+    """Share of true persons matched one-to-one on {block, sex, agebin} alone (None when the
+    release does not determine sex or age)."""
+    if {"sex", "age"} & set(unknown_attributes(reconstructed)):
+        return None
     cols = ["block", "sex", "age"]
     true = with_agebin(truth.persons.select(cols))
     recon = with_agebin(reconstructed.select(cols).cast({c: true.schema[c] for c in cols}))

@@ -253,7 +253,11 @@ class Runner:
                 solvar_file = rec_dir / "solvar.parquet"
                 solvar = pl.read_parquet(solvar_file) if solvar_file.exists() else None
                 entry["reidentification"] = {}
+                unlinkable = linkage.not_linkable(recon.persons)
                 for preset in attacks.attackers:
+                    if unlinkable is not None:
+                        entry["reidentification"][preset] = {"not_applicable": unlinkable}
+                        continue
                     reid_digest = _digest("reid", rec_digest, preset, attacks.seed)
 
                     def make_reid(
@@ -298,6 +302,13 @@ DEMO = Experiment.model_validate(
             {"name": "swap-low", "seed": 1},
             {"name": "swap-high", "seed": 2},
             {"name": "psa", "settings": {"rate": "0.05"}, "seed": 3},
+            {"name": "topdown", "label": "topdown-dhc", "seed": 4},
+            {
+                "name": "topdown",
+                "label": "topdown-pl94",
+                "settings": {"product": "pl94"},
+                "seed": 5,
+            },
         ],
         "attacks": {
             "reconstruct": True,

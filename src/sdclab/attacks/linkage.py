@@ -7,6 +7,13 @@ order. A link is *putative*; it is *confirmed* when the attacker's identifier be
 person whose block, sex, age (or agebin, for second-pass links), race and Hispanic origin all equal
 what the link says. Precision = confirmed / putative; rates are over attacker records.
 
+The attack needs the key it links on and the inference it attaches: a reconstruction that lacks
+sex, age, race or Hispanic origin for every record (that of a PL 94-171 release, which publishes no
+sex and no single-year age) cannot be linked this way, and :func:`reidentify` refuses it. Linking it
+on {block, voting age} would pair each name with a random neighbour of the same voting age, a
+proportional guess that the figures would dress up as reidentification. Records that lack an
+attribute only in part of a reconstruction are simply never linked on it.
+
 Two baselines need no reconstruction, only the release's block tables: the modal guesser (MDG)
 gives everyone the block's most common race-ethnicity, the proportional guesser (PRG) draws it from
 the block's distribution. Both keep the published {block, sex, agebin} counts (P12 + P14).
@@ -25,7 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sdclab import schema
 from sdclab.attacks.reconstruction import release_counts
 from sdclab.errors import InputError
-from sdclab.evaluate import BLOCK_SIZE_CLASSES, size_class_label, with_agebin
+from sdclab.evaluate import (
+    BLOCK_SIZE_CLASSES,
+    size_class_label,
+    unknown_attributes,
+    with_agebin,
+)
 from sdclab.geography import truncate
 from sdclab.population import Population
 from sdclab.release import Release
@@ -423,6 +435,18 @@ def attacker_match_share(attacker: pl.DataFrame, truth: Population) -> float:
     return matched / attacker.height if attacker.height else float("nan")
 
 
+def not_linkable(reconstructed: pl.DataFrame) -> str | None:
+    """Why reconstructed records cannot be reidentified (None: they can)."""
+    unknown = unknown_attributes(reconstructed)
+    if not unknown:
+        return None
+    return (
+        f"reidentification is not applicable: the release's tables do not determine "
+        f"{', '.join(unknown)} (the attack links on block, sex and age and infers race and "
+        "Hispanic origin)"
+    )
+
+
 def reidentify(
     reconstructed: pl.DataFrame,
     release: Release,
@@ -431,7 +455,13 @@ def reidentify(
     rng: np.random.Generator,
     solvar: pl.DataFrame | None = None,
 ) -> tuple[dict[str, Any], pl.DataFrame]:
-    """Figures for the reconstruction and both baselines, and the reconstruction's links."""
+    """Figures for the reconstruction and both baselines, and the reconstruction's links.
+
+    Raises :class:`InputError` when the records lack an attribute altogether (:func:`not_linkable`).
+    """
+    reason = not_linkable(reconstructed)
+    if reason is not None:
+        raise InputError(reason)
     attacker = attacker_file(truth, params, rng)
     subsets = breakdowns(attacker, truth, solvar)
     seed = int(rng.integers(0, 2**31))

@@ -12,6 +12,12 @@ query matrices.
   the total absolute deviation from the published counts (a slack pair per cell). Suppressed cells
   (null counts) give no constraint.
 
+The program's columns are not single person-domain cells but the classes of cells that the
+published tables cannot tell apart (:class:`Resolution`): a PL 94-171 release, which publishes no
+sex and only the voting-age split of age, cannot say whether a person is a man of 40 or a woman of
+70. The reconstruction writes what the tables determine and leaves the rest null (sex; age, with
+the bounds the tables do give).
+
 The attack reads only the release. Tracts are independent and run in parallel; each gets its own
 solver seed, so results do not depend on the number of workers.
 """
@@ -19,7 +25,7 @@ solver seed, so results do not depend on the number of workers.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -34,12 +40,13 @@ from sdclab.errors import InputError
 from sdclab.execution import run_tasks
 from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
 from sdclab.geography import geoid_strings, parse_geoids
-from sdclab.optimize.highs import INF, solve_mip
+from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 BLOCK_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "block")
 TRACT_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "tract")
@@ -56,6 +63,90 @@ def stacked_query(names: tuple[str, ...]) -> sp.csr_matrix:
     if not names:
         return sp.csr_matrix((0, schema.PERSON.size), dtype=np.int64)
     return sp.vstack([CATALOG[n].query for n in names], format="csr")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a set of person tables can tell apart.
+
+    Two person-domain cells are indistinguishable when every published cell counts both or neither
+    (identical columns of the stacked query): moving a person from one to the other changes no
+    count of these tables at any geounit. The classes of indistinguishable cells are the finest
+    records a reconstruction can claim. An attribute is *determined* in a class when all its cells
+    share its value; age is determined when they share the agebin (the 38 bins the attack links
+    on), and the program's single year is then the class's first, as the 2010 attack picked any
+    year within a published bin. The youngest and oldest age of a class bound the age either way.
+    """
+
+    class_of: IntArray
+    """Class of every person-domain cell."""
+    representative: IntArray
+    """First person-domain cell of every class (classes are numbered in that order)."""
+    lowest: dict[str, IntArray]
+    """Smallest code of each attribute in each class."""
+    highest: dict[str, IntArray]
+
+    def determined(self, attribute: str) -> BoolArray:
+        """Per class: whether the tables fix ``attribute`` (age: to one agebin)."""
+        low, high = self.lowest[attribute], self.highest[attribute]
+        if attribute == "age":
+            return schema.agebin38(low) == schema.agebin38(high)
+        return low == high
+
+    def summary(self) -> dict[str, Any]:
+        """Known, unknown and partially known attributes; the age bounds where age is unknown."""
+        determined = {a: self.determined(a) for a in schema.PERSON.names}
+        vague = ~determined["age"]
+        bounds = np.unique(np.c_[self.lowest["age"][vague], self.highest["age"][vague]], axis=0)
+        return {
+            "known_attributes": ["block", *(a for a, d in determined.items() if d.all())],
+            "unknown_attributes": [a for a, d in determined.items() if not d.any()],
+            "partially_known_attributes": [
+                a for a, d in determined.items() if d.any() and not d.all()
+            ],
+            "age_bounds_where_unknown": bounds.tolist(),
+        }
+
+
+@lru_cache(maxsize=8)
+def resolution(names: tuple[str, ...]) -> Resolution:
+    """The classes of person-domain cells that the tables ``names`` cannot tell apart."""
+    query = stacked_query(names)
+    # two random integer projections of every column; equal columns have equal signatures, and a
+    # collision of distinct ones (probability ~1e-10) would be caught by the exact check below
+    weights = np.random.default_rng(0).integers(1, 2**31, size=(query.shape[0], 2))
+    signature = np.asarray(query.T @ weights)
+    _, first, inverse = np.unique(signature, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    class_of = rank[inverse.reshape(-1)]
+    representative = first[order]
+    if (query - query.tocsc()[:, representative[class_of]]).nnz:
+        raise AssertionError("distinct columns of the stacked query share a signature")
+    codes = schema.PERSON.decode(np.arange(schema.PERSON.size))
+    lowest, highest = {}, {}
+    for name, values in codes.items():
+        lowest[name] = np.full(len(representative), np.iinfo(np.int64).max)
+        highest[name] = np.full(len(representative), np.iinfo(np.int64).min)
+        np.minimum.at(lowest[name], class_of, values)
+        np.maximum.at(highest[name], class_of, values)
+    return Resolution(class_of, representative, lowest, highest)
+
+
+@lru_cache(maxsize=16)
+def class_query(names: tuple[str, ...], within: tuple[str, ...]) -> sp.csc_matrix:
+    """The query matrices of ``names`` over the classes of the tables ``within`` (which include
+    ``names``): one column per class, its first cell's."""
+    return stacked_query(names).tocsc()[:, resolution(within).representative]
+
+
+def person_tables(release: Release) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The block-level and tract-level person tables the release publishes."""
+    return (
+        tuple(n for n in BLOCK_TABLES if n in release.tables),
+        tuple(n for n in TRACT_TABLES if n in release.tables),
+    )
 
 
 def release_counts(
@@ -91,6 +182,10 @@ class TractProblem:
     seed: int
     time_limit: float = TIME_LIMIT
 
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return self.block_tables + self.tract_tables
+
 
 @dataclass(frozen=True)
 class TractResult:
@@ -98,7 +193,7 @@ class TractResult:
 
     tract: int
     block: IntArray  # block geocode of each reconstructed (block, cell) count
-    cell: IntArray  # person-domain cell
+    cell: IntArray  # person-domain cell (the first of its class)
     count: IntArray
     status: str
     mode: str
@@ -110,19 +205,19 @@ class TractResult:
 
 @dataclass(frozen=True)
 class Program:
-    """The linear system of one tract: A x = b over the candidate cells (block, cell)."""
+    """The linear system of one tract: A x = b over the candidate (block, class) pairs."""
 
     block: IntArray  # block index (within the tract) of each variable
-    cell: IntArray
+    cell: IntArray  # class (of the tract's and blocks' tables together)
     matrix: sp.csc_matrix
     target: FloatArray
     upper: FloatArray
 
 
 def candidate_cells(problem: TractProblem) -> tuple[IntArray, IntArray]:
-    """(block index, cell) of every variable: cells that no published zero rules out."""
-    qb = stacked_query(problem.block_tables)
-    qt = stacked_query(problem.tract_tables)
+    """(block index, class) of every variable: classes that no published zero rules out."""
+    qb = class_query(problem.block_tables, problem.tables)
+    qt = class_query(problem.tract_tables, problem.tables)
     zero_b = sp.csr_matrix((problem.block_counts <= 0).astype(np.int8))  # NaN → not zero
     ruled_out = (zero_b @ qb).toarray() > 0
     ruled_out |= (qt.T @ (problem.tract_counts <= 0).astype(np.int8) > 0)[None, :]
@@ -130,18 +225,18 @@ def candidate_cells(problem: TractProblem) -> tuple[IntArray, IntArray]:
 
 
 def build_program(problem: TractProblem) -> Program:
-    """Rows: every published, non-suppressed positive cell; columns: the candidate cells."""
+    """Rows: every published, non-suppressed positive cell; columns: the candidate classes."""
     block, cell = candidate_cells(problem)
-    qb = stacked_query(problem.block_tables)
+    qb = class_query(problem.block_tables, problem.tables)
     n_rows_b = qb.shape[0]
-    part = qb.tocsc()[:, cell].tocoo()
+    part = qb[:, cell].tocoo()
     rows = block[part.col] * n_rows_b + part.row
     a_block = sp.csr_matrix(
         (np.ones(len(rows)), (rows, part.col)), shape=(len(problem.blocks) * n_rows_b, len(cell))
     )
     b_block = problem.block_counts.reshape(-1)
     keep_b = b_block > 0
-    a_tract = stacked_query(problem.tract_tables).tocsc()[:, cell].tocsr()
+    a_tract = class_query(problem.tract_tables, problem.tables)[:, cell].tocsr()
     keep_t = problem.tract_counts > 0
     matrix = sp.vstack([a_block[keep_b], a_tract[keep_t]], format="csc")
     target = np.r_[b_block[keep_b], problem.tract_counts[keep_t]]
@@ -183,7 +278,7 @@ def _solve(
         cost,
         upper,
         integer,
-        threads=1,
+        threads=single_threaded_highs(),
         random_seed=seed % 2_147_483_647,
         time_limit=float(time_limit),
         mip_rel_gap=DEVIATION_GAP if deviation else 0.0,
@@ -205,7 +300,7 @@ def solve_tract(problem: TractProblem) -> TractResult:
     return TractResult(
         tract=problem.tract,
         block=problem.blocks[program.block[keep]],
-        cell=program.cell[keep],
+        cell=resolution(problem.tables).representative[program.cell[keep]],
         count=counts[keep],
         status=status,
         mode=mode,
@@ -223,10 +318,27 @@ def solve_tract(problem: TractProblem) -> TractResult:
 
 @dataclass(frozen=True)
 class Reconstruction:
-    """Reconstructed persons (block, sex, age, race, hispanic) and one row of figures per tract."""
+    """Reconstructed persons (block, sex, age, age_min, age_max, race, hispanic; null where the
+    tables do not determine it) and one row of figures per tract."""
 
     persons: pl.DataFrame
     tracts: pl.DataFrame
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """What the release's tables determine (:meth:`Resolution.summary`); empty when read back."""
+    cells: IntArray | None = field(default=None, compare=False, repr=False)
+    """Person-domain cell of every record, the first of its class (in memory only)."""
+
+    def domain_cells(self) -> IntArray:
+        """Person-domain cell of every record (from the columns when not kept in memory)."""
+        if self.cells is not None:
+            return self.cells
+        columns = self.persons.select(schema.PERSON.names)
+        if sum(columns.null_count().row(0)):
+            raise InputError(
+                "the reconstruction has records with unknown attributes; their cells are known "
+                "only to the run that made it"
+            )
+        return schema.PERSON.cell_index({c: columns[c].to_numpy() for c in schema.PERSON.names})
 
     def metrics(self) -> dict[str, Any]:
         statuses = self.tracts.group_by("status").len().sort("status")
@@ -241,6 +353,7 @@ class Reconstruction:
             "total_absolute_deviation": float(self.tracts["deviation"].sum()),
             "variables": int(self.tracts["variables"].sum()),
             "constraints": int(self.tracts["constraints"].sum()),
+            **self.attributes,
         }
 
 
@@ -248,8 +361,7 @@ def tract_problems(
     release: Release, seed: int = 0, time_limit: float = TIME_LIMIT
 ) -> list[TractProblem]:
     """One problem per tract with persons, from the person tables the release publishes."""
-    block_tables = tuple(n for n in BLOCK_TABLES if n in release.tables)
-    tract_tables = tuple(n for n in TRACT_TABLES if n in release.tables)
+    block_tables, tract_tables = person_tables(release)
     if not block_tables:
         raise InputError(
             f"release ({release.mechanism}) has no block-level person table "
@@ -289,26 +401,38 @@ def reconstruct(
 ) -> Reconstruction:
     """Reconstruct block-level person records from a release's tables (and nothing else)."""
     problems = tract_problems(release, seed, time_limit)
+    block_tables, tract_tables = person_tables(release)
+    known = resolution(block_tables + tract_tables)
     sizes = [float(np.nansum(p.block_counts[:, 0])) for p in problems]
     results = run_tasks(solve_tract, problems, workers, "reconstructing tracts", sizes)
     block = np.concatenate([r.block for r in results]) if results else np.zeros(0, np.int64)
     cell = np.concatenate([r.cell for r in results]) if results else np.zeros(0, np.int64)
     count = np.concatenate([r.count for r in results]) if results else np.zeros(0, np.int64)
-    return Reconstruction(records_frame(block, cell, count), tract_frame(results))
-
-
-def records_frame(block: IntArray, cell: IntArray, count: IntArray) -> pl.DataFrame:
-    """One row per reconstructed person."""
     block, cell = np.repeat(block, count), np.repeat(cell, count)
+    return Reconstruction(
+        records_frame(block, cell, known), tract_frame(results), known.summary(), cell
+    )
+
+
+def records_frame(block: IntArray, cell: IntArray, known: Resolution) -> pl.DataFrame:
+    """One row per reconstructed person (block and person-domain cell); an attribute the tables
+    do not determine is null."""
     codes = schema.PERSON.decode(cell)
-    return pl.DataFrame(
+    group = known.class_of[cell]
+    frame = pl.DataFrame(
         {
             "block": geoid_strings(block, "block"),
             "sex": codes["sex"].astype(np.int8),
             "age": codes["age"].astype(np.int16),
+            "age_min": known.lowest["age"][group].astype(np.int16),
+            "age_max": known.highest["age"][group].astype(np.int16),
             "race": codes["race"].astype(np.int8),
             "hispanic": codes["hispanic"].astype(np.int8),
         }
+    )
+    return frame.with_columns(
+        pl.when(pl.Series(known.determined(a)[group], dtype=pl.Boolean)).then(pl.col(a)).alias(a)
+        for a in schema.PERSON.names
     )
 
 
@@ -338,6 +462,8 @@ def tract_frame(results: list[TractResult]) -> pl.DataFrame:
 
 
 METRICS_FILE = "metrics.json"
+AGE_BOUNDS = ("age_min", "age_max")
+"""Reconstructions older than these columns are still read."""
 
 
 def write_reconstruction(
@@ -364,8 +490,9 @@ def read_reconstruction(path: Path) -> Reconstruction:
             raise InputError(f"{path / name}: missing; {path} is not a reconstruction directory")
     persons = pl.read_parquet(path / "persons.parquet")
     expected = {"block", "sex", "age", "race", "hispanic"}
-    if set(persons.columns) != expected:
+    if not expected <= set(persons.columns) <= expected | set(AGE_BOUNDS):
         raise InputError(
-            f"{path / 'persons.parquet'}: columns {persons.columns}, expected {sorted(expected)}"
+            f"{path / 'persons.parquet'}: columns {persons.columns}, expected {sorted(expected)} "
+            f"(and {', '.join(AGE_BOUNDS)})"
         )
     return Reconstruction(persons, pl.read_parquet(path / "tracts.parquet"))

@@ -7,10 +7,14 @@ the block's records that can differ (specs/reconstruction-reidentification.md §
 proves the reconstruction of that block is the only one: an attacker knows those records are right
 without seeing any confidential data.
 
-Records are compared on {sex, agebin, race, Hispanic origin} (the 38 agebins that P12 and P14 pin
-down), and the constraints are the block-level tables. Leaving out the tract tables can only allow
-more solutions, so the solvar reported is an upper bound of the one with every table — and
-solvar = 0 remains a proof. min(x, x*) is written with one binary per record cell of x*:
+Records are compared on what the block tables can tell apart (the classes of
+:class:`~sdclab.attacks.reconstruction.Resolution`): {sex, agebin, race, Hispanic origin} when every
+block table of the 2010 attack is published (P12 and P14 pin down the 38 agebins), {race, Hispanic
+origin, voting age} for a PL 94-171 release — records that differ only in what the tables cannot
+see are one and the same as far as the tables go. The constraints are the block-level tables.
+Leaving out the tract
+tables can only allow more solutions, so the solvar reported is an upper bound of the one with every
+table — and solvar = 0 remains a proof. min(x, x*) is written with one binary per record cell of x*:
 y ≥ x − M·w and y ≥ x*·w, so that minimising Σ y makes y = min(x, x*).
 
 Blocks are independent, so one program per tract holds all its blocks (the objective separates).
@@ -30,23 +34,26 @@ import scipy.sparse as sp
 
 from sdclab import schema
 from sdclab.attacks.reconstruction import (
-    BLOCK_TABLES,
     Reconstruction,
+    class_query,
     column_minimum,
+    person_tables,
     reconstruct,
     release_counts,
+    resolution,
     stacked_query,
 )
 from sdclab.execution import run_tasks
 from sdclab.geography import geoid_strings, parse_geoids
-from sdclab.optimize.highs import INF, solve_mip
+from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
 from sdclab.release import Release
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 AGEBIN_CELLS = 2 * len(schema.AGEBIN38) * 63 * 2
-"""Cells of sex × agebin (38) × race (63) × Hispanic origin."""
+"""Cells of sex × agebin (38) × race (63) × Hispanic origin: the classes of a release with every
+block table (P1, P6–P11, P12, P12A–I, P14)."""
 
 
 @lru_cache(maxsize=1)
@@ -61,19 +68,13 @@ def representative_cells() -> IntArray:
     )
 
 
-def agebin_cells(cells: IntArray) -> IntArray:
-    """Agebin-level cell of person-domain cells."""
-    codes = schema.PERSON.decode(cells)
-    bins = schema.agebin38(codes["age"])
-    return np.ravel_multi_index(
-        (codes["sex"] - 1, bins, codes["race"] - 1, codes["hispanic"]),
-        (2, len(schema.AGEBIN38), 63, 2),
-    )
-
-
 @lru_cache(maxsize=8)
 def agebin_query(names: tuple[str, ...]) -> sp.csc_matrix:
-    """The block tables' rows over agebin-level cells (every row is constant within an agebin)."""
+    """The block tables' rows over agebin-level cells (every row is constant within an agebin).
+
+    With every block table published this is ``class_query(names, names)``; the program uses the
+    latter, which also fits releases that publish fewer attributes.
+    """
     return stacked_query(names)[:, representative_cells()].tocsc()
 
 
@@ -84,7 +85,7 @@ class VariabilityProblem:
     block_counts: FloatArray
     tables: tuple[str, ...]
     first_block: IntArray  # block index of each cell count of the first solution
-    first_cell: IntArray  # agebin-level cell
+    first_cell: IntArray  # class of the block tables
     first_count: IntArray
     seed: int
     time_limit: float = 300.0
@@ -92,7 +93,8 @@ class VariabilityProblem:
 
 def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, FloatArray, str]:
     """(block, persons, solvar, status) for every block of one tract."""
-    q = agebin_query(problem.tables)
+    q = class_query(problem.tables, problem.tables)
+    n_classes = q.shape[1]
     counts = problem.block_counts
     n_blocks, n_rows = counts.shape
     zero = sp.csr_matrix((counts <= 0).astype(np.int8))
@@ -107,8 +109,8 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
     a_x, target = a_x[keep], target[keep]
     persons = np.bincount(problem.first_block, weights=problem.first_count, minlength=n_blocks)
     # variables: x (candidate cells), then y and w for each cell of the first solution
-    keys = block * AGEBIN_CELLS + cell  # ascending: np.nonzero walks row by row
-    x_index = np.searchsorted(keys, problem.first_block * AGEBIN_CELLS + problem.first_cell)
+    keys = block * n_classes + cell  # ascending: np.nonzero walks row by row
+    x_index = np.searchsorted(keys, problem.first_block * n_classes + problem.first_cell)
     n_x, n_y = len(cell), len(x_index)
     x_upper = column_minimum(a_x.tocsc(), target)
     big = np.minimum(x_upper[x_index], persons[problem.first_block])  # tightest valid big-M
@@ -137,7 +139,7 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
         cost,
         col_upper,
         integer,
-        threads=1,
+        threads=single_threaded_highs(),
         mip_rel_gap=0.0,
         mip_abs_gap=0.99,  # the objective is an integer: a gap below 1 proves optimality
         time_limit=float(problem.time_limit),
@@ -158,7 +160,7 @@ def variability_problems(
 ) -> list[VariabilityProblem]:
     """One problem per tract reconstructed exactly (a least-deviation reconstruction does not
     satisfy the published counts, so "another solution of the same tables" is undefined there)."""
-    tables = tuple(n for n in BLOCK_TABLES if n in release.tables)
+    tables, _ = person_tables(release)
     geography = release.geography
     blocks = geography.blocks
     counts = release_counts(release, tables, "block", blocks)
@@ -166,13 +168,7 @@ def variability_problems(
     first = (
         persons.with_columns(
             code=pl.Series(parse_geoids(persons["block"], "block")),
-            cell=pl.Series(
-                agebin_cells(
-                    schema.PERSON.cell_index(
-                        {c: persons[c].to_numpy() for c in schema.PERSON.names}
-                    )
-                )
-            ),
+            cell=pl.Series(resolution(tables).class_of[reconstruction.domain_cells()]),
         )
         .group_by("code", "cell")
         .len()

@@ -73,3 +73,14 @@ def solve_mip(
 
 
 INF = highspy.kHighsInf
+
+
+def single_threaded_highs() -> int:
+    """``threads=1`` for HiGHS, after dropping the process's thread scheduler.
+
+    HiGHS keeps one scheduler per process and will not run (status "Not Set", no solution) with a
+    ``threads`` option other than the one it was started with — as after a TopDown run in this
+    process, whose solves start it with every core.
+    """
+    highspy.Highs.resetThreadScheduler(True)  # blocking: the old threads are gone on return
+    return 1

@@ -86,6 +86,8 @@ def solve_l2(problem: ParentProblem) -> FloatArray:
     :mod:`sibling_qp` (the general solvers' factorisation fills in densely over the cells); a
     pass ADMM cannot finish within its iteration limit goes to the general solvers.
     """
+    if problem.n_cells == 0 or not problem.allowed.any():
+        return np.zeros(problem.allowed.shape)  # an empty parent: nothing to split
     fixed: dict[str, FloatArray] = {}
     x: FloatArray | None = None
     slack = 0.0
