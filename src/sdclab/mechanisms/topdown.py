@@ -246,16 +246,24 @@ def _measure(
     weights = {q: np.zeros(n_children) for q in full}
     records: list[tuple[int, int, int, IntArray, IntArray, float]] = []
     names = list(full)
+    truth = sp.csr_matrix(
+        (
+            np.concatenate([c.counts for c in task.children]),
+            (
+                np.repeat(np.arange(n_children), [len(c.cells) for c in task.children]),
+                np.concatenate([c.cells for c in task.children]),
+            ),
+        ),
+        shape=(n_children, size),
+    )
+    exact_of = {q: (full[q][rows_of[q]] @ truth.T).T.toarray() for q in full}
     for c, child in enumerate(task.children):
-        truth = sp.csr_matrix(
-            (child.counts, (np.zeros(len(child.cells), np.int64), child.cells)), shape=(1, size)
-        )
         for level_index, code in child.members:
             level = LEVELS[level_index]
             stream = geounit_stream(task.entropy, level_index, code)
             for q in task.strategy.measured(level):
                 rows = rows_of[q]
-                exact = (truth @ full[q][rows].T).toarray().ravel()
+                exact = exact_of[q][c]
                 sigma2 = task.strategy.sigma2(q, level)
                 noisy = exact + discrete_gaussian(sigma2, len(rows), stream)
                 w = _weight(sigma2)

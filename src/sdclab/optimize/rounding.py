@@ -37,7 +37,7 @@ from sdclab.optimize.parent_problem import (
 GAP = 1e-3
 """Relative optimality gap at which a rounder pass stops (its L1 objective is a sum of distances
 in persons; within 0.1% of the best possible is far inside the measurement noise)."""
-SECONDS = 30.0
+SECONDS = 10.0
 """Time limit of one rounder pass; the best integer solution found by then is taken (every
 feasible solution meets all the constraints: only the accuracy of the split is at stake)."""
 
