@@ -39,7 +39,8 @@ GAP = 1e-3
 in persons; within 0.1% of the best possible is far inside the measurement noise)."""
 SECONDS = 10.0
 """Time limit of one rounder pass; the best integer solution found by then is taken (every
-feasible solution meets all the constraints: only the accuracy of the split is at stake)."""
+feasible solution meets all the constraints: only the accuracy of the split is at stake). A pass
+with no integer solution by then runs on until its first one."""
 
 
 def round_l1(problem: ParentProblem, x: FloatArray) -> IntArray:
@@ -144,6 +145,11 @@ def _solve_pass(
     status, solution, _ = solve_mip(
         matrix, lower, upper, cost, col_upper, integer, mip_rel_gap=GAP, time_limit=SECONDS
     )
+    if solution is None and status == "Time limit reached":
+        # nothing feasible yet: go on without a limit, up to the first integer solution
+        status, solution, _ = solve_mip(
+            matrix, lower, upper, cost, col_upper, integer, mip_max_improving_sols=1
+        )
     if solution is None:
         raise InfeasibleProblem(f"rounder pass {queries}: HiGHS status {status}")
     return solution[:n_b]
