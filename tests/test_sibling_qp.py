@@ -104,3 +104,9 @@ def test_an_empty_parent_gives_empty_children():
         targets={name: t[:, :0] for name, t in problem.targets.items()},
     )
     assert solve_l2(empty).shape == (4, 0)
+
+
+def test_projection_of_an_empty_parent_cell_is_zero():
+    v = np.array([[1.0, 2.0], [3.0, -1.0]])
+    x = project_cells(v, np.ones((2, 2), bool), np.array([0.0, 2.0]))
+    assert (x[:, 0] == 0).all() and x[:, 1].sum() == pytest.approx(2.0)

@@ -98,3 +98,10 @@ def test_the_card_carries_the_budget_table_and_survives_a_round_trip():
     assert "Budget allocation:" in card.render()
     back = type(card).from_dict(card.to_dict())
     assert back == card
+
+
+def test_a_level_without_budget_measures_nothing():
+    shares = {**PRODUCTION.level_shares}
+    shares["nation"], shares["state"] = Fraction(0), shares["state"] + shares["nation"]
+    strategy = Strategy(PRODUCTION.rho, shares, QUERY_SHARES)
+    assert strategy.measured("nation") == [] and strategy.measured("state")

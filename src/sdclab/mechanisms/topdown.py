@@ -583,7 +583,6 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
             "product": product.name,
             "budget": strategy.table(),
             "tables_not_published": omitted,
-            "seconds_per_level": {k: round(v, 3) for k, v in run.seconds.items()},
             "problems_per_level": run.problems,
         },
     )

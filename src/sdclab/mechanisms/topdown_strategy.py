@@ -186,7 +186,7 @@ class Strategy:
 
     def measured(self, level: str) -> list[str]:
         """The queries measured at ``level``, in a fixed order."""
-        return [q for q, share in self.query_shares[level].items() if share > 0]
+        return [q for q in self.query_shares[level] if self.rho_of(q, level) > 0]
 
     def total_rho(self) -> Fraction:
         """A person's total ρ: the sum over levels and queries (each level's shares sum to 1)."""
@@ -251,7 +251,7 @@ def _dhc_shares() -> dict[str, dict[str, Fraction]]:
 
 
 DHC_DEFAULT = Strategy(F(153, 10), LEVEL_SHARES, _dhc_shares())
-"""sdclab's default DHC strategy: ρ = 15.30 (ε = 52.83 at δ = 10⁻¹⁰ by the standard conversion,
+"""sdclab's default DHC strategy: ρ = 15.30 (ε = 52.84 at δ = 10⁻¹⁰ by the standard conversion,
 the figure quoted for the 2020 person products), production level shares, and within each level
 total 1/10, hhgq 1/20, votingage 1/20, sex × P12 age groups 1/10, sex × single age 1/10,
 hispanic × cenrace 1/10, votingage × hispanic × cenrace 1/10, detailed 2/5 (1/2 at the nation,

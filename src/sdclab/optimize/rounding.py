@@ -37,10 +37,11 @@ from sdclab.optimize.parent_problem import (
 GAP = 1e-3
 """Relative optimality gap at which a rounder pass stops (its L1 objective is a sum of distances
 in persons; within 0.1% of the best possible is far inside the measurement noise)."""
-SECONDS = 10.0
-"""Time limit of one rounder pass; the best integer solution found by then is taken (every
-feasible solution meets all the constraints: only the accuracy of the split is at stake). A pass
-with no integer solution by then runs on until its first one."""
+NODES = 500
+"""Branch-and-bound node limit of one rounder pass; the best integer solution found by then is
+taken (every feasible solution meets all the constraints: only the accuracy of the split is at
+stake). A pass with no integer solution by then runs on until its first one. A node limit, unlike
+a time limit, keeps the output independent of the machine's load and the number of workers."""
 
 
 def round_l1(problem: ParentProblem, x: FloatArray) -> IntArray:
@@ -143,9 +144,9 @@ def _solve_pass(
     col_upper = np.concatenate([np.ones(n_b), np.full(n_e, INF)])
     integer = np.concatenate([np.ones(n_b, bool), np.zeros(n_e, bool)])
     status, solution, _ = solve_mip(
-        matrix, lower, upper, cost, col_upper, integer, mip_rel_gap=GAP, time_limit=SECONDS
+        matrix, lower, upper, cost, col_upper, integer, mip_rel_gap=GAP, mip_max_nodes=NODES
     )
-    if solution is None and status == "Time limit reached":
+    if solution is None and status != "Infeasible":
         # nothing feasible yet: go on without a limit, up to the first integer solution
         status, solution, _ = solve_mip(
             matrix, lower, upper, cost, col_upper, integer, mip_max_improving_sols=1

@@ -119,11 +119,14 @@ def project_cells(v: FloatArray, mask: BoolArray, parent: FloatArray | None) -> 
     k = np.arange(1, children + 1)[:, None]
     positive = finite & (ordered * k > cumulative - parent[None, :])
     count = positive.sum(axis=0)
-    if (count == 0).any():
+    if ((count == 0) & (parent > 0)).any():
         raise InfeasibleProblem("a parent cell no child may hold")
     columns = np.arange(v.shape[1])
-    theta = (cumulative[count - 1, columns] - parent) / count
-    return np.where(mask, np.maximum(v - theta[None, :], 0.0), 0.0)
+    safe = np.maximum(count, 1)
+    theta = (cumulative[safe - 1, columns] - parent) / safe
+    out = np.where(mask, np.maximum(v - theta[None, :], 0.0), 0.0)
+    out[:, parent <= 0] = 0.0
+    return out
 
 
 def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[FloatArray, int]:
@@ -163,10 +166,11 @@ def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[Fl
         balanced = rho * np.sqrt(
             (primal / max(primal_scale, 1e-12)) / max(dual / max(dual_scale, 1e-12), 1e-30)
         )
-        if not 1 / STEP_CHANGE <= balanced / rho <= STEP_CHANGE:
-            u *= rho / balanced  # scaled duals follow the step size
-            kv *= rho / balanced
-            rho = float(np.clip(balanced, 1e-6, 1e6))
+        new_rho = float(np.clip(balanced, 1e-6, 1e6))
+        if new_rho != rho and not 1 / STEP_CHANGE <= new_rho / rho <= STEP_CHANGE:
+            u *= rho / new_rho  # scaled duals follow the step size
+            kv *= rho / new_rho
+            rho = new_rho
             factor = _Factor.build(qp, stacked, rho)
     raise NotConverged(f"ADMM did not converge in {MAX_ITERATIONS} iterations")
 
