@@ -37,11 +37,13 @@ from sdclab.optimize.parent_problem import (
 GAP = 1e-3
 """Relative optimality gap at which a rounder pass stops (its L1 objective is a sum of distances
 in persons; within 0.1% of the best possible is far inside the measurement noise)."""
-NODES = 500
-"""Branch-and-bound node limit of one rounder pass; the best integer solution found by then is
-taken (every feasible solution meets all the constraints: only the accuracy of the split is at
-stake). A pass with no integer solution by then runs on until its first one. A node limit, unlike
-a time limit, keeps the output independent of the machine's load and the number of workers."""
+NODES = 1
+"""Branch-and-bound node limit of one rounder pass (the root node: its LP, cuts and heuristics;
+on TopDown's sibling problems HiGHS usually proves optimality there); the best integer solution
+found by then is taken (every feasible solution meets all the constraints: only the accuracy
+of the split is at stake). A pass with no integer solution by then runs on until its first one.
+A node limit, unlike a time limit, keeps the output independent of the machine's load and the
+number of workers."""
 
 
 def round_l1(problem: ParentProblem, x: FloatArray) -> IntArray:
