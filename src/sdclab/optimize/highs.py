@@ -42,9 +42,11 @@ def solve_mip(
     cost: npt.ArrayLike,
     col_upper: npt.ArrayLike,
     integer: npt.ArrayLike,
+    col_lower: npt.ArrayLike | None = None,
     **options: bool | float | str,
 ) -> tuple[str, npt.NDArray[np.float64] | None, float]:
-    """min cost·x s.t. row_lower ≤ A x ≤ row_upper, 0 ≤ x ≤ col_upper, x_j integer where flagged.
+    """min cost·x s.t. row_lower ≤ A x ≤ row_upper, col_lower (default 0) ≤ x ≤ col_upper, x_j
+    integer where flagged.
 
     Returns (model status text, x or None if no feasible point was found, objective).
     """
@@ -53,7 +55,9 @@ def solve_mip(
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = a.shape[1], a.shape[0]
     lp.col_cost_ = np.asarray(cost, dtype=np.float64)
-    lp.col_lower_ = np.zeros(a.shape[1])
+    lp.col_lower_ = (
+        np.zeros(a.shape[1]) if col_lower is None else np.asarray(col_lower, dtype=np.float64)
+    )
     lp.col_upper_ = np.asarray(col_upper, dtype=np.float64)
     lp.row_lower_ = np.asarray(row_lower, dtype=np.float64)
     lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
