@@ -207,7 +207,7 @@ def solve_parent(task: Task) -> Outcome:
     )
     units = np.array([c.units for c in task.children])
     allowed = ~zero[None, :] & (units[:, hhgq_of_cell] > 0)
-    names = [q for q in product.queries]
+    names = list(product.queries)
     full = {q: product.query_matrix(q) for q in names}
     restricted = {}
     rows_of = {}

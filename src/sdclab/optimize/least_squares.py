@@ -98,8 +98,9 @@ def solve_l2(problem: ParentProblem) -> FloatArray:
     slack = 0.0
     for queries in problem.l2_passes:
         qp = sibling_pass(problem, queries, fixed, TOLERANCE + slack)
-        if not fixed and by_type(problem, queries) is not None:
-            x = _solve_by_type(problem, queries)
+        type_rows = None if fixed else by_type(problem, queries)
+        if type_rows is not None:
+            x = _solve_by_type(problem, queries, type_rows)
         elif problem.n_children == 1 or problem.n_cells <= DIRECT_MAX_CELLS:
             x = _solve_generic(problem, queries, fixed, TOLERANCE + slack)
         else:
@@ -201,11 +202,12 @@ def by_type(problem: ParentProblem, queries: tuple[str, ...]) -> dict[str, sp.cs
     return out
 
 
-def _solve_by_type(problem: ParentProblem, queries: tuple[str, ...]) -> FloatArray:
+def _solve_by_type(
+    problem: ParentProblem, queries: tuple[str, ...], rows: dict[str, sp.csr_matrix]
+) -> FloatArray:
     """A pass over type-level queries: solve for persons per (child, type), then split each
     child's type total over the type's cells in proportion to the parent."""
-    rows = by_type(problem, queries)
-    assert rows is not None and problem.parent is not None
+    assert problem.parent is not None
     type_of_cell = problem.hhgq.tocsc().indices
     parent_by_type = problem.hhgq @ problem.parent
     present = np.flatnonzero(parent_by_type > 0)
@@ -225,9 +227,9 @@ def _solve_by_type(problem: ParentProblem, queries: tuple[str, ...]) -> FloatArr
         l2_passes=(queries,),
     )
     y = _solve_generic(aggregated, queries, {}, TOLERANCE)
-    share = np.zeros(8)
-    share[present] = np.arange(len(present))
-    column = share.astype(np.int64)[type_of_cell]
+    position = np.zeros(8, np.int64)
+    position[present] = np.arange(len(present))
+    column = position[type_of_cell]
     split = y[:, column] * (problem.parent / parent_by_type[type_of_cell])[None, :]
     return project_cells(split, problem.allowed, problem.parent.astype(float))
 
