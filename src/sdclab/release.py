@@ -28,6 +28,7 @@ from sdclab.errors import InputError
 from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
 from sdclab.geography import GEOID_LENGTH, LEVELS, Geography, geoid_strings
 from sdclab.population import Population
+from sdclab.population.contract import RECORD_KEY
 from sdclab.randomness import randomness_record
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.tabulate import LONG_SCHEMA, tabulate
@@ -122,8 +123,13 @@ def publishable_microdata(population: Population, rng: np.random.Generator) -> P
 
     The input's person and unit identifiers would link published records back to the confidential
     file (and reveal, for instance, which households were swapped), so they are replaced by
-    sequential ids in block order, with a random order inside each block.
+    sequential ids in block order, with a random order inside each block. Record keys of the cell
+    key method are dropped: with them anyone could recompute the cell keys.
     """
+    population = Population(
+        persons=population.persons.drop(RECORD_KEY.name, strict=False),
+        units=population.units.drop(RECORD_KEY.name, strict=False),
+    )
     units = population.units
     unit_order = np.lexsort((rng.permutation(units.height), population.unit_block_index))
     new_unit_id = np.empty(units.height, dtype=np.int64)

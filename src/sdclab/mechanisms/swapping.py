@@ -89,7 +89,8 @@ def swap_units(population: Population, unit_rows: IntArray, destination: IntArra
     """Move the household living in unit ``unit_rows[i]`` to unit ``destination[i]``.
 
     ``destination`` must be a permutation of ``unit_rows``. Persons take the new unit's id and
-    block; the household's tenure moves with it.
+    block; the household's tenure and its unit record key (cell key method) move with it, and
+    the persons keep their own record keys.
     """
     if not np.array_equal(np.sort(unit_rows), np.sort(destination)):
         raise ValueError("swap_units: destination must be a permutation of unit_rows")
@@ -99,7 +100,8 @@ def swap_units(population: Population, unit_rows: IntArray, destination: IntArra
     came_from = np.arange(n_units)
     came_from[destination] = unit_rows
     units = population.units
-    new_units = units.with_columns(tenure=units["tenure"].gather(came_from))
+    moving = [c for c in ("tenure", "record_key") if c in units.columns]
+    new_units = units.with_columns([units[c].gather(came_from) for c in moving])
     person_rows = moved_to[population.person_unit_row]
     persons = population.persons.with_columns(
         unit_id=units["unit_id"].gather(person_rows),
@@ -458,6 +460,23 @@ def protect_swap(
     population: Population, params: SwapParameters, rng: np.random.Generator, name: str = "swap"
 ) -> Release:
     """Run targeted swapping on a population and tabulate the release."""
+    swapped, notes = swap_population(population, params, rng)
+    achieved = float(notes["achieved_swap_rate"])
+    return tabulated_release(
+        name,
+        params.model_dump(mode="json"),
+        swap_card(params, name, achieved),
+        swapped,
+        population,
+        rng,
+        notes,
+    )
+
+
+def swap_population(
+    population: Population, params: SwapParameters, rng: np.random.Generator
+) -> tuple[Population, dict[str, int | float]]:
+    """Targeted swapping: the swapped population (record keys travel along) and what moved."""
     households = Households(population)
     initiators, donors, risk = targeted_pairs(households, params, rng)
     rows = households.unit_rows
@@ -479,15 +498,7 @@ def protect_swap(
         "swap_rate_high_risk": float(swapped_mask[high].mean()) if high.any() else 0.0,
         "swap_rate_other": float(swapped_mask[~high].mean()) if (~high).any() else 0.0,
     }
-    return tabulated_release(
-        name,
-        params.model_dump(mode="json"),
-        swap_card(params, name, achieved),
-        swapped,
-        population,
-        rng,
-        notes,
-    )
+    return swapped, notes
 
 
 def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> MechanismEntry[SwapParameters]:

@@ -56,6 +56,22 @@ UNITS: tuple[ColumnSpec, ...] = (
 )
 
 
+RECORD_KEY = ColumnSpec(
+    "record_key",
+    pl.Int64,
+    "optional: the record's cell key method key (integer 0..K−1; a real key with d decimals is "
+    "stored as key·10^d), assigned once and kept with the record",
+    0,
+    2**32 - 1,
+)
+"""An optional column of persons and units: kept when present, never required."""
+
+
+def with_optional(specs: tuple[ColumnSpec, ...], columns: list[str]) -> tuple[ColumnSpec, ...]:
+    """The contract columns of a table, plus the optional ones the frame has."""
+    return specs + ((RECORD_KEY,) if RECORD_KEY.name in columns else ())
+
+
 def block_codes(frame: pl.DataFrame) -> npt.NDArray[np.int64]:
     """The ``block`` column of a validated frame as int64 geocodes."""
     return frame.get_column("block").cast(pl.Int64).to_numpy()
@@ -108,7 +124,7 @@ def contract_markdown() -> str:
     out = []
     for title, specs in (("units", UNITS), ("persons", PERSONS)):
         out += [f"### `{title}`", "", "| column | type | values | meaning |", "|---|---|---|---|"]
-        for s in specs:
+        for s in (*specs, RECORD_KEY):
             values = f"{s.low}–{s.high}" if s.low is not None else ""
             if s.nullable:
                 values += ", or null"

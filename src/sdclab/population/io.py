@@ -51,7 +51,7 @@ from sdclab import schema
 from sdclab.errors import InputError
 from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
 from sdclab.geography import BLOCK_DIGITS
-from sdclab.population.contract import PERSONS, UNITS, ColumnSpec, Population
+from sdclab.population.contract import PERSONS, UNITS, ColumnSpec, Population, with_optional
 
 __all__ = ["MAX_SHOWN", "read_population", "validate", "write_population"]
 
@@ -518,12 +518,13 @@ def validate(
     """Check two frames against the contract and return them as a :class:`Population`.
 
     ``*_source`` name the tables in messages (usually their file names). The result has exactly
-    the contract's columns, in its order and dtypes; other columns are dropped. Raises
+    the contract's columns, in its order and dtypes, plus the optional ``record_key`` when
+    present; other columns are dropped. Raises
     :class:`InputError` listing up to :data:`MAX_SHOWN` problems.
     """
     tables = (
-        Table(persons, PERSONS, persons_source, 0),
-        Table(units, UNITS, units_source, 1),
+        Table(persons, with_optional(PERSONS, persons.columns), persons_source, 0),
+        Table(units, with_optional(UNITS, units.columns), units_source, 1),
     )
     sum((missing_columns(t) for t in tables), Findings()).raise_if_any()
     converted = [convert(t) for t in tables]
@@ -1100,4 +1101,6 @@ def check_extra_name(name: str) -> None:
 
 def conform(frame: pl.DataFrame, specs: tuple[ColumnSpec, ...]) -> pl.DataFrame:
     """The contract's columns of a frame, in contract order and dtypes."""
-    return frame.select([pl.col(s.name).cast(_dtype(s)) for s in specs])
+    return frame.select(
+        [pl.col(s.name).cast(_dtype(s)) for s in with_optional(specs, frame.columns)]
+    )

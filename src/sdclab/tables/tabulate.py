@@ -78,12 +78,18 @@ def record_blocks(population: Population, domain: schema.Schema) -> npt.NDArray[
     return population.person_block_index
 
 
-def block_histogram(population: Population, domain: schema.Schema) -> sp.csr_matrix:
-    """Sparse ``blocks × domain`` matrix of record counts."""
+def block_histogram(
+    population: Population,
+    domain: schema.Schema,
+    weights: npt.NDArray[np.int64] | None = None,
+) -> sp.csr_matrix:
+    """Sparse ``blocks × domain`` matrix of record counts (or of sums of per-record ``weights``,
+    aligned with the domain's records: units for the unit schema, else persons)."""
     cells = record_cells(population, domain)
     blocks = record_blocks(population, domain)
     shape = (population.geography.n_blocks, domain.size)
-    return sp.csr_matrix((np.ones(len(cells), dtype=np.int64), (blocks, cells)), shape=shape)
+    data = np.ones(len(cells), dtype=np.int64) if weights is None else weights
+    return sp.csr_matrix((data, (blocks, cells)), shape=shape)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,462 @@
+"""The cell key method (CKM): post-tabular noise that is the same for the same contributors.
+
+Every record carries a fixed key rk (``record_key``, integer 0..K−1). A published cell's key is the
+sum of its contributors' keys modulo K; the p-table maps (true count, cell key) to a bounded
+integer noise (specs/cell-key-method.md §§1–3). Because the noise depends only on the contributor
+set, identical cells get identical noise in every table and margin (SPSN), repeating a query gains
+an attacker nothing, and zeros stay zero.
+
+Tables are computed as linear queries twice over the same records: once counting them and once
+summing rk + 1. Both matrices have the same sparsity pattern (every entry is a sum of positive
+terms over the same contributors), so cell keys are ``(weighted − counts) mod K`` entry by entry,
+for every table at every level, without a loop over cells.
+
+The ESS 2021 recipe — targeted record swapping, then CKM on the swapped tables — is
+``swap=swap`` (record keys travel with the records they belong to).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from pydantic import Field, model_validator
+
+from sdclab import schema
+from sdclab.accounting import Budget, SpecCard
+from sdclab.digest import frames_digest
+from sdclab.errors import InputError
+from sdclab.mechanisms import swapping
+from sdclab.mechanisms.base import MechanismEntry, Parameters
+from sdclab.mechanisms.ptable import (
+    OnsPTable,
+    PTable,
+    create_ptable,
+    delta_pairs,
+    ons_10_5_ptable,
+    pcv,
+    read_ptable,
+)
+from sdclab.population import Population
+from sdclab.population.contract import RECORD_KEY
+from sdclab.randomness import randomness_record
+from sdclab.release import Release
+from sdclab.tables.catalog import select
+from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate_histograms
+
+IntArray = npt.NDArray[np.int64]
+AnyPTable = PTable | OnsPTable
+
+ONS_KEY_SPACE = 4096
+"""ONS administrative data: rk = ons_id mod 4096 (``keys=ids`` uses the ids the same way)."""
+REPORTED_EPSILONS = (0.5, 1.0, 2.0, 4.0)
+"""ε values at which the card lists δ_n(ε) per neighbouring count pair."""
+
+
+class CellKeyParameters(Parameters):
+    """The p-table (a preset, a max-entropy design or a file), suppression, keys and swapping."""
+
+    ptable: str = Field(
+        "ons-10-5",
+        description='"ons-10-5" (the ONS 10/5 table), "maxent" (built from bound and variance) '
+        "or the path of a p-table CSV (long format or ONS format)",
+    )
+    bound: int | None = Field(None, ge=1, le=100, description="maxent: maximum noise D")
+    variance: Decimal | None = Field(None, gt=0, allow_inf_nan=False, description="maxent: V")
+    js: int = Field(0, ge=0, le=100, description="maxent: counts 1..js are never published")
+    pstay: Decimal | None = Field(None, gt=0, lt=1, description="maxent: lower bound p(i→i)")
+    threshold: int = Field(0, ge=0, description="published counts below this are suppressed")
+    key_space: int | None = Field(
+        None, ge=2, le=2**32, description="K (default: the ONS table's, else 256)"
+    )
+    keys: Literal["stored", "drawn", "ids"] = Field(
+        "stored",
+        description="stored: the population's record_key (drawn once if it has none); drawn: "
+        "fresh keys; ids: person_id / unit_id mod K, as ONS derives keys from ons_id",
+    )
+    swap: Literal["none", "swap", "swap-low", "swap-high"] = Field(
+        "none", description="targeted record swapping first (the ESS 2021 recipe)"
+    )
+    epsilon: float = Field(1.0, gt=0, le=50, description="ε at which the card's δ is stated")
+    spsn: bool = Field(
+        True,
+        description="same participants, same noise; false gives every published cell an "
+        "independent uniform cell key (the no-SPSN baseline of the averaging attack; research "
+        "only)",
+    )
+
+    @model_validator(mode="after")
+    def _maxent_needs_design(self) -> CellKeyParameters:
+        if self.ptable == "maxent" and (self.bound is None or self.variance is None):
+            raise ValueError("ptable=maxent needs bound and variance")
+        if self.ptable != "maxent" and (self.bound is not None or self.variance is not None):
+            raise ValueError("bound and variance apply only with ptable=maxent")
+        return self
+
+    def table(self) -> AnyPTable:
+        """The p-table these parameters name."""
+        if self.ptable == "ons-10-5":
+            return ons_10_5_ptable(self.key_space or 256)
+        if self.ptable == "maxent":
+            assert self.bound is not None and self.variance is not None
+            pstay = None if self.pstay is None else float(self.pstay)
+            return create_ptable(self.bound, float(self.variance), self.js, pstay)
+        path = Path(self.ptable)
+        if not path.is_file():
+            raise InputError(f"ptable {self.ptable!r}: not ons-10-5, maxent or an existing file")
+        return read_ptable(path)
+
+    def resolved_key_space(self, table: AnyPTable) -> int:
+        """K: an ONS table fixes it (max ckey + 1); a long-format table takes any K."""
+        if isinstance(table, OnsPTable):
+            if self.key_space is not None and self.key_space != table.key_space:
+                raise InputError(
+                    f"key_space {self.key_space} differs from the ONS p-table's "
+                    f"{table.key_space} cell keys"
+                )
+            return table.key_space
+        return self.key_space or 256
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys and perturbation
+# ---------------------------------------------------------------------------------------------
+
+
+def assign_record_keys(
+    population: Population, key_space: int, rng: np.random.Generator
+) -> Population:
+    """The population with a uniform ``record_key`` in 0..K−1 on every person and unit."""
+    return Population(
+        persons=population.persons.with_columns(
+            pl.Series(RECORD_KEY.name, rng.integers(0, key_space, population.n_persons))
+        ),
+        units=population.units.with_columns(
+            pl.Series(RECORD_KEY.name, rng.integers(0, key_space, population.n_units))
+        ),
+    )
+
+
+def keys_from_ids(population: Population, key_space: int) -> Population:
+    """Record keys as id mod K (ONS derives them from ``ons_id`` mod 4096)."""
+    return Population(
+        persons=population.persons.with_columns(
+            (pl.col("person_id") % key_space).alias(RECORD_KEY.name)
+        ),
+        units=population.units.with_columns((pl.col("unit_id") % key_space).alias(RECORD_KEY.name)),
+    )
+
+
+def has_keys(population: Population) -> bool:
+    return RECORD_KEY.name in population.persons.columns and (
+        RECORD_KEY.name in population.units.columns
+    )
+
+
+def cell_noise(table: AnyPTable, counts: IntArray, cell_keys: IntArray, key_space: int) -> IntArray:
+    """The p-table's noise for true ``counts`` with ``cell_keys`` in 0..K−1 (0 where count 0)."""
+    if isinstance(table, OnsPTable):
+        return table.noise(counts, cell_keys)
+    return table.noise(counts, cell_keys / key_space)
+
+
+def noise_bound(table: AnyPTable) -> int:
+    """The largest |noise| the table can add (D)."""
+    if isinstance(table, OnsPTable):
+        return int(np.abs(table.pvalue).max())
+    return int(table.D)
+
+
+def blocked(table: AnyPTable) -> int:
+    """js: published counts 1..js never occur (0 for ONS tables, whose threshold does that)."""
+    return 0 if isinstance(table, OnsPTable) else int(table.js)
+
+
+def keyed_tables(
+    population: Population, names: list[str] | None, key_space: int
+) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
+    """Counts and cell keys of every table at every level, on the same sparsity pattern."""
+    tables = select(names)
+    domains = {t.schema.name: t.schema for t in tables}.values()
+    counts, weighted = {}, {}
+    for domain in domains:
+        frame = population.units if domain is schema.UNIT else population.persons
+        keys = frame.get_column(RECORD_KEY.name).to_numpy().astype(np.int64)
+        counts[domain.name] = block_histogram(population, domain)
+        weighted[domain.name] = block_histogram(population, domain, keys + 1)
+    plain = tabulate_histograms(population.geography, counts, tables)
+    summed = tabulate_histograms(population.geography, weighted, tables)
+    cell_keys = {}
+    for name, tc in plain.items():
+        levels = {}
+        for level, (codes, matrix) in tc.counts.items():
+            key_matrix = summed[name].counts[level][1]
+            matrix.sort_indices()
+            key_matrix.sort_indices()
+            if not np.array_equal(matrix.indices, key_matrix.indices):
+                raise AssertionError(f"{name} at {level}: key and count patterns differ")
+            keyed = matrix.copy()
+            keyed.data = (key_matrix.data - matrix.data) % key_space
+            levels[level] = (codes, keyed)
+        cell_keys[name] = TableCounts(tc.table, levels, tc.geoids)
+    return plain, cell_keys
+
+
+def independent_keys(
+    cell_keys: dict[str, TableCounts], key_space: int, rng: np.random.Generator
+) -> dict[str, TableCounts]:
+    """Fresh uniform cell keys for every published cell (no SPSN)."""
+    out = {}
+    for name, tc in cell_keys.items():
+        levels = {}
+        for level, (codes, matrix) in tc.counts.items():
+            fresh = matrix.copy()
+            fresh.data = rng.integers(0, key_space, len(fresh.data))
+            levels[level] = (codes, fresh)
+        out[name] = TableCounts(tc.table, levels, tc.geoids)
+    return out
+
+
+def perturb(
+    plain: dict[str, TableCounts],
+    cell_keys: dict[str, TableCounts],
+    table: AnyPTable,
+    key_space: int,
+    threshold: int,
+) -> tuple[dict[str, TableCounts], dict[str, dict[str, int]]]:
+    """Published tables (counts below ``threshold`` removed) and, by level and table, the
+    non-empty cells not shown (published below the threshold)."""
+    out: dict[str, TableCounts] = {}
+    suppressed: dict[str, dict[str, int]] = {}
+    bound, js = noise_bound(table), blocked(table)
+    for name, tc in plain.items():
+        levels = {}
+        for level, (codes, matrix) in tc.counts.items():
+            keys = cell_keys[name].counts[level][1].data
+            noise = cell_noise(table, matrix.data, keys, key_space)
+            published = matrix.data + noise
+            check_published(name, level, matrix.data, published, bound, js)
+            below = published < threshold
+            suppressed.setdefault(level, {}).setdefault(name, 0)
+            suppressed[level][name] += int(below.sum())  # true counts > 0 not shown
+            result = matrix.copy()
+            result.data = np.where(below, 0, published)
+            result.eliminate_zeros()
+            levels[level] = (codes, result)
+        out[name] = TableCounts(tc.table, levels, tc.geoids)
+    return out, suppressed
+
+
+def check_published(
+    name: str, level: str, true: IntArray, published: IntArray, bound: int, js: int
+) -> None:
+    """The mechanism's invariants: non-negative, |noise| ≤ D, never in 1..js."""
+    if (published < 0).any():
+        raise AssertionError(f"{name} at {level}: a negative published count")
+    if (np.abs(published - true) > bound).any():
+        raise AssertionError(f"{name} at {level}: noise beyond the bound {bound}")
+    if js and ((published >= 1) & (published <= js)).any():
+        raise AssertionError(f"{name} at {level}: a published count in 1..{js}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The mechanism
+# ---------------------------------------------------------------------------------------------
+
+
+def protect(population: Population, p: CellKeyParameters, rng: np.random.Generator) -> Release:
+    """Every catalogue table at every level, perturbed by the p-table (after swapping, if asked)."""
+    table = p.table()
+    key_space = p.resolved_key_space(table)
+    notes: dict[str, object] = {}
+    source = population
+    if p.keys == "ids":
+        source = keys_from_ids(population, key_space)
+        notes["record_keys"] = f"person_id / unit_id mod {key_space}"
+    elif p.keys == "drawn" or not has_keys(population):
+        source = assign_record_keys(population, key_space, rng)
+        notes["record_keys"] = f"drawn uniformly on 0..{key_space - 1} for this release" + (
+            "" if p.keys == "drawn" else " (the population had no record_key column)"
+        )
+    else:
+        notes["record_keys"] = "the population's record_key column"
+        check_stored_keys(population, key_space)
+    if p.swap != "none":
+        preset = {"swap": swapping.SWAP, "swap-low": swapping.SWAP_LOW}.get(
+            p.swap, swapping.SWAP_HIGH
+        )
+        source, swap_notes = swapping.swap_population(source, preset.parse({}), rng)
+        notes["swap"] = {"mechanism": p.swap, **swap_notes}
+    plain, cell_keys = keyed_tables(source, None, key_space)
+    if not p.spsn:
+        cell_keys = independent_keys(cell_keys, key_space, rng)
+        notes["spsn"] = "off: every published cell has an independent uniform cell key"
+    published, suppressed = perturb(plain, cell_keys, table, key_space, p.threshold)
+    notes["key_space"] = key_space
+    notes["ptable"] = describe(table)
+    if p.threshold:
+        notes["suppressed_cells"] = {lv: sum(v.values()) for lv, v in suppressed.items()}
+        notes["absent_rows"] = (
+            f"a cell absent from a table was published as 0 or was below the threshold "
+            f"{p.threshold} (suppressed): the two are not distinguished"
+        )
+    return Release(
+        mechanism="cellkey",
+        parameters=p.model_dump(mode="json"),
+        card=card(p, table),
+        tables={name: tc.to_long() for name, tc in published.items()},
+        randomness=randomness_record(None),
+        input_digest=frames_digest(population.persons, population.units),
+        geography=population.geography,
+        notes=notes,
+    )
+
+
+def check_stored_keys(population: Population, key_space: int) -> None:
+    """Stored keys must lie in 0..K−1 for the cell keys to be uniform."""
+    for label, frame in (("persons", population.persons), ("units", population.units)):
+        top = frame.get_column(RECORD_KEY.name).max()
+        if top is not None and int(top) >= key_space:  # type: ignore[arg-type]
+            raise InputError(
+                f"{label}: record_key goes up to {top}, outside 0..{key_space - 1} "
+                f"(set key_space to the keys' range)"
+            )
+
+
+def describe(table: AnyPTable) -> dict[str, object]:
+    """What the release notes say about its p-table."""
+    if isinstance(table, OnsPTable):
+        return {"format": "ONS", "key_space": table.key_space, "bound": noise_bound(table)}
+    return {"format": "long", "D": table.D, "V": table.V, "js": table.js}
+
+
+def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
+    """(ε, δ) per released cell from the p-table's neighbouring count pairs (spec §4(d))."""
+    table = table or p.table()
+    rows = []
+    for eps in (*REPORTED_EPSILONS, p.epsilon):
+        if rows and eps in [r["epsilon"] for r in rows]:
+            continue
+        deltas = delta_pairs(table, eps)
+        worst = int(np.argmax(deltas))
+        rows.append(
+            {
+                "epsilon": eps,
+                "delta (max over pairs)": float(deltas.max()),
+                "worst pair": f"({worst}, {worst + 1})",
+                "delta, symmetry pair": float(deltas[-1]),
+            }
+        )
+    delta = float(delta_pairs(table, p.epsilon).max())
+    floor = float(delta_pairs(table, 50.0).max())
+    return SpecCard(
+        mechanism="cellkey",
+        domain="person and unit records of the tabulated population",
+        multiverse="a single universe: no published cell is exact by design "
+        "(but zeros are published as zeros)",
+        invariants=("every empty cell (a true 0 is always published as 0)",),
+        protection_unit="person record (unit record for housing tables)",
+        neighbours="one record added or removed changes each cell it contributes to by one",
+        output_premetric="approximate DP (D_Mult^delta)",
+        budget=Budget(epsilon=p.epsilon, delta=delta),
+        covers="one released cell: its count's neighbouring pairs (n, n+1) under the p-table, "
+        "with a uniformly distributed cell key",
+        caveats=(
+            "The guarantee is per released cell; a person contributes to every table and level, "
+            "so the whole release composes over all the cells a person is in (and cells sharing "
+            "contributors do not have independent keys).",
+            f"Strict epsilon-DP is impossible with bounded noise: delta is at least {floor:.4g} "
+            "whatever epsilon (the mass the neighbour cannot reach).",
+            "The noise bound D and the p-table are public; combined with additive margins they "
+            "allow the noise-bound and averaging attacks of `sdclab ckm-risk`.",
+        ),
+        allocation=tuple(rows),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The ONS function, reproduced (cell_key_perturbation 3.1.0 create_perturbed_table)
+# ---------------------------------------------------------------------------------------------
+
+
+def ons_perturbed_table(
+    data: pl.DataFrame,
+    ptable: OnsPTable,
+    geog: list[str],
+    tab_vars: list[str],
+    record_key: str | None,
+    use_existing_ons_id: bool = True,
+    threshold: int = 10,
+) -> pl.DataFrame:
+    """One perturbed frequency table exactly as the ONS package computes it (spec §3).
+
+    Rows: the Cartesian product of the observed levels of every variable, ascending; columns
+    geog…, tab_vars…, pre_sdc_count, ckey, pcv, pvalue, count (null below ``threshold``).
+    ``pre_sdc_count, ckey, pcv, pvalue`` are confidential and must be dropped before release.
+    """
+    keys = ons_record_keys(data, record_key, use_existing_ons_id)
+    by = geog + tab_vars
+    if not by:
+        raise InputError("ons table: geog and tab_vars are both empty")
+    missing = [c for c in by if c not in data.columns]
+    if missing:
+        raise InputError(f"ons table: no column(s) {', '.join(missing)} in the data")
+    nulls = [c for c in by if data.get_column(c).null_count()]
+    if nulls:
+        raise InputError(f"ons table: missing values in {', '.join(nulls)} (complete categories)")
+    frame = data.select(by).with_columns(pl.Series("__key", keys).fill_null(0))
+    grouped = frame.group_by(by).agg(
+        pl.len().cast(pl.Int64).alias("pre_sdc_count"), pl.col("__key").sum().alias("__sum")
+    )
+    grid = frame.select(pl.col(by[0]).unique().sort())
+    for column in by[1:]:
+        grid = grid.join(frame.select(pl.col(column).unique().sort()), how="cross")
+    out = grid.join(grouped, on=by, how="left").sort(by)
+    n = out.get_column("pre_sdc_count").fill_null(0).to_numpy().astype(np.int64)
+    ckey = out.get_column("__sum").fill_null(0).to_numpy().astype(np.int64) % ptable.key_space
+    pvalue = ptable.noise(n, ckey)
+    count = n + pvalue
+    return (
+        out.drop("__sum")
+        .with_columns(
+            pl.Series("pre_sdc_count", n),
+            pl.Series("ckey", ckey),
+            pl.Series("pcv", pcv(n)),
+            pl.Series("pvalue", pvalue),
+            pl.Series("count", count, dtype=pl.Int64),
+        )
+        .with_columns(pl.when(pl.col("count") >= threshold).then(pl.col("count")).alias("count"))
+    )
+
+
+def ons_record_keys(
+    data: pl.DataFrame, record_key: str | None, use_existing_ons_id: bool
+) -> pl.Series:
+    """Record keys as ONS takes them: ons_id mod 4096 when present (and allowed), else the
+    ``record_key`` column; fewer than half the records keyed is an error."""
+    if use_existing_ons_id and "ons_id" in data.columns:
+        ids = data.get_column("ons_id").cast(pl.Float64, strict=False)
+        keys = (ids % ONS_KEY_SPACE).cast(pl.Int64)
+    elif record_key is None or record_key not in data.columns:
+        raise InputError(f"ons table: no record key column {record_key!r} and no ons_id")
+    else:
+        keys = data.get_column(record_key).cast(pl.Int64, strict=False)
+    if keys.null_count() * 2 > len(keys):
+        raise InputError(
+            f"ons table: {keys.null_count()} of {len(keys)} records have no record key "
+            "(at least half must have one)"
+        )
+    return keys
+
+
+ENTRY = MechanismEntry(
+    "cellkey",
+    "cell key method: p-table noise keyed by the contributors (same people, same noise)",
+    CellKeyParameters,
+    lambda p: card(p),
+    protect,
+)
