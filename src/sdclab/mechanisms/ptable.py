@@ -1,0 +1,855 @@
+"""Perturbation tables (p-tables) of the cell key method: construction, lookup, files and (ε, δ).
+
+A p-table gives, for every true count n, the distribution of the noise x added to it; the cell key
+u ∈ [0, 1) of a cell (a function of its contributors only) picks x deterministically, so the same
+contributors always get the same noise. Two formats are supported:
+
+* **Destatis long format** (R packages ptable and cellKey): one row per transition i → j with
+  noise v = j − i and the half-open key interval [p_int_lb, p_int_ub). Rows i = 1..i_max come from
+  the maximum-entropy construction (:func:`create_ptable`): for each row maximise the entropy of
+  the noise subject to zero mean, variance ≤ V (= V for ``optim=4``), |v| ≤ D, no target count in
+  1..js, a 1e-8 floor, an optional lower bound ``pstay`` on p(i → i) that is relaxed in steps of
+  0.05 until the variance reaches V, and (``mono``) probabilities non-decreasing up to v = 0. Row
+  i_max (the symmetry row) serves every n ≥ i_max.
+* **ONS format** (cell_key_perturbation): a pvalue for every (pcv, ckey) with integer cell keys
+  ckey ∈ 0..K−1 and pcv the count folded onto 1..750 (:func:`pcv`).
+
+Each row is solved by SLSQP with analytic gradients, then polished: the active constraints are
+read off the SLSQP point, the entropy is minimised on that face by Newton's method, and the result
+is kept only if it satisfies the KKT conditions of the whole problem (the optimum is unique, the
+objective being strictly convex), so the probabilities are exact to rounding. A linear programme
+decides beforehand whether a row can be built at all.
+
+:func:`delta_pairs` gives δ(ε) of neighbouring counts (n, n + 1): a bounded p-table can never be
+ε-DP, since a count's neighbour cannot reach its extreme outputs.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from scipy import optimize
+
+from sdclab.errors import InputError
+from sdclab.fileio import atomic_file
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+FLOOR = 1e-8
+"""Lower bound of every transition probability (ptable's ``epsilon``)."""
+DIGITS = 8
+"""Decimals the interval bounds are rounded to."""
+MAX_ITER = 20
+"""Outer iterations that relax ``pstay`` (ptable's limit)."""
+PSTAY_STEP = 0.05
+"""Amount ``pstay`` is lowered by in each outer iteration."""
+SUM_TOLERANCE = 1e-6
+"""How far the probabilities of a row read from a file may sum from 1."""
+ONS_PCV_MAX = 750
+"""Largest pcv of an ONS table; larger counts are folded onto 501..750 (period 250)."""
+ONS_DELTA_MAX = 1000
+"""Last n of the pairs (n, n + 1) checked for an ONS table; pairs beyond repeat (period 250)."""
+
+LONG_COLUMNS = ("i", "j", "p", "v", "p_int_lb", "p_int_ub")
+ONS_COLUMNS = ("pcv", "ckey", "pvalue")
+
+
+# ---------------------------------------------------------------------------------------------
+# Destatis long format
+# ---------------------------------------------------------------------------------------------
+
+
+def _frozen(values: npt.ArrayLike, dtype: type) -> npt.NDArray[np.generic]:
+    """A read-only 1-D copy of ``values``."""
+    array = np.array(values, dtype=dtype)
+    if array.ndim != 1:
+        raise InputError(f"p-table columns must be one-dimensional, got shape {array.shape}")
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, eq=False)
+class PTable:
+    """Destatis/ptable long format: one row per (i, j) transition.
+
+    The entries are sorted by i, then j; ``lb``/``ub`` are ``p_int_lb``/``p_int_ub`` rounded to 8
+    decimals and ``p = ub - lb``. ``flagged`` lists the rows whose variance stayed below V after
+    the outer loop of the construction (the variance bound V could not be reached there).
+    """
+
+    i: IntArray
+    j: IntArray
+    p: FloatArray
+    v: IntArray
+    lb: FloatArray
+    ub: FloatArray
+    D: int
+    V: float
+    js: int
+    flagged: tuple[int, ...] = ()
+    _starts: IntArray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name, dtype in (("i", np.int64), ("j", np.int64), ("v", np.int64)):
+            object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
+        for name in ("p", "lb", "ub"):
+            object.__setattr__(self, name, _frozen(getattr(self, name), np.float64))
+        sizes = {len(getattr(self, name)) for name in ("i", "j", "p", "v", "lb", "ub")}
+        if len(sizes) != 1 or not self.i.size:
+            raise InputError("p-table columns i, j, p, v, lb, ub must be non-empty, equal length")
+        steps = np.diff(self.i)
+        if self.i[0] != 0 or np.any((steps < 0) | (steps > 1)):
+            raise InputError("p-table rows must be i = 0, 1, ..., i_max in this order")
+        if np.any((steps == 0) & (np.diff(self.j) <= 0)):
+            raise InputError("p-table entries of a row must have strictly ascending j")
+        starts = np.searchsorted(self.i, np.arange(self.i_max + 2)).astype(np.int64)
+        object.__setattr__(self, "_starts", starts)
+
+    @property
+    def i_max(self) -> int:
+        """The symmetry row: the row used for every count n ≥ i_max."""
+        return int(self.i[-1])
+
+    def row(self, n: int) -> tuple[IntArray, FloatArray]:
+        """(v, p) of the row serving count ``n``, by ascending v; n = 0 gives ([0], [1])."""
+        if int(n) < 0:
+            raise InputError(f"counts must be non-negative, got {n}")
+        r = min(int(n), self.i_max)
+        rows = slice(self._starts[r], self._starts[r + 1])
+        return self.v[rows].copy(), self.p[rows].copy()
+
+    def noise(self, n: npt.ArrayLike, u: npt.ArrayLike, strict: bool = True) -> IntArray:
+        """Noise of cells with true counts ``n`` and cell keys ``u`` ∈ [0, 1) (spec 2.2).
+
+        0 where n = 0; otherwise v of the first entry of row min(n, i_max), by ascending j, with
+        u < p_int_ub (``strict``) or u ≤ p_int_ub (legacy). One ``searchsorted`` finds the entry
+        for all cells in a key offset by the row number (row + ub); a vectorised correction then
+        settles the rare cells that rounding of row + u moved across a bound.
+        """
+        counts, keys = np.broadcast_arrays(np.asarray(n), np.asarray(u, dtype=np.float64))
+        if counts.size and not np.issubdtype(counts.dtype, np.integer):
+            raise InputError(f"counts must be integers, got dtype {counts.dtype}")
+        counts = counts.astype(np.int64, copy=False).ravel()
+        keys = keys.ravel()
+        if counts.size and counts.min() < 0:
+            raise InputError(f"counts must be non-negative, got {counts.min()}")
+        top = 1.0 if strict else np.nextafter(1.0, 2.0)
+        if keys.size and not bool(np.all((keys >= 0) & (keys < top))):
+            interval = "[0, 1)" if strict else "[0, 1]"
+            raise InputError(f"cell keys must lie in {interval}")
+        rows = np.minimum(counts, self.i_max)
+        side = "right" if strict else "left"
+        idx = np.searchsorted(self.i + self.ub, rows + keys, side=side)
+        first, last = self._starts[rows], self._starts[rows + 1] - 1
+        idx = np.clip(idx, first, last)
+        ub = self.ub
+        while True:
+            if strict:
+                right = (idx < last) & (keys >= ub[idx])
+                left = (idx > first) & (keys < ub[idx - 1])
+            else:
+                right = (idx < last) & (keys > ub[idx])
+                left = (idx > first) & (keys <= ub[idx - 1])
+            if not (right.any() or left.any()):
+                break
+            idx += right.astype(np.int64) - left.astype(np.int64)
+        out = np.where(counts == 0, 0, self.v[idx])
+        return out.reshape(np.broadcast_shapes(np.shape(n), np.shape(u)))
+
+    def to_frame(self) -> pl.DataFrame:
+        """The table in ptable's column layout, type "destatis"."""
+        return pl.DataFrame(
+            {
+                "i": pl.Series(self.i, dtype=pl.Int64),
+                "j": pl.Series(self.j, dtype=pl.Int64),
+                "p": pl.Series(self.p, dtype=pl.Float64),
+                "v": pl.Series(self.v, dtype=pl.Int64),
+                "p_int_lb": pl.Series(self.lb, dtype=pl.Float64),
+                "p_int_ub": pl.Series(self.ub, dtype=pl.Float64),
+                "type": pl.Series(["destatis"] * self.i.size, dtype=pl.String),
+            }
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Maximum-entropy construction
+# ---------------------------------------------------------------------------------------------
+
+
+def _integer(value: object, name: str, minimum: int) -> int:
+    """``value`` as an int ≥ ``minimum`` (integral floats accepted, booleans not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+    elif math.isfinite(float(value)) and float(value).is_integer():
+        number = int(float(value))
+    else:
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    if number < minimum:
+        raise InputError(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
+def _per_row(value: object, name: str, rows: int) -> list[object]:
+    """A scalar repeated for every row, or a sequence with one value per row."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        return [value] * rows
+    values = list(value)
+    if len(values) != rows:
+        raise InputError(
+            f"{name} has {len(values)} values but the table has i_max = {rows} rows; give one "
+            "value per row or a scalar"
+        )
+    return values
+
+
+def _mono_matrix(v: IntArray, mono: bool) -> FloatArray:
+    """Rows p_k − p_{k+1} (≤ 0) for the entries up to v = 0 (ptable's left-side monotony)."""
+    zero = np.flatnonzero(v == 0)
+    if not mono or not zero.size or zero[0] == 0:
+        return np.zeros((0, v.size))
+    z = int(zero[0])
+    matrix = np.zeros((z, v.size))
+    matrix[np.arange(z), np.arange(z)] = 1.0
+    matrix[np.arange(z), np.arange(1, z + 1)] = -1.0
+    return matrix
+
+
+def _variance_range(
+    v: IntArray, lb: FloatArray, mono_rows: FloatArray
+) -> tuple[float, float] | None:
+    """Smallest and largest variance of a feasible row, or None when there is no feasible row."""
+    vf = v.astype(np.float64)
+    equalities = np.vstack([np.ones(v.size), vf])
+    bounds = list(zip(lb, np.ones(v.size), strict=True))
+    ends = []
+    for sign in (1.0, -1.0):
+        result = optimize.linprog(
+            sign * vf**2,
+            A_ub=mono_rows if mono_rows.size else None,
+            b_ub=np.zeros(len(mono_rows)) if mono_rows.size else None,
+            A_eq=equalities,
+            b_eq=np.array([1.0, 0.0]),
+            bounds=bounds,
+            method="highs",
+        )
+        if result.status != 0:
+            return None
+        ends.append(sign * float(result.fun))
+    return ends[0], ends[1]
+
+
+def _slsqp(
+    v: IntArray, variance: float, lb: FloatArray, mono_rows: FloatArray, equality: bool
+) -> FloatArray:
+    """The SLSQP solution of the entropy problem (close to, not exactly at, the optimum)."""
+    vf = v.astype(np.float64)
+    w = vf**2
+    equalities = np.vstack([np.ones(v.size), vf] + ([w] if equality else []))
+    targets = np.array([1.0, 0.0] + ([variance] if equality else []))
+    constraints = [
+        {"type": "eq", "fun": lambda p: equalities @ p - targets, "jac": lambda p: equalities}
+    ]
+    inequalities = np.vstack([np.zeros((0, v.size))] + ([] if equality else [-w]) + [-mono_rows])
+    if inequalities.size:
+        limits = np.array(([] if equality else [-variance]) + [0.0] * len(mono_rows))
+        constraints.append(
+            {"type": "ineq", "fun": lambda p: inequalities @ p - limits, "jac": lambda p: inequalities}
+        )
+    start = np.clip(np.full(v.size, 1.0 / v.size), lb, 1.0)
+    result = optimize.minimize(
+        lambda p: float(p @ np.log(p)),
+        start,
+        jac=lambda p: np.log(p) + 1.0,
+        bounds=list(zip(lb, np.ones(v.size), strict=True)),
+        constraints=constraints,
+        method="SLSQP",
+        options={"ftol": 1e-16, "maxiter": 1000},
+    )
+    return np.clip(np.asarray(result.x, dtype=np.float64), lb, 1.0)
+
+
+def _newton_on_face(
+    start: FloatArray, matrix: FloatArray, targets: FloatArray
+) -> tuple[FloatArray, FloatArray] | None:
+    """Minimise Σ x ln x subject to ``matrix`` x = ``targets`` by Newton's method from ``start``.
+
+    Returns the point and its multipliers y (∇f + matrixᵀ y = 0), or None if it does not converge
+    to a positive, feasible point. The Newton system is solved through its Schur complement
+    matrix · diag(x) · matrixᵀ, which stays well conditioned when some x are tiny.
+    """
+    x = np.maximum(start, 1e-300)
+    y = np.zeros(len(matrix))
+    for _ in range(100):
+        gradient = np.log(x) + 1.0
+        scaled = matrix * x
+        schur = scaled @ matrix.T
+        y = np.linalg.lstsq(schur, -scaled @ gradient - (targets - matrix @ x), rcond=None)[0]
+        step = -x * (gradient + matrix.T @ y)
+        shrink = 1.0
+        while np.any(x + shrink * step <= 0):
+            shrink /= 2
+            if shrink < 1e-12:
+                return None
+        x = x + shrink * step
+        if shrink == 1.0 and np.all(np.abs(step) <= 1e-15 * np.maximum(x, 1e-8)):
+            break
+    if np.max(np.abs(matrix @ x - targets), initial=0.0) > 1e-12:
+        return None
+    return x, y
+
+
+def _polish(
+    guess: FloatArray,
+    v: IntArray,
+    variance: float,
+    lb: FloatArray,
+    mono_rows: FloatArray,
+    equality: bool,
+) -> FloatArray | None:
+    """The exact optimum, found by an active-set method started from the near-optimal ``guess``.
+
+    Constraints nearly tight at ``guess`` are made equalities and the entropy is minimised on that
+    face; violated constraints are then added and constraints with a multiplier of the wrong sign
+    released until the KKT conditions of the whole problem hold, which (the objective being
+    strictly convex) certifies the unique optimum. None if that does not happen quickly.
+    """
+    n = v.size
+    vf = v.astype(np.float64)
+    w = vf**2
+    scale = max(1.0, variance)
+    base = np.vstack([np.ones(n), vf] + ([w] if equality else []))
+    base_targets = np.array([1.0, 0.0] + ([variance] if equality else []))
+    left = np.argmax(mono_rows > 0, axis=1) if mono_rows.size else np.zeros(0, dtype=np.int64)
+    floor = guess - lb <= 1e-7
+    tied = (mono_rows @ guess >= -1e-7) & ~(floor[left] & floor[left + 1])
+    var_tight = not equality and variance - w @ guess <= 1e-7 * scale
+    for _ in range(2 * n + 10):
+        matrix = np.vstack([base] + ([w] if var_tight else []) + [mono_rows[tied]])
+        targets = np.concatenate([base_targets, [variance] if var_tight else [], np.zeros(tied.sum())])
+        free = ~floor
+        solved = _newton_on_face(
+            guess[free], matrix[:, free], targets - matrix[:, floor] @ lb[floor]
+        )
+        if solved is None:
+            return None
+        p = lb.copy()
+        p[free] = solved[0]
+        y = solved[1]
+        # primal: make violated constraints tight
+        low = free & (p < lb)
+        climbing = ~tied & (mono_rows @ p > 1e-14) & ~(floor[left] & floor[left + 1])
+        over = not equality and not var_tight and w @ p > variance + 1e-13 * scale
+        if low.any() or climbing.any() or over:
+            floor |= low
+            tied |= climbing
+            var_tight = var_tight or bool(over)
+            continue
+        # dual: ∇f + Σ y a − ν (floors) + μ (mono, incl. pairs of floors) = 0 with ν, μ ≥ 0
+        k = len(base)
+        y_var = y[k] if var_tight else 0.0
+        y_mono = y[k + int(var_tight) :]
+        residual = np.log(p) + 1.0 + matrix.T @ y
+        pairs = np.flatnonzero(floor[left] & floor[left + 1])
+        rows = np.flatnonzero(floor)
+        system = np.zeros((rows.size, rows.size + pairs.size))
+        system[:, : rows.size] = np.eye(rows.size)
+        position = np.searchsorted(rows, left[pairs])
+        system[position, rows.size + np.arange(pairs.size)] = -1.0
+        system[position + 1, rows.size + np.arange(pairs.size)] = 1.0
+        if rows.size:
+            _, misfit = optimize.nnls(system, residual[rows])
+        else:
+            misfit = 0.0
+        worst = min(
+            [(y_var, "var")] + [(float(m), f"mono{t}") for t, m in zip(np.flatnonzero(tied), y_mono, strict=True)]
+            + [(float(residual[r]), f"floor{r}") for r in rows]
+        )
+        free_ok = np.max(np.abs(residual[free]), initial=0.0) <= 1e-9
+        if y_var >= -1e-9 and np.all(y_mono >= -1e-9) and misfit <= 1e-9 and free_ok:
+            return np.maximum(p, lb)
+        if worst[0] >= -1e-9:
+            return None
+        if worst[1] == "var":
+            var_tight = False
+        elif worst[1].startswith("mono"):
+            tied[int(worst[1][4:])] = False
+        else:
+            floor[int(worst[1][5:])] = False
+    return None
+
+
+def _solve_row(
+    v: IntArray, variance: float, lb: FloatArray, mono: bool, equality: bool
+) -> FloatArray | None:
+    """The maximum-entropy probabilities of one row, or None if no row meets the constraints."""
+    mono_rows = _mono_matrix(v, mono)
+    span = _variance_range(v, lb, mono_rows)
+    slack = 1e-9 * max(1.0, variance)
+    if span is None or span[0] > variance + slack or (equality and span[1] < variance - slack):
+        return None
+    guess = _slsqp(v, variance, lb, mono_rows, equality)
+    polished = _polish(guess, v, variance, lb, mono_rows, equality)
+    return guess if polished is None else polished
+
+
+def _build_row(
+    i: int, D: int, V: float, js: int, pstay: float, mono: bool, equality: bool
+) -> tuple[IntArray, FloatArray, bool]:
+    """(v, p, flagged) of row i, with the outer loop that relaxes the ``pstay`` bound."""
+    j = np.arange(max(0, i - D), i + D + 1, dtype=np.int64)
+    v = j[(j == 0) | (j > js)] - i
+    zero = np.flatnonzero(v == 0)
+    lb = np.full(v.size, FLOOR)
+    lb[zero] = max(pstay, FLOOR)
+    iteration = 0
+    while True:
+        iteration += 1
+        p = _solve_row(v, V, lb, mono, equality)
+        if p is None or abs(p.sum() - 1.0) > 1e-10:
+            raise InputError(
+                f"infeasible parameters: row i={i} of the p-table cannot be built with D={D}, "
+                f"V={V:g}, js={js}; raise V or D, lower js or pstay, or change mono/optim"
+            )
+        var = float(p @ v.astype(np.float64) ** 2)
+        if round(var, 3) == V or i <= js or iteration >= MAX_ITER:
+            break
+        relaxed = max(float(lb[zero[0]]) - PSTAY_STEP, FLOOR) if zero.size else FLOOR
+        if not zero.size or relaxed == lb[zero[0]]:
+            break  # the bound cannot move: further iterations would repeat this solution
+        lb[zero] = relaxed
+    return v, p, round(var, 3) < V
+
+
+def create_ptable(
+    D: int,
+    V: float,
+    js: int = 0,
+    pstay: float | Sequence[float] | None = None,
+    mono: bool | Sequence[bool] = True,
+    optim: int = 1,
+) -> PTable:
+    """The maximum-entropy p-table of ptable's ``create_cnt_ptable`` (spec 2.3).
+
+    Rows i = 1..i_max with i_max = D if js = 0, else D + js + 1; ``pstay`` and ``mono`` are
+    scalars or one value per row; ``optim`` 1–3 bound the variance by V (the three differ only in
+    how nloptr was told the bounds 0 ≤ p ≤ 1), 4 requires it to equal V.
+    """
+    D = _integer(D, "D", 1)
+    js = _integer(js, "js", 0)
+    if isinstance(V, bool) or not isinstance(V, numbers.Real) or not 0 < float(V) < math.inf:
+        raise InputError(f"V must be a positive number, got {V!r}")
+    V = float(V)
+    if isinstance(optim, bool) or not isinstance(optim, numbers.Integral) or not 1 <= optim <= 4:
+        raise InputError(f"optim must be 1, 2, 3 or 4, got {optim!r}")
+    i_max = D if js == 0 else D + js + 1
+    stays: list[float] = []
+    for value in _per_row(pstay, "pstay", i_max):
+        if value is None:
+            stays.append(0.0)
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:
+            raise InputError(f"pstay must lie strictly between 0 and 1, got {value!r}")
+        stays.append(float(value))
+    monos: list[bool] = []
+    for value in _per_row(mono, "mono", i_max):
+        if not isinstance(value, (bool, np.bool_)):
+            raise InputError(f"mono must be True or False, got {value!r}")
+        monos.append(bool(value))
+
+    i_parts, v_parts, ub_parts = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)], [np.ones(1)]
+    flagged = []
+    for i in range(1, i_max + 1):
+        v, p, low = _build_row(i, D, V, js, stays[i - 1], monos[i - 1], optim == 4)
+        ub = np.round(np.cumsum(p), DIGITS)
+        ub[-1] = 1.0
+        i_parts.append(np.full(v.size, i, np.int64))
+        v_parts.append(v)
+        ub_parts.append(ub)
+        if low:
+            flagged.append(i)
+    i_all, v_all, ub_all = (np.concatenate(x) for x in (i_parts, v_parts, ub_parts))
+    first = np.r_[True, i_all[1:] != i_all[:-1]]
+    lb_all = np.where(first, 0.0, np.r_[0.0, ub_all[:-1]])
+    return PTable(
+        i=i_all,
+        j=i_all + v_all,
+        p=ub_all - lb_all,
+        v=v_all,
+        lb=lb_all,
+        ub=ub_all,
+        D=D,
+        V=V,
+        js=js,
+        flagged=tuple(flagged),
+    )
+
+
+def symmetry_row(D: int, V: float) -> FloatArray:
+    """Closed form of the symmetry row (spec 2.4): p(v) ∝ r^{v²} on v = −D..D with variance V.
+
+    r = e^{−λ} is found by a root finder; V ≥ D(D+1)/3 gives the uniform row. Probabilities below
+    the 1e-8 floor are raised to it and the row is renormalised.
+    """
+    D = _integer(D, "D", 1)
+    if isinstance(V, bool) or not isinstance(V, numbers.Real) or not 0 < float(V) < math.inf:
+        raise InputError(f"V must be a positive number, got {V!r}")
+    w = np.arange(-D, D + 1, dtype=np.float64) ** 2
+    if V >= D * (D + 1) / 3:
+        return np.full(2 * D + 1, 1.0 / (2 * D + 1))
+
+    def excess(lam: float) -> float:
+        weights = np.exp(-lam * w)
+        return float(weights @ w / weights.sum()) - float(V)
+
+    high = 1.0
+    while excess(high) > 0:
+        high *= 2
+    lam = optimize.brentq(excess, 0.0, high, xtol=1e-15, rtol=4 * np.finfo(float).eps)
+    p = np.maximum(np.exp(-lam * w) / np.exp(-lam * w).sum(), FLOOR)
+    return np.asarray(p / p.sum(), dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# ONS format
+# ---------------------------------------------------------------------------------------------
+
+
+def pcv(n: npt.ArrayLike) -> IntArray:
+    """ONS perturbation count value: n if n ≤ 750, else ((n − 1) mod 250) + 501."""
+    counts = np.asarray(n)
+    if counts.size and not np.issubdtype(counts.dtype, np.integer):
+        raise InputError(f"counts must be integers, got dtype {counts.dtype}")
+    counts = counts.astype(np.int64, copy=False)
+    if counts.size and counts.min() < 0:
+        raise InputError(f"counts must be non-negative, got {counts.min()}")
+    return np.where(counts <= ONS_PCV_MAX, counts, (counts - 1) % 250 + 501)
+
+
+@dataclass(frozen=True, eq=False)
+class OnsPTable:
+    """ONS format: pvalue for every (pcv, ckey); pcv 1..750, ckey 0..K-1.
+
+    ``pvalue`` has shape (751, K); its row 0 is all zeros (an empty cell is never perturbed).
+    """
+
+    pvalue: IntArray
+
+    def __post_init__(self) -> None:
+        table = np.array(self.pvalue, dtype=np.int64)
+        if table.ndim != 2 or table.shape[0] != ONS_PCV_MAX + 1 or table.shape[1] < 1:
+            raise InputError(f"ONS pvalue must have shape (751, K ≥ 1), got {table.shape}")
+        if np.any(table[0] != 0):
+            raise InputError("ONS pvalue row 0 (pcv 0) must be all zeros")
+        table.setflags(write=False)
+        object.__setattr__(self, "pvalue", table)
+
+    @property
+    def key_space(self) -> int:
+        """K, the number of cell keys (ONS uses max(ckey) + 1)."""
+        return int(self.pvalue.shape[1])
+
+    def noise(self, n: npt.ArrayLike, ckey: npt.ArrayLike) -> IntArray:
+        """pvalue[pcv(n), ckey] for every cell; 0 where n = 0."""
+        counts, keys = np.broadcast_arrays(np.asarray(n), np.asarray(ckey))
+        if keys.size and not np.issubdtype(keys.dtype, np.integer):
+            raise InputError(f"cell keys must be integers, got dtype {keys.dtype}")
+        if keys.size and (keys.min() < 0 or keys.max() >= self.key_space):
+            raise InputError(f"cell keys must lie in 0..{self.key_space - 1}")
+        return self.pvalue[pcv(counts), keys]
+
+    def row(self, n: int) -> tuple[IntArray, FloatArray]:
+        """The noise pmf of count ``n``: distinct pvalues of row pcv(n) and their shares of K."""
+        values, counts = np.unique(self.pvalue[int(pcv(np.int64(n)))], return_counts=True)
+        return values.astype(np.int64), counts / self.key_space
+
+    def to_frame(self) -> pl.DataFrame:
+        """Columns pcv, ckey, pvalue (Int64), sorted by pcv then ckey, pcv 1..750."""
+        k = self.key_space
+        return pl.DataFrame(
+            {
+                "pcv": pl.Series(np.repeat(np.arange(1, ONS_PCV_MAX + 1), k), dtype=pl.Int64),
+                "ckey": pl.Series(np.tile(np.arange(k), ONS_PCV_MAX), dtype=pl.Int64),
+                "pvalue": pl.Series(self.pvalue[1:].ravel(), dtype=pl.Int64),
+            }
+        )
+
+
+def ons_10_5_ptable(key_space: int = 256) -> OnsPTable:
+    """ONS's "10_5" table: counts below 10 go to 0, the rest to the nearest multiple of 5."""
+    key_space = _integer(key_space, "key_space", 1)
+    counts = np.arange(ONS_PCV_MAX + 1)
+    by_residue = np.array([0, -1, -2, 2, 1])[counts % 5]
+    values = np.where(counts < 10, -counts, by_residue)
+    return OnsPTable(np.repeat(values[:, None], key_space, axis=1))
+
+
+def to_ons(table: PTable, key_space: int = 256) -> OnsPTable:
+    """The ONS table of a long-format table for integer keys: pvalue = noise(pcv, ckey/K)."""
+    key_space = _integer(key_space, "key_space", 1)
+    counts = np.arange(ONS_PCV_MAX + 1)[:, None]
+    keys = np.arange(key_space)[None, :] / key_space
+    return OnsPTable(table.noise(counts, keys))
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_strings(path: Path) -> pl.DataFrame:
+    """The CSV file as string columns, or an InputError naming the file."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read p-table file ({exc.strerror})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start})") from None
+    if not text.strip():
+        raise InputError(f"{path}: empty p-table file")
+    try:
+        frame = pl.read_csv(io.StringIO(text), infer_schema=False)
+    except Exception as exc:  # polars raises several exception types for malformed CSV
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{path}: not a readable CSV file ({reason})") from None
+    return frame.rename({name: name.strip() for name in frame.columns})
+
+
+def _where(path: Path, index: int, column: str) -> str:
+    return f"{path}: row {index + 1} (line {index + 2}), column {column}"
+
+
+def _column(frame: pl.DataFrame, column: str, path: Path, integer: bool) -> npt.NDArray[np.generic]:
+    """One column parsed as Int64 or finite Float64; the first bad value is reported."""
+    raw = frame[column].str.strip_chars()
+    parsed = raw.cast(pl.Int64 if integer else pl.Float64, strict=False)
+    bad = parsed.is_null()
+    if not integer:
+        bad = bad | ~parsed.fill_null(0.0).is_finite()
+    if bad.any():
+        index = int(np.flatnonzero(bad.to_numpy())[0])
+        value = raw[index]
+        what = "an integer" if integer else "a finite number"
+        shown = "an empty value" if value is None or value == "" else repr(value)
+        raise InputError(f"{_where(path, index, column)}: {shown} is not {what}")
+    return parsed.to_numpy()
+
+
+def _first_duplicate(keys: list[IntArray]) -> tuple[int, int] | None:
+    """Positions (first, repeat) of the first repeated key tuple, or None."""
+    order = np.lexsort(keys[::-1])
+    same = np.ones(order.size - 1, dtype=bool)
+    for key in keys:
+        same &= key[order[1:]] == key[order[:-1]]
+    if not same.any():
+        return None
+    hits = np.flatnonzero(same)
+    pairs = np.sort(np.stack([order[hits], order[hits + 1]], axis=1), axis=1)
+    first = pairs[np.argmin(pairs[:, 1])]
+    return int(first[0]), int(first[1])
+
+
+def _read_long(frame: pl.DataFrame, path: Path) -> PTable:
+    i = _column(frame, "i", path, integer=True).astype(np.int64)
+    j = _column(frame, "j", path, integer=True).astype(np.int64)
+    v = _column(frame, "v", path, integer=True).astype(np.int64)
+    p, lb, ub = (
+        _column(frame, name, path, integer=False).astype(np.float64)
+        for name in ("p", "p_int_lb", "p_int_ub")
+    )
+    for name, values, ok in (
+        ("i", i, i >= 0),
+        ("j", j, j >= 0),
+        ("v", v, v == j - i),
+        ("p", p, (p >= 0) & (p <= 1)),
+        ("p_int_lb", lb, (lb >= 0) & (lb <= 1)),
+        ("p_int_ub", ub, (ub >= lb) & (ub <= 1)),
+    ):
+        if not ok.all():
+            index = int(np.flatnonzero(~ok)[0])
+            rule = {
+                "i": "must be non-negative",
+                "j": "must be non-negative",
+                "v": "must equal j - i",
+                "p": "must lie in [0, 1]",
+                "p_int_lb": "must lie in [0, 1]",
+                "p_int_ub": "must lie in [p_int_lb, 1]",
+            }[name]
+            raise InputError(f"{_where(path, index, name)}: {values[index]} {rule}")
+    duplicate = _first_duplicate([i, j])
+    if duplicate is not None:
+        a, b = duplicate
+        raise InputError(
+            f"{path}: rows {a + 1} and {b + 1} are both the transition i={i[a]} -> j={j[a]}"
+        )
+    order = np.lexsort((j, i))
+    i, j, v, p, lb, ub = (x[order] for x in (i, j, v, p, lb, ub))
+    present = np.unique(i)
+    i_max = int(present[-1])
+    if present.size != i_max + 1:
+        missing = int(np.setdiff1d(np.arange(i_max + 1), present)[0])
+        raise InputError(f"{path}: no rows for i={missing} (rows must cover i = 0..{i_max})")
+    if i_max < 1:
+        raise InputError(f"{path}: a p-table needs rows i = 0..i_max with i_max >= 1")
+    starts = np.searchsorted(i, np.arange(i_max + 1))
+    sums = np.add.reduceat(p, starts)
+    off = np.abs(sums - 1) > SUM_TOLERANCE
+    if off.any():
+        k = int(np.flatnonzero(off)[0])
+        raise InputError(f"{path}: probabilities p of row i={k} sum to {sums[k]:.9g}, not 1")
+    if starts[1] != 1 or j[0] != 0:
+        raise InputError(f"{path}: row i=0 must be the single transition 0 -> 0 with p = 1")
+    first = np.zeros(i.size, dtype=bool)
+    first[starts] = True
+    last = np.r_[first[1:], True]
+    previous = np.r_[0.0, ub[:-1]]
+    for ok, message in (
+        (~first | (np.abs(lb) <= 1e-9), "p_int_lb of the first entry of a row must be 0"),
+        (
+            first | (np.abs(lb - previous) <= 1e-9),
+            "p_int_lb must equal the previous entry's p_int_ub (bounds not contiguous)",
+        ),
+        (~last | (np.abs(ub - 1) <= SUM_TOLERANCE), "p_int_ub of the last entry must be 1"),
+        (np.abs(p - (ub - lb)) <= SUM_TOLERANCE, "p must equal p_int_ub - p_int_lb"),
+    ):
+        if not ok.all():
+            index = int(order[np.flatnonzero(~ok)[0]])
+            raise InputError(f"{path}: row {index + 1} (i={i[~ok][0]}, j={j[~ok][0]}): {message}")
+    symmetric = slice(starts[i_max], None)
+    D = int(np.abs(v[symmetric]).max())
+    js = int(j[j > 0].min()) - 1
+    variances = np.add.reduceat(p * v.astype(np.float64) ** 2, starts)
+    V = round(float(variances[-1]), 6)
+    flagged = tuple(k for k in range(1, i_max + 1) if round(float(variances[k]), 3) < round(V, 3))
+    return PTable(i=i, j=j, p=p, v=v, lb=lb, ub=ub, D=D, V=V, js=js, flagged=flagged)
+
+
+def _read_ons(frame: pl.DataFrame, path: Path) -> OnsPTable:
+    pcvs, ckeys, pvalues = (
+        _column(frame, name, path, integer=True).astype(np.int64) for name in ONS_COLUMNS
+    )
+    for name, values, ok, rule in (
+        ("pcv", pcvs, (pcvs >= 1) & (pcvs <= ONS_PCV_MAX), f"must lie in 1..{ONS_PCV_MAX}"),
+        ("ckey", ckeys, ckeys >= 0, "must be non-negative"),
+    ):
+        if not ok.all():
+            index = int(np.flatnonzero(~ok)[0])
+            raise InputError(f"{_where(path, index, name)}: {values[index]} {rule}")
+    if not pcvs.size:
+        raise InputError(f"{path}: the ONS p-table has no rows")
+    duplicate = _first_duplicate([pcvs, ckeys])
+    if duplicate is not None:
+        a, b = duplicate
+        raise InputError(
+            f"{path}: rows {a + 1} and {b + 1} both give pcv={pcvs[a]}, ckey={ckeys[a]}"
+        )
+    k = int(ckeys.max()) + 1
+    table = np.zeros((ONS_PCV_MAX + 1, k), dtype=np.int64)
+    seen = np.zeros((ONS_PCV_MAX + 1, k), dtype=bool)
+    table[pcvs, ckeys] = pvalues
+    seen[pcvs, ckeys] = True
+    seen[0] = True
+    if not seen.all():
+        missing_pcv, missing_key = (int(x[0]) for x in np.nonzero(~seen))
+        raise InputError(
+            f"{path}: no row for pcv={missing_pcv}, ckey={missing_key}; an ONS p-table needs "
+            f"every pcv 1..{ONS_PCV_MAX} with every ckey 0..{k - 1} exactly once"
+        )
+    return OnsPTable(table)
+
+
+def read_ptable(path: Path) -> PTable | OnsPTable:
+    """A p-table CSV file in long (Destatis) or ONS format, told apart by the header."""
+    frame = _read_strings(path)
+    columns = set(frame.columns)
+    if len(columns) == len(frame.columns):
+        if columns in (set(LONG_COLUMNS), set(LONG_COLUMNS) | {"type"}):
+            return _read_long(frame, Path(path))
+        if columns == set(ONS_COLUMNS):
+            return _read_ons(frame, Path(path))
+    raise InputError(
+        f"{path}: unknown p-table header {','.join(frame.columns)}; expected "
+        f"{','.join(LONG_COLUMNS)}[,type] (long format) or {','.join(ONS_COLUMNS)} (ONS)"
+    )
+
+
+def write_ptable(table: PTable | OnsPTable, path: Path) -> None:
+    """Write ``table`` as CSV in its own format, atomically."""
+    if not isinstance(table, (PTable, OnsPTable)):
+        raise TypeError(f"expected a PTable or OnsPTable, got {type(table).__name__}")
+    frame = table.to_frame()
+    with atomic_file(Path(path)) as tmp:
+        frame.write_csv(tmp)
+
+
+# ---------------------------------------------------------------------------------------------
+# (ε, δ) of neighbouring counts
+# ---------------------------------------------------------------------------------------------
+
+
+def _row_matrix(table: PTable | OnsPTable, counts: IntArray) -> tuple[FloatArray, int]:
+    """Noise pmfs of ``counts`` as rows over v = −W..W, and W."""
+    rows = [table.row(int(n)) for n in np.unique(counts)]
+    width = max(int(np.abs(v).max()) for v, _ in rows)
+    dense = np.zeros((len(rows), 2 * width + 1))
+    for k, (v, p) in enumerate(rows):
+        np.add.at(dense[k], v + width, p)
+    return dense[np.searchsorted(np.unique(counts), counts)], width
+
+
+def delta_pairs(table: PTable | OnsPTable, epsilon: float) -> FloatArray:
+    """δ_n(ε) of the neighbouring counts (n, n + 1), n = 0..N (spec 4(d)).
+
+    N = i_max for a long-format table (the last pair is two symmetry-row outputs, which every
+    larger pair repeats) and 1000 for an ONS table (pcv repeats with period 250 above 750).
+    With y = n + v, δ_n = max(Σ_y [P_n(y) − e^ε P_{n+1}(y)]₊, Σ_y [P_{n+1}(y) − e^ε P_n(y)]₊).
+    """
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise InputError(f"epsilon must be a number, got {epsilon!r}")
+    if not 0 <= float(epsilon) < math.inf:
+        raise InputError(f"epsilon must be finite and non-negative, got {epsilon}")
+    last = table.i_max if isinstance(table, PTable) else ONS_DELTA_MAX
+    counts = np.arange(last + 2, dtype=np.int64)
+    if isinstance(table, OnsPTable):
+        counts = pcv(counts)
+    dense, _ = _row_matrix(table, counts)
+    # output y − n on the grid −W..W+1: P_n is the row itself, P_{n+1} the next row shifted by one
+    lower = np.pad(dense[:-1], ((0, 0), (0, 1)))
+    upper = np.pad(dense[1:], ((0, 0), (1, 0)))
+    factor = math.exp(min(float(epsilon), 700.0))
+    forward = np.maximum(lower - factor * upper, 0.0).sum(axis=1)
+    backward = np.maximum(upper - factor * lower, 0.0).sum(axis=1)
+    return np.asarray(np.maximum(forward, backward), dtype=np.float64)
+
+
+def delta_for_epsilon(table: PTable | OnsPTable, epsilon: float) -> float:
+    """δ(ε) of the whole mechanism: the largest δ_n(ε) over neighbouring counts."""
+    return float(delta_pairs(table, epsilon).max())
+
+
+__all__ = [
+    "OnsPTable",
+    "PTable",
+    "create_ptable",
+    "delta_for_epsilon",
+    "delta_pairs",
+    "ons_10_5_ptable",
+    "pcv",
+    "read_ptable",
+    "symmetry_row",
+    "to_ons",
+    "write_ptable",
+]
