@@ -306,6 +306,47 @@ def evaluate(
     typer.echo(f"written to {out}")
 
 
+@app.command("ckm-risk")
+@reports_input_errors
+def ckm_risk(
+    release: Annotated[Path, typer.Argument(help="A cellkey release directory.")],
+    out: OutOption,
+    truth: Annotated[
+        Path | None,
+        typer.Option("--truth", help="The confidential population (evaluation only)."),
+    ] = None,
+) -> None:
+    """The cell key method's risk analyses: noise-bound disclosure from additive tuples, tuples
+    whose truth is pinned, redundant representations and the averaging attack."""
+    from sdclab.attacks.ckm_risk import ckm_risk as analyse
+    from sdclab.attacks.reconstruction import METRICS_FILE
+    from sdclab.fileio import atomic_directory, check_replaceable, write_json
+    from sdclab.population.io import read_population
+    from sdclab.release import read_release
+
+    inputs = tuple(p for p in (release, truth) if p is not None)
+    check_replaceable(out, METRICS_FILE, inputs)
+    rel = read_release(release)
+    if rel.mechanism != "cellkey":
+        raise InputError(f"{release}: a {rel.mechanism} release; ckm-risk needs a cellkey release")
+    figures = analyse(rel, read_population(truth) if truth is not None else None)
+    with atomic_directory(out) as tmp:
+        write_json({"release": str(release), **figures}, tmp / METRICS_FILE)
+    a, b, c = figures["bound_disclosure"], figures["pinned"], figures["averaging"]
+    typer.echo(
+        f"noise bound {a['noise_bound']}: estimated {a['bound_estimated']} from "
+        f"{a['tuples_present']} 3-tuples (p1 {a['p1_independent']:.3g} independent, "
+        f"{a['p1_exact_keys']:.3g} exact keys; risk {a['risk_independent']:.3f})"
+    )
+    typer.echo(f"pinned 3-tuples: {b['pinned']} of {b['tuples']}")
+    if "attack" in c:
+        typer.echo(
+            f"averaging attack: {c['attack']['averaged_exact_share']:.1%} of non-empty cells exact "
+            f"(published values: {c['attack']['published_exact_share']:.1%})"
+        )
+    typer.echo(f"written to {out}")
+
+
 @app.command()
 @reports_input_errors
 def spec(

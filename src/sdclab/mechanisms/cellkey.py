@@ -319,8 +319,8 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
 def check_stored_keys(population: Population, key_space: int) -> None:
     """Stored keys must lie in 0..K−1 for the cell keys to be uniform."""
     for label, frame in (("persons", population.persons), ("units", population.units)):
-        top = frame.get_column(RECORD_KEY.name).max()
-        if top is not None and int(top) >= key_space:  # type: ignore[arg-type]
+        top = int(frame.get_column(RECORD_KEY.name).fill_null(0).max() or 0)  # type: ignore[arg-type]
+        if top >= key_space:
             raise InputError(
                 f"{label}: record_key goes up to {top}, outside 0..{key_space - 1} "
                 f"(set key_space to the keys' range)"
@@ -337,10 +337,8 @@ def describe(table: AnyPTable) -> dict[str, object]:
 def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
     """(ε, δ) per released cell from the p-table's neighbouring count pairs (spec §4(d))."""
     table = table or p.table()
-    rows = []
-    for eps in (*REPORTED_EPSILONS, p.epsilon):
-        if rows and eps in [r["epsilon"] for r in rows]:
-            continue
+    rows: list[dict[str, object]] = []
+    for eps in dict.fromkeys((*REPORTED_EPSILONS, p.epsilon)):
         deltas = delta_pairs(table, eps)
         worst = int(np.argmax(deltas))
         rows.append(

@@ -1,0 +1,542 @@
+"""The cell key method's risk analyses run on a release (specs/cell-key-method.md §4 (a)–(c)).
+
+What an attacker can do with a CKM release and the public method (p-table and noise bound):
+
+(a) additive 3-tuples — a geounit with exactly two children publishes F + M = T for every cell, so
+    S = F̃ + M̃ − T̃ samples the noise; Ê = ⌈max|S|/3⌉ discloses the bound. Reported: the tuples
+    present, the bound estimated from them, p1 in the independence model and in the exact key mode,
+    and the risk over the tuples present;
+(b) tuples whose extreme noise pins the true counts once the bound is known (checked against the
+    truth when it is given — evaluation only);
+(c) independent redundant representations (IRRs): a cell is also the sum of finer cells of other
+    tables and of its children's cells; averaging them shrinks the noise variance to kV/t². t and
+    k are counted for every published cell with and without SPSN, and the averaging attack is run.
+
+Only person tables on the person schema enter (c); the representations of a cell are every
+partition of it by the cells of a table (found from the query matrices: the table's cells that
+meet the statistic must lie inside it and cover it) at its own level or any level below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from sdclab import schema
+from sdclab.attacks import cellkey_attacks as ck
+from sdclab.geography import LEVELS, Geography, parse_geoids
+from sdclab.mechanisms.cellkey import (
+    CellKeyParameters,
+    blocked,
+    cell_noise,
+    noise_bound,
+)
+from sdclab.mechanisms.ptable import OnsPTable
+from sdclab.population import Population
+from sdclab.release import Release
+from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.tables.tabulate import tabulate
+
+IntArray = npt.NDArray[np.int64]
+ATTACK_TARGETS = ("P1", "P8", "P12", "P14")
+"""Tables whose cells the averaging attack estimates (representations come from every table)."""
+LARGE_COUNT = 1_000
+"""A count in every p-table's symmetry row (used for p1)."""
+
+
+def level_matrix(release: Release, name: str, level: str) -> sp.csr_matrix:
+    """Published counts of a table at a level as geounits × cells (absent rows are 0)."""
+    frame = release.table(name, level)
+    codes = release.geography.codes(level)
+    rows = np.searchsorted(codes, parse_geoids(frame["geoid"], level))
+    shape = (len(codes), CATALOG[name].n_cells)
+    values = frame["count"].fill_null(0).to_numpy().astype(np.int64)
+    return sp.csr_matrix((values, (rows, frame["cell"].to_numpy())), shape=shape)
+
+
+def child_to_parent(geography: Geography, parent: str, child: str) -> IntArray:
+    """Index of the parent geounit of every child geounit."""
+    out = np.empty(geography.n_units(child), dtype=np.int64)
+    out[geography.units(child)[1]] = geography.units(parent)[1]
+    return out
+
+
+def descendants(geography: Geography, level: str, below: str) -> sp.csr_matrix:
+    """0/1 geounits(level) × geounits(below): which lower geounits lie in each geounit."""
+    parent = child_to_parent(geography, level, below)
+    n = len(parent)
+    return sp.csr_matrix(
+        (np.ones(n, dtype=np.int64), (parent, np.arange(n))),
+        shape=(geography.n_units(level), n),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# (a), (b): additive tuples along the geography
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tuples:
+    """Published (child₁, …, child_c, parent) values of every cell of parents with c children."""
+
+    values: IntArray
+    table: npt.NDArray[np.str_]
+    level: npt.NDArray[np.str_]
+    """The parent's level."""
+    parent: IntArray
+    cell: IntArray
+
+
+def geographic_tuples(release: Release, components: int = 2) -> Tuples:
+    """Every cell of every parent geounit with exactly ``components`` children, in every table
+    published at both levels, where the parent's published count is positive."""
+    parts: list[tuple[IntArray, str, str, IntArray, IntArray]] = []
+    geography = release.geography
+    for name in release.tables:
+        levels = [lv for lv in CATALOG[name].levels]
+        for parent_level, child_level in zip(levels[:-1], levels[1:], strict=True):
+            parent_of = child_to_parent(geography, parent_level, child_level)
+            n_children = np.bincount(parent_of, minlength=geography.n_units(parent_level))
+            chosen = np.flatnonzero(n_children == components)
+            if not len(chosen):
+                continue
+            order = np.argsort(parent_of, kind="stable")
+            start = np.concatenate([[0], np.cumsum(n_children)])[chosen]
+            kids = order[start[:, None] + np.arange(components)[None, :]]
+            parents = level_matrix(release, name, parent_level)[chosen].toarray()
+            children = level_matrix(release, name, child_level)[kids.ravel()].toarray()
+            children = children.reshape(len(chosen), components, -1)
+            rows, cells = np.nonzero(parents > 0)
+            values = np.column_stack([children[rows, :, cells], parents[rows, cells]])
+            parts.append((values, name, parent_level, chosen[rows], cells))
+    if not parts:
+        empty = np.zeros((0, components + 1), dtype=np.int64)
+        return Tuples(
+            empty,
+            np.array([], str),
+            np.array([], str),
+            np.array([], np.int64),
+            np.array([], np.int64),
+        )
+    return Tuples(
+        np.concatenate([p[0] for p in parts]).astype(np.int64),
+        np.concatenate([np.full(len(p[0]), p[1]) for p in parts]),
+        np.concatenate([np.full(len(p[0]), p[2]) for p in parts]),
+        np.concatenate([p[3] for p in parts]),
+        np.concatenate([p[4] for p in parts]),
+    )
+
+
+def true_values(tuples: Tuples, truth: Population, release: Release, components: int) -> IntArray:
+    """The true counts of each tuple's members (evaluation only)."""
+    out = np.zeros_like(tuples.values)
+    exact = tabulate(truth, sorted(set(tuples.table.tolist())))
+    geography = release.geography
+    for name in np.unique(tuples.table):
+        for level in np.unique(tuples.level[tuples.table == name]):
+            mine = (tuples.table == name) & (tuples.level == level)
+            child_level = LEVELS[LEVELS.index(level) + 1]
+            parent_of = child_to_parent(geography, level, child_level)
+            order = np.argsort(parent_of, kind="stable")
+            n_children = np.bincount(parent_of, minlength=geography.n_units(level))
+            start = np.concatenate([[0], np.cumsum(n_children)])[tuples.parent[mine]]
+            kids = order[start[:, None] + np.arange(components)[None, :]]
+            parent_counts = exact[name].counts[level][1].tocsr()
+            child_counts = exact[name].counts[child_level][1].tocsr()
+            cells = tuples.cell[mine]
+            out[mine, -1] = np.asarray(parent_counts[tuples.parent[mine], cells]).ravel()
+            for j in range(components):
+                out[mine, j] = np.asarray(child_counts[kids[:, j], cells]).ravel()
+    return out
+
+
+def bound_disclosure(release: Release, params: CellKeyParameters) -> dict[str, Any]:
+    """(a): the bound estimated from the release's 3-tuples, and p1 and the risk they carry."""
+    table = params.table()
+    key_space = params.resolved_key_space(table)
+    bound = noise_bound(table)
+    tuples = geographic_tuples(release, 2)
+    complete = (
+        (tuples.values > 0).all(axis=1) if params.threshold else np.ones(len(tuples.values), bool)
+    )
+    values = tuples.values[complete]
+    s = values[:, 0] + values[:, 1] - values[:, 2]
+    pmf = table.row(LARGE_COUNT)
+    independent = ck.p1_independent(pmf, pmf, pmf, bound)
+    exact = ck.p1_exact(
+        lambda n, keys: cell_noise(table, n, keys, key_space),
+        LARGE_COUNT,
+        LARGE_COUNT,
+        key_space if key_space <= 4096 else 4096,
+        bound,
+    )
+    m = int(len(s))
+    estimated = ck.estimate_bound(s) if m else None
+    return {
+        "noise_bound": bound,
+        "tuples_present": m,
+        "bound_estimated": estimated,
+        "bound_disclosed": estimated == bound,
+        "tuples_at_extreme": int((np.abs(s) >= 3 * bound - 2).sum()),
+        "p1_independent": independent,
+        "p1_exact_keys": exact,
+        "exact_key_space": min(key_space, 4096),
+        "tuples_needed_95": ck.tuples_needed(independent, 0.95),
+        "risk_independent": ck.disclosure_risk(independent, m),
+        "risk_exact_keys": ck.disclosure_risk(exact, m),
+        "ons_table": isinstance(table, OnsPTable),
+    }
+
+
+def pinned_counts(
+    release: Release, params: CellKeyParameters, truth: Population | None
+) -> dict[str, Any]:
+    """(b): 3-tuples whose published values pin their true counts once the bound is known."""
+    table = params.table()
+    bound = noise_bound(table)
+    tuples = geographic_tuples(release, 2)
+    complete = (
+        (tuples.values > 0).all(axis=1) if params.threshold else np.ones(len(tuples.values), bool)
+    )
+    result = ck.pinned_tuples(tuples.values[complete], bound, blocked(table))
+    pinned = result["pinned"]
+    out: dict[str, Any] = {
+        "tuples": int(complete.sum()),
+        "pinned": int(pinned.sum()),
+        "inconsistent": int((result["feasible"] == 0).sum()),
+    }
+    if truth is not None and pinned.any():
+        kept = Tuples(
+            tuples.values[complete][pinned],
+            tuples.table[complete][pinned],
+            tuples.level[complete][pinned],
+            tuples.parent[complete][pinned],
+            tuples.cell[complete][pinned],
+        )
+        truth_values = true_values(kept, truth, release, 2)
+        out["pinned_correct"] = int(
+            (truth_values == result["true_values"][pinned]).all(axis=1).sum()
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# (c): redundant representations along tables and geography, and the averaging attack
+# ---------------------------------------------------------------------------------------------
+
+
+def person_tables(release: Release) -> list[TableDef]:
+    return [CATALOG[n] for n in release.tables if CATALOG[n].schema is schema.PERSON]
+
+
+def partitions(target: TableDef, tables: list[TableDef]) -> dict[str, sp.csr_matrix]:
+    """For each table whose cells partition some of the target's cells: the 0/1 matrix
+    (table cells × target cells) of which of its cells lie inside which target cell, restricted
+    to the target cells it partitions exactly."""
+    q = target.query.astype(np.int64)
+    size = np.asarray(q.sum(axis=1)).ravel()
+    out = {}
+    for table in tables:
+        r = table.query.astype(np.int64)
+        r_size = np.asarray(r.sum(axis=1)).ravel()
+        if np.asarray(r.sum(axis=0)).max() > 1:
+            continue  # overlapping cells (race tallies): not a partition
+        overlap = (r @ q.T).toarray()
+        inside = (overlap == r_size[:, None]) & (r_size[:, None] > 0)
+        partial = (overlap > 0) & ~inside
+        covered = (inside * r_size[:, None]).sum(axis=0)
+        ok = ~partial.any(axis=0) & (covered == size) & (size > 0)
+        if ok.any():
+            out[table.name] = sp.csr_matrix(inside & ok[None, :], dtype=np.int64)
+    return out
+
+
+def canonical_parts(tables: list[TableDef]) -> dict[str, IntArray]:
+    """One id per distinct set of domain cells, for every cell of every table: cells of two tables
+    with the same id have the same contributors (and so, under SPSN, the same noise)."""
+    ids: dict[bytes, int] = {}
+    out = {}
+    for table in tables:
+        rows = table.query.tocsr()
+        rows.sort_indices()
+        out[table.name] = np.array(
+            [
+                ids.setdefault(
+                    rows.indices[rows.indptr[i] : rows.indptr[i + 1]].tobytes(), len(ids)
+                )
+                for i in range(rows.shape[0])  # per table cell (hundreds), not per record
+            ],
+            dtype=np.int64,
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Representation:
+    """A table whose cells partition a target cell: how many parts, which parts, which levels."""
+
+    table: str
+    parts: int
+    key: frozenset[int]
+    levels: tuple[str, ...]
+
+
+def representations(target: TableDef, tables: list[TableDef]) -> list[list[Representation]]:
+    """For every cell of ``target``: the tables that represent it by their cells."""
+    canon = canonical_parts(tables)
+    out: list[list[Representation]] = [[] for _ in range(target.n_cells)]
+    for name, inside in partitions(target, tables).items():
+        members = inside.tocsc()
+        for j in range(members.shape[1]):
+            parts = members.indices[members.indptr[j] : members.indptr[j + 1]]
+            if len(parts):
+                key = frozenset(canon[name][parts].tolist())
+                out[j].append(Representation(name, len(parts), key, CATALOG[name].levels))
+    return out
+
+
+def _below(level: str, levels: tuple[str, ...]) -> list[str]:
+    return [lv for lv in levels if LEVELS.index(lv) >= LEVELS.index(level)]
+
+
+def _distinct_levels(
+    levels: list[str], counts: dict[str, IntArray]
+) -> list[tuple[str, npt.NDArray[np.bool_]]]:
+    """Each level with the geounits for which it adds a new representation: a level whose
+    geounit count equals the previous level's (single-child chains) repeats the same people."""
+    out = []
+    previous: IntArray | None = None
+    for lv in levels:
+        new = np.ones(len(counts[lv]), bool) if previous is None else counts[lv] != previous
+        out.append((lv, new))
+        previous = counts[lv]
+    return out
+
+
+@dataclass(frozen=True)
+class Redundancy:
+    """The IRRs of every cell of a target table at one level (geounits × cells): t, k (noise terms:
+    published non-zero parts, since a true zero is published as 0 without noise), and the
+    attacker's inverse-variance weighted average of the representations."""
+
+    t: IntArray
+    k: IntArray
+    estimate: npt.NDArray[np.float64]
+
+
+def redundancy(release: Release, target: TableDef, level: str, spsn: bool) -> Redundancy:
+    """Count and average the IRRs of every cell of ``target`` at ``level``.
+
+    Without SPSN every (table, level) publication of a representation carries fresh noise; with
+    SPSN a representation made of the same contributor sets is the same noise however many tables
+    or levels repeat it, so it counts once.
+    """
+    geography = release.geography
+    tables = person_tables(release)
+    reps = representations(target, tables)
+    inside = partitions(target, tables)
+    n_geo, n_cells = geography.n_units(level), target.n_cells
+    down = {
+        lv: descendants(geography, level, lv)
+        for lv in LEVELS
+        if LEVELS.index(lv) > LEVELS.index(level)
+    }
+    counts = {lv: np.asarray(m.sum(axis=1)).ravel() for lv, m in down.items()}
+    counts[level] = np.ones(n_geo, np.int64)
+    cache: dict[tuple[str, str], tuple[sp.csr_matrix, sp.csr_matrix]] = {}
+
+    def sums(name: str, lv: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """Per geounit, the sums over its descendants at ``lv`` of the table's published cells
+        and of their non-zero indicators."""
+        if (name, lv) not in cache:
+            values = level_matrix(release, name, lv)
+            nonzero = (values > 0).astype(np.int64)
+            m = down.get(lv)
+            cache[name, lv] = (values, nonzero) if m is None else (m @ values, m @ nonzero)
+        return cache[name, lv]
+
+    shape = (n_geo, n_cells)
+    t, k = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    numerator, weights = np.zeros(shape), np.zeros(shape)
+    for j, cell_reps in enumerate(reps):
+        for name, lv, include in _publications(cell_reps, level, counts, spsn):
+            parts = inside[name][:, j]
+            values, nonzero = sums(name, lv)
+            value = (values @ parts).toarray().ravel()
+            terms = (nonzero @ parts).toarray().ravel()
+            t[:, j] += include
+            k[:, j] += include * terms
+            weight = include / np.maximum(terms, 1)
+            numerator[:, j] += weight * value
+            weights[:, j] += weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return Redundancy(t, k, numerator / weights)
+
+
+def _publications(
+    cell_reps: list[Representation], level: str, counts: dict[str, IntArray], spsn: bool
+) -> list[tuple[str, str, npt.NDArray[np.bool_]]]:
+    """(table, level, geounits for which it is a separate noisy representation) of one cell."""
+    every = np.ones(len(counts[level]), bool)
+    if not spsn:
+        return [(r.table, lv, every) for r in cell_reps for lv in _below(level, r.levels)]
+    out = []
+    for key in dict.fromkeys(r.key for r in cell_reps):
+        source = {lv: r.table for r in cell_reps if r.key == key for lv in _below(level, r.levels)}
+        ordered = [lv for lv in LEVELS if lv in source]
+        out += [(source[lv], lv, new) for lv, new in _distinct_levels(ordered, counts)]
+    return out
+
+
+def averaging(
+    release: Release,
+    params: CellKeyParameters,
+    truth: Population | None,
+    targets: tuple[str, ...] = ATTACK_TARGETS,
+) -> dict[str, Any]:
+    """(c) for the target tables at every level: the k/t² distribution over published cells, the
+    most exposed cells with their Gaussian averaging success, and — with the truth — how many
+    non-empty cells the weighted average of the IRRs recovers exactly."""
+    table = params.table()
+    v, p = table.row(LARGE_COUNT)
+    variance = float((v.astype(float) ** 2 * p).sum())
+    exact = tabulate(truth, list(targets)) if truth is not None else None
+    ratios: list[npt.NDArray[np.float64]] = []
+    exposed: list[dict[str, Any]] = []
+    attack = {"cells": 0, "published_exact": 0, "averaged_exact": 0}
+    for name in (n for n in targets if n in release.tables):
+        target = CATALOG[name]
+        for level in target.levels:
+            r = redundancy(release, target, level, params.spsn)
+            published = level_matrix(release, name, level).toarray()
+            shown = published > 0
+            ratio = np.where(shown, r.k / np.maximum(r.t, 1) ** 2, np.inf)
+            ratios.append(ratio[shown])
+            best = np.unravel_index(np.argmin(ratio), ratio.shape)
+            if shown.any():
+                exposed.append(
+                    {
+                        "table": name,
+                        "level": level,
+                        "cell": target.cell_labels[best[1]],
+                        "t": int(r.t[best]),
+                        "k": int(r.k[best]),
+                        "k_over_t2": float(ratio[best]),
+                        "success_gaussian": ck.averaging_success(
+                            float(r.k[best]), float(r.t[best]), variance
+                        ),
+                    }
+                )
+            if exact is not None:
+                truth_counts = exact[name].counts[level][1].toarray()
+                real = truth_counts > 0
+                attack["cells"] += int(real.sum())
+                attack["published_exact"] += int((published == truth_counts)[real].sum())
+                attack["averaged_exact"] += int((np.rint(r.estimate) == truth_counts)[real].sum())
+    every = np.concatenate(ratios) if ratios else np.zeros(0)
+    out: dict[str, Any] = {
+        "spsn": params.spsn,
+        "noise_variance": variance,
+        "statistics": int(len(every)),
+        "k_over_t2_quantiles": {
+            str(q): float(np.quantile(every, q)) for q in (0.0, 0.01, 0.1, 0.5, 0.9, 1.0)
+        }
+        if len(every)
+        else {},
+        "most_exposed": sorted(exposed, key=lambda e: e["k_over_t2"])[:10],
+    }
+    if exact is not None:
+        cells = max(attack["cells"], 1)
+        out["attack"] = {
+            **attack,
+            "published_exact_share": attack["published_exact"] / cells,
+            "averaged_exact_share": attack["averaged_exact"] / cells,
+        }
+    return out
+
+
+def repeated_queries(
+    population: Population,
+    params: CellKeyParameters,
+    runs: int,
+    rng: np.random.Generator,
+    tables: tuple[str, ...] = ("P12",),
+) -> dict[str, Any]:
+    """The averaging attack on repeated queries (paper §2.4): the same tables requested ``runs``
+    times from a table builder, averaged per cell. Without SPSN each answer carries fresh noise
+    and the average converges to the truth; with SPSN every answer is the same. Evaluation only
+    (it needs the population to simulate the table builder)."""
+    from sdclab.mechanisms import cellkey
+
+    truth = tabulate(population, list(tables))
+    total: dict[str, npt.NDArray[np.float64]] = {}
+    keyed = (
+        population
+        if cellkey.has_keys(population)
+        else cellkey.assign_record_keys(population, params.resolved_key_space(params.table()), rng)
+    )
+    table = params.table()
+    key_space = params.resolved_key_space(table)
+    plain, cell_keys = cellkey.keyed_tables(keyed, list(tables), key_space)
+    first: dict[str, npt.NDArray[np.float64]] = {}
+    for run in range(runs):
+        keys = cell_keys if params.spsn else cellkey.independent_keys(cell_keys, key_space, rng)
+        out, _ = cellkey.perturb(plain, keys, table, key_space, params.threshold)
+        for name, tc in out.items():
+            for level, (_, matrix) in tc.counts.items():
+                dense = matrix.toarray().astype(float)
+                total[f"{name}/{level}"] = total.get(f"{name}/{level}", 0) + dense
+                if run == 0:
+                    first[f"{name}/{level}"] = dense
+    cells = single = averaged = 0
+    for name in tables:
+        for level, (_, matrix) in truth[name].counts.items():
+            true = matrix.toarray()
+            real = true > 0
+            cells += int(real.sum())
+            single += int((first[f"{name}/{level}"] == true)[real].sum())
+            averaged += int((np.rint(total[f"{name}/{level}"] / runs) == true)[real].sum())
+    return {
+        "spsn": params.spsn,
+        "runs": runs,
+        "tables": list(tables),
+        "cells": cells,
+        "one_answer_exact_share": single / max(cells, 1),
+        "averaged_exact_share": averaged / max(cells, 1),
+    }
+
+
+REPEATED_RUNS = 50
+"""Answers per query in the repeated-query averaging attack."""
+
+
+def ckm_risk(
+    release: Release, truth: Population | None = None, *, seed: int | None = 0
+) -> dict[str, Any]:
+    """All release-level analyses of a cell key release. With the truth, the attacks are scored
+    (evaluation only) and the repeated-query attack is simulated with and without SPSN."""
+    if release.mechanism != "cellkey":
+        raise ValueError(f"ckm-risk needs a cellkey release, not {release.mechanism!r}")
+    params = CellKeyParameters.model_validate(release.parameters)
+    out: dict[str, Any] = {
+        "bound_disclosure": bound_disclosure(release, params),
+        "pinned": pinned_counts(release, params, truth),
+        "averaging": averaging(release, params, truth),
+    }
+    if truth is not None:
+        rng = np.random.default_rng(seed)
+        out["repeated_queries"] = [
+            repeated_queries(truth, params.model_copy(update={"spsn": spsn}), REPEATED_RUNS, rng)
+            for spsn in (True, False)
+        ]
+        out["evaluation_only"] = [
+            "pinned.pinned_correct",
+            "averaging.attack",
+            "repeated_queries",
+        ]
+    return out
