@@ -272,3 +272,17 @@ def test_card_reports_delta_per_pair_and_the_floor():
     assert rows[1.0]["delta, symmetry pair"] == pytest.approx(0.155245, abs=1e-6)
     assert "per released cell" in " ".join(card.caveats)
     assert card.budget.delta == pytest.approx(rows[1.0]["delta (max over pairs)"])
+
+
+def test_exact_integer_path_agrees_with_the_complex_one(keyed, monkeypatch):
+    import sdclab.mechanisms.cellkey as cellkey
+
+    fast = keyed_tables(keyed, ["P1", "P6", "P12", "H1"], 256)
+    monkeypatch.setattr(cellkey, "EXACT_FLOAT", 1)  # force the two-tabulation path
+    slow = keyed_tables(keyed, ["P1", "P6", "P12", "H1"], 256)
+    for a, b in zip(fast, slow, strict=True):
+        for name in a:
+            for level, (_, matrix) in a[name].counts.items():
+                other = b[name].counts[level][1]
+                assert (matrix != other).nnz == 0
+                assert matrix.dtype == other.dtype == np.int64

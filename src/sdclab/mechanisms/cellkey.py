@@ -176,18 +176,39 @@ def blocked(table: AnyPTable) -> int:
     return 0 if isinstance(table, OnsPTable) else int(table.js)
 
 
+EXACT_FLOAT = 2**53
+"""Integers below this are exact in float64."""
+
+
 def keyed_tables(
     population: Population, names: list[str] | None, key_space: int
 ) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
-    """Counts and cell keys of every table at every level, on the same sparsity pattern."""
+    """Counts and cell keys of every table at every level, on the same sparsity pattern.
+
+    One tabulation of complex weights 1 + i·rk gives both at once (the count in the real part,
+    the key sum in the imaginary part, exact while every sum stays below 2⁵³); otherwise the
+    counts and the sums of rk + 1 are tabulated separately (both positive over the same
+    contributors, so their patterns agree).
+    """
     tables = select(names)
     domains = {t.schema.name: t.schema for t in tables}.values()
-    counts, weighted = {}, {}
-    for domain in domains:
-        frame = population.units if domain is schema.UNIT else population.persons
-        keys = frame.get_column(RECORD_KEY.name).to_numpy().astype(np.int64)
-        counts[domain.name] = block_histogram(population, domain)
-        weighted[domain.name] = block_histogram(population, domain, keys + 1)
+    keys = {
+        d.name: (population.units if d is schema.UNIT else population.persons)
+        .get_column(RECORD_KEY.name)
+        .to_numpy()
+        .astype(np.int64)
+        for d in domains
+    }
+    largest = max((int(k.sum()) for k in keys.values()), default=0)
+    if largest + population.n_persons + population.n_units < EXACT_FLOAT:
+        mixed = {
+            d.name: block_histogram(population, d, np.ones(len(keys[d.name])) + 1j * keys[d.name])
+            for d in domains
+        }
+        both = tabulate_histograms(population.geography, mixed, tables)
+        return _split(both, key_space)
+    counts = {d.name: block_histogram(population, d) for d in domains}
+    weighted = {d.name: block_histogram(population, d, keys[d.name] + 1) for d in domains}
     plain = tabulate_histograms(population.geography, counts, tables)
     summed = tabulate_histograms(population.geography, weighted, tables)
     cell_keys = {}
@@ -203,6 +224,24 @@ def keyed_tables(
             keyed.data = (key_matrix.data - matrix.data) % key_space
             levels[level] = (codes, keyed)
         cell_keys[name] = TableCounts(tc.table, levels, tc.geoids)
+    return plain, cell_keys
+
+
+def _split(
+    tables: dict[str, TableCounts], key_space: int
+) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
+    """(counts, cell keys) from complex tables holding count + i·(key sum)."""
+    plain, cell_keys = {}, {}
+    for name, tc in tables.items():
+        counts, keys = {}, {}
+        for level, (codes, matrix) in tc.counts.items():
+            n = matrix.copy()
+            n.data = np.rint(matrix.data.real).astype(np.int64)
+            k = matrix.copy()
+            k.data = np.rint(matrix.data.imag).astype(np.int64) % key_space
+            counts[level], keys[level] = (codes, n), (codes, k)
+        plain[name] = TableCounts(tc.table, counts, tc.geoids)
+        cell_keys[name] = TableCounts(tc.table, keys, tc.geoids)
     return plain, cell_keys
 
 

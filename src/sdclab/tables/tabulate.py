@@ -81,7 +81,7 @@ def record_blocks(population: Population, domain: schema.Schema) -> npt.NDArray[
 def block_histogram(
     population: Population,
     domain: schema.Schema,
-    weights: npt.NDArray[np.int64] | None = None,
+    weights: npt.NDArray[np.int64] | npt.NDArray[np.complex128] | None = None,
 ) -> sp.csr_matrix:
     """Sparse ``blocks × domain`` matrix of record counts (or of sums of per-record ``weights``,
     aligned with the domain's records: units for the unit schema, else persons)."""
@@ -132,20 +132,35 @@ def tabulate_histograms(
     tables: Sequence[TableDef],
 ) -> dict[str, TableCounts]:
     """Every table at each of its levels from per-schema block histograms."""
-    aggregations = {level: geography.aggregation(level) for level in LEVELS[:-1]}
+    steps = {level: level_step(geography, level) for level in LEVELS[:-1]}
     geoids = {level: geoid_strings(geography.codes(level), level) for level in LEVELS}
     out: dict[str, TableCounts] = {}
     for table in tables:
-        block_counts = (histograms[table.schema.name] @ table.query.T).tocsr()
-        counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {}
-        for level in table.levels:
-            if level == "block":
-                counts[level] = (geography.blocks, block_counts)
-            else:
-                matrix = (aggregations[level] @ block_counts).tocsr()
-                counts[level] = (geography.codes(level), matrix)
-        out[table.name] = TableCounts(table, counts, geoids)
+        current = (histograms[table.schema.name] @ table.query.T).tocsr()
+        counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {
+            "block": (geography.blocks, current)
+        }
+        for level in reversed(LEVELS[:-1]):  # each level from the one below: fewer non-zeros
+            if LEVELS.index(level) < LEVELS.index(table.top):
+                break
+            current = (steps[level] @ current).tocsr()
+            counts[level] = (geography.codes(level), current)
+        out[table.name] = TableCounts(
+            table, {level: counts[level] for level in table.levels}, geoids
+        )
     return out
+
+
+def level_step(geography: Geography, level: str) -> sp.csr_matrix:
+    """0/1 matrix geounits(level) × geounits(the level below): sums children into parents."""
+    below = LEVELS[LEVELS.index(level) + 1]
+    child = geography.units(below)[1]
+    parent = np.empty(geography.n_units(below), dtype=np.int64)
+    parent[child] = geography.units(level)[1]
+    return sp.csr_matrix(
+        (np.ones(len(parent), dtype=np.int64), (parent, np.arange(len(parent)))),
+        shape=(geography.n_units(level), len(parent)),
+    )
 
 
 def tabulate(population: Population, names: Sequence[str] | None = None) -> dict[str, TableCounts]:
