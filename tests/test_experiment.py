@@ -33,6 +33,10 @@ name = "topdown"
 settings = { product = "pl94" }
 label = "topdown-pl94"
 
+[[mechanisms]]
+name = "cellkey"
+settings = { ptable = "maxent", bound = 3, variance = 2 }
+
 [attacks]
 workers = 1
 attackers = ["census", "commercial"]
@@ -108,6 +112,9 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
     assert "topdown-pl94" in report
     assert set(pl94["reidentification"]) == {"census", "commercial"}
     assert "sex, age" in pl94["reidentification"]["census"]["not_applicable"]
+    ckm = results["mechanisms"]["cellkey"]["ckm_risk"]
+    assert {"bound_disclosure", "pinned", "averaging", "design", "repeated_queries"} <= set(ckm)
+    assert "Cell key method: cellkey" in report and "Choosing (D, V)" in report
     assert results["steps"]["reused"] == []
 
     second = runner.invoke(app, ["run", str(path), "--out", str(out)])

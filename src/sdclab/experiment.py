@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from sdclab import __version__, mechanisms
 from sdclab import evaluate as ev
 from sdclab.attacks import linkage
+from sdclab.attacks.ckm_risk import ckm_risk
 from sdclab.attacks.reconstruction import read_reconstruction, write_reconstruction
 from sdclab.attacks.variability import attack
 from sdclab.errors import InputError
@@ -226,6 +227,14 @@ class Runner:
             persons = release.person_microdata
             if persons is not None and ev.has_person_attributes(persons):
                 entry["microdata_agreement"] = ev.agreement(persons, truth)
+            if m.name == "cellkey":
+                risk_digest = _digest("ckm-risk", rel_digest)
+
+                def make_risk(tmp: Path, release: Any = release) -> None:
+                    write_json(ckm_risk(release, truth), tmp / "metrics.json")
+
+                risk_dir = self.step(f"ckm-risk:{m.title}", risk_digest, make_risk)
+                entry["ckm_risk"] = json.loads((risk_dir / "metrics.json").read_text())
             if attacks.reconstruct:
                 rec_digest = _digest(
                     "reconstruction",

@@ -35,7 +35,7 @@ from sdclab.mechanisms.cellkey import (
     cell_noise,
     noise_bound,
 )
-from sdclab.mechanisms.ptable import OnsPTable
+from sdclab.mechanisms.ptable import OnsPTable, symmetry_row
 from sdclab.population import Population
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
@@ -511,6 +511,35 @@ def repeated_queries(
     }
 
 
+DESIGN_BOUNDS = tuple(range(1, 11))
+DESIGN_VARIANCES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0)
+"""The (D, V) grid of the design table (V ≤ D(D+1)/3, the uniform limit)."""
+
+
+def design_grid(tuples: int, k_over_t2: float | None) -> dict[str, Any]:
+    """How to choose (D, V) for a release like this one (paper Figs. 1–2, §3.3): per (D, V) the
+    per-tuple p1 and the bound-disclosure risk over ``tuples`` 3-tuples (independence model,
+    max-entropy symmetry row), whether it stays under the 0.68 heuristic, and the Gaussian
+    averaging success for the most exposed statistic (its k/t²)."""
+
+    def pmf(bound: int, variance: float) -> tuple[IntArray, npt.NDArray[np.float64]]:
+        return np.arange(-bound, bound + 1), symmetry_row(bound, variance)
+
+    grid = ck.p1_grid(pmf, DESIGN_BOUNDS, DESIGN_VARIANCES, max(tuples, 1))
+    for row in grid:
+        row["averaging_success"] = (
+            None if not k_over_t2 else ck.averaging_success(k_over_t2, 1.0, row["variance"])
+        )
+    return {
+        "tuples": tuples,
+        "k_over_t2_most_exposed": k_over_t2,
+        "averaging_min_variance": None
+        if not k_over_t2
+        else ck.variance_for_success(k_over_t2, 1.0, ck.RISK_CONSTRAINT),
+        "grid": grid,
+    }
+
+
 REPEATED_RUNS = 50
 """Answers per query in the repeated-query averaging attack."""
 
@@ -528,6 +557,10 @@ def ckm_risk(
         "pinned": pinned_counts(release, params, truth),
         "averaging": averaging(release, params, truth),
     }
+    exposed = out["averaging"]["most_exposed"]
+    out["design"] = design_grid(
+        out["bound_disclosure"]["tuples_present"], exposed[0]["k_over_t2"] if exposed else None
+    )
     if truth is not None:
         rng = np.random.default_rng(seed)
         out["repeated_queries"] = [
