@@ -334,7 +334,8 @@ def ckm_risk(
         write_json({"release": str(release), **figures}, tmp / METRICS_FILE)
     a, b, c = figures["bound_disclosure"], figures["pinned"], figures["averaging"]
     typer.echo(
-        f"noise bound {a['noise_bound']}: estimated {a['bound_estimated']} from "
+        f"noise bound of large counts {a['large_count_bound']}: estimated "
+        f"{a['bound_estimated']} from "
         f"{a['tuples_present']} 3-tuples (p1 {a['p1_independent']:.3g} independent, "
         f"{a['p1_exact_keys']:.3g} exact keys; risk {a['risk_independent']:.3f})"
     )

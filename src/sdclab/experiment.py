@@ -318,6 +318,11 @@ DEMO = Experiment.model_validate(
                 "settings": {"product": "pl94"},
                 "seed": 5,
             },
+            {
+                "name": "cellkey",
+                "settings": {"ptable": "maxent", "bound": 5, "variance": 3},
+                "seed": 6,
+            },
         ],
         "attacks": {
             "reconstruct": True,

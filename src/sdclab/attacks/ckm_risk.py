@@ -30,6 +30,7 @@ from sdclab import schema
 from sdclab.attacks import cellkey_attacks as ck
 from sdclab.geography import LEVELS, Geography, parse_geoids
 from sdclab.mechanisms.cellkey import (
+    AnyPTable,
     CellKeyParameters,
     blocked,
     cell_noise,
@@ -155,37 +156,62 @@ def true_values(tuples: Tuples, truth: Population, release: Release, components:
     return out
 
 
+EXACT_KEYS_MAX = 4096
+"""Largest key space enumerated exactly (K² pairs); a long-format table with more keys is
+evaluated on this many equally spaced keys."""
+LARGE_COUNTS = tuple(range(LARGE_COUNT, LARGE_COUNT + 5))
+"""True counts the large-count noise is taken over: five consecutive values cover the ONS 10/5
+table's rounding period (a long-format table's symmetry row does not depend on the count)."""
+
+
+def large_count_noise(table: AnyPTable) -> tuple[IntArray, npt.NDArray[np.float64]]:
+    """The noise pmf of a large true count: the symmetry row, or for an ONS table the mixture of
+    its rows over one period of counts (rows 501–750)."""
+    if not isinstance(table, OnsPTable):
+        return table.row(LARGE_COUNT)
+    values = table.pvalue[501:751].ravel()
+    v, counts = np.unique(values, return_counts=True)
+    return v.astype(np.int64), counts / counts.sum()
+
+
 def bound_disclosure(release: Release, params: CellKeyParameters) -> dict[str, Any]:
-    """(a): the bound estimated from the release's 3-tuples, and p1 and the risk they carry."""
+    """(a): the bound of large-count noise estimated from the release's 3-tuples, and the p1 and
+    risk they carry in the independence model and with the exact integer keys."""
     table = params.table()
     key_space = params.resolved_key_space(table)
-    bound = noise_bound(table)
+    pmf = large_count_noise(table)
+    bound = int(np.abs(pmf[0][pmf[1] > 0]).max())
     tuples = geographic_tuples(release, 2)
     complete = (
         (tuples.values > 0).all(axis=1) if params.threshold else np.ones(len(tuples.values), bool)
     )
     values = tuples.values[complete]
     s = values[:, 0] + values[:, 1] - values[:, 2]
-    pmf = table.row(LARGE_COUNT)
     independent = ck.p1_independent(pmf, pmf, pmf, bound)
-    exact = ck.p1_exact(
-        lambda n, keys: cell_noise(table, n, keys, key_space),
-        LARGE_COUNT,
-        LARGE_COUNT,
-        key_space if key_space <= 4096 else 4096,
-        bound,
+    space = key_space if isinstance(table, OnsPTable) else min(key_space, EXACT_KEYS_MAX)
+    exact = float(
+        np.mean(
+            [
+                ck.p1_exact(
+                    lambda n, keys: cell_noise(table, n, keys, space), n_f, n_m, space, bound
+                )
+                for n_f in LARGE_COUNTS
+                for n_m in LARGE_COUNTS
+            ]
+        )
     )
     m = int(len(s))
     estimated = ck.estimate_bound(s) if m else None
     return {
-        "noise_bound": bound,
+        "noise_bound": noise_bound(table),
+        "large_count_bound": bound,
         "tuples_present": m,
         "bound_estimated": estimated,
         "bound_disclosed": estimated == bound,
         "tuples_at_extreme": int((np.abs(s) >= 3 * bound - 2).sum()),
         "p1_independent": independent,
         "p1_exact_keys": exact,
-        "exact_key_space": min(key_space, 4096),
+        "exact_key_space": space,
         "tuples_needed_95": ck.tuples_needed(independent, 0.95),
         "risk_independent": ck.disclosure_risk(independent, m),
         "risk_exact_keys": ck.disclosure_risk(exact, m),
@@ -320,9 +346,10 @@ def _distinct_levels(
 
 @dataclass(frozen=True)
 class Redundancy:
-    """The IRRs of every cell of a target table at one level (geounits × cells): t, k (noise terms:
-    published non-zero parts, since a true zero is published as 0 without noise), and the
-    attacker's inverse-variance weighted average of the representations."""
+    """The IRRs of every cell of a target table at one level (geounits × cells): t, k (the noise
+    terms, counted as in the paper: every part, empty or not), and the attacker's average of the
+    representations, each weighted by one over its published non-zero parts (a true zero is
+    published as 0 without noise, so those are the noise terms the attacker can see)."""
 
     t: IntArray
     k: IntArray
@@ -370,7 +397,7 @@ def redundancy(release: Release, target: TableDef, level: str, spsn: bool) -> Re
             value = (values @ parts).toarray().ravel()
             terms = (nonzero @ parts).toarray().ravel()
             t[:, j] += include
-            k[:, j] += include * terms
+            k[:, j] += include * inside[name][:, j].nnz * counts[lv]
             weight = include / np.maximum(terms, 1)
             numerator[:, j] += weight * value
             weights[:, j] += weight
@@ -403,7 +430,7 @@ def averaging(
     most exposed cells with their Gaussian averaging success, and — with the truth — how many
     non-empty cells the weighted average of the IRRs recovers exactly."""
     table = params.table()
-    v, p = table.row(LARGE_COUNT)
+    v, p = large_count_noise(table)
     variance = float((v.astype(float) ** 2 * p).sum())
     exact = tabulate(truth, list(targets)) if truth is not None else None
     ratios: list[npt.NDArray[np.float64]] = []

@@ -285,7 +285,8 @@ def _ckm_section(title: str, risk: dict[str, Any]) -> str:
     a, b, c = risk["bound_disclosure"], risk["pinned"], risk["averaging"]
     design = risk["design"]
     lines = [
-        f"Noise bound D = {a['noise_bound']}: estimated as {a['bound_estimated']} from the "
+        f"Noise bound of large counts {a['large_count_bound']} (D = {a['noise_bound']}): "
+        f"estimated as {a['bound_estimated']} from the "
         f"{a['tuples_present']:,} additive 3-tuples of the release (children of two-child "
         f"parents and their parent); p1 = {a['p1_independent']:.3g} per tuple in the paper's "
         f"independence model, {a['p1_exact_keys']:.3g} with the exact integer keys; disclosure "
