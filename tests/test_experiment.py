@@ -52,6 +52,7 @@ def test_experiment_file_round_trip(tmp_path):
         "swap-high",
         "psa-10",
         "topdown-pl94",
+        "cellkey",
     ]
     assert experiment.population.persons == 3000
     assert Experiment.model_validate(experiment.model_dump()) == experiment
