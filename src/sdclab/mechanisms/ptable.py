@@ -32,6 +32,7 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -71,7 +72,7 @@ ONS_COLUMNS = ("pcv", "ckey", "pvalue")
 
 def _frozen(values: npt.ArrayLike, dtype: type) -> npt.NDArray[np.generic]:
     """A read-only 1-D copy of ``values``."""
-    array = np.array(values, dtype=dtype)
+    array: npt.NDArray[np.generic] = np.array(values, dtype=dtype)
     if array.ndim != 1:
         raise InputError(f"p-table columns must be one-dimensional, got shape {array.shape}")
     array.setflags(write=False)
@@ -98,6 +99,7 @@ class PTable:
     js: int
     flagged: tuple[int, ...] = ()
     _starts: IntArray = field(init=False, repr=False)
+    _keys: FloatArray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         for name, dtype in (("i", np.int64), ("j", np.int64), ("v", np.int64)):
@@ -114,6 +116,10 @@ class PTable:
             raise InputError("p-table entries of a row must have strictly ascending j")
         starts = np.searchsorted(self.i, np.arange(self.i_max + 2)).astype(np.int64)
         object.__setattr__(self, "_starts", starts)
+        keys = self.i + self.ub  # the rows' intervals side by side: must ascend
+        if np.any(self.ub < 0) or np.any(self.ub > 1) or np.any(np.diff(keys) < 0):
+            raise InputError("p-table p_int_ub must lie in [0, 1] and ascend within each row")
+        object.__setattr__(self, "_keys", keys)
 
     @property
     def i_max(self) -> int:
@@ -148,8 +154,8 @@ class PTable:
             interval = "[0, 1)" if strict else "[0, 1]"
             raise InputError(f"cell keys must lie in {interval}")
         rows = np.minimum(counts, self.i_max)
-        side = "right" if strict else "left"
-        idx = np.searchsorted(self.i + self.ub, rows + keys, side=side)
+        side: Literal["left", "right"] = "right" if strict else "left"
+        idx = np.searchsorted(self._keys, rows + keys, side=side)
         first, last = self._starts[rows], self._starts[rows + 1] - 1
         idx = np.clip(idx, first, last)
         ub = self.ub
@@ -203,6 +209,8 @@ def _integer(value: object, name: str, minimum: int) -> int:
 
 def _per_row(value: object, name: str, rows: int) -> list[object]:
     """A scalar repeated for every row, or a sequence with one value per row."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
     if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
         return [value] * rows
     values = list(value)
@@ -227,14 +235,17 @@ def _mono_matrix(v: IntArray, mono: bool) -> FloatArray:
 
 
 def _variance_range(
-    v: IntArray, lb: FloatArray, mono_rows: FloatArray
+    v: IntArray, lb: FloatArray, mono_rows: FloatArray, largest: bool
 ) -> tuple[float, float] | None:
-    """Smallest and largest variance of a feasible row, or None when there is no feasible row."""
+    """Smallest and (if ``largest``, else ∞) largest variance of a feasible row.
+
+    None when no row meets the other constraints (sum, mean, bounds, mono) at all.
+    """
     vf = v.astype(np.float64)
     equalities = np.vstack([np.ones(v.size), vf])
     bounds = list(zip(lb, np.ones(v.size), strict=True))
     ends = []
-    for sign in (1.0, -1.0):
+    for sign in (1.0, -1.0) if largest else (1.0,):
         result = optimize.linprog(
             sign * vf**2,
             A_ub=mono_rows if mono_rows.size else None,
@@ -243,11 +254,12 @@ def _variance_range(
             b_eq=np.array([1.0, 0.0]),
             bounds=bounds,
             method="highs",
+            options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
         )
         if result.status != 0:
             return None
         ends.append(sign * float(result.fun))
-    return ends[0], ends[1]
+    return ends[0], ends[1] if largest else math.inf
 
 
 def _slsqp(
@@ -265,7 +277,11 @@ def _slsqp(
     if inequalities.size:
         limits = np.array(([] if equality else [-variance]) + [0.0] * len(mono_rows))
         constraints.append(
-            {"type": "ineq", "fun": lambda p: inequalities @ p - limits, "jac": lambda p: inequalities}
+            {
+                "type": "ineq",
+                "fun": lambda p: inequalities @ p - limits,
+                "jac": lambda p: inequalities,
+            }
         )
     start = np.clip(np.full(v.size, 1.0 / v.size), lb, 1.0)
     result = optimize.minimize(
@@ -280,31 +296,47 @@ def _slsqp(
     return np.clip(np.asarray(result.x, dtype=np.float64), lb, 1.0)
 
 
+def _lstsq(matrix: FloatArray, rhs: FloatArray) -> FloatArray:
+    """Least-squares (minimum-norm) solution of matrix · x = rhs."""
+    return np.asarray(np.linalg.lstsq(matrix, rhs, rcond=None)[0], dtype=np.float64)
+
+
 def _newton_on_face(
     start: FloatArray, matrix: FloatArray, targets: FloatArray
 ) -> tuple[FloatArray, FloatArray] | None:
-    """Minimise Σ x ln x subject to ``matrix`` x = ``targets`` by Newton's method from ``start``.
+    """Minimise Σ x ln x subject to ``matrix`` x = ``targets``, near ``start``.
 
-    Returns the point and its multipliers y (∇f + matrixᵀ y = 0), or None if it does not converge
-    to a positive, feasible point. The Newton system is solved through its Schur complement
-    matrix · diag(x) · matrixᵀ, which stays well conditioned when some x are tiny.
+    Newton's method on the dual ψ(y) = Σ exp(−1 − matrixᵀ y) + targetsᵀ y, whose minimiser gives
+    x = exp(−1 − matrixᵀ y) > 0 with ∇f + matrixᵀ y = 0. Returns (x, y), or None when the face
+    has no positive point (ψ then decreases without bound).
     """
-    x = np.maximum(start, 1e-300)
-    y = np.zeros(len(matrix))
-    for _ in range(100):
-        gradient = np.log(x) + 1.0
-        scaled = matrix * x
-        schur = scaled @ matrix.T
-        y = np.linalg.lstsq(schur, -scaled @ gradient - (targets - matrix @ x), rcond=None)[0]
-        step = -x * (gradient + matrix.T @ y)
-        shrink = 1.0
-        while np.any(x + shrink * step <= 0):
-            shrink /= 2
-            if shrink < 1e-12:
-                return None
-        x = x + shrink * step
-        if shrink == 1.0 and np.all(np.abs(step) <= 1e-15 * np.maximum(x, 1e-8)):
+    y = _lstsq(matrix.T, -np.log(np.maximum(start, 1e-300)) - 1.0)
+
+    def dual(y: FloatArray) -> tuple[float, FloatArray]:
+        x = np.exp(np.minimum(-1.0 - matrix.T @ y, 700.0))
+        return float(x.sum() + targets @ y), x
+
+    value, x = dual(y)
+    gradient = targets - matrix @ x
+    for _ in range(200):
+        size = float(np.max(np.abs(gradient)))
+        if size <= 1e-15:
             break
+        step = -_lstsq((matrix * x) @ matrix.T, gradient)
+        slope = float(gradient @ step)
+        t = 1.0
+        while t >= 1e-10:
+            trial, x_trial = dual(y + t * step)
+            g_trial = targets - matrix @ x_trial
+            # Armijo on ψ, or (near the optimum, where ψ is flat to rounding) a smaller gradient
+            if np.isfinite(trial) and (
+                trial <= value + 0.25 * t * slope or np.max(np.abs(g_trial)) < 0.5 * size
+            ):
+                break
+            t /= 2
+        else:
+            break
+        y, x, value, gradient = y + t * step, x_trial, trial, g_trial
     if np.max(np.abs(matrix @ x - targets), initial=0.0) > 1e-12:
         return None
     return x, y
@@ -331,13 +363,15 @@ def _polish(
     scale = max(1.0, variance)
     base = np.vstack([np.ones(n), vf] + ([w] if equality else []))
     base_targets = np.array([1.0, 0.0] + ([variance] if equality else []))
-    left = np.argmax(mono_rows > 0, axis=1) if mono_rows.size else np.zeros(0, dtype=np.int64)
+    pair = np.arange(len(mono_rows))  # mono row k is p_k − p_{k+1} ≤ 0
     floor = guess - lb <= 1e-7
-    tied = (mono_rows @ guess >= -1e-7) & ~(floor[left] & floor[left + 1])
-    var_tight = not equality and variance - w @ guess <= 1e-7 * scale
+    tied = (mono_rows @ guess >= -1e-7) & ~(floor[pair] & floor[pair + 1])
+    var_tight = bool(not equality and variance - w @ guess <= 1e-7 * scale)
     for _ in range(2 * n + 10):
         matrix = np.vstack([base] + ([w] if var_tight else []) + [mono_rows[tied]])
-        targets = np.concatenate([base_targets, [variance] if var_tight else [], np.zeros(tied.sum())])
+        targets = np.concatenate(
+            [base_targets, [variance] if var_tight else [], np.zeros(int(tied.sum()))]
+        )
         free = ~floor
         solved = _newton_on_face(
             guess[free], matrix[:, free], targets - matrix[:, floor] @ lb[floor]
@@ -345,48 +379,47 @@ def _polish(
         if solved is None:
             return None
         p = lb.copy()
-        p[free] = solved[0]
-        y = solved[1]
-        # primal: make violated constraints tight
+        p[free], y = solved
+        # primal feasibility: make violated constraints tight and solve again
         low = free & (p < lb)
-        climbing = ~tied & (mono_rows @ p > 1e-14) & ~(floor[left] & floor[left + 1])
-        over = not equality and not var_tight and w @ p > variance + 1e-13 * scale
+        climbing = ~tied & (mono_rows @ p > 1e-14) & ~(floor[pair] & floor[pair + 1])
+        over = bool(not equality and not var_tight and w @ p > variance + 1e-13 * scale)
         if low.any() or climbing.any() or over:
             floor |= low
             tied |= climbing
-            var_tight = var_tight or bool(over)
+            var_tight = var_tight or over
             continue
-        # dual: ∇f + Σ y a − ν (floors) + μ (mono, incl. pairs of floors) = 0 with ν, μ ≥ 0
+        # dual feasibility: ∇f + Σ y a − Σ ν e_l + Σ μ (e_k − e_{k+1}) = 0 with ν, μ ≥ 0; the
+        # multipliers of variance and tied mono rows are in y, those of the floors (and of mono
+        # rows between two floors) are fitted by non-negative least squares
         k = len(base)
-        y_var = y[k] if var_tight else 0.0
+        y_var = float(y[k]) if var_tight else 0.0
         y_mono = y[k + int(var_tight) :]
         residual = np.log(p) + 1.0 + matrix.T @ y
-        pairs = np.flatnonzero(floor[left] & floor[left + 1])
-        rows = np.flatnonzero(floor)
-        system = np.zeros((rows.size, rows.size + pairs.size))
-        system[:, : rows.size] = np.eye(rows.size)
-        position = np.searchsorted(rows, left[pairs])
-        system[position, rows.size + np.arange(pairs.size)] = -1.0
-        system[position + 1, rows.size + np.arange(pairs.size)] = 1.0
-        if rows.size:
-            _, misfit = optimize.nnls(system, residual[rows])
-        else:
-            misfit = 0.0
-        worst = min(
-            [(y_var, "var")] + [(float(m), f"mono{t}") for t, m in zip(np.flatnonzero(tied), y_mono, strict=True)]
-            + [(float(residual[r]), f"floor{r}") for r in rows]
-        )
-        free_ok = np.max(np.abs(residual[free]), initial=0.0) <= 1e-9
-        if y_var >= -1e-9 and np.all(y_mono >= -1e-9) and misfit <= 1e-9 and free_ok:
+        at_floor = np.flatnonzero(floor)
+        both = np.flatnonzero(floor[pair] & floor[pair + 1])
+        system = np.hstack([np.eye(at_floor.size), np.zeros((at_floor.size, both.size))])
+        position = np.searchsorted(at_floor, both)
+        system[position, at_floor.size + np.arange(both.size)] = -1.0
+        system[position + 1, at_floor.size + np.arange(both.size)] = 1.0
+        misfit = optimize.nnls(system, residual[at_floor])[1] if at_floor.size else 0.0
+        stationary = np.max(np.abs(residual[free]), initial=0.0) <= 1e-9
+        if y_var >= -1e-9 and np.all(y_mono >= -1e-9) and misfit <= 1e-9 and stationary:
             return np.maximum(p, lb)
-        if worst[0] >= -1e-9:
+        # release the tight constraint with the most negative multiplier
+        candidates = [(y_var, "var", 0)]
+        tied_rows = np.flatnonzero(tied)
+        candidates += [(float(m), "mono", int(t)) for t, m in zip(tied_rows, y_mono, strict=True)]
+        candidates += [(float(residual[r]), "floor", int(r)) for r in at_floor]
+        value, kind, index = min(candidates)
+        if value >= -1e-9:
             return None
-        if worst[1] == "var":
+        if kind == "var":
             var_tight = False
-        elif worst[1].startswith("mono"):
-            tied[int(worst[1][4:])] = False
+        elif kind == "mono":
+            tied[index] = False
         else:
-            floor[int(worst[1][5:])] = False
+            floor[index] = False
     return None
 
 
@@ -395,7 +428,7 @@ def _solve_row(
 ) -> FloatArray | None:
     """The maximum-entropy probabilities of one row, or None if no row meets the constraints."""
     mono_rows = _mono_matrix(v, mono)
-    span = _variance_range(v, lb, mono_rows)
+    span = _variance_range(v, lb, mono_rows, largest=equality)
     slack = 1e-9 * max(1.0, variance)
     if span is None or span[0] > variance + slack or (equality and span[1] < variance - slack):
         return None
@@ -696,7 +729,8 @@ def _read_long(frame: pl.DataFrame, path: Path) -> PTable:
             f"{path}: rows {a + 1} and {b + 1} are both the transition i={i[a]} -> j={j[a]}"
         )
     order = np.lexsort((j, i))
-    i, j, v, p, lb, ub = (x[order] for x in (i, j, v, p, lb, ub))
+    i, j, v = i[order], j[order], v[order]
+    p, lb, ub = p[order], lb[order], ub[order]
     present = np.unique(i)
     i_max = int(present[-1])
     if present.size != i_max + 1:
@@ -734,7 +768,7 @@ def _read_long(frame: pl.DataFrame, path: Path) -> PTable:
     variances = np.add.reduceat(p * v.astype(np.float64) ** 2, starts)
     V = round(float(variances[-1]), 6)
     flagged = tuple(k for k in range(1, i_max + 1) if round(float(variances[k]), 3) < round(V, 3))
-    return PTable(i=i, j=j, p=p, v=v, lb=lb, ub=ub, D=D, V=V, js=js, flagged=flagged)
+    return PTable(i=i, j=j, p=ub - lb, v=v, lb=lb, ub=ub, D=D, V=V, js=js, flagged=flagged)
 
 
 def _read_ons(frame: pl.DataFrame, path: Path) -> OnsPTable:
@@ -791,6 +825,8 @@ def write_ptable(table: PTable | OnsPTable, path: Path) -> None:
     if not isinstance(table, (PTable, OnsPTable)):
         raise TypeError(f"expected a PTable or OnsPTable, got {type(table).__name__}")
     frame = table.to_frame()
+    if isinstance(table, PTable):  # p is p_int_ub − p_int_lb: print it without float noise
+        frame = frame.with_columns(pl.col("p").round(DIGITS))
     with atomic_file(Path(path)) as tmp:
         frame.write_csv(tmp)
 
