@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sdclab import mechanisms
 from sdclab.errors import InputError
@@ -286,3 +288,25 @@ def test_exact_integer_path_agrees_with_the_complex_one(keyed, monkeypatch):
                 other = b[name].counts[level][1]
                 assert (matrix != other).nnz == 0
                 assert matrix.dtype == other.dtype == np.int64
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    n=st.integers(1, 300),
+    seed=st.integers(0, 2**32 - 1),
+    threshold=st.sampled_from([0, 10]),
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+)
+def test_ons_function_equals_the_package_on_random_tables(n, seed, threshold, shape, capsys):
+    rng = np.random.default_rng(seed)
+    columns = {f"v{i}": rng.integers(0, size, n) for i, size in enumerate(shape)}
+    data = pl.DataFrame({"record_key": rng.integers(0, 256, n), **columns})
+    geog, tab_vars = list(columns)[:1], list(columns)[1:]
+    ours = ons_perturbed_table(
+        data, ons_10_5_ptable(), geog, tab_vars, "record_key", threshold=threshold
+    )
+    theirs = ons_reference(data, geog, tab_vars, "record_key", threshold)
+    assert ours.rows() == theirs.select(ours.columns).rows()
+    capsys.readouterr()
