@@ -286,3 +286,115 @@ def summarise_accuracy(
     return {
         level: {"mean_mae": float(np.mean(v)), "tables": len(v)} for level, v in by_level.items()
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Tails of unbounded per-cell noise (Bach §§4.1–4.2), for the geometric mechanism
+# ---------------------------------------------------------------------------------------------
+
+TAIL_SIZE_CLASSES = ((1, 9), (10, 49), (50, 99), (100, 499), (500, None))
+"""Size classes of the true total of an area, for the tail analysis."""
+RELATIVE_ERRORS = (0.5, 1.0)
+TAIL_BOUND = 20
+"""E of the paper's tail probability Pr(|x| > E) reported per level (its E_α = 20)."""
+
+
+def summed_laplace_pmf(scale: float, terms: int) -> tuple[np.ndarray, np.ndarray]:
+    """pmf of the sum of ``terms`` independent discrete Laplace noises of ``scale`` (by FFT, on
+    a window holding all but a negligible mass)."""
+    reach = int(40 * scale * np.sqrt(terms)) + 40
+    size = 1 << int(np.ceil(np.log2(2 * reach + 1)))
+    k = np.arange(size)
+    k = np.where(k <= size // 2, k, k - size)  # circular layout: 0, 1, …, −1
+    single = np.tanh(1 / (2 * scale)) * np.exp(-np.abs(k) / scale)
+    summed = np.fft.irfft(np.fft.rfft(single) ** terms, n=size)
+    order = np.argsort(k)
+    values, probs = k[order], np.clip(summed[order], 0, None)
+    keep = np.abs(values) <= reach
+    return values[keep], probs[keep] / probs[keep].sum()
+
+
+def _upper(values: np.ndarray, probs: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """Pr(x ≥ threshold), elementwise."""
+    tail = np.cumsum(probs[::-1])[::-1]  # tail[i] = Pr(x ≥ values[i])
+    position = np.searchsorted(values, np.ceil(threshold - 1e-9))
+    return np.where(position < len(values), tail[np.minimum(position, len(values) - 1)], 0.0)
+
+
+def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
+    """Analytic and sampled tail figures of a geometric release, by level and size class.
+
+    T is the P1 total of an area; F and M are its females and males, summed from the 23 P12 cells
+    of each sex (so their noise is a sum of 23 cell noises). Per class: areas; expected and sampled
+    areas whose T is off by at least 50% / 100% of the truth; "depopulated" areas (true T > 0,
+    published ≤ 0); broadband distortions (F, M and T all off by at least 50% / 100% in the same
+    direction).
+    """
+    from sdclab.mechanisms.geometric import GeometricParameters, allocation, scale_of
+
+    params = GeometricParameters.model_validate(release.parameters)
+    shares = allocation(params)
+    exact = tabulate(truth, ["P1", "P12"])
+    labels = CATALOG["P12"].cell_labels
+    male = np.array([lab.startswith("male") for lab in labels])
+    female = np.array([lab.startswith("female") for lab in labels])
+    out: dict[str, Any] = {}
+    for level in CATALOG["P1"].levels:
+        codes = truth.geography.codes(level)
+        true_t = exact["P1"].counts[level][1].toarray()[:, 0]
+        true_p12 = exact["P12"].counts[level][1].toarray()
+        published_t = _published(release, "P1", level, codes)[:, 0]
+        published_p12 = _published(release, "P12", level, codes)
+        truth_fmt = np.stack([true_p12[:, female].sum(1), true_p12[:, male].sum(1), true_t])
+        noisy_fmt = np.stack(
+            [published_p12[:, female].sum(1), published_p12[:, male].sum(1), published_t]
+        )
+        scale_t = float(scale_of(CATALOG["P1"], shares["P1", level], params.neighbours))
+        scale_c = float(scale_of(CATALOG["P12"], shares["P12", level], params.neighbours))
+        pmfs = [
+            summed_laplace_pmf(scale_c, int(female.sum())),
+            summed_laplace_pmf(scale_c, int(male.sum())),
+            summed_laplace_pmf(scale_t, 1),
+        ]
+        values, probs = pmfs[2]
+        rows = []
+        for low, high in TAIL_SIZE_CLASSES:
+            inside = (true_t >= low) & (true_t <= (high if high is not None else true_t.max()))
+            if not inside.any():
+                continue
+            n = truth_fmt[:, inside].astype(float)
+            x = (noisy_fmt[:, inside] - truth_fmt[:, inside]).astype(float)
+            row: dict[str, Any] = {"class": size_class_label(low, high), "areas": int(inside.sum())}
+            for r in RELATIVE_ERRORS:
+                up = _upper(values, probs, r * n[2])
+                row[f"T_error_{r:g}_expected"] = float(2 * up.sum())
+                row[f"T_error_{r:g}_sampled"] = int((np.abs(x[2]) >= r * n[2]).sum())
+                # all three up, or all three down: equally likely for symmetric noise
+                expected = 2 * np.prod(
+                    [_upper(v, p, r * n[c]) for c, (v, p) in enumerate(pmfs)], axis=0
+                )
+                row[f"broadband_{r:g}_expected"] = float(expected.sum())
+                same_up = (x >= r * n).all(axis=0)
+                same_down = (x <= -r * n).all(axis=0)
+                row[f"broadband_{r:g}_sampled"] = int((same_up | same_down).sum())
+            row["depopulated_expected"] = float(_upper(values, probs, n[2]).sum())
+            row["depopulated_sampled"] = int((noisy_fmt[2, inside] <= 0).sum())
+            rows.append(row)
+        out[level] = {
+            "scale_total": scale_t,
+            "tail_probability": float(2 * _upper(values, probs, np.array([TAIL_BOUND + 1]))[0]),
+            "tail_bound": TAIL_BOUND,
+            "classes": rows,
+        }
+    return out
+
+
+def _published(release: Release, name: str, level: str, codes: np.ndarray) -> np.ndarray:
+    """Published counts of a table at a level as a dense geounits × cells array (absent = 0)."""
+    from sdclab.geography import parse_geoids
+
+    frame = release.table(name, level)
+    rows = np.searchsorted(codes, parse_geoids(frame["geoid"], level))
+    out = np.zeros((len(codes), CATALOG[name].n_cells), dtype=np.int64)
+    out[rows, frame["cell"].to_numpy()] = frame["count"].fill_null(0).to_numpy()
+    return out

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from sdclab.errors import InputError
-from sdclab.mechanisms import cellkey, gaussian, none, swapping, topdown
+from sdclab.mechanisms import cellkey, gaussian, geometric, none, swapping, topdown
 from sdclab.mechanisms.base import MechanismEntry, parse_settings
 from sdclab.population import Population
 from sdclab.randomness import make_rng, randomness_record
@@ -24,6 +24,7 @@ MECHANISMS: dict[str, MechanismEntry[Any]] = {
         gaussian.ENTRY,
         topdown.ENTRY,
         cellkey.ENTRY,
+        geometric.ENTRY,
     )
 }
 
