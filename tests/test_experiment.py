@@ -37,6 +37,10 @@ label = "topdown-pl94"
 name = "cellkey"
 settings = { ptable = "maxent", bound = 3, variance = 2 }
 
+[[mechanisms]]
+name = "geometric"
+settings = { epsilon = "8" }
+
 [attacks]
 workers = 1
 attackers = ["census", "commercial"]
@@ -53,6 +57,7 @@ def test_experiment_file_round_trip(tmp_path):
         "psa-10",
         "topdown-pl94",
         "cellkey",
+        "geometric",
     ]
     assert experiment.population.persons == 3000
     assert Experiment.model_validate(experiment.model_dump()) == experiment
@@ -116,6 +121,8 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
     ckm = results["mechanisms"]["cellkey"]["ckm_risk"]
     assert {"bound_disclosure", "pinned", "averaging", "design", "repeated_queries"} <= set(ckm)
     assert "Cell key method: cellkey" in report and "Choosing (D, V)" in report
+    assert "block" in results["mechanisms"]["geometric"]["tails"]
+    assert "Tails of per-cell noise: geometric" in report
     assert results["steps"]["reused"] == []
 
     second = runner.invoke(app, ["run", str(path), "--out", str(out)])

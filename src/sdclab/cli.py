@@ -285,6 +285,8 @@ def evaluate(
         "accuracy_summary": ev.summarise_accuracy(figures),
         "accuracy": figures,
     }
+    if rel.mechanism == "geometric":
+        metrics["tails"] = ev.noise_tails(rel, population)
     persons = rel.person_microdata
     if persons is not None and ev.has_person_attributes(persons):
         metrics["microdata_agreement"] = ev.agreement(persons, population)

@@ -227,6 +227,8 @@ class Runner:
             persons = release.person_microdata
             if persons is not None and ev.has_person_attributes(persons):
                 entry["microdata_agreement"] = ev.agreement(persons, truth)
+            if m.name == "geometric":
+                entry["tails"] = ev.noise_tails(release, truth)
             if m.name == "cellkey":
                 risk_digest = _digest("ckm-risk", rel_digest)
 
@@ -323,6 +325,7 @@ DEMO = Experiment.model_validate(
                 "settings": {"ptable": "maxent", "bound": 5, "variance": 3},
                 "seed": 6,
             },
+            {"name": "geometric", "settings": {"epsilon": "8"}, "seed": 7},
         ],
         "attacks": {
             "reconstruct": True,

@@ -250,6 +250,7 @@ def render_report(results: dict[str, Any]) -> str:
         )
     )
     ckm = "".join(_ckm_section(t, e["ckm_risk"]) for t, e in mechs.items() if "ckm_risk" in e)
+    ckm += "".join(_tails_section(t, e["tails"]) for t, e in mechs.items() if "tails" in e)
     cards = "".join(
         f"<details><summary>{_esc(t)}: specification card</summary><pre>"
         f"{_esc(_card_text(e['specification']))}</pre></details>"
@@ -339,6 +340,40 @@ def _ckm_section(title: str, risk: dict[str, Any]) -> str:
         "(green: below the paper's 0.68 heuristic; empty: V above the uniform limit "
         f"D(D+1)/3).{_esc(averaging_note)}</p>"
         f"<table><tr><th></th>{header}</tr>{''.join(body)}</table>"
+    )
+
+
+def _tails_section(title: str, tails: dict[str, Any]) -> str:
+    """Unbounded per-cell noise in small areas: expected beside sampled, by size class."""
+    head = (
+        "<tr><th>level</th><th>true total</th><th>areas</th><th>|error| ≥ 50% of T</th>"
+        "<th>|error| ≥ 100% of T</th><th>depopulated (T > 0 published ≤ 0)</th>"
+        "<th>F, M, T all off ≥ 50%, same way</th><th>… ≥ 100%</th></tr>"
+    )
+    rows = []
+    for level, figures in tails.items():
+        for row in figures["classes"]:
+
+            def pair(key: str, row: dict[str, Any] = row) -> str:
+                return f"{row[key + '_expected']:.1f} / {row[key + '_sampled']}"
+
+            rows.append(
+                f"<tr><td>{_esc(level)}</td><td>{_esc(row['class'])}</td><td>{row['areas']}</td>"
+                f"<td>{pair('T_error_0.5')}</td><td>{pair('T_error_1')}</td>"
+                f"<td>{pair('depopulated')}</td><td>{pair('broadband_0.5')}</td>"
+                f"<td>{pair('broadband_1')}</td></tr>"
+            )
+    block = tails.get("block", {})
+    note = (
+        f"A block total's noise exceeds ±{block['tail_bound']} with probability "
+        f"{block['tail_probability']:.1%}. "
+        if block
+        else ""
+    )
+    return (
+        f"<h2>Tails of per-cell noise: {_esc(title)}</h2><p>{_esc(note)}Each figure: expected "
+        "(analytic) / sampled in this release. F and M are summed from P12's cells.</p>"
+        f"<table>{head}{''.join(rows)}</table>"
     )
 
 
