@@ -66,10 +66,57 @@ RECORD_KEY = ColumnSpec(
 )
 """An optional column of persons and units: kept when present, never required."""
 
+_FIRST_RACE_CODE = min(schema.DETAILED_RACE_LABELS)
+_LAST_RACE_CODE = max(schema.DETAILED_RACE_LABELS)
+
+RACE_CODES: tuple[ColumnSpec, ...] = tuple(
+    ColumnSpec(
+        f"race_code{i}",
+        pl.Int16,
+        (
+            "optional (with the other detailed columns): the first detailed race code "
+            "(schema.DETAILED_RACE; major race = code // 1000)"
+            if i == 1
+            else f"optional: detailed race code {i}; codes fill race_code1 onwards with no gap "
+            "and no repeat"
+        ),
+        _FIRST_RACE_CODE,
+        _LAST_RACE_CODE,
+        nullable=i > 1,
+    )
+    for i in range(1, schema.DETAILED_RACE_MAX + 1)
+)
+"""The person's detailed race codes QRACE1…QRACE8: at least one, filled left to right, trailing
+nulls. The range is only the span of the code list; the reader also checks each code is known."""
+HISPANIC_ORIGIN = ColumnSpec(
+    "hispanic_origin",
+    pl.Int16,
+    "optional (with the detailed race codes): detailed Hispanic origin QSPAN "
+    "(schema.HISPANIC_ORIGINS); 0 exactly when hispanic is 0",
+    schema.NOT_HISPANIC_ORIGIN,
+    max(schema.HISPANIC_ORIGIN_LABELS),
+)
+DETAILED_RACE_ETHNICITY: tuple[ColumnSpec, ...] = (*RACE_CODES, HISPANIC_ORIGIN)
+"""Optional person columns for SafeTab-H: all present or all absent. When present, the reader
+also checks that every code is known, that there is at least one code, with no gap and no repeat,
+that the codes' major races are exactly the ``race`` bitmask and that ``hispanic_origin`` is 0 iff
+``hispanic`` is 0."""
+RACE_CODE_COLUMNS: tuple[str, ...] = tuple(s.name for s in RACE_CODES)
+DETAILED_RACE_ETHNICITY_COLUMNS: tuple[str, ...] = tuple(s.name for s in DETAILED_RACE_ETHNICITY)
+
 
 def with_optional(specs: tuple[ColumnSpec, ...], columns: list[str]) -> tuple[ColumnSpec, ...]:
-    """The contract columns of a table, plus the optional ones the frame has."""
-    return specs + ((RECORD_KEY,) if RECORD_KEY.name in columns else ())
+    """The contract columns of a table, plus the optional ones the frame has.
+
+    The detailed race and ethnicity columns (persons only) go together: if the frame has any of
+    them, all of them are expected, so a reader reports the others as missing.
+    """
+    optional: tuple[ColumnSpec, ...] = ()
+    if specs == PERSONS and any(name in columns for name in DETAILED_RACE_ETHNICITY_COLUMNS):
+        optional += DETAILED_RACE_ETHNICITY
+    if RECORD_KEY.name in columns:
+        optional += (RECORD_KEY,)
+    return specs + optional
 
 
 def block_codes(frame: pl.DataFrame) -> npt.NDArray[np.int64]:
@@ -110,6 +157,69 @@ class Population:
         """Number of persons in each unit, aligned with the rows of ``units``."""
         return np.bincount(self.person_unit_row, minlength=self.n_units).astype(np.int64)
 
+    @cached_property
+    def householder_row(self) -> npt.NDArray[np.int64]:
+        """Row of ``persons`` of each unit's householder (relationship 0), or -1 if it has none
+        (vacant housing units and group-quarters facilities)."""
+        relationship = self.persons.get_column("relationship").to_numpy()
+        rows = np.flatnonzero(relationship == 0)
+        out = np.full(self.n_units, -1, dtype=np.int64)
+        out[self.person_unit_row[rows]] = rows
+        return out
+
+    @cached_property
+    def household_type(self) -> npt.NDArray[np.int8]:
+        """SafeTab-H's HOUSEHOLD_TYPE of each unit (schema.HOUSEHOLD_TYPE_LABELS), aligned with
+        the rows of ``units``; 0 for vacant housing units and group-quarters facilities.
+
+        Derived from the relationships in the unit: 1 married-couple family if a spouse or
+        partner is present (relationship 1: the contract does not tell unmarried partners from
+        spouses, so partners count as spouses here); else 2 or 3 (family, by the householder's
+        sex) if a child or other relative is present; else 4 if the householder lives alone; else
+        5 (only non-relatives).
+        """
+        relationship = self.persons.get_column("relationship").to_numpy()
+        unit_row = self.person_unit_row
+        n = self.n_units
+        spouse = np.bincount(unit_row[relationship == 1], minlength=n) > 0
+        relative = np.bincount(unit_row[(relationship == 2) | (relationship == 3)], minlength=n) > 0
+        head = self.householder_row
+        sex = self.persons.get_column("sex").to_numpy()
+        male_head = np.zeros(n, dtype=bool)
+        male_head[head >= 0] = sex[head[head >= 0]] == 1
+        alone = self.household_size == 1
+        kind = np.select(
+            [spouse, relative & male_head, relative, alone], [1, 2, 3, 4], default=5
+        ).astype(np.int8)
+        household = (
+            (self.units.get_column("unit_type").to_numpy() == 0)
+            & self.units.get_column("occupied").to_numpy()
+            & (head >= 0)
+        )
+        kind[~household] = 0
+        return kind
+
+    @property
+    def has_detailed_race(self) -> bool:
+        """Whether ``persons`` has the optional detailed race and Hispanic origin columns."""
+        return all(name in self.persons.columns for name in DETAILED_RACE_ETHNICITY_COLUMNS)
+
+    @cached_property
+    def race_codes(self) -> npt.NDArray[np.int16]:
+        """The detailed race codes as a persons × DETAILED_RACE_MAX matrix, 0 for an empty slot."""
+        if not self.has_detailed_race:
+            raise ValueError(
+                "the population has no detailed race codes (columns race_code1…race_code8 and "
+                "hispanic_origin)"
+            )
+        return (
+            self.persons.select(RACE_CODE_COLUMNS)
+            .fill_null(0)
+            .to_numpy()
+            .astype(np.int16, copy=False)
+            .reshape(self.n_persons, len(RACE_CODE_COLUMNS))
+        )
+
     @property
     def n_persons(self) -> int:
         return self.persons.height
@@ -124,10 +234,47 @@ def contract_markdown() -> str:
     out = []
     for title, specs in (("units", UNITS), ("persons", PERSONS)):
         out += [f"### `{title}`", "", "| column | type | values | meaning |", "|---|---|---|---|"]
-        for s in (*specs, RECORD_KEY):
+        optional = DETAILED_RACE_ETHNICITY if specs == PERSONS else ()
+        for s in (*specs, *optional, RECORD_KEY):
             values = f"{s.low}–{s.high}" if s.low is not None else ""
             if s.nullable:
                 values += ", or null"
             out.append(f"| `{s.name}` | {s.dtype} | {values} | {s.meaning} |")
         out.append("")
+    return "\n".join(out)
+
+
+def detailed_codes_markdown() -> str:
+    """The detailed race and Hispanic origin code lists and the household types as Markdown
+    tables (docs/data.md is generated from this)."""
+    out = [
+        "#### Detailed race codes",
+        "",
+        "| code | major race | label | frequency |",
+        "|---|---|---|---|",
+    ]
+    for name, codes in schema.DETAILED_RACE.items():
+        for c in codes:
+            mark = " †" if c.hispanic_write_in else ""
+            out.append(f"| {c.code} | {name} | {c.label}{mark} | {c.frequency:.4g} |")
+    out += [
+        "",
+        "#### Hispanic origin codes",
+        "",
+        "| code | label | frequency among Hispanic persons |",
+        "|---|---|---|",
+        f"| {schema.NOT_HISPANIC_ORIGIN} | "
+        f"{schema.HISPANIC_ORIGIN_LABELS[schema.NOT_HISPANIC_ORIGIN]} |  |",
+    ]
+    out += [f"| {c.code} | {c.label} | {c.frequency:.4g} |" for c in schema.HISPANIC_ORIGINS]
+    out += [
+        "",
+        "#### Household types",
+        "",
+        "| code | household type |",
+        "|---|---|",
+        "| 0 | none (vacant housing unit or group-quarters facility) |",
+    ]
+    out += [f"| {code} | {label} |" for code, label in schema.HOUSEHOLD_TYPE_LABELS.items()]
+    out.append("")
     return "\n".join(out)

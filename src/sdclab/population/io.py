@@ -23,6 +23,11 @@ Decisions worth knowing:
   group-quarters facilities loads. An empty (0-byte) file is always an error: a CSV needs at
   least its header.
 * Group-quarters facilities without residents are allowed.
+* The optional detailed race and Hispanic origin columns of persons (``race_code1`` …
+  ``race_code8``, ``hispanic_origin``) are all present or all absent. When present, each row needs
+  at least one known code, filled from ``race_code1`` with no gap and no repeat, whose major races
+  are exactly the row's ``race`` bitmask, and ``hispanic_origin`` is 0 exactly when ``hispanic``
+  is 0.
 * Checks run in stages: files, columns, values, uniqueness, then links between the tables. A stage
   runs only when the one before it passed, so every message is about a real defect rather than an
   echo of an earlier one.
@@ -51,7 +56,15 @@ from sdclab import schema
 from sdclab.errors import InputError
 from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
 from sdclab.geography import BLOCK_DIGITS
-from sdclab.population.contract import PERSONS, UNITS, ColumnSpec, Population, with_optional
+from sdclab.population.contract import (
+    DETAILED_RACE_ETHNICITY_COLUMNS,
+    PERSONS,
+    RACE_CODE_COLUMNS,
+    UNITS,
+    ColumnSpec,
+    Population,
+    with_optional,
+)
 
 __all__ = ["MAX_SHOWN", "read_population", "validate", "write_population"]
 
@@ -170,6 +183,8 @@ def expected_text(spec: ColumnSpec) -> str:
         text = "true or false"
     elif spec.name == "block":
         text = f"a {BLOCK_DIGITS}-digit block geocode"
+    elif spec.name in RACE_CODE_COLUMNS:
+        text = f"a detailed race code, {spec.low}–{spec.high}"
     elif spec.low is not None and spec.high is not None:
         text = f"{spec.low}–{spec.high}"
     else:
@@ -518,8 +533,8 @@ def validate(
     """Check two frames against the contract and return them as a :class:`Population`.
 
     ``*_source`` name the tables in messages (usually their file names). The result has exactly
-    the contract's columns, in its order and dtypes, plus the optional ``record_key`` when
-    present; other columns are dropped. Raises
+    the contract's columns, in its order and dtypes, plus the optional detailed race and
+    Hispanic origin columns and ``record_key`` when present; other columns are dropped. Raises
     :class:`InputError` listing up to :data:`MAX_SHOWN` problems.
     """
     tables = (
@@ -533,6 +548,7 @@ def validate(
     (
         duplicates(typed_persons, "person_id", tables[0])
         + duplicates(typed_units, "unit_id", tables[1])
+        + detailed_race_ethnicity(typed_persons, tables[0])
     ).raise_if_any()
     links(typed_persons, typed_units, persons_source, units_source).raise_if_any()
     return Population(persons=typed_persons.drop(ROW), units=typed_units.drop(ROW))
@@ -546,6 +562,14 @@ def missing_columns(table: Table) -> Findings:
         return Findings()
     label = "column" if len(missing) == 1 else "columns"
     text = f"{table.source}: missing {label} {', '.join(missing)}"
+    together = [name for name in DETAILED_RACE_ETHNICITY_COLUMNS if name in present]
+    if together and set(missing) <= set(DETAILED_RACE_ETHNICITY_COLUMNS):
+        return single(
+            table.index,
+            f"{text} (it has {', '.join(together)}: the detailed race and Hispanic origin "
+            "columns race_code1–race_code8 and hispanic_origin are optional, but all or none "
+            "must be present)",
+        )
     hints = [
         f"{name!r} for {spec}"
         for spec in missing
@@ -884,6 +908,139 @@ def duplicates(frame: pl.DataFrame, key: str, table: Table) -> Findings:
         for p, k in zip(found.problems, keys, strict=True)
     )
     return Findings(problems, found.total)
+
+
+FIRST_UNKNOWN = "__first_unknown_code"
+FIRST_GAP = "__first_gap"
+FIRST_REPEAT = "__first_repeat"
+FIRST_FOREIGN = "__first_foreign_code"
+CODES_RACE = "__race_of_codes"
+
+
+def detailed_race_ethnicity(frame: pl.DataFrame, table: Table) -> Findings:
+    """Rules on the optional detailed race and Hispanic origin columns of a typed persons frame.
+
+    Every code must be known; codes fill race_code1 onwards with no gap and no repeat (race_code1
+    is required by the conversion stage); the major races of the codes must be exactly the
+    ``race`` bitmask (checked only on rows whose codes are all known, so that an unknown code is
+    reported once; a race without a code only when no code is of another race, so that a wrong
+    code is reported once); ``hispanic_origin`` must be 0 exactly when ``hispanic`` is 0. Each
+    kind of defect is reported once per row, at its first column.
+    """
+    if RACE_CODE_COLUMNS[0] not in frame.columns:
+        return Findings()
+    codes = [pl.col(name) for name in RACE_CODE_COLUMNS]
+    known = list(schema.DETAILED_RACE_LABELS)
+    bit = {code: int(b) for code, b in zip(known, schema.detailed_race_bit(known), strict=True)}
+    bits = [c.replace_strict(bit, default=0, return_dtype=pl.Int64).fill_null(0) for c in codes]
+    race = pl.col("race").cast(pl.Int64)
+
+    def first(conditions: Sequence[pl.Expr], offset: int = 0) -> pl.Expr:
+        """The 1-based column number of the first true condition (null if none)."""
+        return pl.coalesce(
+            [pl.when(c).then(pl.lit(k + 1 + offset)) for k, c in enumerate(conditions)]
+        )
+
+    helpers = frame.with_columns(
+        first([c.is_not_null() & ~c.is_in(known) for c in codes]).alias(FIRST_UNKNOWN),
+        first(
+            [
+                now.is_not_null() & before.is_null()
+                for before, now in zip(codes[:-1], codes[1:], strict=True)
+            ],
+            offset=1,
+        ).alias(FIRST_GAP),
+        first(
+            [
+                pl.any_horizontal([now == before for before in codes[:k]])
+                for k, now in enumerate(codes)
+                if k
+            ],
+            offset=1,
+        ).alias(FIRST_REPEAT),
+        first([(b != 0) & ((b & race) == 0) for b in bits]).alias(FIRST_FOREIGN),
+        pl.reduce(lambda a, b: a | b, bits).alias(CODES_RACE),
+    )
+    all_known = pl.col(FIRST_UNKNOWN).is_null()
+    position = {spec.name: i for i, spec in enumerate(table.specs)}
+    first_code = position[RACE_CODE_COLUMNS[0]]
+    source = table.source
+
+    def code_at(row: dict[str, Any], helper: str) -> tuple[str, int]:
+        name = RACE_CODE_COLUMNS[row[helper] - 1]
+        return name, row[name]
+
+    def unknown_text(row: dict[str, Any]) -> str:
+        name, code = code_at(row, FIRST_UNKNOWN)
+        return (
+            f"{where(source, row[ROW], name)}: {code} is not a known detailed race code "
+            "(expected a code of the list in docs/data.md, e.g. 1001 German, 2001 African "
+            "American, 4001 Chinese)"
+        )
+
+    def gap_text(row: dict[str, Any]) -> str:
+        name, code = code_at(row, FIRST_GAP)
+        return (
+            f"{where(source, row[ROW], name)}: {code} follows an empty "
+            f"{RACE_CODE_COLUMNS[row[FIRST_GAP] - 2]} (expected the codes filled from race_code1 "
+            "on, with no empty column between them)"
+        )
+
+    def repeat_text(row: dict[str, Any]) -> str:
+        name, code = code_at(row, FIRST_REPEAT)
+        earlier = next(n for n in RACE_CODE_COLUMNS if row[n] == code)
+        return (
+            f"{where(source, row[ROW], name)}: {code} repeats {earlier} (expected each detailed "
+            "race code at most once per person)"
+        )
+
+    def foreign_text(row: dict[str, Any]) -> str:
+        name, code = code_at(row, FIRST_FOREIGN)
+        major = schema.race_label(int(schema.detailed_race_bit(code)))
+        return (
+            f"{where(source, row[ROW], name)}: {code} ({schema.DETAILED_RACE_LABELS[code]}) is of "
+            f"race {major} but race is {row['race']} ({schema.race_label(row['race'])}) (expected "
+            "only codes of the races in race)"
+        )
+
+    def uncovered_text(row: dict[str, Any]) -> str:
+        lacking = schema.race_label(row["race"] & ~row[CODES_RACE])
+        return (
+            f"{where(source, row[ROW], 'race')}: {row['race']} ({schema.race_label(row['race'])}) "
+            f"but no detailed race code is {lacking.replace('+', ' or ')} (expected at least one "
+            "code of each race in race)"
+        )
+
+    def origin_text(row: dict[str, Any]) -> str:
+        at = where(source, row[ROW], "hispanic_origin")
+        origin = row["hispanic_origin"]
+        if origin == schema.NOT_HISPANIC_ORIGIN:
+            top = max(schema.HISPANIC_ORIGIN_LABELS)
+            return f"{at}: 0 (not Hispanic) but hispanic is 1 (expected a Hispanic origin 1–{top})"
+        label = schema.HISPANIC_ORIGIN_LABELS[origin]
+        return f"{at}: {origin} ({label}) but hispanic is 0 (expected 0, not Hispanic)"
+
+    rules = [
+        Rule(~all_known, unknown_text, table.index, first_code),
+        Rule(pl.col(FIRST_GAP).is_not_null(), gap_text, table.index, first_code),
+        Rule(pl.col(FIRST_REPEAT).is_not_null(), repeat_text, table.index, first_code),
+        Rule(
+            all_known & pl.col(FIRST_FOREIGN).is_not_null(), foreign_text, table.index, first_code
+        ),
+        Rule(
+            all_known & pl.col(FIRST_FOREIGN).is_null() & ((race & ~pl.col(CODES_RACE)) != 0),
+            uncovered_text,
+            table.index,
+            position["race"],
+        ),
+        Rule(
+            (pl.col("hispanic_origin") == schema.NOT_HISPANIC_ORIGIN) != (pl.col("hispanic") == 0),
+            origin_text,
+            table.index,
+            position["hispanic_origin"],
+        ),
+    ]
+    return apply_rules(helpers, rules)
 
 
 def links(persons: pl.DataFrame, units: pl.DataFrame, p_source: str, u_source: str) -> Findings:

@@ -29,15 +29,22 @@ from scipy import special
 
 from sdclab import schema
 from sdclab.geography import truncate
-from sdclab.population.contract import PERSONS, UNITS, Population
+from sdclab.population.contract import (
+    HISPANIC_ORIGIN,
+    PERSONS,
+    RACE_CODE_COLUMNS,
+    UNITS,
+    Population,
+)
 from sdclab.randomness import make_rng
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-GENERATOR_VERSION = "1.0"
-"""Bumped whenever a change alters the output for a given seed."""
+GENERATOR_VERSION = "1.1"
+"""Bumped whenever a change alters the output for a given seed. 1.1 added the detailed race and
+Hispanic origin columns; every column of 1.0 is unchanged for every seed."""
 
 # =============================================================================================
 # Targets: published 2010 national figures (and one design assumption), with test tolerances
@@ -404,7 +411,18 @@ RACE_PROPENSITY = {
 HISPANIC_SOR_BOOST = 4.0
 """Among Hispanic persons of two or more races, combinations with 'some other race' weigh more."""
 
-STAGES = ("households", "geography", "people", "race", "tenure", "vacancy")
+# Detailed race and Hispanic origin (SafeTab-H); code lists and frequencies in sdclab.schema.
+EXTRA_RACE_CODE_COUNTS = (0.85, 0.11, 0.03, 0.01)
+"""P(a person reports 0, 1, 2 or 3 detailed race codes beyond one per major race), e.g. German and
+Irish; each extra code goes to one of the person's major races (at most DETAILED_RACE_MAX codes in
+all). A design assumption of the right order: multiple ancestries are common among whites."""
+DETAILED_SHARED_IN_HOUSEHOLD = 0.95
+"""P(a household member whose race bitmask equals the householder's takes the householder's
+detailed race codes, and, if both are Hispanic, the householder's Hispanic origin)."""
+
+STAGES = ("households", "geography", "people", "race", "tenure", "vacancy", "detailed_race")
+"""The child streams, in spawn order. New stages go at the end: SeedSequence children are keyed by
+their index, so appending a stage leaves every earlier stream (and column) unchanged."""
 
 
 # =============================================================================================
@@ -433,7 +451,10 @@ def synthesize(n_persons: int, seed: int | None = None) -> tuple[Population, dic
     race, hispanic = draw_race_ethnicity(streams["race"], plan, units, unit_block, people)
     tenure = draw_tenure(streams["tenure"], units, people)
     vacant_block = draw_vacant_units(streams["vacancy"], plan, units, unit_block)
-    population = assemble(plan, units, unit_block, people, race, hispanic, tenure, vacant_block)
+    detailed = draw_detailed_race(streams["detailed_race"], units, people, race, hispanic)
+    population = assemble(
+        plan, units, unit_block, people, race, hispanic, tenure, vacant_block, detailed
+    )
     return population, build_report(population, n, seed)
 
 
@@ -1043,6 +1064,129 @@ def rake(seed_matrix: FloatArray, row_totals: FloatArray, column_totals: FloatAr
 
 
 # =============================================================================================
+# Stage 7: detailed race codes and Hispanic origin (drawn last, from their own stream)
+# =============================================================================================
+
+
+@dataclass(frozen=True)
+class DetailedRace:
+    """Detailed race codes (persons × DETAILED_RACE_MAX, 0 = empty slot) and Hispanic origin."""
+
+    codes: npt.NDArray[np.int16]
+    origin: IntArray
+
+
+def detailed_code_tables() -> tuple[IntArray, FloatArray]:
+    """Every distribution a detailed race code is drawn from, as rows of a codes table and a
+    probability table (padded with probability 0).
+
+    Row ``12·extra + 2·group + hispanic``: the codes of major race ``group`` (bit index) for a
+    person's first code in that race (``extra`` 0) or an extra one (1), for a non-Hispanic (0) or
+    Hispanic (1) person. Non-Hispanic persons never draw a Hispanic write-in; an extra code is
+    never the 'no detail' code (the first of each list).
+    """
+    n_groups = len(schema.RACE_NAMES)
+    width = max(len(codes) for codes in schema.DETAILED_RACE.values())
+    codes_table = np.zeros((4 * n_groups, width), dtype=np.int64)
+    probabilities = np.zeros((4 * n_groups, width))
+    for group, name in enumerate(schema.RACE_NAMES):
+        codes = schema.DETAILED_RACE[name]
+        for extra in (0, 1):
+            for hispanic in (0, 1):
+                row = 2 * n_groups * extra + 2 * group + hispanic
+                weight = np.array([c.frequency for c in codes])
+                if not hispanic:
+                    weight[[c.hispanic_write_in for c in codes]] = 0.0
+                if extra:
+                    weight[0] = 0.0
+                codes_table[row, : len(codes)] = [c.code for c in codes]
+                probabilities[row, : len(codes)] = weight / weight.sum()
+    return codes_table, probabilities
+
+
+def draw_detailed_race(
+    rng: np.random.Generator,
+    units: OccupiedUnits,
+    people: People,
+    race: IntArray,
+    hispanic: IntArray,
+) -> DetailedRace:
+    """Detailed race codes consistent with each race bitmask, and Hispanic origin consistent with
+    ``hispanic``.
+
+    Household members with the householder's race and Hispanic origin mostly copy the
+    householder's codes and origin (DETAILED_SHARED_IN_HOUSEHOLD). Everybody else gets one code
+    per major race of the bitmask, in bit order (with the frequencies of schema.DETAILED_RACE;
+    Hispanic write-ins only for Hispanic persons), then sometimes extra codes
+    (EXTRA_RACE_CODE_COUNTS) in one of their races: none where that race has no detail, repeats
+    dropped, at most DETAILED_RACE_MAX in all, each placed after the codes of its race. Hispanic
+    persons draw an origin from schema.HISPANIC_ORIGINS. Uses only ``rng``, so the other columns
+    do not depend on this stage.
+    """
+    n = len(race)
+    width = schema.DETAILED_RACE_MAX
+    n_races = len(schema.RACE_NAMES)
+    is_hispanic = hispanic == 1
+    head = units.starts[people.unit]
+    share = (people.relationship >= 1) & (people.relationship <= 4)
+    share &= (race == race[head]) & (hispanic == hispanic[head])
+    share &= rng.random(n) < DETAILED_SHARED_IN_HOUSEHOLD
+    own = np.flatnonzero(~share)
+    own_race, own_hispanic = race[own], hispanic[own].astype(np.int64)
+    n_groups = schema.race_bit_count(own_race)
+    codes_table, probabilities = detailed_code_tables()
+
+    person = np.repeat(np.arange(len(own)), n_groups)
+    slot = np.arange(len(person)) - np.repeat(np.cumsum(n_groups) - n_groups, n_groups)
+    table_row = 2 * nth_set_bit(own_race[person], slot) + own_hispanic[person]
+    slots = np.zeros((len(own), width), dtype=np.int64)
+    slots[person, slot] = codes_table[table_row, sample_rows(rng, probabilities, table_row)]
+
+    filled = n_groups.copy()
+    n_extra = sample_pmf(rng, np.asarray(EXTRA_RACE_CODE_COUNTS), len(own))
+    for round_ in range(1, len(EXTRA_RACE_CODE_COUNTS)):
+        rows = np.flatnonzero(n_extra >= round_)
+        pick = (rng.random(len(rows)) * n_groups[rows]).astype(np.int64)
+        group = nth_set_bit(own_race[rows], pick)
+        table_row = 2 * n_races + 2 * group + own_hispanic[rows]
+        extra = codes_table[table_row, sample_rows(rng, probabilities, table_row)]
+        held = slots[rows]
+        no_detail = np.any(held == ((group + 1) * schema.DETAILED_RACE_BASE)[:, None], axis=1)
+        keep = ~no_detail & ~np.any(held == extra[:, None], axis=1) & (filled[rows] < width)
+        rows, extra = rows[keep], extra[keep]
+        slots[rows, filled[rows]] = extra
+        filled[rows] += 1
+
+    mixed = np.flatnonzero((filled > n_groups) & (n_groups > 1))
+    key = np.where(slots[mixed] == 0, n_races + 1, slots[mixed] // schema.DETAILED_RACE_BASE)
+    order = np.argsort(key, axis=1, kind="stable")
+    slots[mixed] = np.take_along_axis(slots[mixed], order, axis=1)
+
+    codes = np.zeros((n, width), dtype=np.int16)
+    codes[own] = slots
+    codes[share] = codes[head[share]]  # householders are never copies
+
+    origin = np.zeros(n, dtype=np.int64)
+    drawn = np.flatnonzero(is_hispanic & ~share)
+    origin_codes = np.array([c.code for c in schema.HISPANIC_ORIGINS], dtype=np.int64)
+    origin_pmf = np.array([c.frequency for c in schema.HISPANIC_ORIGINS])
+    origin[drawn] = origin_codes[sample_pmf(rng, origin_pmf, len(drawn))]
+    origin[share] = origin[head[share]]
+    return DetailedRace(codes=codes, origin=origin)
+
+
+def nth_set_bit(mask: IntArray, nth: IntArray) -> IntArray:
+    """Index of the ``nth`` (0-based) set bit of each race bitmask."""
+    out = np.zeros(len(mask), dtype=np.int64)
+    seen = np.zeros(len(mask), dtype=np.int64)
+    for bit in range(len(schema.RACE_NAMES)):
+        here = ((mask >> bit) & 1).astype(bool)
+        out[here & (seen == nth)] = bit
+        seen += here
+    return out
+
+
+# =============================================================================================
 # Stage 5: tenure
 # =============================================================================================
 
@@ -1105,8 +1249,10 @@ def assemble(
     hispanic: IntArray,
     tenure: IntArray,
     vacant_block: IntArray,
+    detailed: DetailedRace,
 ) -> Population:
-    """Contract frames: units ordered by block (occupied first), ids 0.. in that order."""
+    """Contract frames: units ordered by block (occupied first), ids 0.. in that order; persons
+    carry the optional detailed race and Hispanic origin columns."""
     all_block = np.concatenate([unit_block, vacant_block])
     is_vacant = np.concatenate([np.zeros(len(unit_block), bool), np.ones(len(vacant_block), bool)])
     order = np.lexsort((is_vacant, all_block))
@@ -1141,6 +1287,12 @@ def assemble(
             "hispanic": hispanic.astype(np.int8),
         },
         schema={spec.name: spec.dtype for spec in PERSONS},
+    ).with_columns(
+        *[
+            pl.Series(name, detailed.codes[:, i], dtype=pl.Int16).replace(0, None)
+            for i, name in enumerate(RACE_CODE_COLUMNS)
+        ],
+        pl.Series(HISPANIC_ORIGIN.name, detailed.origin, dtype=pl.Int16),
     )
     return Population(persons=person_frame, units=unit_frame)
 
