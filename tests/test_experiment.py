@@ -41,6 +41,9 @@ settings = { ptable = "maxent", bound = 3, variance = 2 }
 name = "geometric"
 settings = { epsilon = "8" }
 
+[[mechanisms]]
+name = "safetab_h"
+
 [attacks]
 workers = 1
 attackers = ["census", "commercial"]
@@ -58,6 +61,7 @@ def test_experiment_file_round_trip(tmp_path):
         "topdown-pl94",
         "cellkey",
         "geometric",
+        "safetab_h",
     ]
     assert experiment.population.persons == 3000
     assert Experiment.model_validate(experiment.model_dump()) == experiment
@@ -123,6 +127,9 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
     assert "Cell key method: cellkey" in report and "Choosing (D, V)" in report
     assert "block" in results["mechanisms"]["geometric"]["tails"]
     assert "Tails of per-cell noise: geometric" in report
+    safetab = results["mechanisms"]["safetab_h"]
+    assert safetab["group_accuracy"] and "Population-group tables: safetab_h" in report
+    assert "no person tables" in safetab["reidentification"]["census"]["not_applicable"]
     assert results["steps"]["reused"] == []
 
     second = runner.invoke(app, ["run", str(path), "--out", str(out)])

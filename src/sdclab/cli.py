@@ -287,6 +287,8 @@ def evaluate(
     }
     if rel.mechanism == "geometric":
         metrics["tails"] = ev.noise_tails(rel, population)
+    if rel.group_tables is not None:
+        metrics["group_accuracy"] = ev.group_accuracy(rel, population)
     persons = rel.person_microdata
     if persons is not None and ev.has_person_attributes(persons):
         metrics["microdata_agreement"] = ev.agreement(persons, population)
@@ -404,11 +406,12 @@ def demo(
         census = entry["reidentification"]["census"].get("reconstruction", {}).get("nonmodal")
         budget = entry["specification"]["budget"]
         guarantee = budget["summary"] if "epsilon" in budget or "rho" in budget else "none"
-        mae = entry["accuracy_by_level"]["block"]["mean_mae"]
+        block = entry["accuracy_by_level"].get("block")
+        mae = "–" if block is None else f"{block['mean_mae']:.3f}"
         precision = (
             "not applicable" if census is None else f"{100 * (census['precision'] or 0):.1f}%"
         )
-        typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9.3f}  {precision}")
+        typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9}  {precision}")
     typer.echo(f"done in {time.perf_counter() - start:.0f} s")
     typer.echo(f"report: {(out / 'report.html').resolve()}")
 

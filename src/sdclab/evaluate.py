@@ -398,3 +398,39 @@ def _published(release: Release, name: str, level: str, codes: np.ndarray) -> np
     out = np.zeros((len(codes), CATALOG[name].n_cells), dtype=np.int64)
     out[rows, frame["cell"].to_numpy()] = frame["count"].fill_null(0).to_numpy()
     return out
+
+
+def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
+    """Error of a SafeTab-H release's measured and derived cells, by geography and iteration
+    level: mean absolute error, and the share of measured cells within their 95% margin."""
+    from sdclab.mechanisms.safetab_h import (
+        REGION_TYPES,
+        SafeTabHParameters,
+        margin_of_error,
+        stability,
+        true_cells,
+    )
+
+    params = SafeTabHParameters.model_validate(release.parameters)
+    groups = params.groups()
+    cells = true_cells(truth, release).with_columns(error=pl.col("count") - pl.col("true"))
+    region_of = {level: region for region, level in REGION_TYPES.items()}
+    rows = []
+    for (level, it_level), part in cells.group_by("level", "iteration_level", maintain_order=True):
+        level, it_level = str(level), int(str(it_level))
+        moe = margin_of_error(params.rho(region_of[level], it_level), stability(groups, it_level))
+        derived = part["derived"].to_numpy()
+        error = np.abs(part["error"].to_numpy())
+        rows.append(
+            {
+                "level": level,
+                "iteration_level": it_level,
+                "groups": part.select("geoid", "iteration").unique().height,
+                "measured_cells": int((~derived).sum()),
+                "mae_measured": float(error[~derived].mean()) if (~derived).any() else None,
+                "mae_derived": float(error[derived].mean()) if derived.any() else None,
+                "moe": moe,
+                "within_moe": float((error[~derived] <= moe).mean()) if (~derived).any() else None,
+            }
+        )
+    return rows

@@ -229,6 +229,13 @@ class Runner:
                 entry["microdata_agreement"] = ev.agreement(persons, truth)
             if m.name == "geometric":
                 entry["tails"] = ev.noise_tails(release, truth)
+            if release.group_tables is not None:
+                entry["group_accuracy"] = ev.group_accuracy(release, truth)
+            if attacks.reconstruct and not release.tables:
+                reason = "the release publishes no person tables to reconstruct from"
+                entry["reidentification"] = {
+                    a: {"not_applicable": reason} for a in attacks.attackers
+                }
             if m.name == "cellkey":
                 risk_digest = _digest("ckm-risk", rel_digest)
 
@@ -237,7 +244,7 @@ class Runner:
 
                 risk_dir = self.step(f"ckm-risk:{m.title}", risk_digest, make_risk)
                 entry["ckm_risk"] = json.loads((risk_dir / "metrics.json").read_text())
-            if attacks.reconstruct:
+            if attacks.reconstruct and release.tables:
                 rec_digest = _digest(
                     "reconstruction",
                     rel_digest,
@@ -326,6 +333,7 @@ DEMO = Experiment.model_validate(
                 "seed": 6,
             },
             {"name": "geometric", "settings": {"epsilon": "8"}, "seed": 7},
+            {"name": "safetab_h", "seed": 8},
         ],
         "attacks": {
             "reconstruct": True,

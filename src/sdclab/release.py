@@ -38,6 +38,8 @@ RELEASE_FILE = "release.json"
 GEOGRAPHY_FILE = "geography.parquet"
 MDF_FILE = "microdata/persons.parquet"
 MEASUREMENTS_FILE = "measurements.parquet"
+GROUP_TABLES_FILE = "groups.parquet"
+GROUP_TOTALS_FILE = "t01001.parquet"
 MEASUREMENT_COLUMNS = ["level", "geoid", "query", "cell", "noisy", "variance"]
 
 
@@ -59,6 +61,12 @@ class Release:
     attributes, no units."""
     measurements: pl.DataFrame | None = None
     """Noisy measurements a mechanism publishes: level, geoid, query, cell, noisy, variance."""
+    group_tables: pl.DataFrame | None = None
+    """Population-group tables (SafeTab-H): level, geoid, iteration_level, iteration, table,
+    cell, count, derived."""
+    group_totals: pl.DataFrame | None = None
+    """Published population-group totals (a noisy T01001): level, geoid, iteration_level,
+    iteration, count."""
 
     @property
     def person_microdata(self) -> pl.DataFrame | None:
@@ -89,6 +97,8 @@ class Release:
             "microdata": self.microdata is not None,
             "mdf": None if self.mdf is None else self.mdf.columns,
             "measurements": self.measurements is not None,
+            "group_tables": self.group_tables is not None,
+            "group_totals": self.group_totals is not None,
             "notes": self.notes,
         }
 
@@ -188,6 +198,10 @@ def write_release(release: Release, out: Path, *, protect: tuple[Path, ...] = ()
             write_parquet(release.mdf, tmp / MDF_FILE)
         if release.measurements is not None:
             write_parquet(release.measurements, tmp / MEASUREMENTS_FILE)
+        if release.group_tables is not None:
+            write_parquet(release.group_tables, tmp / GROUP_TABLES_FILE)
+        if release.group_totals is not None:
+            write_parquet(release.group_totals, tmp / GROUP_TOTALS_FILE)
         write_json(release.metadata(), tmp / RELEASE_FILE)
 
 
@@ -220,6 +234,10 @@ def read_release(path: Path) -> Release:
                 f"{path / MEASUREMENTS_FILE}: columns {measurements.columns}, expected "
                 f"{MEASUREMENT_COLUMNS}"
             )
+    groups = {
+        key: _read_parquet(path / name) if meta.get(key) else None
+        for key, name in (("group_tables", GROUP_TABLES_FILE), ("group_totals", GROUP_TOTALS_FILE))
+    }
     return Release(
         mechanism=meta["mechanism"],
         parameters=meta["parameters"],
@@ -232,6 +250,8 @@ def read_release(path: Path) -> Release:
         notes=meta.get("notes", {}),
         mdf=mdf,
         measurements=measurements,
+        group_tables=groups["group_tables"],
+        group_totals=groups["group_totals"],
     )
 
 

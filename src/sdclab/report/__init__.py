@@ -251,6 +251,9 @@ def render_report(results: dict[str, Any]) -> str:
     )
     ckm = "".join(_ckm_section(t, e["ckm_risk"]) for t, e in mechs.items() if "ckm_risk" in e)
     ckm += "".join(_tails_section(t, e["tails"]) for t, e in mechs.items() if "tails" in e)
+    ckm += "".join(
+        _groups_section(t, e["group_accuracy"]) for t, e in mechs.items() if "group_accuracy" in e
+    )
     cards = "".join(
         f"<details><summary>{_esc(t)}: specification card</summary><pre>"
         f"{_esc(_card_text(e['specification']))}</pre></details>"
@@ -374,6 +377,26 @@ def _tails_section(title: str, tails: dict[str, Any]) -> str:
         f"<h2>Tails of per-cell noise: {_esc(title)}</h2><p>{_esc(note)}Each figure: expected "
         "(analytic) / sampled in this release. F and M are summed from P12's cells.</p>"
         f"<table>{head}{''.join(rows)}</table>"
+    )
+
+
+def _groups_section(title: str, rows: list[dict[str, Any]]) -> str:
+    """SafeTab-H: error of the population-group tables against their margins of error."""
+    head = (
+        "<tr><th>geography</th><th>iteration level</th><th>groups</th><th>measured cells</th>"
+        "<th>MAE measured</th><th>MAE derived</th><th>95% MOE</th><th>within MOE</th></tr>"
+    )
+    body = "".join(
+        f"<tr><td>{_esc(r['level'])}</td><td>{r['iteration_level']}</td><td>{r['groups']}</td>"
+        f"<td>{r['measured_cells']}</td><td>{_number(r['mae_measured'])}</td>"
+        f"<td>{_number(r['mae_derived'])}</td><td>{r['moe']}</td><td>{_pct(r['within_moe'])}</td>"
+        "</tr>"
+        for r in rows
+    )
+    return (
+        f"<h2>Population-group tables: {_esc(title)}</h2><p>Household type (T03) and tenure (T04) "
+        "by detailed race and ethnicity; each group's detail chosen by its size.</p>"
+        f"<table>{head}{body}</table>"
     )
 
 
