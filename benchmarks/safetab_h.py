@@ -48,7 +48,8 @@ from tmlt.analytics import AddMaxRows, KeySet, QueryBuilder, RhoZCDPBudget, Sess
 
 folder, s = sys.argv[1], int(sys.argv[2])
 spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false") \
-    .config("spark.driver.memory", "8g").getOrCreate()
+    .config("spark.driver.memory", "8g").config("spark.sql.warehouse.dir", folder + "/warehouse") \
+    .getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 plan = json.load(open(f"{folder}/plan.json"))
 seconds, cells = {}, 0
@@ -118,8 +119,12 @@ def workload(population, params: SafeTabHParameters, folder: Path) -> int:
             keys.write_parquet(folder / f"{name}-keys.parquet")
             rho = float(params.rho(lc.region, lc.level))
             plan.append(
-                {"name": name, "rows": f"{name}-rows.parquet", "keys": f"{name}-keys.parquet",
-                 "rho": rho}
+                {
+                    "name": name,
+                    "rows": f"{name}-rows.parquet",
+                    "keys": f"{name}-keys.parquet",
+                    "rho": rho,
+                }
             )
             total += keys.height
     (folder / "plan.json").write_text(json.dumps(plan))
@@ -146,6 +151,7 @@ def main() -> None:
             capture_output=True,
             text=True,
             env=env,
+            cwd=tmp,
         )
     peer = json.loads(done.stdout.strip().splitlines()[-1])
     print(
