@@ -564,7 +564,9 @@ def card(p: SafeTabHParameters) -> SpecCard:
         "that select each group's detail are not protected; an end-to-end guarantee must compose "
         "SafeTab-P's budget."
         if p.t01001 == "exact"
-        else f"T01001 is measured here with rho = {float(p.t01001_rho):g} (included in the total)."
+        else f"T01001 is measured here with rho = {float(p.t01001_rho):g} per person (included in "
+        "the total as one person's; a whole household of k persons costs k² times that, by group "
+        "privacy)."
     )
     return SpecCard(
         mechanism="safetab_h",
