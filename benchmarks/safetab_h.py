@@ -32,7 +32,9 @@ from sdclab.mechanisms.safetab_h import (
     PRODUCTION_THRESHOLDS,
     REGION_TYPES,
     SafeTabHParameters,
+    iterations,
     level_counts,
+    person_codes,
     stability,
 )
 from sdclab.population.synth import synthesize
@@ -91,9 +93,12 @@ def workload(population, params: SafeTabHParameters, folder: Path) -> int:
         "T04": population.units.get_column("tenure").to_numpy()[households].astype(np.int64),
     }
     blocks = population.unit_block_index[households]
+    race, origin = person_codes(population)
+    head = population.householder_row[households]
+    members = {lv: iterations(groups, lv, race[head], origin[head]) for lv in (1, 2)}
     plan, total = [], 0
     for lc in level_counts(population, groups):
-        member = lc.households.membership.tocoo()
+        member = members[lc.level].membership.tocoo()
         geo = population.geography.units(lc.geo_level)[1][blocks[member.row]]
         geoids = geoid_strings(population.geography.codes(lc.geo_level), lc.geo_level)
         present = np.argwhere(lc.t01001 > 0)
@@ -102,16 +107,14 @@ def workload(population, params: SafeTabHParameters, folder: Path) -> int:
             rows = pl.DataFrame(
                 {
                     "geoid": geoids.gather(geo),
-                    "iteration": pl.Series(lc.households.codes).gather(member.col),
+                    "iteration": pl.Series(lc.codes).gather(member.col),
                     "cell": values[table][member.row],
                 }
             )
             keys = pl.DataFrame(
                 {
                     "geoid": geoids.gather(np.repeat(present[:, 0], len(cells))),
-                    "iteration": pl.Series(lc.households.codes).gather(
-                        np.repeat(present[:, 1], len(cells))
-                    ),
+                    "iteration": pl.Series(lc.codes).gather(np.repeat(present[:, 1], len(cells))),
                     "cell": np.tile(np.array(cells, dtype=np.int64), len(present)),
                 }
             )

@@ -38,6 +38,7 @@ from sdclab.geography import Geography, geoid_strings, parse_geoids
 from sdclab.mechanisms.base import MechanismEntry, Parameters
 from sdclab.population import Population
 from sdclab.release import Release
+from sdclab.tables.tabulate import level_step
 
 IntArray = npt.NDArray[np.int64]
 
@@ -306,11 +307,6 @@ def variant(counts: npt.NDArray[np.float64], thresholds: tuple[int, ...]) -> Int
     return (counts[..., None] >= np.asarray(thresholds)).sum(axis=-1).astype(np.int64)
 
 
-def _geo(geography: Geography, level: str, blocks: IntArray) -> tuple[IntArray, int]:
-    """Geounit index at ``level`` of records in ``blocks`` and the number of geounits."""
-    return geography.units(level)[1][blocks], geography.n_units(level)
-
-
 @dataclass(frozen=True)
 class LevelCounts:
     """True counts at one iteration level and region type: T01001 and, per table, the household
@@ -319,15 +315,46 @@ class LevelCounts:
     level: int
     region: str
     geo_level: str
-    persons: Iterations
-    households: Iterations
+    codes: list[str]
+    """The level's iteration codes (the columns of the count matrices)."""
     t01001: IntArray
     by_value: dict[str, dict[int, IntArray]]
 
 
+CODE_BITS = 13
+"""Detailed race codes are below 2¹³ (and Hispanic origins below 2⁸): four codes and an origin
+pack into one int64, the other four into a second."""
+
+
+def combinations(
+    race: npt.NDArray[np.int16], origin: IntArray
+) -> tuple[IntArray, npt.NDArray[np.int16], IntArray]:
+    """The distinct (race codes, origin) combinations of the records: each record's combination,
+    and the combinations' codes and origins. Few thousand combinations stand for a million
+    records, so iterations are worked out per combination."""
+    codes = race.astype(np.int64)
+    low = origin.astype(np.int64)
+    high = np.zeros(len(codes), dtype=np.int64)
+    for slot in range(4):
+        low = (low << CODE_BITS) | codes[:, slot]
+        high = (high << CODE_BITS) | codes[:, slot + 4]
+    frame = pl.DataFrame({"low": low, "high": high})
+    unique = frame.unique(maintain_order=True).with_row_index("id")
+    ids = frame.join(unique, on=["low", "high"], how="left", maintain_order="left")["id"]
+    packed = unique.select("low", "high").to_numpy()
+    mask = (1 << CODE_BITS) - 1
+    shifts = CODE_BITS * np.arange(3, -1, -1)
+    race_unique = np.concatenate(
+        [(packed[:, [0]] >> shifts) & mask, (packed[:, [1]] >> shifts) & mask], axis=1
+    ).astype(np.int16)
+    origin_unique = (packed[:, 0] >> (4 * CODE_BITS)).astype(np.int64)
+    return ids.to_numpy().astype(np.int64), race_unique, origin_unique
+
+
 def level_counts(population: Population, groups: tuple[Group, ...]) -> list[LevelCounts]:
-    """The true counts behind every table SafeTab-H measures (sparse products, no loops over
-    records)."""
+    """The true counts behind every table SafeTab-H measures: records are counted by tract and
+    combination of codes, combinations are mapped to iterations, tracts summed up to the nation
+    (sparse products, no loops over records)."""
     race, origin = person_codes(population)
     households = np.flatnonzero(population.household_type > 0)
     h_rows = population.householder_row[households]
@@ -335,33 +362,58 @@ def level_counts(population: Population, groups: tuple[Group, ...]) -> list[Leve
         "T03": population.household_type[households].astype(np.int64),
         "T04": population.units.get_column("tenure").to_numpy()[households].astype(np.int64),
     }
-    h_blocks = population.unit_block_index[households]
+    geography = population.geography
+    tract = geography.units("tract")[1]
+    n_tracts = geography.n_units("tract")
+    p_ids, p_race, p_origin = combinations(race, origin)
+    h_ids, h_race, h_origin = combinations(race[h_rows], origin[h_rows])
+    p_tract = tract[population.person_block_index]
+    h_tract = tract[population.unit_block_index[households]]
+    persons = _counts(p_tract, p_ids, n_tracts, len(p_race))
+    by_combination = {
+        table: {
+            int(v): _counts(h_tract[vals == v], h_ids[vals == v], n_tracts, len(h_race))
+            for v in np.unique(vals)
+        }
+        for table, vals in values.items()
+    }
+    steps = {lv: level_step(geography, lv) for lv in ("county", "state", "nation")}
+
+    def up(by_tract: sp.csr_matrix) -> dict[str, IntArray]:
+        """Counts at every region's level from the tract counts."""
+        out = {"tract": by_tract}
+        for lv, below in (("county", "tract"), ("state", "county"), ("nation", "state")):
+            out[lv] = (steps[lv] @ out[below]).tocsr()
+        return {lv: m.toarray() for lv, m in out.items()}
+
     out = []
     for level in (1, 2):
-        person_its = iterations(groups, level, race, origin)
-        household_its = iterations(groups, level, race[h_rows], origin[h_rows])
+        p_its = iterations(groups, level, p_race, p_origin)
+        h_its = iterations(groups, level, h_race, h_origin)
+        t01001 = up(persons @ p_its.membership)
+        by_value = {
+            table: {v: up(m @ h_its.membership) for v, m in counts.items()}
+            for table, counts in by_combination.items()
+        }
         for region, geo_level in REGION_TYPES.items():
-            p_geo, n_geo = _geo(population.geography, geo_level, population.person_block_index)
-            h_geo, _ = _geo(population.geography, geo_level, h_blocks)
-            by_value = {
-                table: {
-                    int(v): _counts(h_geo[vals == v], n_geo, household_its.membership[vals == v])
-                    for v in np.unique(vals)
-                }
-                for table, vals in values.items()
-            }
             out.append(
                 LevelCounts(
                     level,
                     region,
                     geo_level,
-                    person_its,
-                    household_its,
-                    _counts(p_geo, n_geo, person_its.membership),
-                    by_value,
+                    p_its.codes,
+                    t01001[geo_level],
+                    {t: {v: d[geo_level] for v, d in c.items()} for t, c in by_value.items()},
                 )
             )
     return out
+
+
+def _counts(rows: IntArray, columns: IntArray, n_rows: int, n_columns: int) -> sp.csr_matrix:
+    """Sparse counts of (row, column) pairs."""
+    return sp.csr_matrix(
+        (np.ones(len(rows), dtype=np.int64), (rows, columns)), shape=(n_rows, n_columns)
+    )
 
 
 TABLES = {"T03": (T3_VARIANTS, T3_DERIVED), "T04": (T4_VARIANTS, T4_DERIVED)}
@@ -457,7 +509,7 @@ def true_cells(population: Population, release: Release) -> pl.DataFrame:
             continue
         codes = population.geography.codes(lc.geo_level)
         geo = np.searchsorted(codes, parse_geoids(rows["geoid"], lc.geo_level))
-        column = {c: i for i, c in enumerate(lc.households.codes)}
+        column = {c: i for i, c in enumerate(lc.codes)}
         it = np.array([column[c] for c in rows["iteration"].to_list()], dtype=np.int64)
         truth = np.zeros(rows.height, dtype=np.int64)
         tables = rows["table"].to_numpy()
@@ -486,14 +538,6 @@ GROUP_SCHEMA = {
 """Columns of the published population-group tables."""
 
 
-def _counts(geo: IntArray, n_geo: int, membership: sp.csr_matrix) -> IntArray:
-    """geounits × iterations counts of records (geo: each record's geounit)."""
-    place = sp.csr_matrix(
-        (np.ones(len(geo), dtype=np.int64), (geo, np.arange(len(geo)))), shape=(n_geo, len(geo))
-    )
-    return (place @ membership).toarray()
-
-
 def _variant_frame(
     noisy: dict[int, IntArray],
     derived: set[int],
@@ -503,7 +547,7 @@ def _variant_frame(
     population: Population,
 ) -> pl.DataFrame:
     geoids = geoid_strings(population.geography.codes(lc.geo_level), lc.geo_level).gather(where[0])
-    names = pl.Series(lc.households.codes).gather(where[1])
+    names = pl.Series(lc.codes).gather(where[1])
     n = len(where[0])
     return pl.concat(
         [
@@ -531,7 +575,7 @@ def _group_frame(counts: IntArray, lc: LevelCounts, geography: Geography) -> pl.
             "level": pl.Series([lc.geo_level] * len(geo), dtype=pl.String),
             "geoid": geoid_strings(geography.codes(lc.geo_level), lc.geo_level).gather(geo),
             "iteration_level": pl.Series([lc.level] * len(geo), dtype=pl.Int8),
-            "iteration": pl.Series(lc.persons.codes).gather(it),
+            "iteration": pl.Series(lc.codes).gather(it),
             "count": pl.Series(counts[geo, it], dtype=pl.Int64),
         }
     )
