@@ -1,9 +1,16 @@
 """Executors for work that is independent per geounit (tracts, blocks, parents).
 
 ``run_tasks`` applies a picklable function to small payloads and returns the results in payload
-order, whatever the executor, so results never depend on the number of workers. Locally it uses a
-process pool (spawned processes: safe beside the thread pools of polars and HiGHS); with one worker
-it runs in-process. A progress bar is shown on a terminal and nothing in a pipe.
+order, whatever the executor, so results never depend on where or how many workers ran them:
+
+* ``local`` (default): a process pool of ``workers`` spawned processes (safe beside the thread
+  pools of polars and HiGHS); with one worker it runs in-process;
+* ``dask://HOST:PORT``: an existing Dask scheduler;
+* ``dask-local[:N]``: a Dask LocalCluster of N worker processes started for the run.
+
+A task that raises is run once more; if it fails again the run stops with :class:`TaskFailed`
+naming the task (its geounit) once the other tasks have finished. A progress bar is shown on a
+terminal and nothing in a pipe.
 """
 
 from __future__ import annotations
@@ -11,19 +18,74 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from typing import TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from sdclab.errors import InputError
+
 T = TypeVar("T")
 R = TypeVar("R")
+
+ATTEMPTS = 2
+"""A failing task is run at most this many times."""
 
 
 def default_workers() -> int:
     """All the cores this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where per-geounit tasks run: a local process pool or a Dask cluster."""
+
+    kind: Literal["local", "dask"] = "local"
+    workers: int | None = None
+    """Local: processes (default all cores); dask-local: worker processes of the LocalCluster."""
+    address: str | None = None
+    """Dask: the scheduler's address (None: start a LocalCluster)."""
+
+    @classmethod
+    def parse(cls, text: str | None, workers: int | None = None) -> Executor:
+        """``local``, ``dask://HOST:PORT`` or ``dask-local[:N]`` (None means local)."""
+        if text is None or text.strip() in ("", "local"):
+            return cls("local", workers)
+        text = text.strip()
+        if text.startswith("dask://"):
+            target = text.removeprefix("dask://")
+            host, _, port = target.rpartition(":")
+            if not host or not port.isdigit():
+                raise InputError(f"executor {text!r}: expected dask://HOST:PORT")
+            return cls("dask", workers, f"tcp://{target}")
+        if text == "dask-local" or text.startswith("dask-local:"):
+            count = text.removeprefix("dask-local").removeprefix(":")
+            if count and (not count.isdigit() or int(count) < 1):
+                raise InputError(f"executor {text!r}: expected dask-local or dask-local:N, N ≥ 1")
+            return cls("dask", int(count) if count else workers, None)
+        raise InputError(f"executor {text!r}: expected local, dask://HOST:PORT or dask-local[:N]")
+
+
+def as_executor(value: Executor | int | None) -> Executor:
+    """An executor from what callers pass: an Executor, a number of local workers, or None."""
+    if isinstance(value, Executor):
+        return value
+    return Executor("local", None if value is None else max(1, value))
+
+
+class TaskFailed(RuntimeError):
+    """A task failed on every attempt; the message names it."""
+
+    def __init__(self, label: str, name: str, error: BaseException) -> None:
+        super().__init__(
+            f"{label}: task {name} failed {ATTEMPTS} times: {type(error).__name__}: {error}"
+        )
+        self.name = name
+        self.error = error
 
 
 def _progress(label: str, total: int) -> Progress | None:
@@ -39,46 +101,137 @@ def _progress(label: str, total: int) -> Progress | None:
 def run_tasks(
     fn: Callable[[T], R],
     payloads: Sequence[T],
-    workers: int | None = None,
+    workers: Executor | int | None = None,
     label: str = "working",
     sizes: Sequence[float] | None = None,
+    names: Sequence[str] | None = None,
 ) -> list[R]:
-    """``[fn(p) for p in payloads]``, in parallel on ``workers`` processes (default: all cores).
+    """``[fn(p) for p in payloads]`` on the executor (``workers``: an :class:`Executor`, a number
+    of local processes, or None for all local cores), results in payload order.
 
-    With ``sizes`` (expected cost of each payload) the largest are started first, so that one
-    big task does not finish alone at the end; results still come back in payload order.
+    With ``sizes`` (expected cost of each payload) the largest are started first, so that one big
+    task does not finish alone at the end. ``names`` (e.g. geocodes) name failed tasks.
     """
-    workers = default_workers() if workers is None else max(1, workers)
+    executor = as_executor(workers)
     if not payloads:
         return []
-    if sizes is not None and workers > 1:
-        order = sorted(range(len(payloads)), key=lambda i: -sizes[i])
-        done = run_tasks(fn, [payloads[i] for i in order], workers, label)
-        back: list[R] = [done[0]] * len(done)
-        for position, i in enumerate(order):
-            back[i] = done[position]
-        return back
+    names = list(names) if names is not None else [f"#{i}" for i in range(len(payloads))]
+    order = list(range(len(payloads)))
+    if sizes is not None:
+        order.sort(key=lambda i: -sizes[i])
+    results: dict[int, R] = {}
+    failures: list[tuple[int, BaseException]] = []
     progress = _progress(label, len(payloads))
-    results: list[R] = []
     if progress is not None:
         progress.start()
     try:
-        if workers == 1 or len(payloads) <= 1:
-            for payload in payloads:
-                results.append(fn(payload))
-                _advance(progress)
-        else:
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-                for result in pool.map(fn, payloads, chunksize=1):
-                    results.append(result)
-                    _advance(progress)
+        run = _run_dask if executor.kind == "dask" else _run_local
+        for index, outcome in run(fn, payloads, order, executor):
+            if isinstance(outcome, _Failure):
+                failures.append((index, outcome.error))
+            else:
+                results[index] = outcome
+            if progress is not None:
+                progress.advance(progress.task_ids[0])
     finally:
         if progress is not None:
             progress.stop()
-    return results
+    if failures:
+        index, error = min(failures, key=lambda f: f[0])
+        raise TaskFailed(label, names[index], error) from error
+    return [results[i] for i in range(len(payloads))]
 
 
-def _advance(progress: Progress | None) -> None:
-    if progress is not None:
-        progress.advance(progress.task_ids[0])
+@dataclass(frozen=True)
+class _Failure:
+    error: BaseException
+
+
+def _attempt(fn: Callable[[T], R], payload: T) -> R | _Failure:
+    """``fn(payload)``, run again once if it raises; the last error if both attempts fail."""
+    error: BaseException | None = None
+    for _ in range(ATTEMPTS):
+        try:
+            return fn(payload)
+        except Exception as exc:  # a task's failure is reported, not fatal to the others
+            error = exc
+    assert error is not None
+    return _Failure(error)
+
+
+def _run_local(
+    fn: Callable[[T], R], payloads: Sequence[T], order: list[int], executor: Executor
+) -> Iterator[tuple[int, R | _Failure]]:
+    workers = executor.workers or default_workers()
+    if workers == 1 or len(payloads) == 1:
+        for i in order:
+            yield i, _attempt(fn, payloads[i])
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        pending: dict[Future[Any], tuple[int, int]] = {}
+        for i in order:
+            pending[pool.submit(fn, payloads[i])] = (i, 1)
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                i, attempt = pending.pop(future)
+                error = future.exception()
+                if error is None:
+                    yield i, future.result()
+                elif attempt < ATTEMPTS:
+                    pending[pool.submit(fn, payloads[i])] = (i, attempt + 1)
+                else:
+                    yield i, _Failure(error)
+
+
+@contextmanager
+def dask_client(executor: Executor) -> Iterator[Any]:
+    """A Dask client on the executor's scheduler, or on a LocalCluster started (and stopped)
+    for the run."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise InputError(
+            "the dask executors need `distributed` (pip install 'sdclab[dask]')"
+        ) from None
+    if executor.address is not None:
+        try:
+            client = Client(executor.address, timeout=10)
+        except OSError as exc:
+            raise InputError(f"cannot reach the Dask scheduler {executor.address}: {exc}") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    workers = executor.workers or default_workers()
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=40,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+def _run_dask(
+    fn: Callable[[T], R], payloads: Sequence[T], order: list[int], executor: Executor
+) -> Iterator[tuple[int, R | _Failure]]:
+    from distributed import as_completed
+
+    with dask_client(executor) as client:
+        futures = {
+            client.submit(fn, payloads[i], pure=False, retries=ATTEMPTS - 1, priority=-rank): i
+            for rank, i in enumerate(order)
+        }
+        for future in as_completed(futures):
+            i = futures[future]
+            if future.status == "error":
+                yield i, _Failure(future.exception())
+            else:
+                yield i, future.result()
