@@ -17,6 +17,7 @@ from sdclab.attacks.reconstruction import reconstruct, release_counts, stacked_q
 from sdclab.attacks.variability import solution_variability
 from sdclab.cli import app
 from sdclab.evaluate import agreement, block_agebin_agreement
+from sdclab.execution import Executor
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.population.synth import synthesize
 from sdclab.release import exact_release
@@ -173,12 +174,13 @@ def test_noisy_release_reconstructs_with_reported_deviation():
     assert abs(recon.persons.height - population.n_persons) < 0.05 * population.n_persons
 
 
-def test_results_do_not_depend_on_the_number_of_workers():
+def test_results_do_not_depend_on_the_number_of_workers_or_the_executor():
     population, _ = synthesize(6_000, seed=4)
     release = exact_release(population)
     one = reconstruct(release, workers=1, seed=5).persons
     two = reconstruct(release, workers=2, seed=5).persons
-    assert one.equals(two)
+    dask = reconstruct(release, workers=Executor.parse("dask-local:2"), seed=5).persons
+    assert one.equals(two) and one.equals(dask)
 
 
 def test_release_without_block_tables_is_an_input_error():

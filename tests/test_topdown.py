@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from sdclab import accounting, schema
+from sdclab.execution import Executor
 from sdclab.geography import LEVELS, geoid_strings
 from sdclab.mechanisms import run
 from sdclab.mechanisms.topdown import product_tables, topdown, unit_counts
@@ -249,14 +250,16 @@ def test_huge_budget_returns_the_truth():
     assert (out.histograms["block"] != truth).nnz == 0
 
 
-def test_one_and_two_workers_give_identical_output():
+def test_one_and_two_workers_and_dask_give_identical_output():
     population = two_state_population(4_000, seed=7)
     outs = [
         topdown(population, PRODUCTS["pl94"], PRODUCTION, np.random.default_rng(4), workers=w)
-        for w in (1, 2)
+        for w in (1, 2, Executor.parse("dask-local:2"))
     ]
-    assert (outs[0].histograms["block"] != outs[1].histograms["block"]).nnz == 0
-    assert outs[0].measurements.equals(outs[1].measurements)
+    for other in outs[1:]:
+        for level in ("county", "tract", "block"):
+            assert (outs[0].histograms[level] != other.histograms[level]).nnz == 0
+        assert outs[0].measurements.equals(other.measurements)
 
 
 def test_county_and_tract_totals_are_as_accurate_as_the_noise():

@@ -159,6 +159,10 @@ def reconstruct(
     workers: Annotated[
         int | None, typer.Option(min=1, help="Processes (default: all cores).")
     ] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(help="local (default), dask://HOST:PORT or dask-local[:N]."),
+    ] = None,
     variability: Annotated[
         bool, typer.Option("--variability", help="Also compute solution variability per block.")
     ] = False,
@@ -174,8 +178,11 @@ def reconstruct(
     from sdclab.release import read_release
 
     check_replaceable(out, METRICS_FILE, (release,))
+    from sdclab.execution import Executor
+
+    where = Executor.parse(executor, workers)
     rel = read_release(release)
-    result, figures, solvar = attack(rel, workers, seed, time_limit, variability)
+    result, figures, solvar = attack(rel, where, seed, time_limit, variability)
     metrics = {"release": str(release.resolve()), **figures, "workers": workers}
     write_reconstruction(out, result, metrics, solvar, protect=(release,))
     statuses = ", ".join(f"{k}: {v}" for k, v in metrics["statuses"].items())

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from sdclab import schema
 from sdclab.errors import InputError
-from sdclab.execution import run_tasks
+from sdclab.execution import Executor, run_tasks
 from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
 from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
@@ -397,14 +397,18 @@ def tract_problems(
 
 
 def reconstruct(
-    release: Release, workers: int | None = None, seed: int = 0, time_limit: float = TIME_LIMIT
+    release: Release,
+    workers: Executor | int | None = None,
+    seed: int = 0,
+    time_limit: float = TIME_LIMIT,
 ) -> Reconstruction:
     """Reconstruct block-level person records from a release's tables (and nothing else)."""
     problems = tract_problems(release, seed, time_limit)
     block_tables, tract_tables = person_tables(release)
     known = resolution(block_tables + tract_tables)
     sizes = [float(np.nansum(p.block_counts[:, 0])) for p in problems]
-    results = run_tasks(solve_tract, problems, workers, "reconstructing tracts", sizes)
+    names = [f"tract {p.tract:011d}" for p in problems]
+    results = run_tasks(solve_tract, problems, workers, "reconstructing tracts", sizes, names)
     block = np.concatenate([r.block for r in results]) if results else np.zeros(0, np.int64)
     cell = np.concatenate([r.cell for r in results]) if results else np.zeros(0, np.int64)
     count = np.concatenate([r.count for r in results]) if results else np.zeros(0, np.int64)

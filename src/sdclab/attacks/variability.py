@@ -43,7 +43,7 @@ from sdclab.attacks.reconstruction import (
     resolution,
     stacked_query,
 )
-from sdclab.execution import run_tasks
+from sdclab.execution import Executor, run_tasks
 from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
 from sdclab.release import Release
@@ -214,7 +214,7 @@ def variability_problems(
 def solution_variability(
     release: Release,
     reconstruction: Reconstruction,
-    workers: int | None = None,
+    workers: Executor | int | None = None,
     seed: int = 0,
     time_limit: float = 300.0,
 ) -> pl.DataFrame:
@@ -264,7 +264,7 @@ CDF_POINTS = (0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1)
 
 def attack(
     release: Release,
-    workers: int | None,
+    workers: Executor | int | None,
     seed: int,
     time_limit: float,
     with_variability: bool,

@@ -41,7 +41,7 @@ from pydantic import Field
 
 from sdclab import accounting, schema
 from sdclab.digest import frames_digest
-from sdclab.execution import run_tasks
+from sdclab.execution import Executor, run_tasks
 from sdclab.geography import LEVELS, Geography, geoid_strings
 from sdclab.mechanisms.base import MechanismEntry, Parameters
 from sdclab.mechanisms.topdown_strategy import (
@@ -76,6 +76,9 @@ class TopDownParameters(Parameters):
     strategy: Path | None = None
     measurements: bool = Field(True, description="write the noisy measurements file")
     workers: int | None = Field(None, ge=1)
+    executor: str | None = Field(
+        None, description="local (default), dask://HOST:PORT or dask-local[:N]"
+    )
     delta: float = Field(1e-10, gt=0, lt=1, description="δ at which (ε, δ) is also reported")
 
     def resolve(self) -> tuple[Product, Strategy]:
@@ -331,7 +334,7 @@ def topdown(
     strategy: Strategy,
     rng: np.random.Generator,
     *,
-    workers: int | None = None,
+    workers: Executor | int | None = None,
     keep_measurements: bool = True,
 ) -> TopDownRun:
     """Run TopDown on ``population``; the output is fully determined by ``rng``'s state."""
@@ -402,6 +405,7 @@ def topdown(
             workers,
             label=f"TopDown {below}",
             sizes=[len(t.support) * len(t.children) for t in tasks],
+            names=[f"{level} {codes[level][u]}" for u in parents],
         )
         for t, u, outcome in zip(tasks, parents, outcomes, strict=True):
             for kid, histogram in zip(children[level][u], outcome.histograms, strict=True):
@@ -566,7 +570,12 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
     """TopDown as a mechanism: population → release with MDF, tables and noisy measurements."""
     product, strategy = p.resolve()
     run = topdown(
-        population, product, strategy, rng, workers=p.workers, keep_measurements=p.measurements
+        population,
+        product,
+        strategy,
+        rng,
+        workers=Executor.parse(p.executor, p.workers),
+        keep_measurements=p.measurements,
     )
     _, omitted = product_tables(product)
     return Release(
