@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import cloudpickle
+import numpy as np
 import pytest
 
 from sdclab.errors import InputError
-from sdclab.execution import Executor, TaskFailed, run_tasks
+from sdclab.execution import Checkpoint, Executor, TaskFailed, run_tasks
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Dask workers cannot import tests
 
@@ -72,3 +74,60 @@ def test_a_task_failing_twice_is_reported_with_its_name(workers):
     names = [f"tract {i:06d}" for i in range(6)]
     with pytest.raises(TaskFailed, match="tract 000003 failed 2 times: ValueError"):
         run_tasks(broken, list(range(6)), workers, label="reconstructing", names=names)
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    value: int
+    share: float
+    cells: np.ndarray
+    extra: dict | None
+
+
+def counted(payload: tuple[int, str, bool]) -> Result:
+    """Leaves a marker per call (to count the calls) and fails for payload 3 while asked to."""
+    value, folder, fail = payload
+    (Path(folder) / f"call-{value}-{len(list(Path(folder).glob(f'call-{value}-*')))}").touch()
+    if fail and value == 3:
+        raise ValueError("three fails")
+    extra = {"a": np.arange(value)} if value % 2 else None
+    return Result(f"t{value}", value, value / 4, np.full(value, value), extra)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_checkpoint_keeps_finished_work_and_a_rerun_resumes(tmp_path, workers):
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    checkpoint = Checkpoint(tmp_path / "ck", "run-1", Result)
+    names = [f"tract {i}" for i in range(6)]
+    with pytest.raises(TaskFailed, match="tract 3"):
+        run_tasks(
+            counted,
+            [(i, str(calls), True) for i in range(6)],
+            workers,
+            names=names,
+            checkpoint=checkpoint,
+        )
+    assert len(list((tmp_path / "ck").glob("task-*.npz"))) == 5
+    before = len(list(calls.iterdir()))
+    results = run_tasks(
+        counted,
+        [(i, str(calls), False) for i in range(6)],
+        workers,
+        names=names,
+        checkpoint=checkpoint,
+    )
+    assert len(list(calls.iterdir())) == before + 1  # only the failed task ran again
+    assert [r.value for r in results] == list(range(6))
+    assert results[5].name == "t5" and results[5].share == 1.25
+    assert np.array_equal(results[5].extra["a"], np.arange(5)) and results[4].extra is None
+    assert np.array_equal(results[2].cells, [2, 2])
+    with pytest.raises(InputError, match="belongs to another run"):
+        run_tasks(
+            counted,
+            [(i, str(calls), False) for i in range(6)],
+            workers,
+            names=names,
+            checkpoint=Checkpoint(tmp_path / "ck", "run-2", Result),
+        )

@@ -236,3 +236,32 @@ def test_no_tasks_with_several_workers():
     from sdclab.execution import run_tasks
 
     assert run_tasks(abs, [], 2, "nothing", []) == []
+
+
+def test_reconstruction_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    import sdclab.attacks.reconstruction as rec
+    from sdclab.execution import TaskFailed
+
+    population, _ = synthesize(9_000, seed=6)
+    release = exact_release(population)
+    whole = reconstruct(release, workers=1, seed=2).persons
+    real = rec.solve_tract
+    failing = {"tract": None}
+
+    def solve_or_fail(problem):
+        if failing["tract"] is None:
+            failing["tract"] = problem.tract  # the first tract solved fails every time
+        if problem.tract == failing["tract"]:
+            raise RuntimeError("node lost")
+        return real(problem)
+
+    monkeypatch.setattr(rec, "solve_tract", solve_or_fail)
+    with pytest.raises(TaskFailed, match="node lost"):
+        reconstruct(release, workers=1, seed=2, checkpoint=tmp_path)
+    kept = len(list((tmp_path / "tracts").glob("task-*.npz")))
+    assert kept == population.geography.n_units("tract") - 1
+    solved = []
+    monkeypatch.setattr(rec, "solve_tract", lambda p: solved.append(p.tract) or real(p))
+    again = reconstruct(release, workers=1, seed=2, checkpoint=tmp_path).persons
+    assert solved == [failing["tract"]]  # only the lost tract is solved again
+    assert again.equals(whole)

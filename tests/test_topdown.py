@@ -358,3 +358,34 @@ def test_strategy_file(tmp_path):
     with pytest.raises(InputError, match="bad.toml: not a valid dhc strategy"):
         load_strategy(bad, PRODUCTS["dhc"])
     assert isinstance(PRODUCTION, Strategy)
+
+
+def test_topdown_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    import sdclab.mechanisms.topdown as td
+    from sdclab.execution import TaskFailed
+
+    population = two_state_population(3_000, seed=9)
+    args = (population, PRODUCTS["pl94"], PRODUCTION)
+    whole = topdown(*args, np.random.default_rng(5), workers=1)
+    real = td.solve_parent
+    lost = {"block": 0}
+
+    def fail_one_block_parent(task):
+        if task.head_level == "block" and lost["block"] == 0:
+            lost["block"] = task.children[0].members[0][1]  # the first block-level parent
+        if task.head_level == "block" and task.children[0].members[0][1] == lost["block"]:
+            raise RuntimeError("worker died")
+        return real(task)
+
+    monkeypatch.setattr(td, "solve_parent", fail_one_block_parent)
+    with pytest.raises(TaskFailed, match="worker died"):
+        topdown(*args, np.random.default_rng(5), workers=1, checkpoint=tmp_path)
+    levels_done = sorted(p.name for p in tmp_path.iterdir())
+    assert "block_group" in levels_done
+    solved = []
+    monkeypatch.setattr(td, "solve_parent", lambda t: solved.append(t.head_level) or real(t))
+    again = topdown(*args, np.random.default_rng(5), workers=1, checkpoint=tmp_path)
+    assert solved == ["block"]  # everything else came from the checkpoint
+    for level in LEVELS:
+        assert (again.histograms[level] != whole.histograms[level]).nnz == 0
+    assert again.measurements.equals(whole.measurements)

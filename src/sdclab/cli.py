@@ -163,6 +163,10 @@ def reconstruct(
         str | None,
         typer.Option(help="local (default), dask://HOST:PORT or dask-local[:N]."),
     ] = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(help="Directory keeping finished tracts; a re-run resumes from it."),
+    ] = None,
     variability: Annotated[
         bool, typer.Option("--variability", help="Also compute solution variability per block.")
     ] = False,
@@ -182,7 +186,7 @@ def reconstruct(
 
     where = Executor.parse(executor, workers)
     rel = read_release(release)
-    result, figures, solvar = attack(rel, where, seed, time_limit, variability)
+    result, figures, solvar = attack(rel, where, seed, time_limit, variability, checkpoint)
     metrics = {"release": str(release.resolve()), **figures, "workers": workers}
     write_reconstruction(out, result, metrics, solvar, protect=(release,))
     statuses = ", ".join(f"{k}: {v}" for k, v in metrics["statuses"].items())

@@ -15,18 +15,22 @@ terminal and nothing in a pipe.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from sdclab.errors import InputError
+from sdclab.fileio import atomic_file, write_json
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -98,6 +102,21 @@ def _progress(label: str, total: int) -> Progress | None:
     return progress
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where finished results of one run_tasks call are kept, and what run they belong to.
+
+    Each finished result is written at once (``task-<i>.npz``, numpy arrays and scalars only:
+    nothing is unpickled on reading); a re-run with the same checkpoint loads them and runs only
+    the rest. ``key`` identifies the run (e.g. the seed-derived entropy and the level): a
+    checkpoint written for another run is refused.
+    """
+
+    directory: Path
+    key: str
+    result_type: type
+
+
 def run_tasks(
     fn: Callable[[T], R],
     payloads: Sequence[T],
@@ -105,32 +124,38 @@ def run_tasks(
     label: str = "working",
     sizes: Sequence[float] | None = None,
     names: Sequence[str] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> list[R]:
     """``[fn(p) for p in payloads]`` on the executor (``workers``: an :class:`Executor`, a number
     of local processes, or None for all local cores), results in payload order.
 
     With ``sizes`` (expected cost of each payload) the largest are started first, so that one big
-    task does not finish alone at the end. ``names`` (e.g. geocodes) name failed tasks.
+    task does not finish alone at the end. ``names`` (e.g. geocodes) name failed tasks. With a
+    ``checkpoint`` finished results survive a failure or an interruption.
     """
     executor = as_executor(workers)
     if not payloads:
         return []
     names = list(names) if names is not None else [f"#{i}" for i in range(len(payloads))]
-    order = list(range(len(payloads)))
+    results: dict[int, R] = {}
+    if checkpoint is not None:
+        results = _resume(checkpoint, names)
+    order = [i for i in range(len(payloads)) if i not in results]
     if sizes is not None:
         order.sort(key=lambda i: -sizes[i])
-    results: dict[int, R] = {}
     failures: list[tuple[int, BaseException]] = []
-    progress = _progress(label, len(payloads))
+    progress = _progress(label, len(order))
     if progress is not None:
         progress.start()
     try:
         run = _run_dask if executor.kind == "dask" else _run_local
-        for index, outcome in run(fn, payloads, order, executor):
+        for index, outcome in run(fn, payloads, order, executor) if order else ():
             if isinstance(outcome, _Failure):
                 failures.append((index, outcome.error))
             else:
                 results[index] = outcome
+                if checkpoint is not None:
+                    save_result(outcome, checkpoint.directory / f"task-{index:07d}.npz")
             if progress is not None:
                 progress.advance(progress.task_ids[0])
     finally:
@@ -140,6 +165,61 @@ def run_tasks(
         index, error = min(failures, key=lambda f: f[0])
         raise TaskFailed(label, names[index], error) from error
     return [results[i] for i in range(len(payloads))]
+
+
+def _resume(checkpoint: Checkpoint, names: list[str]) -> dict[int, Any]:
+    """The results a checkpoint already holds (after checking it belongs to this run)."""
+    checkpoint.directory.mkdir(parents=True, exist_ok=True)
+    manifest = checkpoint.directory / "checkpoint.json"
+    identity = {"key": checkpoint.key, "names": names}
+    if manifest.exists():
+        if json.loads(manifest.read_text()) != identity:
+            raise InputError(
+                f"checkpoint {checkpoint.directory} belongs to another run (other inputs, seed or "
+                "tasks); use an empty directory"
+            )
+    else:
+        write_json(identity, manifest)
+    done = {}
+    for file in sorted(checkpoint.directory.glob("task-*.npz")):
+        index = int(file.stem.removeprefix("task-"))
+        done[index] = load_result(checkpoint.result_type, file)
+    return done
+
+
+def save_result(result: Any, path: Path) -> None:
+    """A dataclass of arrays, scalars, strings, None and dicts of arrays as one .npz, atomically."""
+    arrays: dict[str, np.ndarray] = {}
+    for f in fields(result):
+        value = getattr(result, f.name)
+        if value is None:
+            arrays[f"none::{f.name}"] = np.zeros(0)
+        elif isinstance(value, dict):
+            arrays[f"dict::{f.name}"] = np.zeros(0)
+            arrays.update({f"item::{f.name}::{k}": np.asarray(v) for k, v in value.items()})
+        else:
+            arrays[f"value::{f.name}"] = np.asarray(value)
+    with atomic_file(path) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)  # type: ignore[arg-type]
+
+
+def load_result(result_type: type, path: Path) -> Any:
+    """The dataclass :func:`save_result` wrote (no pickle: object arrays are refused)."""
+    values: dict[str, Any] = {}
+    with np.load(path, allow_pickle=False) as data:
+        for key in data.files:
+            kind, _, rest = key.partition("::")
+            if kind == "none":
+                values[rest] = None
+            elif kind == "dict":
+                values.setdefault(rest, {})
+            elif kind == "item":
+                name, _, item = rest.partition("::")
+                values.setdefault(name, {})[item] = data[key]
+            else:
+                array = data[key]
+                values[rest] = array.item() if array.ndim == 0 else array
+    return result_type(**values)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ solver seed, so results do not depend on the number of workers.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,8 +37,9 @@ import polars as pl
 import scipy.sparse as sp
 
 from sdclab import schema
+from sdclab.digest import frames_digest
 from sdclab.errors import InputError
-from sdclab.execution import Executor, run_tasks
+from sdclab.execution import Checkpoint, Executor, run_tasks
 from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
 from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
@@ -401,14 +403,26 @@ def reconstruct(
     workers: Executor | int | None = None,
     seed: int = 0,
     time_limit: float = TIME_LIMIT,
+    checkpoint: Path | None = None,
 ) -> Reconstruction:
-    """Reconstruct block-level person records from a release's tables (and nothing else)."""
+    """Reconstruct block-level person records from a release's tables (and nothing else); with a
+    ``checkpoint`` directory every finished tract is kept and a re-run resumes."""
     problems = tract_problems(release, seed, time_limit)
     block_tables, tract_tables = person_tables(release)
     known = resolution(block_tables + tract_tables)
     sizes = [float(np.nansum(p.block_counts[:, 0])) for p in problems]
     names = [f"tract {p.tract:011d}" for p in problems]
-    results = run_tasks(solve_tract, problems, workers, "reconstructing tracts", sizes, names)
+    saved = None
+    if checkpoint is not None:
+        key = json.dumps(
+            [frames_digest(*release.tables.values()), release.parameters, seed, time_limit],
+            sort_keys=True,
+            default=str,
+        )
+        saved = Checkpoint(Path(checkpoint) / "tracts", key, TractResult)
+    results = run_tasks(
+        solve_tract, problems, workers, "reconstructing tracts", sizes, names, saved
+    )
     block = np.concatenate([r.block for r in results]) if results else np.zeros(0, np.int64)
     cell = np.concatenate([r.cell for r in results]) if results else np.zeros(0, np.int64)
     count = np.concatenate([r.count for r in results]) if results else np.zeros(0, np.int64)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -268,10 +269,11 @@ def attack(
     seed: int,
     time_limit: float,
     with_variability: bool,
+    checkpoint: Path | None = None,
 ) -> tuple[Reconstruction, dict[str, Any], pl.DataFrame | None]:
     """Reconstruct a release and, if asked, measure solution variability; with their figures."""
     start = time.perf_counter()
-    recon = reconstruct(release, workers, seed, time_limit)
+    recon = reconstruct(release, workers, seed, time_limit, checkpoint)
     metrics: dict[str, Any] = {
         "mechanism": release.mechanism,
         **recon.metrics(),

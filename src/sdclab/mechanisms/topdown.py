@@ -41,7 +41,7 @@ from pydantic import Field
 
 from sdclab import accounting, schema
 from sdclab.digest import frames_digest
-from sdclab.execution import Executor, run_tasks
+from sdclab.execution import Checkpoint, Executor, run_tasks
 from sdclab.geography import LEVELS, Geography, geoid_strings
 from sdclab.mechanisms.base import MechanismEntry, Parameters
 from sdclab.mechanisms.topdown_strategy import (
@@ -78,6 +78,9 @@ class TopDownParameters(Parameters):
     workers: int | None = Field(None, ge=1)
     executor: str | None = Field(
         None, description="local (default), dask://HOST:PORT or dask-local[:N]"
+    )
+    checkpoint: Path | None = Field(
+        None, description="directory keeping each level's finished parents (a re-run resumes)"
     )
     delta: float = Field(1e-10, gt=0, lt=1, description="δ at which (ε, δ) is also reported")
 
@@ -336,6 +339,7 @@ def topdown(
     *,
     workers: Executor | int | None = None,
     keep_measurements: bool = True,
+    checkpoint: Path | None = None,
 ) -> TopDownRun:
     """Run TopDown on ``population``; the output is fully determined by ``rng``'s state."""
     geography = population.geography
@@ -387,7 +391,18 @@ def topdown(
     possible = ~product.structural_zeros()
     hhgq_of_cell = product.schema.decode(np.arange(product.schema.size))["unit_type"]
     root_support = np.flatnonzero(possible & (units["nation"][0][hhgq_of_cell] > 0))
-    root = solve_parent(task("nation", root_support, None, [0]))
+
+    def saved(level: str) -> Checkpoint | None:
+        """The level's checkpoint: the run's entropy, product and strategy identify it."""
+        if checkpoint is None:
+            return None
+        key = f"{entropy}-{product.name}-{strategy.total_rho()}-{level}"
+        return Checkpoint(Path(checkpoint) / level, key, Outcome)
+
+    root_task = task("nation", root_support, None, [0])
+    (root,) = run_tasks(
+        solve_parent, [root_task], 1, "TopDown nation", None, ["nation"], saved("nation")
+    )
     keep("nation", 0, root_support, root.histograms[0])
     _collect(records, root)
     seconds["nation"], problems["nation"] = time.perf_counter() - start, 1
@@ -406,6 +421,7 @@ def topdown(
             label=f"TopDown {below}",
             sizes=[len(t.support) * len(t.children) for t in tasks],
             names=[f"{level} {codes[level][u]}" for u in parents],
+            checkpoint=saved(below),
         )
         for t, u, outcome in zip(tasks, parents, outcomes, strict=True):
             for kid, histogram in zip(children[level][u], outcome.histograms, strict=True):
@@ -576,6 +592,7 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
         rng,
         workers=Executor.parse(p.executor, p.workers),
         keep_measurements=p.measurements,
+        checkpoint=p.checkpoint,
     )
     _, omitted = product_tables(product)
     return Release(
