@@ -45,6 +45,7 @@ from sdclab.attacks.ckm_risk import ckm_risk
 from sdclab.attacks.reconstruction import read_reconstruction, write_reconstruction
 from sdclab.attacks.variability import attack
 from sdclab.errors import InputError
+from sdclab.execution import Executor
 from sdclab.fileio import atomic_directory, atomic_file, write_json, write_parquet
 from sdclab.mechanisms import MECHANISMS
 from sdclab.population.io import read_population, write_population
@@ -91,6 +92,7 @@ class AttackSpec(_Strict):
     variability: bool = True
     attackers: list[Literal["census", "commercial"]] = ["census", "commercial"]
     workers: int | None = Field(None, ge=1)
+    executor: str | None = Field(None, description="local, dask://HOST:PORT or dask-local[:N]")
     seed: int = 0
     time_limit: float = Field(300.0, gt=0)
 
@@ -109,6 +111,7 @@ class Experiment(_Strict):
             if m.name not in MECHANISMS:
                 raise ValueError(f"unknown mechanism {m.name!r}; known: {', '.join(MECHANISMS)}")
             MECHANISMS[m.name].parse({k: str(v) for k, v in m.settings.items()})
+        Executor.parse(self.attacks.executor)  # a bad executor is an input error before any work
         return self
 
 
@@ -256,7 +259,7 @@ class Runner:
                 def make_recon(tmp: Path, release: Any = release) -> None:
                     recon, metrics, solvar = attack(
                         release,
-                        attacks.workers,
+                        Executor.parse(attacks.executor, attacks.workers),
                         attacks.seed,
                         attacks.time_limit,
                         attacks.variability,
