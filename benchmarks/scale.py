@@ -1,0 +1,103 @@
+"""Scale benchmark: a multi-state synthetic population through TopDown and reconstruction on Dask.
+
+TopDown (pl94, production strategy at ρ = 2.63) and the reconstruction of its release run on a
+``dask-local`` cluster, first with 1 worker process and then with 2 (goal: speed-up ≥ 1.8×, memory
+per worker below 8 GB, identical outputs). Reported: wall time per step and executor, persons per
+second per core, and the peak memory of the workers (sampled from the cluster while it runs).
+Prints one JSON line.
+
+    python benchmarks/scale.py [PERSONS]        # default 10,000,000
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+from sdclab import mechanisms
+from sdclab.attacks.reconstruction import reconstruct
+from sdclab.execution import Executor
+from sdclab.population.synth import synthesize
+
+GOAL_SPEEDUP = 1.8
+MEMORY_LIMIT_GB = 8
+
+
+class WorkerMemory:
+    """Largest resident memory of any Dask worker, sampled every second."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def watch(self) -> None:
+        import psutil
+
+        while not self._stop.wait(1.0):
+            for proc in psutil.process_iter(["cmdline", "memory_info"]):
+                cmd = " ".join(proc.info.get("cmdline") or [])
+                if "distributed" in cmd or "spawn_main" in cmd:
+                    self.peak = max(self.peak, proc.info["memory_info"].rss)
+
+    def __enter__(self) -> WorkerMemory:
+        self._thread = threading.Thread(target=self.watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run(population, workers: int) -> dict[str, object]:
+    executor = Executor.parse(f"dask-local:{workers}")
+    settings = {"product": "pl94", "rho": "2.63", "executor": f"dask-local:{workers}"}
+    with WorkerMemory() as memory:
+        start = time.perf_counter()
+        release = mechanisms.run("topdown", population, settings, 1)
+        topdown_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        recon = reconstruct(release, workers=executor, seed=0)
+        recon_seconds = time.perf_counter() - start
+    return {
+        "topdown_seconds": round(topdown_seconds, 1),
+        "reconstruction_seconds": round(recon_seconds, 1),
+        "peak_worker_gb": round(memory.peak / 2**30, 2),
+        "persons_per_second_per_core": round(
+            population.n_persons / (topdown_seconds + recon_seconds) / workers, 1
+        ),
+        "_tables": release.tables,
+        "_recon": recon.persons,
+    }
+
+
+def main() -> None:
+    persons = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000_000
+    population, _ = synthesize(persons, seed=1)
+    one, two = run(population, 1), run(population, 2)
+    identical = all(
+        one["_tables"][name].equals(two["_tables"][name]) for name in one["_tables"]
+    ) and one["_recon"].equals(two["_recon"])
+    total = lambda r: r["topdown_seconds"] + r["reconstruction_seconds"]  # noqa: E731
+    speedup = total(one) / total(two)
+    print(
+        json.dumps(
+            {
+                "benchmark": "scale",
+                "persons": persons,
+                "geounits": population.geography.summary,
+                "one_worker": {k: v for k, v in one.items() if not k.startswith("_")},
+                "two_workers": {k: v for k, v in two.items() if not k.startswith("_")},
+                "speedup": round(speedup, 2),
+                "goal_speedup": GOAL_SPEEDUP,
+                "memory_limit_gb": MEMORY_LIMIT_GB,
+                "identical": identical,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
