@@ -44,6 +44,9 @@ settings = { epsilon = "8" }
 [[mechanisms]]
 name = "safetab_h"
 
+[[mechanisms]]
+name = "suppress"
+
 [attacks]
 workers = 1
 attackers = ["census", "commercial"]
@@ -62,6 +65,7 @@ def test_experiment_file_round_trip(tmp_path):
         "cellkey",
         "geometric",
         "safetab_h",
+        "suppress",
     ]
     assert experiment.population.persons == 3000
     assert Experiment.model_validate(experiment.model_dump()) == experiment
@@ -130,6 +134,7 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
     safetab = results["mechanisms"]["safetab_h"]
     assert safetab["group_accuracy"] and "Population-group tables: safetab_h" in report
     assert "no person tables" in safetab["reidentification"]["census"]["not_applicable"]
+    assert "reconstruction" in results["mechanisms"]["suppress"]
     assert results["steps"]["reused"] == []
 
     second = runner.invoke(app, ["run", str(path), "--out", str(out)])

@@ -337,6 +337,7 @@ DEMO = Experiment.model_validate(
             },
             {"name": "geometric", "settings": {"epsilon": "8"}, "seed": 7},
             {"name": "safetab_h", "seed": 8},
+            {"name": "suppress", "settings": {"complementary": "true"}},
         ],
         "attacks": {
             "reconstruct": True,

@@ -7,7 +7,16 @@ from dataclasses import replace
 from typing import Any
 
 from sdclab.errors import InputError
-from sdclab.mechanisms import cellkey, gaussian, geometric, none, safetab_h, swapping, topdown
+from sdclab.mechanisms import (
+    cellkey,
+    gaussian,
+    geometric,
+    none,
+    safetab_h,
+    suppression,
+    swapping,
+    topdown,
+)
 from sdclab.mechanisms.base import MechanismEntry, parse_settings
 from sdclab.population import Population
 from sdclab.randomness import make_rng, randomness_record
@@ -26,6 +35,7 @@ MECHANISMS: dict[str, MechanismEntry[Any]] = {
         cellkey.ENTRY,
         geometric.ENTRY,
         safetab_h.ENTRY,
+        suppression.ENTRY,
     )
 }
 

@@ -1,0 +1,1084 @@
+"""1980-style suppression (mechanism ``suppress``): small cells zeroed, whole tables withheld.
+
+The rules of the 1980 alternative the 2010 reconstruction study evaluated
+(``specs/reconstruction-reidentification.md`` §6), applied to the exact tabulation of every
+catalogue table at every level:
+
+* **small cells** — a cell whose true count is 1..``small_cells`` is published as 0. For the unit
+  tables (H1, H3, H4, H13) this is the only rule;
+* **minimum population** — every person table of a geounit with 1..``min_persons``−1 persons is
+  suppressed there;
+* **adult groups** — a table whose universe is the persons 18 and over (P10, P11; recognised from
+  its query matrix) is suppressed where any of its non-empty cells — a race group, or Hispanic ×
+  race group, of adults — holds fewer than ``group_min`` persons.
+
+A suppressed (table, geounit) publishes every one of its cells as null, true zeros included (a
+null beside omitted zeros would tell which cells are empty); an unsuppressed one publishes its
+non-zero cells after the small-cell rule and omits zeros, as every release does.
+
+With ``complementary=true`` further cells are withheld (published as null) so that no primary
+suppressed cell with a positive count can be recovered exactly from the published cells through
+the relations considered — the geography hierarchy and the P1 totals (:data:`PROTECTS` states the
+guarantee, :class:`Knowledge` the user's knowledge, :func:`complementary_suppression` the method,
+``docs/suppression.md`` all three).
+
+No formal guarantee: which cells are withheld depends on the data, and the rules protect only
+against the inferences they were designed for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import highspy
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import scipy.sparse as sp
+from pydantic import Field
+from scipy.sparse import csgraph
+
+from sdclab import schema
+from sdclab.accounting import Budget, SpecCard
+from sdclab.digest import frames_digest
+from sdclab.geography import GEOID_LENGTH, LEVELS, Geography
+from sdclab.mechanisms.base import MechanismEntry, Parameters
+from sdclab.optimize.highs import quiet_highs
+from sdclab.population import Population
+from sdclab.randomness import randomness_record
+from sdclab.release import Release
+from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.tables.tabulate import LONG_SCHEMA, TableCounts, tabulate
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+REDISTRICTING = ("P1", "P8", "P9", "P10", "P11")
+"""The redistricting tables of the 2010 study (P1, P8–P11); the notes count them apart."""
+
+
+class SuppressionParameters(Parameters):
+    """The three 1980 rules' thresholds and whether to add complementary suppression."""
+
+    small_cells: int = Field(
+        2, ge=0, le=1_000, description="cells with true counts 1..small_cells are published as 0"
+    )
+    min_persons: int = Field(
+        15,
+        ge=0,
+        le=1_000_000,
+        description="every person table is suppressed for a geounit of 1..min_persons-1 persons",
+    )
+    group_min: int = Field(
+        15,
+        ge=0,
+        le=1_000_000,
+        description="an 18+ table is suppressed where one of its non-empty cells (an adult race "
+        "or Hispanic x race group) has fewer than group_min persons",
+    )
+    complementary: bool = Field(
+        False,
+        description="also withhold cells so that no suppressed cell can be recovered exactly "
+        "from the published cells through the hierarchy and the totals (HiGHS)",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Which tables the rules treat how (read from the query matrices, not from names)
+# ---------------------------------------------------------------------------------------------
+
+
+def is_person_table(table: TableDef) -> bool:
+    """Person tables get all three rules; unit tables (housing units) only the small-cell rule."""
+    return table.schema is not schema.UNIT
+
+
+def possible_cells(domain: schema.Schema) -> BoolArray:
+    """Domain cells a valid record can occupy.
+
+    Loading enforces that group-quarters residents (relationship 5) live in facilities and everyone
+    else in housing units, so the other combinations of a schema with both attributes are empty by
+    rule — and a user knows it.
+    """
+    if not {"relationship", "unit_type"} <= set(domain.names):
+        return np.ones(domain.size, dtype=bool)
+    codes = domain.decode(np.arange(domain.size))
+    return np.asarray(
+        (codes["relationship"] == schema.GQ_RESIDENT) == (codes["unit_type"] > 0), dtype=bool
+    )
+
+
+def _coverage(table: TableDef) -> IntArray:
+    """How many of the table's cells each domain cell counts in."""
+    return np.asarray(table.query.sum(axis=0), dtype=np.int64).ravel()
+
+
+def is_adult_table(table: TableDef) -> bool:
+    """A table whose universe is exactly the persons 18 and over (P10, P11)."""
+    if not is_person_table(table) or "age" not in table.schema.names:
+        return False
+    possible = possible_cells(table.schema)
+    adult = table.schema.decode(np.arange(table.schema.size))["age"] >= schema.VOTING_AGE
+    covered = _coverage(table) > 0
+    return bool(np.array_equal(covered[possible], adult[possible]))
+
+
+def partitions_persons(table: TableDef) -> bool:
+    """Whether the table's cells partition all persons: its query rows are disjoint and cover
+    every possible cell of its domain, so its cells sum to the geounit's P1 total."""
+    if not is_person_table(table):
+        return False
+    coverage = _coverage(table)
+    return bool(coverage.max() <= 1 and (coverage[possible_cells(table.schema)] == 1).all())
+
+
+# ---------------------------------------------------------------------------------------------
+# Primary suppression
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The primary suppressions: which (table, geounit) pairs are withheld, and why."""
+
+    persons: dict[str, IntArray]
+    """Persons (P1) of every geounit, by level."""
+    tiny: dict[str, BoolArray]
+    """Geounits of 1..min_persons−1 persons, by level: every person table is suppressed there."""
+    suppressed: dict[str, dict[str, BoolArray]]
+    """Table → level → geounits where the table is suppressed (person tables only)."""
+
+
+def persons_by_level(tables: dict[str, TableCounts]) -> dict[str, IntArray]:
+    """Persons of every geounit at every level, from P1."""
+    p1 = tables["P1"]
+    return {level: p1.at(level)[1][:, 0].astype(np.int64) for level in p1.counts}
+
+
+def rows_with_small_cells(matrix: sp.csr_matrix, below: int) -> BoolArray:
+    """Rows holding a non-zero cell smaller than ``below``."""
+    m = matrix.tocsr()
+    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    small = (m.data > 0) & (m.data < below)
+    out = np.zeros(m.shape[0], dtype=bool)
+    out[rows[small]] = True
+    return out
+
+
+def primary_plan(tables: dict[str, TableCounts], p: SuppressionParameters) -> Plan:
+    """Apply the minimum-population and adult-group rules to every person table at every level."""
+    persons = persons_by_level(tables)
+    tiny = {level: (n >= 1) & (n < p.min_persons) for level, n in persons.items()}
+    suppressed: dict[str, dict[str, BoolArray]] = {}
+    for name, tc in tables.items():
+        if not is_person_table(tc.table):
+            continue
+        adult = is_adult_table(tc.table)
+        suppressed[name] = {
+            level: tiny[level] | (rows_with_small_cells(matrix, p.group_min) if adult else False)
+            for level, (_, matrix) in tc.counts.items()
+        }
+    return Plan(persons, tiny, suppressed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Publication
+# ---------------------------------------------------------------------------------------------
+
+
+def publish(
+    tc: TableCounts,
+    small_cells: int,
+    suppressed: dict[str, BoolArray] | None,
+    withheld: dict[str, IntArray] | None,
+) -> pl.DataFrame:
+    """One table in long form: suppressed geounits all null, ``withheld`` cells (flat
+    ``row * n_cells + cell`` per level) null, small cells and zeros omitted (= 0)."""
+    n_cells = tc.table.n_cells
+    frames = []
+    for level in (lv for lv in LEVELS if lv in tc.counts):
+        _, matrix = tc.counts[level]
+        m = matrix.tocsr()
+        m.eliminate_zeros()
+        m.sort_indices()
+        rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+        flat = rows * n_cells + m.indices
+        hidden_rows = np.zeros(m.shape[0], dtype=bool) if suppressed is None else suppressed[level]
+        null_flat = np.flatnonzero(np.repeat(hidden_rows, n_cells))
+        if withheld is not None and level in withheld:
+            null_flat = np.union1d(null_flat, withheld[level])
+        shown = (m.data > small_cells) & ~np.isin(flat, null_flat)
+        all_flat = np.concatenate([flat[shown], null_flat])
+        values = np.concatenate([m.data[shown].astype(np.float64), np.full(len(null_flat), np.nan)])
+        order = np.argsort(all_flat, kind="stable")
+        all_flat, values = all_flat[order], values[order]
+        frames.append(
+            pl.DataFrame(
+                {
+                    "cell": (all_flat % n_cells).astype(np.int32),
+                    "count": pl.Series(values, nan_to_null=True).cast(pl.Int64),
+                }
+            )
+            .with_columns(
+                level=pl.lit(level, dtype=pl.String),
+                geoid=tc.geoids[level].gather(all_flat // n_cells),
+            )
+            .select(list(LONG_SCHEMA))
+        )
+    return pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema=LONG_SCHEMA)
+
+
+# ---------------------------------------------------------------------------------------------
+# Notes
+# ---------------------------------------------------------------------------------------------
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+CELL_GROUPS: dict[str, Callable[[TableDef], bool]] = {
+    "person": is_person_table,
+    "redistricting": lambda table: table.name in REDISTRICTING,
+    "unit": lambda table: not is_person_table(table),
+}
+"""The groups of tables whose cells the notes count."""
+
+
+def cell_figures(
+    tables: Sequence[TableCounts],
+    level: str,
+    plan: Plan,
+    small_cells: int,
+    withheld: dict[str, dict[str, IntArray]],
+) -> dict[str, int | float | None]:
+    """Non-empty cells of ``tables`` at ``level``: caught by the small-cell rule, published as 0
+    (small and not withheld) and published as null (withheld), with their shares."""
+    nonempty = small = zeroed = null = 0
+    for tc in tables:
+        m = tc.counts[level][1].tocsr()
+        m.eliminate_zeros()
+        rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+        hidden = np.zeros(len(m.data), dtype=bool)
+        if tc.table.name in plan.suppressed:
+            hidden = plan.suppressed[tc.table.name][level][rows]
+        extra = withheld.get(tc.table.name, {}).get(level)
+        if extra is not None:
+            hidden |= np.isin(rows * tc.table.n_cells + m.indices, extra)
+        is_small = m.data <= small_cells
+        nonempty += len(m.data)
+        small += int(is_small.sum())
+        zeroed += int((is_small & ~hidden).sum())
+        null += int(hidden.sum())
+    return {
+        "nonempty": nonempty,
+        "small": small,
+        "small_share": _share(small, nonempty),
+        "zeroed": zeroed,
+        "zeroed_share": _share(zeroed, nonempty),
+        "null": null,
+        "null_share": _share(null, nonempty),
+    }
+
+
+def suppression_notes(
+    tables: dict[str, TableCounts],
+    plan: Plan,
+    small_cells: int,
+    withheld: dict[str, dict[str, IntArray]],
+) -> dict[str, dict[str, Any]]:
+    """By level: :func:`cell_figures` of the person tables, of the redistricting tables among
+    them (P1, P8–P11) and of the unit tables; and the (table, geounit) pairs suppressed by the
+    rules, redistricting tables apart from the other person tables, counted over the populated
+    geounits (an empty geounit publishes zeros and has no one to protect)."""
+    by_level: dict[str, dict[str, Any]] = {}
+    for level in LEVELS:
+        populated = plan.persons[level] > 0
+        figures: dict[str, Any] = {"populated_geounits": int(populated.sum())}
+        for group, member in CELL_GROUPS.items():
+            chosen = [tc for tc in tables.values() if level in tc.counts and member(tc.table)]
+            figures[f"{group}_cells"] = cell_figures(chosen, level, plan, small_cells, withheld)
+        for group, redistricting in (("redistricting", True), ("others", False)):
+            masks = [
+                m[level]
+                for name, m in plan.suppressed.items()
+                if level in m and (name in REDISTRICTING) == redistricting
+            ]
+            pairs = len(masks) * int(populated.sum())
+            hit = sum(int((mask & populated).sum()) for mask in masks)
+            figures[f"tables_suppressed_{group}"] = {
+                "pairs": pairs,
+                "suppressed": hit,
+                "share": _share(hit, pairs),
+            }
+        by_level[level] = figures
+    return by_level
+
+
+# ---------------------------------------------------------------------------------------------
+# Complementary suppression: the cells, the relations a user knows, and what the rules tell
+# ---------------------------------------------------------------------------------------------
+
+PROTECTS = (
+    "every withheld cell of a suppressed person table with a positive true count has a feasible "
+    "interval of positive width (min and max by LP) given: every published positive cell, "
+    "published zeros as 0..small_cells, non-negativity, the bounds the rules reveal, parent = sum "
+    "of children for every table and cell, and P1 = sum of the cells of P8, P9, P12, PCT12 and "
+    "P29 at every geounit. Not covered: other relations between tables (P12 race iterations, "
+    "P14, P6/P7 tallies, P10 vs P12A-F adults), integer reasoning, withheld zeros."
+)
+"""What complementary suppression guarantees, as the release notes state it."""
+
+
+@dataclass(frozen=True)
+class CellSpace:
+    """Every cell of some tables at every level they are published, numbered consecutively.
+
+    Table ``t`` at ``level`` occupies ``offset[(t, level)] + row * n_cells + cell``. ``geounit``
+    numbers (level, row) pairs across levels, so per-geounit facts spread to cells by indexing.
+    """
+
+    names: tuple[str, ...]
+    offset: dict[tuple[str, str], int]
+    table: IntArray
+    """Position in :attr:`names` of every cell's table."""
+    geounit: IntArray
+    truth: IntArray
+
+
+def geounit_offsets(geography: Geography) -> dict[str, int]:
+    """Where each level's geounits start in a numbering of all geounits of all levels."""
+    sizes = np.array([geography.n_units(level) for level in LEVELS])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return dict(zip(LEVELS, starts.tolist(), strict=True))
+
+
+def cell_space(
+    tables: dict[str, TableCounts], names: Sequence[str], geography: Geography
+) -> CellSpace:
+    """The cells of ``names`` at all their levels with their true counts."""
+    starts = geounit_offsets(geography)
+    offset: dict[tuple[str, str], int] = {}
+    table_ids, geounits, truths = [], [], []
+    position = 0
+    for ti, name in enumerate(names):
+        tc = tables[name]
+        n_cells = tc.table.n_cells
+        for level in tc.table.levels:
+            matrix = tc.counts[level][1]
+            n_rows = matrix.shape[0]
+            offset[(name, level)] = position
+            position += n_rows * n_cells
+            table_ids.append(np.full(n_rows * n_cells, ti, dtype=np.int64))
+            geounits.append(np.repeat(starts[level] + np.arange(n_rows, dtype=np.int64), n_cells))
+            truths.append(np.asarray(matrix.toarray(), dtype=np.int64).ravel())
+    return CellSpace(
+        tuple(names),
+        offset,
+        np.concatenate(table_ids),
+        np.concatenate(geounits),
+        np.concatenate(truths),
+    )
+
+
+def parent_rows(geography: Geography, parent: str, child: str) -> IntArray:
+    """Row at ``parent`` level of every geounit at the ``child`` level just below it."""
+    drop = 10 ** (GEOID_LENGTH[child] - GEOID_LENGTH[parent])
+    return np.searchsorted(geography.codes(parent), geography.codes(child) // drop).astype(np.int64)
+
+
+def relations(space: CellSpace, geography: Geography, with_totals: bool) -> sp.csr_matrix:
+    """The linear relations a user knows among the cells, one row each (relation · cells = 0).
+
+    * hierarchy: for every table, parent geounit and cell, the parent's cell (+1) equals the sum
+      of the same cell over its children at the next published level (−1 each);
+    * totals (``with_totals``): at every geounit, P1 (+1) equals the sum of the cells (−1 each) of
+      every table that partitions all persons.
+
+    Every cell has at most one +1 and one −1 among the hierarchy rows (it is a parent once and a
+    child once): they form a network, which :func:`network_fixed` exploits.
+    """
+    rows, cols, vals = [], [], []
+    eq = 0
+    for name in space.names:
+        table = CATALOG[name]
+        n = table.n_cells
+        for parent, child in zip(table.levels[:-1], table.levels[1:], strict=True):
+            n_parent = geography.n_units(parent)
+            up = parent_rows(geography, parent, child)
+            top = space.offset[(name, parent)] + np.arange(n_parent * n)
+            rows.append(eq + np.arange(n_parent * n))
+            cols.append(top)
+            vals.append(np.ones(n_parent * n))
+            rows.append(eq + (up[:, None] * n + np.arange(n)).ravel())
+            cols.append(space.offset[(name, child)] + np.arange(len(up) * n))
+            vals.append(-np.ones(len(up) * n))
+            eq += n_parent * n
+    if with_totals and "P1" in space.names:
+        for name in space.names:
+            table = CATALOG[name]
+            if name == "P1" or not partitions_persons(table):
+                continue
+            n = table.n_cells
+            for level in (lv for lv in table.levels if (("P1", lv) in space.offset)):
+                n_rows = geography.n_units(level)
+                rows.append(eq + np.arange(n_rows))
+                cols.append(space.offset[("P1", level)] + np.arange(n_rows))
+                vals.append(np.ones(n_rows))
+                rows.append(eq + np.repeat(np.arange(n_rows), n))
+                cols.append(space.offset[(name, level)] + np.arange(n_rows * n))
+                vals.append(-np.ones(n_rows * n))
+                eq += n_rows
+    size = len(space.truth)
+    if not rows:
+        return sp.csr_matrix((0, size))
+    return sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(eq, size)
+    )
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """What a user knows beyond the published numbers, for bounding the cells of a space.
+
+    * a published positive count is exact;
+    * a published 0 (or an omitted cell) of a table that is not suppressed is 0..``small_cells``
+      (the small-cell rule is public) — exactly 0 in an 18+ table when ``group_min`` exceeds
+      ``small_cells`` (a small non-empty cell would have suppressed it), and exactly 0 at a
+      geounit whose P1 is published as 0;
+    * every withheld cell is ≥ 0; at a geounit suppressed for its size (1..min_persons−1 persons)
+      every cell is ≤ min_persons−1 and P1 ≥ 1; a withheld P1 elsewhere is ≥ min_persons;
+    * no cell exceeds its geounit's P1 when P1 is published.
+
+    The model may know *more* than a real user (it is then stricter, never looser): published
+    zeros at geounits of 0 persons and P1 cells shown as 0 are taken as exact.
+    """
+
+    small_cells: int
+    min_persons: int
+    cap: float
+    """Upper bound for cells with no other bound (the number of persons + 1: above every truth,
+    so it never makes a cell exact that is not)."""
+    tiny: BoolArray
+    """Geounits (all levels, see :func:`geounit_offsets`) suppressed for their size."""
+    persons: IntArray
+    """P1 of every geounit."""
+    p1_shown: BoolArray
+    """Whether P1 is published (not withheld) at every geounit."""
+    zero_exact: BoolArray
+    """Per table of the space: whether its published zeros are exact."""
+    p1_table: int
+    """Position of P1 in the space's tables, or −1."""
+
+    def bounds(self, space: CellSpace, null: BoolArray) -> tuple[FloatArray, FloatArray]:
+        """(lower, upper) of every cell given which cells are withheld (``null``)."""
+        truth = space.truth.astype(np.float64)
+        lo, hi = truth.copy(), truth.copy()
+        is_p1 = space.table == self.p1_table
+        persons = self.persons[space.geounit]
+        zero = ~null & (space.truth <= self.small_cells) & ~is_p1 & (persons > 0)
+        zero &= ~self.zero_exact[space.table]
+        lo[zero] = 0.0
+        hi[zero] = self.small_cells
+        lo[null] = 0.0
+        hi[null] = self.cap
+        tiny = null & self.tiny[space.geounit]
+        hi[tiny] = self.min_persons - 1
+        lo[tiny & is_p1] = 1.0
+        big = null & is_p1 & ~self.tiny[space.geounit]
+        lo[big] = np.minimum(self.min_persons, truth[big])
+        shown = self.p1_shown
+        if self.p1_table >= 0:  # P1 is in the space: shown where its cell is not withheld
+            shown = shown.copy()
+            shown[space.geounit[is_p1 & null]] = False
+        capped = (zero | null) & shown[space.geounit]
+        hi[capped] = np.minimum(hi[capped], persons[capped])
+        if ((truth < lo) | (truth > hi)).any():
+            raise AssertionError("a true count lies outside the bounds a user can derive")
+        return lo, hi
+
+
+# ---------------------------------------------------------------------------------------------
+# Which withheld cells are exact: a graph test for hierarchies, propagation then LPs otherwise
+# ---------------------------------------------------------------------------------------------
+
+TOL = 1e-6
+"""Deviations below this are numerical noise (all true counts are integers)."""
+
+
+def network_fixed(
+    matrix: sp.csr_matrix, lo: FloatArray, hi: FloatArray, truth: FloatArray
+) -> BoolArray:
+    """Exactly the cells whose value every feasible table shares, for hierarchy relations only.
+
+    Each cell has one +1 (the relation where it is the parent) and one −1 (where it is a child):
+    the relations are flow conservation. Make every relation a node and every cell an edge
+    between its two relations — or a free "ground" node where it has none (bottom-level and top
+    cells). Per table and cell the relations form a tree, so every cycle passes through ground.
+    Around the true table a feasible change is a circulation of residual arcs (a cell may rise if
+    below its upper bound, fall if above its lower bound; published cells have no arcs), so a cell
+    can rise iff ground reaches its child side inside that side and its parent side reaches ground
+    inside that side (and mirrored to fall). Two passes over the trees — up for what each subtree
+    reaches, down for what the rest of the tree reaches — settle every cell at once.
+    """
+    n_eq, n = matrix.shape
+    coo = matrix.tocoo()
+    plus, minus = coo.data > 0, coo.data < 0
+    own_eq = np.full(n, -1, dtype=np.int64)  # the relation where the cell is the parent
+    own_eq[coo.col[plus]] = coo.row[plus]
+    up_eq = np.full(n, -1, dtype=np.int64)  # the relation where the cell is a child
+    up_eq[coo.col[minus]] = coo.row[minus]
+    rise, fall = truth < hi - TOL, truth > lo + TOL
+    own = np.full(n_eq, -1, dtype=np.int64)  # every relation's parent cell
+    own[own_eq[own_eq >= 0]] = np.flatnonzero(own_eq >= 0)
+    parent = up_eq[own]
+    depth = np.zeros(n_eq, dtype=np.int64)
+    while True:  # as many passes as there are levels
+        deeper = np.where(parent >= 0, depth[np.maximum(parent, 0)] + 1, 0)
+        if np.array_equal(deeper, depth):
+            break
+        depth = deeper
+    # up pass: does ground reach the relation (into) / the relation reach ground (out) inside
+    # its subtree? Children are cells whose −1 is in the relation.
+    into = np.zeros(n_eq, dtype=bool)
+    out = np.zeros(n_eq, dtype=bool)
+    n_into = np.zeros(n_eq, dtype=np.int64)
+    n_out = np.zeros(n_eq, dtype=np.int64)
+    child = np.flatnonzero(up_eq >= 0)
+    below = own_eq[child]
+    has_below = below >= 0
+    child_depth = depth[up_eq[child]]
+    gives_into = np.zeros(len(child), dtype=bool)
+    gives_out = np.zeros(len(child), dtype=bool)
+    for d in range(int(depth.max(initial=0)), -1, -1):
+        at = child_depth == d
+        gives_into[at] = rise[child[at]] & (~has_below[at] | into[np.maximum(below[at], 0)])
+        gives_out[at] = fall[child[at]] & (~has_below[at] | out[np.maximum(below[at], 0)])
+        n_into += np.bincount(up_eq[child[at & gives_into]], minlength=n_eq)
+        n_out += np.bincount(up_eq[child[at & gives_out]], minlength=n_eq)
+        level = depth == d
+        into[level] = n_into[level] > 0
+        out[level] = n_out[level] > 0
+    # down pass: does ground reach the relation (from_above) / the relation reach ground
+    # (to_above) through its own parent cell, outside its subtree?
+    from_above = np.zeros(n_eq, dtype=bool)
+    to_above = np.zeros(n_eq, dtype=bool)
+    sibling_into = np.zeros(n, dtype=bool)  # the rest of the parent relation, without the cell
+    sibling_out = np.zeros(n, dtype=bool)
+    for d in range(int(depth.max(initial=0)) + 1):
+        level = np.flatnonzero(depth == d)
+        cell = own[level]
+        top = parent[level] < 0
+        from_above[level] = fall[cell] & (top | sibling_into[cell])
+        to_above[level] = rise[cell] & (top | sibling_out[cell])
+        at = child_depth == d
+        p = up_eq[child[at]]
+        sibling_into[child[at]] = from_above[p] | (n_into[p] - gives_into[at] > 0)
+        sibling_out[child[at]] = to_above[p] | (n_out[p] - gives_out[at] > 0)
+    has_own, has_up = own_eq >= 0, up_eq >= 0
+    reach_child_side = ~has_own | into[np.maximum(own_eq, 0)]
+    leave_child_side = ~has_own | out[np.maximum(own_eq, 0)]
+    reach_parent_side = ~has_up | sibling_into
+    leave_parent_side = ~has_up | sibling_out
+    movable = (rise & reach_child_side & leave_parent_side) | (
+        fall & reach_parent_side & leave_child_side
+    )
+    return np.asarray(~movable, dtype=bool)
+
+
+def propagate_bounds(
+    matrix: sp.csr_matrix, lo: FloatArray, hi: FloatArray, truth: FloatArray, rounds: int = 30
+) -> tuple[FloatArray, FloatArray]:
+    """Bounds tightened by interval propagation over the relations (valid, not always tight).
+
+    Works on deviations y = x − truth, so every relation reads A·y = 0 with y in [lo−t, hi−t];
+    a coefficient of ±1 lets each cell take the negated range of the rest of its relation.
+    """
+    a = sp.csc_matrix(matrix)
+    a.sort_indices()
+    coo = a.tocoo()
+    row, col, sign = coo.row, coo.col, coo.data
+    ly, hy = lo - truth, hi - truth
+    starts = a.indptr[:-1][np.diff(a.indptr) > 0]
+    cols_with = np.flatnonzero(np.diff(a.indptr) > 0)
+    for _ in range(rounds):
+        low_term = np.where(sign > 0, ly[col], -hy[col])
+        high_term = np.where(sign > 0, hy[col], -ly[col])
+        row_low = np.bincount(row, low_term, minlength=a.shape[0])
+        row_high = np.bincount(row, high_term, minlength=a.shape[0])
+        # sign·y_j = −(rest); rest ranges over [row_low − low_term, row_high − high_term]
+        rest_low, rest_high = row_low[row] - low_term, row_high[row] - high_term
+        new_low = np.where(sign > 0, -rest_high, rest_low)
+        new_high = np.where(sign > 0, -rest_low, rest_high)
+        tight_low = ly.copy()
+        tight_high = hy.copy()
+        tight_low[cols_with] = np.maximum(ly[cols_with], np.maximum.reduceat(new_low, starts))
+        tight_high[cols_with] = np.minimum(hy[cols_with], np.minimum.reduceat(new_high, starts))
+        changed = (tight_low > ly + TOL).any() or (tight_high < hy - TOL).any()
+        ly, hy = tight_low, tight_high
+        if not changed:
+            break
+    return ly + truth, hy + truth
+
+
+def propagated_fixed(
+    matrix: sp.csr_matrix, lo: FloatArray, hi: FloatArray, truth: FloatArray, ask: BoolArray
+) -> BoolArray:
+    """The cells interval propagation pins (all exact; not necessarily all the exact cells)."""
+    low, high = propagate_bounds(matrix, lo, hi, truth)
+    return np.asarray(high - low <= TOL, dtype=bool)
+
+
+@dataclass
+class _Lp:
+    """One LP over deviations y (A·y = 0, bounds) solved repeatedly with new objectives (HiGHS
+    keeps the basis between solves)."""
+
+    highs: highspy.Highs
+    n: int
+
+    @classmethod
+    def build(cls, a: sp.spmatrix, low: FloatArray, high: FloatArray) -> _Lp:
+        m = sp.csc_matrix(a)
+        highs = quiet_highs()
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = m.shape[1], m.shape[0]
+        lp.col_cost_ = np.zeros(m.shape[1])
+        lp.col_lower_ = np.asarray(low, dtype=np.float64)
+        lp.col_upper_ = np.asarray(high, dtype=np.float64)
+        lp.row_lower_ = np.zeros(m.shape[0])
+        lp.row_upper_ = np.zeros(m.shape[0])
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = m.indptr
+        lp.a_matrix_.index_ = m.indices
+        lp.a_matrix_.value_ = m.data.astype(np.float64)
+        highs.passModel(lp)
+        return cls(highs, m.shape[1])
+
+    def solve(self, cost: FloatArray) -> FloatArray | None:
+        """The deviations minimising ``cost``·y, or None if HiGHS did not reach optimality."""
+        idx = np.arange(self.n, dtype=np.int32)
+        self.highs.changeColsCost(self.n, idx, np.asarray(cost, dtype=np.float64))
+        self.highs.run()
+        if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        return np.asarray(self.highs.getSolution().col_value, dtype=np.float64)
+
+
+def lp_movable(
+    a: sp.csr_matrix, low: FloatArray, high: FloatArray, ask: BoolArray, rng: np.random.Generator
+) -> BoolArray:
+    """Which columns flagged in ``ask`` can move (A·y = 0, low ≤ y ≤ high, y = 0 feasible).
+
+    Each LP solution y certifies every column with y_j ≠ 0. Cheap rounds first push all uncertain
+    columns at once (up where y cannot fall, down where it cannot rise, a random direction
+    otherwise); the columns left are settled by the two LPs of the definition, max y_j and min
+    y_j. A column is reported movable only on a solution that moves it, so the test is exact up
+    to HiGHS's tolerances (a failed solve counts as "cannot move": stricter, never looser).
+    """
+    lp = _Lp.build(a, low, high)
+    movable = np.zeros(a.shape[1], dtype=bool)
+    pending = ask.copy()
+    while pending.any():
+        cost = np.zeros(a.shape[1])
+        sign = np.where(
+            low >= -TOL, -1.0, np.where(high <= TOL, 1.0, rng.choice([-1.0, 1.0], a.shape[1]))
+        )
+        cost[pending] = sign[pending]
+        y = lp.solve(cost)
+        if y is None:
+            break
+        moved = pending & (np.abs(y) > 1e-5)
+        movable |= moved
+        pending &= ~moved
+        if moved.sum() < max(1, pending.sum() // 50):
+            break
+    for j in np.flatnonzero(pending):
+        if movable[j]:
+            continue
+        for direction in (-1.0, 1.0):
+            cost = np.zeros(a.shape[1])
+            cost[j] = direction
+            y = lp.solve(cost)
+            if y is None:
+                continue
+            movable |= ask & (np.abs(y) > 1e-5)
+            if movable[j]:
+                break
+    return movable
+
+
+def lp_fixed(
+    matrix: sp.csr_matrix,
+    lo: FloatArray,
+    hi: FloatArray,
+    truth: FloatArray,
+    ask: BoolArray,
+    rng: np.random.Generator,
+) -> BoolArray:
+    """Cells that take one value in every table satisfying the relations and the bounds (the
+    feasible interval computed by LP has zero width): exactly for the cells flagged in ``ask``,
+    partly (those interval propagation pins) for the others.
+
+    Interval propagation first: the cells it pins are exact for sure, and if it pins an asked
+    cell the answer is returned at once (the caller acts on some exposed cells, then asks again).
+    Then, per connected cluster of the remaining variable cells, :func:`lp_movable`.
+    """
+    lo, hi = propagate_bounds(matrix, lo, hi, truth)
+    fixed = hi - lo <= TOL
+    if (fixed & ask).any():
+        return fixed
+    var = np.flatnonzero(~fixed)
+    a = matrix[:, var].tocsr()
+    used = np.flatnonzero(np.diff(a.indptr) > 0)
+    a = a[used]
+    n_eq = a.shape[0]
+    pattern = sp.csr_matrix((np.ones(a.nnz), a.indices, a.indptr), shape=a.shape)
+    graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
+    _, label = csgraph.connected_components(graph, directed=False)
+    col_label = label[n_eq:]
+    row_label = label[:n_eq]
+    wanted = np.unique(col_label[ask[var]])
+    order = np.argsort(col_label, kind="stable")
+    bounds = np.searchsorted(col_label[order], [wanted, wanted + 1])
+    row_order = np.argsort(row_label, kind="stable")
+    row_bounds = np.searchsorted(row_label[row_order], [wanted, wanted + 1])
+    t = truth[var]
+    for k in range(len(wanted)):
+        cols = order[bounds[0, k] : bounds[1, k]]
+        eqs = row_order[row_bounds[0, k] : row_bounds[1, k]]
+        sub = a[eqs][:, cols]
+        movable = lp_movable(
+            sub, lo[var][cols] - t[cols], hi[var][cols] - t[cols], ask[var][cols], rng
+        )
+        fixed[var[cols[~movable & ask[var][cols]]]] = True
+    return fixed
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing complements
+# ---------------------------------------------------------------------------------------------
+
+
+def choose_complements(
+    matrix: sp.csr_matrix,
+    fixed_null: BoolArray,
+    exposed: BoolArray,
+    eligible: BoolArray,
+    cost: IntArray,
+    level_rank: IntArray,
+) -> IntArray:
+    """One new withheld cell per cluster of exact withheld cells that holds an exposed one.
+
+    Exact withheld cells with positive counts that share a relation form a cluster (they pin one
+    another; exact zeros are left out, as a relation summing to 0 pins its cells whatever the
+    others do); the candidates are the published cells in the relations that touch the cluster,
+    and the cheapest is taken: the smallest positive count, coarser levels first on ties; a
+    published zero only when no positive cell is left (it can still help by rising).
+    """
+    f = np.flatnonzero(fixed_null & (cost > 0))
+    b = matrix[:, f].tocsr()
+    touching = np.flatnonzero(np.diff(b.indptr) > 0)
+    b = b[touching]
+    n_eq = b.shape[0]
+    pattern = sp.csr_matrix((np.ones(b.nnz), b.indices, b.indptr), shape=b.shape)
+    graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
+    _, label = csgraph.connected_components(graph, directed=False)
+    cell_label = np.full(matrix.shape[1], -1, dtype=np.int64)
+    cell_label[f] = label[n_eq:]
+    wanted = np.unique(cell_label[exposed])
+    wanted = wanted[wanted >= 0]
+    rows = matrix[touching].tocoo()
+    comp = label[:n_eq][rows.row]
+    cand = rows.col
+    keep = eligible[cand] & np.isin(comp, wanted)
+    comp, cand = comp[keep], cand[keep]
+    if not len(cand):
+        return np.empty(0, dtype=np.int64)
+    order = np.lexsort((cand, level_rank[cand], cost[cand], cost[cand] == 0, comp))
+    comp, cand = comp[order], cand[order]
+    first = np.r_[True, comp[1:] != comp[:-1]]
+    return np.unique(cand[first])
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------------------------------
+
+Engine = Callable[[sp.csr_matrix, FloatArray, FloatArray, FloatArray, BoolArray], BoolArray]
+"""(relations, lower, upper, truth, cells that must be settled exactly) → exact cells."""
+
+
+@dataclass
+class ClusterResult:
+    """Withheld cells of one relation system after complementary suppression."""
+
+    null: BoolArray
+    rounds: int
+    exposed: int
+    """Positive primary cells still exact at the end (0 unless no complement could help)."""
+    zeros_exact: int
+    """Primary cells with a true count of 0 that a user can still recover as 0."""
+
+
+def protect_cells(
+    space: CellSpace,
+    matrix: sp.csr_matrix,
+    primary: BoolArray,
+    null: BoolArray,
+    eligible: BoolArray,
+    knowledge: Knowledge,
+    engine: Engine,
+    final: Engine,
+    max_rounds: int = 1_000,
+) -> ClusterResult:
+    """Add complements to ``null`` until no positive ``primary`` cell is exact (or none can be
+    found). Primary cells with a true count of 0 are withheld but not required to stay inexact:
+    recovering one reveals an absence, not a count, and making every such zero inexact would take
+    the zero cells of every level up to the nation with it (docs/suppression.md)."""
+    null = null | primary
+    target = primary & (space.truth > 0)
+    truth = space.truth.astype(np.float64)
+    exposed = np.zeros_like(null)
+    rounds = 0
+    while rounds < max_rounds:
+        rounds += 1
+        lo, hi = knowledge.bounds(space, null)
+        fixed = engine(matrix, lo, hi, truth, target)
+        exposed = fixed & target
+        if not exposed.any():
+            break
+        # geounits are numbered from the top level down: a coarser cell wins a tie
+        new = choose_complements(
+            matrix, fixed & null, exposed, eligible & ~null, space.truth, space.geounit
+        )
+        if not len(new):
+            break
+        null[new] = True
+    lo, hi = knowledge.bounds(space, null)
+    zeros = primary & (space.truth == 0)
+    zeros_exact = int((final(matrix, lo, hi, truth, zeros) & zeros).sum()) if zeros.any() else 0
+    return ClusterResult(null, rounds, int(exposed.sum()), zeros_exact)
+
+
+def partner_geounits(plan: Plan, geography: Geography, min_persons: int) -> dict[str, BoolArray]:
+    """Geounits whose person tables are withheld as a whole to cover suppressed siblings.
+
+    Under a published parent, the suppressed children's P1 add up to the parent minus the
+    published siblings, and each lies in 1..min_persons−1. If that pins them — one suppressed
+    child alone, or all at 1, or all at min_persons−1 — their P1 and, with it, their person tables
+    could be read off; the sibling with the fewest persons above min_persons is withheld with
+    them (above, so that its P1 — known to be at least min_persons — can give way). This is the
+    agencies' practice, and far cheaper than finding the cells one by one.
+    """
+    partners = {level: np.zeros_like(tiny) for level, tiny in plan.tiny.items()}
+    for parent, child in zip(LEVELS[:-1], LEVELS[1:], strict=True):
+        up = parent_rows(geography, parent, child)
+        tiny, persons = plan.tiny[child], plan.persons[child]
+        n_parent = geography.n_units(parent)
+        count = np.bincount(up[tiny], minlength=n_parent)
+        total = np.bincount(up[tiny], weights=persons[tiny], minlength=n_parent)
+        pinned = (count == 1) | (total == count) | (total == count * (min_persons - 1))
+        pinned &= (count > 0) & ~plan.tiny[parent]
+        candidate = np.flatnonzero(pinned[up] & (persons > min_persons))
+        if not len(candidate):
+            continue
+        order = np.lexsort((candidate, persons[candidate], up[candidate]))
+        chosen = candidate[order]
+        first = np.r_[True, up[chosen][1:] != up[chosen][:-1]]
+        partners[child][chosen[first]] = True
+    return partners
+
+
+def complementary_suppression(
+    tables: dict[str, TableCounts],
+    plan: Plan,
+    p: SuppressionParameters,
+    geography: Geography,
+    rng: np.random.Generator,
+) -> tuple[dict[str, dict[str, IntArray]], dict[str, Any]]:
+    """Withhold further person-table cells so that no primary cell is exact (see the module notes
+    and docs/suppression.md): partner geounits first, then cell by cell with HiGHS.
+
+    Two relation systems are solved apart, as they share no relation: the tables that partition
+    all persons (P1, P8, P9, P12, PCT12, P29), tied together by P1 totals (LPs), and every other
+    person table, whose relations are the hierarchy alone (one network per cell, solved exactly
+    as a graph). Returns the withheld cells (table → level → ``row * n_cells + cell``) and notes.
+    """
+    partners = partner_geounits(plan, geography, p.min_persons)
+    everywhere = lambda masks: np.concatenate([masks[level] for level in LEVELS])  # noqa: E731
+    tiny_all, partner_all = everywhere(plan.tiny), everywhere(partners)
+    persons_all = everywhere(plan.persons)
+    person = [n for n, tc in tables.items() if is_person_table(tc.table)]
+    partition = ["P1", *(n for n in person if n != "P1" and partitions_persons(tables[n].table))]
+    others = [n for n in person if n not in partition]
+    cap = float(plan.persons["nation"].sum() + 1)
+    withheld: dict[str, dict[str, IntArray]] = {}
+    stats: dict[str, Any] = {}
+    p1_shown = np.ones(len(persons_all), dtype=bool)
+    for label, names, totals in (("partition", partition, True), ("hierarchy", others, False)):
+        space = cell_space(tables, names, geography)
+        matrix = relations(space, geography, with_totals=totals)
+        primary = np.concatenate(
+            [
+                np.repeat(plan.suppressed[name][level], tables[name].table.n_cells)
+                for name in names
+                for level in tables[name].table.levels
+            ]
+        )
+        knowledge = Knowledge(
+            small_cells=p.small_cells,
+            min_persons=p.min_persons,
+            cap=cap,
+            tiny=tiny_all,
+            persons=persons_all,
+            p1_shown=p1_shown,
+            zero_exact=np.array(
+                [is_adult_table(tables[n].table) and p.group_min > p.small_cells for n in names]
+            ),
+            p1_table=names.index("P1") if "P1" in names else -1,
+        )
+        eligible = persons_all[space.geounit] > 0
+        engine: Engine
+        final: Engine
+        if totals:
+            engine = lambda m, lo, hi, t, ask: lp_fixed(m, lo, hi, t, ask, rng)  # noqa: E731
+            final = propagated_fixed
+        else:
+            engine = final = lambda m, lo, hi, t, ask: network_fixed(m, lo, hi, t)  # noqa: E731
+        result = protect_cells(
+            space, matrix, primary, partner_all[space.geounit], eligible, knowledge, engine, final
+        )
+        if totals:
+            p1 = space.table == 0
+            p1_shown = np.ones(len(persons_all), dtype=bool)
+            p1_shown[space.geounit[p1 & result.null]] = False
+        added = result.null & ~primary
+        for (name, level), off in space.offset.items():
+            size = geography.n_units(level) * tables[name].table.n_cells
+            flat = np.flatnonzero(added[off : off + size])
+            if len(flat):
+                withheld.setdefault(name, {})[level] = flat.astype(np.int64)
+        stats[label] = {
+            "tables": list(names),
+            "rounds": result.rounds,
+            "primary_cells": int(primary.sum()),
+            "complement_cells": int(added.sum()),
+            "complement_cells_nonzero": int((added & (space.truth > 0)).sum()),
+            "positive_primary_cells_still_exact": result.exposed,
+            "zero_primary_cells_exact": result.zeros_exact,
+            "zero_primary_cells_counted": "those interval propagation pins (a lower bound)"
+            if totals
+            else "all (exact test)",
+        }
+    stats["partner_geounits"] = {
+        level: int(mask.sum()) for level, mask in partners.items() if mask.any()
+    }
+    stats["protects"] = PROTECTS
+    return withheld, stats
+
+
+# ---------------------------------------------------------------------------------------------
+# The mechanism
+# ---------------------------------------------------------------------------------------------
+
+INTERNAL_SEED = 19_800_401
+"""The LP heuristics' random directions come from this fixed seed: the release depends on the data
+and the parameters only."""
+
+
+def protect(population: Population, p: SuppressionParameters, rng: np.random.Generator) -> Release:
+    """Every catalogue table at every level under the 1980 rules (and complements, if asked).
+
+    Person tables get all three rules (P29 and P42, whose universe is not the adults, all but the
+    adult-group rule); the unit tables H1, H3, H4 and H13 only the small-cell rule. The mechanism
+    is deterministic: ``rng`` is not used.
+    """
+    del rng
+    tables = tabulate(population)
+    plan = primary_plan(tables, p)
+    withheld: dict[str, dict[str, IntArray]] = {}
+    adult = ", ".join(name for name, tc in tables.items() if is_adult_table(tc.table))
+    units = ", ".join(name for name, tc in tables.items() if not is_person_table(tc.table))
+    notes: dict[str, Any] = {
+        "rules": {
+            "small_cells": f"true counts 1..{p.small_cells} published as 0 (all tables)",
+            "min_persons": f"person tables suppressed (all cells null) for geounits of "
+            f"1..{p.min_persons - 1} persons",
+            "group_min": f"18+ tables ({adult}) suppressed where a non-empty cell has fewer "
+            f"than {p.group_min} persons",
+            "unit_tables": f"{units}: small-cell rule only",
+        },
+        "absent_rows": f"an absent cell was published as 0: its true count is 0..{p.small_cells}",
+    }
+    if p.complementary:
+        withheld, complement_notes = complementary_suppression(
+            tables, plan, p, population.geography, np.random.default_rng(INTERNAL_SEED)
+        )
+        notes["complementary"] = complement_notes
+    by_level = suppression_notes(tables, plan, p.small_cells, withheld)
+    if p.complementary:
+        for level, figures in by_level.items():
+            figures["complement_cells"] = int(
+                sum(len(levels.get(level, ())) for levels in withheld.values())
+            )
+    notes["by_level"] = by_level
+    return Release(
+        mechanism="suppress",
+        parameters=p.model_dump(mode="json"),
+        card=card(p),
+        tables={
+            name: publish(tc, p.small_cells, plan.suppressed.get(name), withheld.get(name))
+            for name, tc in tables.items()
+        },
+        randomness=randomness_record(None, uses_randomness=False),
+        input_digest=frames_digest(population.persons, population.units),
+        geography=population.geography,
+        notes=notes,
+    )
+
+
+def card(p: SuppressionParameters) -> SpecCard:
+    """No formal guarantee: the suppression pattern is a function of the confidential data."""
+    complementary = (
+        "complementary suppression: no withheld cell is exact given the hierarchy and P1 totals"
+        if p.complementary
+        else "no complementary suppression: withheld cells may be recovered from the margins"
+    )
+    return SpecCard(
+        mechanism="suppress",
+        domain="person and unit records of the tabulated population",
+        multiverse="none stated: every published cell is the exact count (or 0 for a small cell)",
+        invariants=("every published positive cell (published exactly)",),
+        protection_unit="none",
+        neighbours="no neighbouring relation is protected",
+        output_premetric="none",
+        budget=Budget(
+            reason_if_none="data-dependent cell and table suppression: which cells are withheld "
+            "depends on the confidential counts, and published cells are exact"
+        ),
+        covers=f"small counts 1..{p.small_cells} and tables of small geounits and adult groups; "
+        + complementary,
+        caveats=(
+            "Data-dependent suppression: the pattern of withheld tables itself reveals that a "
+            f"geounit has 1..{p.min_persons - 1} persons or an adult group under {p.group_min}.",
+            "Published cells are exact, so the reconstruction attack still uses every table of "
+            "every geounit that is not suppressed.",
+            "Complementary suppression only protects against exact recovery from the margins "
+            "considered (the geography hierarchy and the P1 totals of tables that partition the "
+            "persons, under LP relaxation); other relations between tables (P12 iterations, P14, "
+            "P6/P7 tallies, integer reasoning) can still narrow or pin a withheld cell.",
+        ),
+    )
+
+
+ENTRY = MechanismEntry(
+    "suppress",
+    "1980-style cell and table suppression (no formal guarantee)",
+    SuppressionParameters,
+    card,
+    protect,
+)
