@@ -135,6 +135,7 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
     assert safetab["group_accuracy"] and "Population-group tables: safetab_h" in report
     assert "no person tables" in safetab["reidentification"]["census"]["not_applicable"]
     assert "reconstruction" in results["mechanisms"]["suppress"]
+    assert "Suppression: suppress" in report
     assert results["steps"]["reused"] == []
 
     second = runner.invoke(app, ["run", str(path), "--out", str(out)])

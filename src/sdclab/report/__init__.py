@@ -254,6 +254,11 @@ def render_report(results: dict[str, Any]) -> str:
     ckm += "".join(
         _groups_section(t, e["group_accuracy"]) for t, e in mechs.items() if "group_accuracy" in e
     )
+    ckm += "".join(
+        _suppression_section(t, e["notes"]["by_level"])
+        for t, e in mechs.items()
+        if e.get("mechanism") == "suppress" and "by_level" in e.get("notes", {})
+    )
     cards = "".join(
         f"<details><summary>{_esc(t)}: specification card</summary><pre>"
         f"{_esc(_card_text(e['specification']))}</pre></details>"
@@ -397,6 +402,32 @@ def _groups_section(title: str, rows: list[dict[str, Any]]) -> str:
         f"<h2>Population-group tables: {_esc(title)}</h2><p>Household type (T03) and tenure (T04) "
         "by detailed race and ethnicity; each group's detail chosen by its size.</p>"
         f"<table>{head}{body}</table>"
+    )
+
+
+def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
+    """Suppression: how much of each level the rules withhold or zero."""
+    head = (
+        "<tr><th>level</th><th>person cells zeroed (1–2)</th><th>person cells null</th>"
+        "<th>redistricting tables suppressed</th><th>other tables suppressed</th></tr>"
+    )
+    rows = []
+    for level, f in by_level.items():
+        person = f.get("person_cells", {})
+        red = f.get("tables_suppressed_redistricting", {})
+        other = f.get("tables_suppressed_others", {})
+        rows.append(
+            f"<tr><td>{_esc(level)}</td><td>{_pct(person.get('zeroed_share'))}</td>"
+            f"<td>{_pct(person.get('null_share'))}</td>"
+            f"<td>{_pct(red.get('share'))} ({red.get('suppressed', 0)} of "
+            f"{red.get('pairs', 0)})</td>"
+            f"<td>{_pct(other.get('share'))} ({other.get('suppressed', 0)} of "
+            f"{other.get('pairs', 0)})</td></tr>"
+        )
+    return (
+        f"<h2>Suppression: {_esc(title)}</h2><p>Shares of the non-empty person cells and of the "
+        "(table, geounit) pairs of each level.</p>"
+        f"<table>{head}{''.join(rows)}</table>"
     )
 
 
