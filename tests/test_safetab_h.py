@@ -189,3 +189,20 @@ def test_noisy_t01001_adds_its_budget(population):
 def test_needs_detailed_codes(tiny_population):
     with pytest.raises(InputError, match="detailed race"):
         mechanisms.run("safetab_h", tiny_population, {}, 1)
+
+
+def test_thresholds_from_a_file(population, tmp_path):
+    file = tmp_path / "thresholds.toml"
+    lines = []
+    for region in ("USA", "STATE", "COUNTY", "TRACT"):
+        for level in (1, 2):
+            lines.append(
+                f'[[threshold]]\nregion = "{region}"\nlevel = {level}\nT03 = [0, 0, 0]\nT04 = [0]\n'
+            )
+    file.write_text("".join(lines))
+    release = mechanisms.run("safetab_h", population, {"thresholds": str(file)}, 1)
+    # every group present gets the most detailed variants
+    assert set(release.group_tables["table"]) == {"T03004", "T04002"}
+    file.write_text(lines[0])
+    with pytest.raises(InputError, match="no thresholds for"):
+        mechanisms.run("safetab_h", population, {"thresholds": str(file)}, 1)

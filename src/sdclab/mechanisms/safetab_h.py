@@ -160,6 +160,36 @@ def load_groups(path: Path) -> tuple[Group, ...]:
     return tuple(groups)
 
 
+def load_thresholds(path: Path) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
+    """Thresholds from a TOML file: one ``[[threshold]]`` per region type (USA, STATE, COUNTY,
+    TRACT) and iteration level (1, 2) with ``T03`` (three increasing counts) and ``T04`` (one)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the thresholds ({exc})") from None
+    table: dict[tuple[str, int], dict[str, tuple[int, ...]]] = {}
+    for n, entry in enumerate(data.get("threshold", []), start=1):
+        try:
+            key = (str(entry["region"]), int(entry["level"]))
+            t3, t4 = tuple(int(v) for v in entry["T03"]), tuple(int(v) for v in entry["T04"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(
+                f"{path}: threshold {n}: expected region, level, T03, T04 ({exc})"
+            ) from None
+        if key[0] not in REGION_TYPES or key[1] not in (1, 2):
+            raise InputError(f"{path}: threshold {n}: unknown region {key[0]!r} or level {key[1]}")
+        if len(t3) != 3 or len(t4) != 1 or list(t3) != sorted(t3) or min(t3 + t4) < 0:
+            raise InputError(
+                f"{path}: threshold {n}: T03 needs three increasing counts and T04 one, all ≥ 0"
+            )
+        table[key] = {"T03": t3, "T04": t4}
+    missing = set(PRODUCTION_THRESHOLDS) - set(table)
+    if missing:
+        shown = ", ".join(f"{r} level {lv}" for r, lv in sorted(missing))
+        raise InputError(f"{path}: no thresholds for {shown}")
+    return table
+
+
 def stability(groups: tuple[Group, ...], level: int, max_codes: int = MAX_RACE_CODES) -> int:
     """s = h_r·max(2, r) + h_e: the most population groups of a level one household is in, with
     h_r (h_e) the most race (ethnicity) groups one code maps to and r the codes per person."""
@@ -201,6 +231,16 @@ class SafeTabHParameters(Parameters):
     t01001: Literal["exact", "noisy"] = "exact"
     t01001_rho: Decimal = Field(Decimal("1"), gt=0, description="noisy T01001: its total rho")
     clamp: bool = Field(False, description="negative measured cells to 0 (production kept them)")
+    thresholds: str = Field(
+        "production", description='"production" or a TOML file of [[threshold]] entries'
+    )
+
+    def threshold_table(self) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
+        return (
+            PRODUCTION_THRESHOLDS
+            if self.thresholds == "production"
+            else load_thresholds(Path(self.thresholds))
+        )
 
     def groups(self) -> tuple[Group, ...]:
         return (
@@ -440,6 +480,7 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
                 f"safetab_h: the iteration mapping gives stability {s} at level {level}, above the "
                 f"{p.stability} the budget is spent for (set stability={s} or fix the mapping)"
             )
+    thresholds = p.threshold_table()
     frames, totals = [], []
     for lc in level_counts(population, groups):
         s = stability(groups, lc.level)
@@ -452,7 +493,7 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
         present = t01001 > 0
         sigma2 = Fraction(s) / (2 * p.rho(lc.region, lc.level))
         for table, (variants, derived) in TABLES.items():
-            cuts = PRODUCTION_THRESHOLDS[lc.region, lc.level][table]
+            cuts = thresholds[lc.region, lc.level][table]
             chosen = np.where(present, variant(t01001.astype(float), cuts), -1)
             by_value = lc.by_value[table]
             for k, (cells, sums) in enumerate(zip(variants, derived, strict=True)):
