@@ -291,7 +291,7 @@ def dask_client(executor: Executor) -> Iterator[Any]:
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # any free port (8787 may be taken)
             silence_logs=40,
         ) as cluster,
         Client(cluster) as client,
