@@ -314,9 +314,13 @@ def summed_laplace_pmf(scale: float, terms: int) -> tuple[np.ndarray, np.ndarray
     return values[keep], probs[keep] / probs[keep].sum()
 
 
-def _upper(values: np.ndarray, probs: np.ndarray, threshold: np.ndarray) -> np.ndarray:
-    """Pr(x ≥ threshold), elementwise."""
-    tail = np.cumsum(probs[::-1])[::-1]  # tail[i] = Pr(x ≥ values[i])
+def _tails(values: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values, Pr(x ≥ value)) of a pmf."""
+    return values, np.cumsum(probs[::-1])[::-1]
+
+
+def _upper(values: np.ndarray, tail: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """Pr(x ≥ threshold), elementwise, from :func:`_tails`."""
     position = np.searchsorted(values, np.ceil(threshold - 1e-9))
     return np.where(position < len(values), tail[np.minimum(position, len(values) - 1)], 0.0)
 
@@ -330,6 +334,7 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
     published ≤ 0); broadband distortions (F, M and T all off by at least 50% / 100% in the same
     direction).
     """
+    from sdclab.attacks.reconstruction import release_counts
     from sdclab.mechanisms.geometric import GeometricParameters, allocation, scale_of
 
     params = GeometricParameters.model_validate(release.parameters)
@@ -343,20 +348,23 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
         codes = truth.geography.codes(level)
         true_t = exact["P1"].counts[level][1].toarray()[:, 0]
         true_p12 = exact["P12"].counts[level][1].toarray()
-        published_t = _published(release, "P1", level, codes)[:, 0]
-        published_p12 = _published(release, "P12", level, codes)
+        published_t = np.nan_to_num(release_counts(release, ("P1",), level, codes))[:, 0]
+        published_p12 = np.nan_to_num(release_counts(release, ("P12",), level, codes))
         truth_fmt = np.stack([true_p12[:, female].sum(1), true_p12[:, male].sum(1), true_t])
         noisy_fmt = np.stack(
             [published_p12[:, female].sum(1), published_p12[:, male].sum(1), published_t]
         )
         scale_t = float(scale_of(CATALOG["P1"], shares["P1", level], params.neighbours))
         scale_c = float(scale_of(CATALOG["P12"], shares["P12", level], params.neighbours))
+        by_terms = {
+            k: _tails(*summed_laplace_pmf(scale_c, k)) for k in {int(female.sum()), int(male.sum())}
+        }
         pmfs = [
-            summed_laplace_pmf(scale_c, int(female.sum())),
-            summed_laplace_pmf(scale_c, int(male.sum())),
-            summed_laplace_pmf(scale_t, 1),
+            by_terms[int(female.sum())],
+            by_terms[int(male.sum())],
+            _tails(*summed_laplace_pmf(scale_t, 1)),
         ]
-        values, probs = pmfs[2]
+        values, tail = pmfs[2]
         rows = []
         for low, high in TAIL_SIZE_CLASSES:
             inside = (true_t >= low) & (true_t <= (high if high is not None else true_t.max()))
@@ -366,7 +374,7 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
             x = (noisy_fmt[:, inside] - truth_fmt[:, inside]).astype(float)
             row: dict[str, Any] = {"class": size_class_label(low, high), "areas": int(inside.sum())}
             for r in RELATIVE_ERRORS:
-                up = _upper(values, probs, r * n[2])
+                up = _upper(values, tail, r * n[2])
                 row[f"T_error_{r:g}_expected"] = float(2 * up.sum())
                 row[f"T_error_{r:g}_sampled"] = int((np.abs(x[2]) >= r * n[2]).sum())
                 # all three up, or all three down: equally likely for symmetric noise
@@ -377,26 +385,15 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
                 same_up = (x >= r * n).all(axis=0)
                 same_down = (x <= -r * n).all(axis=0)
                 row[f"broadband_{r:g}_sampled"] = int((same_up | same_down).sum())
-            row["depopulated_expected"] = float(_upper(values, probs, n[2]).sum())
+            row["depopulated_expected"] = float(_upper(values, tail, n[2]).sum())
             row["depopulated_sampled"] = int((noisy_fmt[2, inside] <= 0).sum())
             rows.append(row)
         out[level] = {
             "scale_total": scale_t,
-            "tail_probability": float(2 * _upper(values, probs, np.array([TAIL_BOUND + 1]))[0]),
+            "tail_probability": float(2 * _upper(values, tail, np.array([TAIL_BOUND + 1]))[0]),
             "tail_bound": TAIL_BOUND,
             "classes": rows,
         }
-    return out
-
-
-def _published(release: Release, name: str, level: str, codes: np.ndarray) -> np.ndarray:
-    """Published counts of a table at a level as a dense geounits × cells array (absent = 0)."""
-    from sdclab.geography import parse_geoids
-
-    frame = release.table(name, level)
-    rows = np.searchsorted(codes, parse_geoids(frame["geoid"], level))
-    out = np.zeros((len(codes), CATALOG[name].n_cells), dtype=np.int64)
-    out[rows, frame["cell"].to_numpy()] = frame["count"].fill_null(0).to_numpy()
     return out
 
 

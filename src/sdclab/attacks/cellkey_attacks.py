@@ -29,6 +29,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from sdclab import accounting
+
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 Pmf = tuple[IntArray, FloatArray]
@@ -373,7 +375,7 @@ def geometric_tail(epsilon: float, bound: int) -> float:
     _check_epsilon(epsilon)
     if bound < 0:
         raise ValueError(f"the bound must be non-negative, got {bound}")
-    return 2 * math.exp(-epsilon * (bound + 1)) / (1 + math.exp(-epsilon))
+    return accounting.laplace_tail(1 / epsilon, bound)
 
 
 def geometric_pmf(epsilon: float, k: npt.ArrayLike) -> FloatArray:

@@ -19,7 +19,7 @@ meet the statistic must lie inside it and cover it) at its own level or any leve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,8 @@ import scipy.sparse as sp
 
 from sdclab import schema
 from sdclab.attacks import cellkey_attacks as ck
-from sdclab.geography import LEVELS, Geography, parse_geoids
+from sdclab.attacks.reconstruction import release_counts
+from sdclab.geography import LEVELS, Geography
 from sdclab.mechanisms.cellkey import (
     AnyPTable,
     CellKeyParameters,
@@ -50,13 +51,11 @@ LARGE_COUNT = 1_000
 
 
 def level_matrix(release: Release, name: str, level: str) -> sp.csr_matrix:
-    """Published counts of a table at a level as geounits × cells (absent rows are 0)."""
-    frame = release.table(name, level)
+    """Published counts of a table at a level as geounits × cells (absent rows and suppressed
+    cells are 0)."""
     codes = release.geography.codes(level)
-    rows = np.searchsorted(codes, parse_geoids(frame["geoid"], level))
-    shape = (len(codes), CATALOG[name].n_cells)
-    values = frame["count"].fill_null(0).to_numpy().astype(np.int64)
-    return sp.csr_matrix((values, (rows, frame["cell"].to_numpy())), shape=shape)
+    dense = np.nan_to_num(release_counts(release, (name,), level, codes))
+    return sp.csr_matrix(dense.astype(np.int64))
 
 
 def child_to_parent(geography: Geography, parent: str, child: str) -> IntArray:
@@ -174,18 +173,23 @@ def large_count_noise(table: AnyPTable) -> tuple[IntArray, npt.NDArray[np.float6
     return v.astype(np.int64), counts / counts.sum()
 
 
-def bound_disclosure(release: Release, params: CellKeyParameters) -> dict[str, Any]:
+def usable_tuples(release: Release, params: CellKeyParameters) -> Tuples:
+    """The release's 3-tuples an attacker can use: with a threshold, only those whose members
+    are all shown (an absent cell may be a suppressed one)."""
+    tuples = geographic_tuples(release, 2)
+    if not params.threshold:
+        return tuples
+    shown = (tuples.values > 0).all(axis=1)
+    return Tuples(*(getattr(tuples, f.name)[shown] for f in fields(Tuples)))
+
+
+def bound_disclosure(tuples: Tuples, params: CellKeyParameters, table: AnyPTable) -> dict[str, Any]:
     """(a): the bound of large-count noise estimated from the release's 3-tuples, and the p1 and
     risk they carry in the independence model and with the exact integer keys."""
-    table = params.table()
     key_space = params.resolved_key_space(table)
     pmf = large_count_noise(table)
     bound = int(np.abs(pmf[0][pmf[1] > 0]).max())
-    tuples = geographic_tuples(release, 2)
-    complete = (
-        (tuples.values > 0).all(axis=1) if params.threshold else np.ones(len(tuples.values), bool)
-    )
-    values = tuples.values[complete]
+    values = tuples.values
     s = values[:, 0] + values[:, 1] - values[:, 2]
     independent = ck.p1_independent(pmf, pmf, pmf, bound)
     space = key_space if isinstance(table, OnsPTable) else min(key_space, EXACT_KEYS_MAX)
@@ -220,30 +224,18 @@ def bound_disclosure(release: Release, params: CellKeyParameters) -> dict[str, A
 
 
 def pinned_counts(
-    release: Release, params: CellKeyParameters, truth: Population | None
+    tuples: Tuples, release: Release, table: AnyPTable, truth: Population | None
 ) -> dict[str, Any]:
     """(b): 3-tuples whose published values pin their true counts once the bound is known."""
-    table = params.table()
-    bound = noise_bound(table)
-    tuples = geographic_tuples(release, 2)
-    complete = (
-        (tuples.values > 0).all(axis=1) if params.threshold else np.ones(len(tuples.values), bool)
-    )
-    result = ck.pinned_tuples(tuples.values[complete], bound, blocked(table))
+    result = ck.pinned_tuples(tuples.values, noise_bound(table), blocked(table))
     pinned = result["pinned"]
     out: dict[str, Any] = {
-        "tuples": int(complete.sum()),
+        "tuples": len(tuples.values),
         "pinned": int(pinned.sum()),
         "inconsistent": int((result["feasible"] == 0).sum()),
     }
     if truth is not None and pinned.any():
-        kept = Tuples(
-            tuples.values[complete][pinned],
-            tuples.table[complete][pinned],
-            tuples.level[complete][pinned],
-            tuples.parent[complete][pinned],
-            tuples.cell[complete][pinned],
-        )
+        kept = Tuples(*(getattr(tuples, f.name)[pinned] for f in fields(Tuples)))
         truth_values = true_values(kept, truth, release, 2)
         out["pinned_correct"] = int(
             (truth_values == result["true_values"][pinned]).all(axis=1).sum()
@@ -423,13 +415,13 @@ def _publications(
 def averaging(
     release: Release,
     params: CellKeyParameters,
+    table: AnyPTable,
     truth: Population | None,
     targets: tuple[str, ...] = ATTACK_TARGETS,
 ) -> dict[str, Any]:
     """(c) for the target tables at every level: the k/t² distribution over published cells, the
     most exposed cells with their Gaussian averaging success, and — with the truth — how many
     non-empty cells the weighted average of the IRRs recovers exactly."""
-    table = params.table()
     v, p = large_count_noise(table)
     variance = float((v.astype(float) ** 2 * p).sum())
     exact = tabulate(truth, list(targets)) if truth is not None else None
@@ -502,13 +494,13 @@ def repeated_queries(
 
     truth = tabulate(population, list(tables))
     total: dict[str, npt.NDArray[np.float64]] = {}
+    table = params.table()
+    key_space = params.resolved_key_space(table)
     keyed = (
         population
         if cellkey.has_keys(population)
-        else cellkey.assign_record_keys(population, params.resolved_key_space(params.table()), rng)
+        else cellkey.assign_record_keys(population, key_space, rng)
     )
-    table = params.table()
-    key_space = params.resolved_key_space(table)
     plain, cell_keys = cellkey.keyed_tables(keyed, list(tables), key_space)
     first: dict[str, npt.NDArray[np.float64]] = {}
     for run in range(runs):
@@ -579,10 +571,12 @@ def ckm_risk(
     if release.mechanism != "cellkey":
         raise ValueError(f"ckm-risk needs a cellkey release, not {release.mechanism!r}")
     params = CellKeyParameters.model_validate(release.parameters)
+    table = params.table()
+    tuples = usable_tuples(release, params)
     out: dict[str, Any] = {
-        "bound_disclosure": bound_disclosure(release, params),
-        "pinned": pinned_counts(release, params, truth),
-        "averaging": averaging(release, params, truth),
+        "bound_disclosure": bound_disclosure(tuples, params, table),
+        "pinned": pinned_counts(tuples, release, table, truth),
+        "averaging": averaging(release, params, table, truth),
     }
     exposed = out["averaging"]["most_exposed"]
     out["design"] = design_grid(
