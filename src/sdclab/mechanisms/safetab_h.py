@@ -587,22 +587,25 @@ def _variant_frame(
     table: str,
     population: Population,
 ) -> pl.DataFrame:
-    geoids = geoid_strings(population.geography.codes(lc.geo_level), lc.geo_level).gather(where[0])
-    names = pl.Series(lc.codes).gather(where[1])
-    n = len(where[0])
+    keys = pl.DataFrame(
+        {
+            "geoid": geoid_strings(population.geography.codes(lc.geo_level), lc.geo_level).gather(
+                where[0]
+            ),
+            "iteration": pl.Series(lc.codes).gather(where[1]),
+        }
+    )
     return pl.concat(
         [
-            pl.DataFrame(
-                {
-                    "level": pl.Series([lc.geo_level] * n, dtype=pl.String),
-                    "geoid": geoids,
-                    "iteration_level": pl.Series([lc.level] * n, dtype=pl.Int8),
-                    "iteration": names,
-                    "table": pl.Series([table] * n, dtype=pl.String),
-                    "cell": pl.Series([cell] * n, dtype=pl.Int8),
-                    "count": pl.Series(values, dtype=pl.Int64),
-                    "derived": pl.Series([cell in derived] * n, dtype=pl.Boolean),
-                }
+            keys.select(
+                pl.lit(lc.geo_level, dtype=pl.String).alias("level"),
+                "geoid",
+                pl.lit(lc.level, dtype=pl.Int8).alias("iteration_level"),
+                "iteration",
+                pl.lit(table, dtype=pl.String).alias("table"),
+                pl.lit(cell, dtype=pl.Int8).alias("cell"),
+                pl.Series("count", values, dtype=pl.Int64),
+                pl.lit(cell in derived, dtype=pl.Boolean).alias("derived"),
             )
             for cell, values in sorted(noisy.items())
         ]
@@ -613,12 +616,16 @@ def _group_frame(counts: IntArray, lc: LevelCounts, geography: Geography) -> pl.
     geo, it = np.indices(counts.shape).reshape(2, -1)
     return pl.DataFrame(
         {
-            "level": pl.Series([lc.geo_level] * len(geo), dtype=pl.String),
             "geoid": geoid_strings(geography.codes(lc.geo_level), lc.geo_level).gather(geo),
-            "iteration_level": pl.Series([lc.level] * len(geo), dtype=pl.Int8),
             "iteration": pl.Series(lc.codes).gather(it),
             "count": pl.Series(counts[geo, it], dtype=pl.Int64),
         }
+    ).select(
+        pl.lit(lc.geo_level, dtype=pl.String).alias("level"),
+        "geoid",
+        pl.lit(lc.level, dtype=pl.Int8).alias("iteration_level"),
+        "iteration",
+        "count",
     )
 
 
