@@ -107,6 +107,21 @@ class Geography:
             (data, (parent, np.arange(self.n_blocks))), shape=(len(codes), self.n_blocks)
         )
 
+    def parents(self, level: str, below: str) -> npt.NDArray[np.int64]:
+        """Index at ``level`` of the geounit holding each geounit of the lower level ``below``."""
+        out = np.empty(self.n_units(below), dtype=np.int64)
+        out[self.units(below)[1]] = self.units(level)[1]
+        return out
+
+    def containment(self, level: str, below: str) -> sp.csr_matrix:
+        """0/1 matrix geounits(level) × geounits(below): left-multiplying sums the lower
+        geounits into the ones containing them."""
+        parent = self.parents(level, below)
+        n = len(parent)
+        return sp.csr_matrix(
+            (np.ones(n, dtype=np.int64), (parent, np.arange(n))), shape=(self.n_units(level), n)
+        )
+
     @cached_property
     def summary(self) -> dict[str, int]:
         """Number of geounits at each level."""

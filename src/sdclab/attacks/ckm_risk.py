@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from sdclab import schema
 from sdclab.attacks import cellkey_attacks as ck
 from sdclab.attacks.reconstruction import release_counts
-from sdclab.geography import LEVELS, Geography
+from sdclab.geography import LEVELS
 from sdclab.mechanisms.cellkey import (
     AnyPTable,
     CellKeyParameters,
@@ -58,23 +58,6 @@ def level_matrix(release: Release, name: str, level: str) -> sp.csr_matrix:
     return sp.csr_matrix(dense.astype(np.int64))
 
 
-def child_to_parent(geography: Geography, parent: str, child: str) -> IntArray:
-    """Index of the parent geounit of every child geounit."""
-    out = np.empty(geography.n_units(child), dtype=np.int64)
-    out[geography.units(child)[1]] = geography.units(parent)[1]
-    return out
-
-
-def descendants(geography: Geography, level: str, below: str) -> sp.csr_matrix:
-    """0/1 geounits(level) × geounits(below): which lower geounits lie in each geounit."""
-    parent = child_to_parent(geography, level, below)
-    n = len(parent)
-    return sp.csr_matrix(
-        (np.ones(n, dtype=np.int64), (parent, np.arange(n))),
-        shape=(geography.n_units(level), n),
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 # (a), (b): additive tuples along the geography
 # ---------------------------------------------------------------------------------------------
@@ -100,7 +83,7 @@ def geographic_tuples(release: Release, components: int = 2) -> Tuples:
     for name in release.tables:
         levels = [lv for lv in CATALOG[name].levels]
         for parent_level, child_level in zip(levels[:-1], levels[1:], strict=True):
-            parent_of = child_to_parent(geography, parent_level, child_level)
+            parent_of = geography.parents(parent_level, child_level)
             n_children = np.bincount(parent_of, minlength=geography.n_units(parent_level))
             chosen = np.flatnonzero(n_children == components)
             if not len(chosen):
@@ -141,7 +124,7 @@ def true_values(tuples: Tuples, truth: Population, release: Release, components:
         for level in np.unique(tuples.level[tuples.table == name]):
             mine = (tuples.table == name) & (tuples.level == level)
             child_level = LEVELS[LEVELS.index(level) + 1]
-            parent_of = child_to_parent(geography, level, child_level)
+            parent_of = geography.parents(level, child_level)
             order = np.argsort(parent_of, kind="stable")
             n_children = np.bincount(parent_of, minlength=geography.n_units(level))
             start = np.concatenate([[0], np.cumsum(n_children)])[tuples.parent[mine]]
@@ -361,7 +344,7 @@ def redundancy(release: Release, target: TableDef, level: str, spsn: bool) -> Re
     inside = partitions(target, tables)
     n_geo, n_cells = geography.n_units(level), target.n_cells
     down = {
-        lv: descendants(geography, level, lv)
+        lv: geography.containment(level, lv)
         for lv in LEVELS
         if LEVELS.index(lv) > LEVELS.index(level)
     }

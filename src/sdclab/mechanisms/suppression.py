@@ -43,7 +43,7 @@ from scipy.sparse import csgraph
 from sdclab import schema
 from sdclab.accounting import Budget, SpecCard
 from sdclab.digest import frames_digest
-from sdclab.geography import GEOID_LENGTH, LEVELS, Geography
+from sdclab.geography import LEVELS, Geography
 from sdclab.mechanisms.base import MechanismEntry, Parameters
 from sdclab.optimize.highs import quiet_highs
 from sdclab.population import Population
@@ -384,12 +384,6 @@ def cell_space(
     )
 
 
-def parent_rows(geography: Geography, parent: str, child: str) -> IntArray:
-    """Row at ``parent`` level of every geounit at the ``child`` level just below it."""
-    drop = 10 ** (GEOID_LENGTH[child] - GEOID_LENGTH[parent])
-    return np.searchsorted(geography.codes(parent), geography.codes(child) // drop).astype(np.int64)
-
-
 def relations(space: CellSpace, geography: Geography, with_totals: bool) -> sp.csr_matrix:
     """The linear relations a user knows among the cells, one row each (relation · cells = 0).
 
@@ -408,7 +402,7 @@ def relations(space: CellSpace, geography: Geography, with_totals: bool) -> sp.c
         n = table.n_cells
         for parent, child in zip(table.levels[:-1], table.levels[1:], strict=True):
             n_parent = geography.n_units(parent)
-            up = parent_rows(geography, parent, child)
+            up = geography.parents(parent, child)
             top = space.offset[(name, parent)] + np.arange(n_parent * n)
             rows.append(eq + np.arange(n_parent * n))
             cols.append(top)
@@ -876,7 +870,7 @@ def partner_geounits(plan: Plan, geography: Geography, min_persons: int) -> dict
     """
     partners = {level: np.zeros_like(tiny) for level, tiny in plan.tiny.items()}
     for parent, child in zip(LEVELS[:-1], LEVELS[1:], strict=True):
-        up = parent_rows(geography, parent, child)
+        up = geography.parents(parent, child)
         tiny, persons = plan.tiny[child], plan.persons[child]
         n_parent = geography.n_units(parent)
         count = np.bincount(up[tiny], minlength=n_parent)

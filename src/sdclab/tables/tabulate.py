@@ -153,14 +153,7 @@ def tabulate_histograms(
 
 def level_step(geography: Geography, level: str) -> sp.csr_matrix:
     """0/1 matrix geounits(level) × geounits(the level below): sums children into parents."""
-    below = LEVELS[LEVELS.index(level) + 1]
-    child = geography.units(below)[1]
-    parent = np.empty(geography.n_units(below), dtype=np.int64)
-    parent[child] = geography.units(level)[1]
-    return sp.csr_matrix(
-        (np.ones(len(parent), dtype=np.int64), (parent, np.arange(len(parent)))),
-        shape=(geography.n_units(level), len(parent)),
-    )
+    return geography.containment(level, LEVELS[LEVELS.index(level) + 1])
 
 
 def tabulate(population: Population, names: Sequence[str] | None = None) -> dict[str, TableCounts]:
