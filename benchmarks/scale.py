@@ -19,6 +19,7 @@ import time
 from sdclab import mechanisms
 from sdclab.attacks.reconstruction import reconstruct
 from sdclab.execution import Executor
+from sdclab.mechanisms import topdown as topdown_module
 from sdclab.population.synth import synthesize
 
 GOAL_SPEEDUP = 1.8
@@ -26,20 +27,37 @@ MEMORY_LIMIT_GB = 8
 
 
 class WorkerMemory:
-    """Largest resident memory of any Dask worker, sampled every second."""
+    """Resident memory of the Dask workers, sampled every second: the overall peak and, with
+    :meth:`phase`, the peak within each named phase (a TopDown level, the reconstruction)."""
 
     def __init__(self) -> None:
         self.peak = 0
+        self.by_phase: dict[str, int] = {}
+        self._phase = "start"
+        self.started: dict[str, float] = {"start": time.perf_counter()}
         self._stop = threading.Event()
+
+    def phase(self, name: str) -> None:
+        self._phase = name
+        self.started[name] = time.perf_counter()
+
+    def seconds_by_phase(self, end: float) -> dict[str, float]:
+        """Wall time of each phase (until the next one starts, the last one until ``end``)."""
+        names, times = list(self.started), [*self.started.values(), end]
+        return {name: round(times[i + 1] - times[i], 1) for i, name in enumerate(names)}
 
     def watch(self) -> None:
         import psutil
 
         while not self._stop.wait(1.0):
+            largest = 0
             for proc in psutil.process_iter(["cmdline", "memory_info"]):
                 cmd = " ".join(proc.info.get("cmdline") or [])
                 if "distributed" in cmd or "spawn_main" in cmd:
-                    self.peak = max(self.peak, proc.info["memory_info"].rss)
+                    largest = max(largest, proc.info["memory_info"].rss)
+            self.peak = max(self.peak, largest)
+            self.by_phase[self._phase] = max(self.by_phase.get(self._phase, 0), largest)
+
 
     def __enter__(self) -> WorkerMemory:
         self._thread = threading.Thread(target=self.watch, daemon=True)
@@ -51,20 +69,36 @@ class WorkerMemory:
         self._thread.join()
 
 
+def follow_levels(memory: WorkerMemory) -> None:
+    """Name each TopDown level's phase when its tasks start (wraps TopDown's ``run_tasks``)."""
+    original = topdown_module.run_tasks
+
+    def traced(fn, payloads, workers=None, label="working", *args, **kwargs):  # type: ignore[no-untyped-def]
+        memory.phase(label)
+        return original(fn, payloads, workers, label, *args, **kwargs)
+
+    topdown_module.run_tasks = traced
+
 def run(population, workers: int) -> dict[str, object]:
     executor = Executor.parse(f"dask-local:{workers}")
     settings = {"product": "pl94", "rho": "2.63", "executor": f"dask-local:{workers}"}
     with WorkerMemory() as memory:
+        follow_levels(memory)
         start = time.perf_counter()
         release = mechanisms.run("topdown", population, settings, 1)
         topdown_seconds = time.perf_counter() - start
+        memory.phase("reconstruction")
         start = time.perf_counter()
         recon = reconstruct(release, workers=executor, seed=0)
         recon_seconds = time.perf_counter() - start
+        phase_seconds = memory.seconds_by_phase(time.perf_counter())
     return {
         "topdown_seconds": round(topdown_seconds, 1),
         "reconstruction_seconds": round(recon_seconds, 1),
         "peak_worker_gb": round(memory.peak / 2**30, 2),
+        "peak_worker_gb_by_phase": {k: round(v / 2**30, 2) for k, v in memory.by_phase.items()},
+        "seconds_by_phase": phase_seconds,
+        "problems_per_level": release.notes["problems_per_level"],
         "persons_per_second_per_core": round(
             population.n_persons / (topdown_seconds + recon_seconds) / workers, 1
         ),
