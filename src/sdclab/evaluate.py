@@ -431,3 +431,52 @@ def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Which figures are evaluation only
+# ---------------------------------------------------------------------------------------------
+
+EVALUATION_ONLY = "evaluation_only"
+"""Key under which figures list, as dotted paths, those computed with the truth (as
+:func:`sdclab.attacks.ckm_risk.ckm_risk` already does): evaluation only, never to be published."""
+
+TRUTH_BASED_FIELDS = (
+    "accuracy",
+    "accuracy_summary",
+    "accuracy_by_level",
+    "microdata_agreement",
+    "reconstruction_agreement",
+    "reconstruction_block_sex_agebin",
+    "reidentification",
+    "tails",
+    "group_accuracy",
+)
+"""Fields of a mechanism's results (an experiment's entry, the metrics of ``sdclab evaluate``)
+computed with the truth. Reidentification is among them as a whole: confirmation needs the truth,
+its breakdowns use true block sizes, and even its putative links are made against an attacker
+file simulated from the confidential records. ``reconstruction`` (the attack's own figures,
+solution variability included), ``specification``, ``budget`` and the release's notes are not."""
+
+
+def evaluation_only(figures: dict[str, Any]) -> list[str]:
+    """Dotted paths of the figures of one mechanism's results that were computed with the truth:
+    the :data:`TRUTH_BASED_FIELDS` present, a suppression release's shares of non-empty true cells
+    (``notes.by_level``) and what ckm-risk lists under :data:`EVALUATION_ONLY`; only paths
+    present in ``figures``."""
+    paths = [name for name in TRUTH_BASED_FIELDS if name in figures]
+    if figures.get("mechanism") == "suppress":
+        paths.append("notes.by_level")
+    risk = figures.get("ckm_risk")
+    if isinstance(risk, dict):
+        paths += [f"ckm_risk.{path}" for path in risk.get(EVALUATION_ONLY, [])]
+    return [path for path in paths if _present(figures, path)]
+
+
+def _present(figures: dict[str, Any], path: str) -> bool:
+    node: Any = figures
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True

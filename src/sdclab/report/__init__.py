@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from typing import Any
 
-from sdclab.evaluate import BLOCK_SIZE_CLASSES, size_class_label
+from sdclab.evaluate import BLOCK_SIZE_CLASSES, evaluation_only, size_class_label
 from sdclab.geography import LEVELS
 
 COLOURS = ("#1b6ca8", "#d1495b", "#e59a1c", "#2e8b57", "#8d6a9f", "#8c564b", "#17becf", "#bcbd22")
@@ -15,6 +16,134 @@ CLASSES = [size_class_label(lo, hi) for lo, hi in BLOCK_SIZE_CLASSES]
 
 def _esc(value: Any) -> str:
     return html.escape(str(value))
+
+
+# ---------------------------------------------------------------------------------------------
+# Where each number comes from: every section, table and figure declares its source here
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a part of the report was computed from, with the label it carries."""
+
+    key: str
+    label: str
+    mark: str
+    """One letter marking a column of a table that mixes sources."""
+    colour: str
+    background: str
+    explanation: str
+
+
+EVALUATION = Source(
+    "evaluation",
+    "Evaluation only — computed with the confidential data; not for publication",
+    "E",
+    "#b3261e",
+    "#fbe3e1",
+    "Compares a release, or an attack on it, with the confidential records: errors of the "
+    "tables, agreement of reconstructed with true records, reidentification (the attacker files "
+    "are simulated from the confidential records, so even the putative links are measured on "
+    "them), tails and suppression by true size, attacks checked against the true counts, and the "
+    "true totals of the population. They are for choosing a method; publishing them would "
+    "disclose the data they were measured on.",
+)
+RELEASE = Source(
+    "release",
+    "From the release alone",
+    "R",
+    "#2e7d32",
+    "#e4f2e4",
+    "Computed from the published tables only, as any user or attacker can: the reconstruction's "
+    "solution variability, the cell key method's bound estimate, pinned tuples and (D, V) grid.",
+)
+CARD = Source(
+    "card",
+    "From the specification card",
+    "C",
+    "#1b5e9a",
+    "#e3ecf7",
+    "Stated by the mechanism's specification card (guarantee, budget, noise scale, margins of "
+    "error): they follow from the settings, not from the data.",
+)
+SOURCES = (EVALUATION, RELEASE, CARD)
+
+
+def source_label(source: Source) -> str:
+    """The visible label of a part of the report."""
+    return f'<p class="source {source.key}"><b>{_esc(source.label)}</b></p>'
+
+
+def labelled(source: Source, body: str, tag: str = "div") -> str:
+    """``body`` in an element marked with its source, its label first."""
+    return f'<{tag} data-source="{source.key}">{source_label(source)}{body}</{tag}>'
+
+
+def section(title: str, parts: list[tuple[Source, str]]) -> str:
+    """An ``<h2>`` section: labelled once when all its parts share a source, else part by part."""
+    heading = f"<h2>{_esc(title)}</h2>"
+    sources = {source for source, _ in parts}
+    if len(sources) == 1:
+        (source,) = sources
+        return (
+            f'<section data-source="{source.key}">{heading}{source_label(source)}'
+            + "".join(body for _, body in parts)
+            + "</section>"
+        )
+    return (
+        f'<section data-source="mixed">{heading}'
+        + "".join(labelled(source, body) for source, body in parts)
+        + "</section>"
+    )
+
+
+def figure(source: Source, svg: str) -> str:
+    """A chart with its label as caption."""
+    return (
+        f'<figure data-source="{source.key}"><figcaption>{source_label(source)}</figcaption>'
+        f"{svg}</figure>"
+    )
+
+
+def column(header: str, source: Source | None) -> str:
+    """A table header, marked with its column's source."""
+    if source is None:
+        return f"<th>{header}</th>"
+    return (
+        f'<th data-source="{source.key}">{header} <sup class="mark {source.key}" '
+        f'title="{_esc(source.label)}">{source.mark}</sup></th>'
+    )
+
+
+STYLE = "".join(
+    f".source.{s.key}{{background:{s.background};border-color:{s.colour}}}"
+    f".mark.{s.key}{{color:{s.colour}}}"
+    for s in SOURCES
+) + (
+    ".source{margin:6px 0;padding:3px 8px;border-left:5px solid;font-size:13px}"
+    ".mark{font-weight:bold}.legend{border:1px solid #ccc;padding:4px 12px;margin:12px 0}"
+    ".legend li{list-style:none;margin:6px 0}"
+)
+
+
+def _legend(mechs: dict[str, Any]) -> str:
+    """How to read the labels, and which fields of results.json are evaluation only."""
+    fields = sorted({path for entry in mechs.values() for path in evaluation_only(entry)})
+    items = "".join(f"<li>{source_label(s)}{_esc(s.explanation)}</li>" for s in SOURCES)
+    return (
+        '<div class="legend"><h2>Where each number comes from</h2>'
+        "<p>Every section, table and figure below carries one of these labels; the columns of the "
+        f"summary table are marked {', '.join(s.mark for s in SOURCES)}.</p><ul>{items}</ul>"
+        + (
+            "<p>In <code>results.json</code>, these figures of each mechanism are evaluation only: "
+            + ", ".join(f"<code>{_esc(f)}</code>" for f in fields)
+            + ".</p>"
+            if fields
+            else ""
+        )
+        + "</div>"
+    )
 
 
 def _pct(value: float | None) -> str:
@@ -54,8 +183,22 @@ def _x_labels(positions: list[float], labels: list[str], y: float) -> list[str]:
     ]
 
 
+def _svg_label(source: Source | None, left: float, y: float) -> list[str]:
+    """The source's label written into a chart, so that it travels with a copied image."""
+    if source is None:
+        return []
+    return [
+        f'<text x="{left}" y="{y}" font-size="10" fill="{source.colour}">'
+        f"{_esc(source.label)}</text>"
+    ]
+
+
 def line_chart(
-    title: str, categories: list[str], series: dict[str, list[float | None]], percent: bool = True
+    title: str,
+    categories: list[str],
+    series: dict[str, list[float | None]],
+    percent: bool = True,
+    source: Source | None = None,
 ) -> str:
     """A small SVG line chart: one polyline per series over categorical x positions."""
     width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
@@ -95,11 +238,17 @@ def line_chart(
             f'y2="{ly - 4}" stroke="{colour}" stroke-width="2"{dash}/>'
         )
         parts.append(f'<text x="{left + plot_w + 36}" y="{ly}" font-size="11">{_esc(name)}</text>')
+    parts += _svg_label(source, 8, height - 6)
     parts.append("</svg>")
     return "".join(parts)
 
 
-def bar_chart(title: str, groups: list[str], series: dict[str, list[float | None]]) -> str:
+def bar_chart(
+    title: str,
+    groups: list[str],
+    series: dict[str, list[float | None]],
+    source: Source | None = None,
+) -> str:
     """A small SVG grouped bar chart of shares (0–100%)."""
     width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -131,6 +280,7 @@ def bar_chart(title: str, groups: list[str], series: dict[str, list[float | None
             f'<rect x="{left + plot_w + 12}" y="{ly - 9}" width="14" height="10" fill="{colour}"/>'
         )
         parts.append(f'<text x="{left + plot_w + 30}" y="{ly}" font-size="11">{_esc(name)}</text>')
+    parts += _svg_label(source, 8, height - 6)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -156,105 +306,152 @@ def _precision_series(results: dict[str, Any], attacker: str, prefix: str) -> di
     return series
 
 
-def render_report(results: dict[str, Any]) -> str:
-    """The whole report as one HTML string."""
-    pop = results["population"]
+SUMMARY_COLUMNS: tuple[tuple[str, Source | None], ...] = (
+    ("mechanism", None),
+    ("guarantee", CARD),
+    ("MAE block", EVALUATION),
+    ("MAE tract", EVALUATION),
+    ("reconstruction agrees (agebin)", EVALUATION),
+    ("blocks with solvar 0", RELEASE),
+    ("census: putative / precision", EVALUATION),
+    ("commercial: putative / precision", EVALUATION),
+    ("nonmodal precision (census)", EVALUATION),
+    ("nonmodal uniques in solvar-0 blocks (census)", EVALUATION),
+)
+"""The summary table's columns and their sources; the table as a whole is evaluation only."""
+SUMMARY_NOTE = (
+    "<p>Most columns compare the releases and the attacks with the confidential data; each column "
+    "is marked with its source: "
+    + ", ".join(f"{s.mark}: {_esc(s.label.split(' — ')[0].lower())}" for s in SOURCES)
+    + ".</p>"
+)
+
+
+def _summary_row(title: str, e: dict[str, Any]) -> str:
+    acc = e.get("accuracy_by_level", {})
+    census = _reid(e, "census", "reconstruction", "all") or {}
+    commercial = _reid(e, "commercial", "reconstruction", "all") or {}
+    nonmodal = _reid(e, "census", "reconstruction", "nonmodal") or {}
+    solvar0 = _reid(e, "census", "reconstruction", "nonmodal_unique_solvar0") or {}
+    variability = e.get("reconstruction", {}).get("variability", {})
+    agree = e.get("reconstruction_agreement", {}).get("all", {})
+    cells = (
+        f"<b>{_esc(title)}</b>",
+        _esc(e["budget"]),
+        f"{acc.get('block', {}).get('mean_mae', 0):.3f}",
+        f"{acc.get('tract', {}).get('mean_mae', 0):.3f}",
+        _pct(agree.get("agree_agebin")),
+        _pct(variability.get("share_blocks_solvar_zero")),
+        f"{_pct(census.get('putative_rate'))} / {_pct(census.get('precision'))}",
+        f"{_pct(commercial.get('putative_rate'))} / {_pct(commercial.get('precision'))}",
+        _pct(nonmodal.get("precision")),
+        _pct(solvar0.get("precision")),
+    )
+    assert len(cells) == len(SUMMARY_COLUMNS)
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _charts(results: dict[str, Any]) -> list[str]:
+    """The figures, each labelled with its source."""
     mechs = results["mechanisms"]
-    rows = []
-    for title, e in mechs.items():
-        acc = e.get("accuracy_by_level", {})
-        census = _reid(e, "census", "reconstruction", "all") or {}
-        commercial = _reid(e, "commercial", "reconstruction", "all") or {}
-        nonmodal = _reid(e, "census", "reconstruction", "nonmodal") or {}
-        solvar0 = _reid(e, "census", "reconstruction", "nonmodal_unique_solvar0") or {}
-        variability = e.get("reconstruction", {}).get("variability", {})
-        agree = e.get("reconstruction_agreement", {}).get("all", {})
-        rows.append(
-            "<tr>"
-            + "".join(
-                f"<td>{c}</td>"
-                for c in (
-                    f"<b>{_esc(title)}</b>",
-                    _esc(e["budget"]),
-                    f"{acc.get('block', {}).get('mean_mae', 0):.3f}",
-                    f"{acc.get('tract', {}).get('mean_mae', 0):.3f}",
-                    _pct(agree.get("agree_agebin")),
-                    _pct(variability.get("share_blocks_solvar_zero")),
-                    f"{_pct(census.get('putative_rate'))} / {_pct(census.get('precision'))}",
-                    _pct(commercial.get("putative_rate"))
-                    + " / "
-                    + _pct(commercial.get("precision")),
-                    _pct(nonmodal.get("precision")),
-                    _pct(solvar0.get("precision")),
-                )
-            )
-            + "</tr>"
-        )
     charts = []
     for attacker in ("census", "commercial"):
         if any(attacker in e.get("reidentification", {}) for e in mechs.values()):
-            charts.append(
-                line_chart(
-                    f"Precision by block size, all persons ({attacker})",
-                    CLASSES,
-                    _precision_series(results, attacker, ""),
+            for prefix, who in (("", "all persons"), ("nonmodal_", "nonmodal persons")):
+                charts.append(
+                    figure(
+                        EVALUATION,
+                        line_chart(
+                            f"Precision by block size, {who} ({attacker})",
+                            CLASSES,
+                            _precision_series(results, attacker, prefix),
+                            source=EVALUATION,
+                        ),
+                    )
                 )
-            )
-            charts.append(
-                line_chart(
-                    f"Precision by block size, nonmodal persons ({attacker})",
-                    CLASSES,
-                    _precision_series(results, attacker, "nonmodal_"),
-                )
-            )
     charts.append(
-        bar_chart(
-            "Putative and confirmed rates (census / commercial attacker)",
-            ["census putative", "confirmed", "commercial putative", "confirmed"],
-            {
-                t: [
-                    (_reid(e, a, "reconstruction", "all") or {}).get(k)
-                    for a in ("census", "commercial")
-                    for k in ("putative_rate", "confirmed_rate")
-                ]
-                for t, e in mechs.items()
-            },
+        figure(
+            EVALUATION,
+            bar_chart(
+                "Putative and confirmed rates (census / commercial attacker)",
+                ["census putative", "confirmed", "commercial putative", "confirmed"],
+                {
+                    t: [
+                        (_reid(e, a, "reconstruction", "all") or {}).get(k)
+                        for a in ("census", "commercial")
+                        for k in ("putative_rate", "confirmed_rate")
+                    ]
+                    for t, e in mechs.items()
+                },
+                source=EVALUATION,
+            ),
         )
     )
     charts.append(
-        line_chart(
-            "Mean absolute error of the tables by geography level",
-            list(LEVELS),
-            {
-                t: [e.get("accuracy_by_level", {}).get(lv, {}).get("mean_mae") for lv in LEVELS]
-                for t, e in mechs.items()
-            },
-            percent=False,
+        figure(
+            EVALUATION,
+            line_chart(
+                "Mean absolute error of the tables by geography level",
+                list(LEVELS),
+                {
+                    t: [e.get("accuracy_by_level", {}).get(lv, {}).get("mean_mae") for lv in LEVELS]
+                    for t, e in mechs.items()
+                },
+                percent=False,
+                source=EVALUATION,
+            ),
         )
     )
     cdf_points = ["0", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1"]
     charts.append(
-        line_chart(
-            "Solution variability: share of blocks with solvar ≤ x",
-            cdf_points,
-            {
-                t: [
-                    e.get("reconstruction", {})
-                    .get("variability", {})
-                    .get("cumulative_share_of_blocks", {})
-                    .get(p)
-                    for p in cdf_points
-                ]
-                for t, e in mechs.items()
-            },
+        figure(
+            RELEASE,
+            line_chart(
+                "Solution variability: share of blocks with solvar ≤ x",
+                cdf_points,
+                {
+                    t: [
+                        e.get("reconstruction", {})
+                        .get("variability", {})
+                        .get("cumulative_share_of_blocks", {})
+                        .get(p)
+                        for p in cdf_points
+                    ]
+                    for t, e in mechs.items()
+                },
+                source=RELEASE,
+            ),
         )
     )
-    ckm = "".join(_ckm_section(t, e["ckm_risk"]) for t, e in mechs.items() if "ckm_risk" in e)
-    ckm += "".join(_tails_section(t, e["tails"]) for t, e in mechs.items() if "tails" in e)
-    ckm += "".join(
+    return charts
+
+
+def render_report(results: dict[str, Any]) -> str:
+    """The whole report as one HTML string.
+
+    Every section, table and figure is labelled with its :class:`Source`: evaluation only
+    (computed with the confidential data), from the release alone, or from the specification card.
+    """
+    pop = results["population"]
+    mechs = results["mechanisms"]
+    summary = (
+        "<table><tr>"
+        + "".join(column(header, source) for header, source in SUMMARY_COLUMNS)
+        + "</tr>"
+        + "".join(_summary_row(title, e) for title, e in mechs.items())
+        + "</table>"
+    )
+    population = (
+        f"<p>Population: {pop['persons']:,} persons in {pop['units']:,} units; "
+        f"{pop['geography']['block']:,} blocks, {pop['geography']['tract']:,} tracts, "
+        f"{_count(pop['geography']['county'], 'county', 'counties')}.</p>"
+    )
+    sections = "".join(_ckm_section(t, e["ckm_risk"]) for t, e in mechs.items() if "ckm_risk" in e)
+    sections += "".join(_tails_section(t, e["tails"]) for t, e in mechs.items() if "tails" in e)
+    sections += "".join(
         _groups_section(t, e["group_accuracy"]) for t, e in mechs.items() if "group_accuracy" in e
     )
-    ckm += "".join(
+    sections += "".join(
         _suppression_section(t, e["notes"]["by_level"])
         for t, e in mechs.items()
         if e.get("mechanism") == "suppress" and "by_level" in e.get("notes", {})
@@ -268,21 +465,17 @@ def render_report(results: dict[str, Any]) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>sdclab report</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}
 table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:4px 6px}}
-th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-space:pre-wrap}}</style>
+th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-space:pre-wrap}}
+{STYLE}</style>
 </head><body>
 <h1>sdclab: protection, accuracy and risk side by side</h1>
-<p>Population: {pop["persons"]:,} persons in {pop["units"]:,} units;
-{pop["geography"]["block"]:,} blocks, {pop["geography"]["tract"]:,} tracts,
-{_count(pop["geography"]["county"], "county", "counties")}.
-{_attack_sentence(mechs)}</p>
-<table><tr><th>mechanism</th><th>guarantee</th><th>MAE block</th><th>MAE tract</th>
-<th>reconstruction agrees (agebin)</th><th>blocks with solvar 0</th>
-<th>census: putative / precision</th><th>commercial: putative / precision</th>
-<th>nonmodal precision (census)</th><th>nonmodal uniques in solvar-0 blocks (census)</th></tr>
-{"".join(rows)}</table>
-{"".join(f"<figure>{c}</figure>" for c in charts)}
-{ckm}
-<h2>Specification cards</h2>{cards}
+{_legend(mechs)}
+{labelled(EVALUATION, population)}
+<p>{_attack_sentence(mechs)}</p>
+{section("Summary", [(EVALUATION, SUMMARY_NOTE + summary)])}
+{"".join(_charts(results))}
+{sections}
+{section("Specification cards", [(CARD, cards)])}
 <p><small>Steps computed: {len(results.get("steps", {}).get("computed", []))}; reused:
 {len(results.get("steps", {}).get("reused", []))}.</small></p>
 </body></html>
@@ -290,10 +483,13 @@ th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-spac
 
 
 def _ckm_section(title: str, risk: dict[str, Any]) -> str:
-    """The cell key method's own risks and the (D, V) design grid for a release like this one."""
+    """The cell key method's own risks and the (D, V) design grid for a release like this one.
+
+    The bound estimate, the pinned tuples and the design grid need only the release (and the
+    public p-table); the checks of the attacks against the true counts are evaluation only."""
     a, b, c = risk["bound_disclosure"], risk["pinned"], risk["averaging"]
     design = risk["design"]
-    lines = [
+    from_release = [
         f"Noise bound of large counts {a['large_count_bound']} (D = {a['noise_bound']}): "
         f"estimated as {a['bound_estimated']} from the "
         f"{a['tuples_present']:,} additive 3-tuples of the release (children of two-child "
@@ -301,23 +497,27 @@ def _ckm_section(title: str, risk: dict[str, Any]) -> str:
         f"independence model, {a['p1_exact_keys']:.3g} with the exact integer keys; disclosure "
         f"risk over the tuples present {a['risk_independent']:.3f} (independence model).",
         f"Tuples whose published values pin the true counts once D is known: {b['pinned']} of "
-        f"{b['tuples']}"
-        + (f" (all {b['pinned_correct']} checked correct)" if "pinned_correct" in b else "")
-        + ".",
+        f"{b['tuples']}.",
     ]
+    with_truth = []
+    if "pinned_correct" in b:
+        with_truth.append(
+            f"Pinned tuples checked against the true counts: {b['pinned_correct']} of "
+            f"{b['pinned']} correct."
+        )
     if "attack" in c:
         attack = c["attack"]
-        lines.append(
+        with_truth.append(
             f"Averaging the release's redundant representations (inverse-variance weights, "
             f"SPSN {'on' if c['spsn'] else 'off'}): {_pct(attack['averaged_exact_share'])} of "
             f"non-empty cells exact, against {_pct(attack['published_exact_share'])} for the "
             "published values."
         )
     for rq in risk.get("repeated_queries", []):
-        lines.append(
-            f"Repeated queries ({rq['runs']} answers per cell, SPSN "
-            f"{'on' if rq['spsn'] else 'off'}): {_pct(rq['averaged_exact_share'])} exact after "
-            f"averaging, {_pct(rq['one_answer_exact_share'])} from one answer."
+        with_truth.append(
+            f"Repeated queries ({rq['runs']} answers per cell, simulated on the confidential "
+            f"data, SPSN {'on' if rq['spsn'] else 'off'}): {_pct(rq['averaged_exact_share'])} "
+            f"exact after averaging, {_pct(rq['one_answer_exact_share'])} from one answer."
         )
     variances = sorted({row["variance"] for row in design["grid"]})
     cells = {(row["bound"], row["variance"]): row for row in design["grid"]}
@@ -341,14 +541,25 @@ def _ckm_section(title: str, risk: dict[str, Any]) -> str:
         f"{design['k_over_t2_most_exposed']:.3g}) stays below a 68% chance of exact recovery "
         f"when V ≥ {v_star:.2f}."
     )
-    return (
-        f"<h2>Cell key method: {_esc(title)}</h2><ul>"
-        + "".join(f"<li>{_esc(line)}</li>" for line in lines)
-        + f"</ul><p>Choosing (D, V): risk of disclosing D over {design['tuples']:,} tuples "
-        "(green: below the paper's 0.68 heuristic; empty: V above the uniform limit "
-        f"D(D+1)/3).{_esc(averaging_note)}</p>"
-        f"<table><tr><th></th>{header}</tr>{''.join(body)}</table>"
-    )
+    parts = [
+        (
+            RELEASE,
+            "<ul>"
+            + "".join(f"<li>{_esc(line)}</li>" for line in from_release)
+            + f"</ul><p>Choosing (D, V): risk of disclosing D over {design['tuples']:,} tuples "
+            "(green: below the paper's 0.68 heuristic; empty: V above the uniform limit "
+            f"D(D+1)/3).{_esc(averaging_note)}</p>"
+            f"<table><tr><th></th>{header}</tr>{''.join(body)}</table>",
+        )
+    ]
+    if with_truth:
+        parts.append(
+            (
+                EVALUATION,
+                "<ul>" + "".join(f"<li>{_esc(line)}</li>" for line in with_truth) + "</ul>",
+            )
+        )
+    return section(f"Cell key method: {title}", parts)
 
 
 def _tails_section(title: str, tails: dict[str, Any]) -> str:
@@ -372,17 +583,24 @@ def _tails_section(title: str, tails: dict[str, Any]) -> str:
                 f"<td>{pair('broadband_1')}</td></tr>"
             )
     block = tails.get("block", {})
-    note = (
-        f"A block total's noise exceeds ±{block['tail_bound']} with probability "
-        f"{block['tail_probability']:.1%}. "
-        if block
-        else ""
+    parts = []
+    if block:
+        parts.append(
+            (
+                CARD,
+                f"<p>A block total's noise exceeds ±{block['tail_bound']} with probability "
+                f"{block['tail_probability']:.1%} (from the noise scale alone).</p>",
+            )
+        )
+    parts.append(
+        (
+            EVALUATION,
+            "<p>Areas classed by their true total. Each figure: expected (analytic, at the true "
+            "counts) / sampled in this release. F and M are summed from P12's cells.</p>"
+            f"<table>{head}{''.join(rows)}</table>",
+        )
     )
-    return (
-        f"<h2>Tails of per-cell noise: {_esc(title)}</h2><p>{_esc(note)}Each figure: expected "
-        "(analytic) / sampled in this release. F and M are summed from P12's cells.</p>"
-        f"<table>{head}{''.join(rows)}</table>"
-    )
+    return section(f"Tails of per-cell noise: {title}", parts)
 
 
 def _groups_section(title: str, rows: list[dict[str, Any]]) -> str:
@@ -398,10 +616,17 @@ def _groups_section(title: str, rows: list[dict[str, Any]]) -> str:
         "</tr>"
         for r in rows
     )
-    return (
-        f"<h2>Population-group tables: {_esc(title)}</h2><p>Household type (T03) and tenure (T04) "
-        "by detailed race and ethnicity; each group's detail chosen by its size.</p>"
-        f"<table>{head}{body}</table>"
+    return section(
+        f"Population-group tables: {title}",
+        [
+            (
+                EVALUATION,
+                "<p>Household type (T03) and tenure (T04) by detailed race and ethnicity; each "
+                "group's detail chosen by its size. Errors are measured against the true counts "
+                "(the 95% MOE itself is from the specification card).</p>"
+                f"<table>{head}{body}</table>",
+            )
+        ],
     )
 
 
@@ -424,10 +649,16 @@ def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
             f"<td>{_pct(other.get('share'))} ({other.get('suppressed', 0)} of "
             f"{other.get('pairs', 0)})</td></tr>"
         )
-    return (
-        f"<h2>Suppression: {_esc(title)}</h2><p>Shares of the non-empty person cells and of the "
-        "(table, geounit) pairs of each level.</p>"
-        f"<table>{head}{''.join(rows)}</table>"
+    return section(
+        f"Suppression: {title}",
+        [
+            (
+                EVALUATION,
+                "<p>Shares of the non-empty true person cells and of the (table, geounit) pairs "
+                "of each populated level, counted on the confidential tables.</p>"
+                f"<table>{head}{''.join(rows)}</table>",
+            )
+        ],
     )
 
 
