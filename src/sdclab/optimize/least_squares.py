@@ -47,6 +47,8 @@ OPTIMALITY, FEASIBILITY = 1e-6, 1e-7
 """Production's solver tolerances (relative gap, primal/dual feasibility)."""
 
 ACCEPTED = {"Solved", "AlmostSolved"}
+SCALE_ABOVE = 1e5
+"""Bounds above this many persons: the QP is solved in units of (largest bound / SCALE_ABOVE)."""
 OSQP_EPS = 1e-5
 """OSQP's ADMM stops at this tolerance; its polish step then solves the KKT system of the active
 set it found exactly, and only a successfully polished solution is accepted (else Clarabel runs at
@@ -337,7 +339,15 @@ def solve_qp(
     OSQP (ADMM, then an active-set polish that makes the solution exact up to round-off) solves
     nearly all of TopDown's problems several times faster than an interior point method; when it
     does not end with a polished solution, Clarabel (interior point) solves the same problem.
+
+    Problems with bounds above :data:`SCALE_ABOVE` (nations and states of millions) are solved
+    in units of ``scale`` persons: the minimiser is the same, and the interior point method,
+    whose tolerances are relative, otherwise reports a feasible problem infeasible.
     """
+    finite = np.abs(np.concatenate([low[np.isfinite(low)], high[np.isfinite(high)]]))
+    scale = max(1.0, float(finite.max(initial=0.0)) / SCALE_ABOVE)
+    if scale > 1.0:
+        return scale * solve_qp(hessian, linear / scale, matrix, low / scale, high / scale, label)
     solver = osqp.OSQP()
     solver.setup(
         P=sp.triu(hessian, format="csc"),
