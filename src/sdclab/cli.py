@@ -1,6 +1,7 @@
 """The ``sdclab`` command line.
 
-Exit codes: 0 success, 2 bad input or usage (one line on stderr, nothing written), 1 internal error.
+Exit codes: 0 success, 2 bad input or usage (one line on stderr, nothing written), 1 internal error,
+3 a privacy audit measured more privacy loss than the mechanism's card claims.
 """
 
 from __future__ import annotations
@@ -361,6 +362,43 @@ def ckm_risk(
             f"(published values: {c['attack']['published_exact_share']:.1%})"
         )
     typer.echo(f"written to {out}")
+
+
+@app.command()
+@reports_input_errors
+def audit(
+    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism to audit.")],
+    settings: SetOption = None,
+    trials: Annotated[
+        int, typer.Option("--trials", help="Runs on each of the two neighbouring datasets.")
+    ] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the audit's runs.")] = 0,
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="1 − the confidence of the lower bound.")
+    ] = 0.05,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Also write the result as JSON here.")
+    ] = None,
+) -> None:
+    """Privacy audit: run the mechanism many times on neighbouring datasets and bound its privacy
+    loss from below (Clopper–Pearson), beside the card's claim. Exit 3 if the bound exceeds it."""
+    from sdclab.attacks.audit import audit as run_audit
+    from sdclab.fileio import write_json
+    from sdclab.mechanisms import parse_settings
+
+    result = run_audit(mechanism, parse_settings(settings or []), trials, seed, alpha)
+    if out is not None:
+        write_json(result.as_dict(), out)
+    claim = result.claim
+    typer.echo(
+        f"{mechanism}: {result.unit} ≥ {result.lower_bound:.4g} with {1 - alpha:.0%} confidence "
+        f"(claimed {claim.value:.4g}; {claim.observed}; neighbours: {claim.neighbours}; "
+        f"{result.trials:,} runs of each dataset)"
+    )
+    typer.echo(f"event: {result.event}: {result.p_d:.4f} vs {result.p_d_prime:.4f}")
+    if result.violated:
+        typer.echo(f"VIOLATION: the measured {result.unit} exceeds the card's claim", err=True)
+        raise typer.Exit(3)
 
 
 @app.command()

@@ -10,9 +10,11 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import Field, model_validator
 
-from sdclab import accounting
+from sdclab import accounting, noise
 from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
 from sdclab.mechanisms.base import MechanismEntry, Parameters
 
@@ -47,6 +49,15 @@ class GaussianParameters(Parameters):
         sensitivity = accounting.histogram_sensitivity_l2_squared(self.neighbours)
         per_query = accounting.gaussian_rho(self.noise_variance(), sensitivity)
         return accounting.compose_rho(*[per_query] * self.queries)
+
+
+def noisy_histogram(
+    counts: npt.NDArray[np.int64], p: GaussianParameters, rng: np.random.Generator
+) -> npt.NDArray[np.int64]:
+    """One histogram query answered: every cell plus exact discrete Gaussian noise of variance
+    ``p.noise_variance()`` (any array shape; cells independent)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    return counts + noise.discrete_gaussian(p.noise_variance(), counts.shape, rng)
 
 
 def card(p: GaussianParameters) -> SpecCard:

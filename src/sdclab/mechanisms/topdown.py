@@ -286,6 +286,45 @@ def _measure(
     return targets, weights, _stack_records(records) if task.keep_measurements else None
 
 
+def block_query_rows(
+    product: Product, strategy: Strategy, support: IntArray
+) -> dict[str, IntArray]:
+    """The rows of each query measured at the block level that touch the ``support`` cells."""
+    full = {q: product.query_matrix(q) for q in strategy.measured("block")}
+    return {q: np.flatnonzero(np.diff(m[:, support].tocsr().indptr) > 0) for q, m in full.items()}
+
+
+def measure_blocks(
+    product: Product,
+    strategy: Strategy,
+    entropy: int,
+    rows_of: dict[str, IntArray],
+    cells: IntArray,
+    first_code: int,
+) -> npt.NDArray[np.float64]:
+    """The block-level noisy measurements of blocks each holding one person, in cell ``cells[i]``
+    of block ``first_code + i``: blocks × (the ``rows_of`` each measured query, in order).
+
+    Goes through the same measurement code as a run (streams keyed by the block's code), so that a
+    privacy audit observes exactly what TopDown draws."""
+    block = LEVELS.index("block")
+    children = tuple(
+        ChildSpec(
+            ((block, first_code + i),),
+            np.array([c]),
+            np.ones(1, np.int64),
+            np.zeros(N_HHGQ, np.int64),
+            -1,
+        )
+        for i, c in enumerate(np.asarray(cells).tolist())
+    )
+    support = np.unique(np.asarray(cells))
+    task = Task(product.name, strategy, entropy, "block", support, None, children, False)
+    full = {q: product.query_matrix(q) for q in rows_of}
+    targets, _, _ = _measure(task, full, rows_of)
+    return np.hstack([targets[q] for q in full])
+
+
 def _stack_records(
     records: list[tuple[int, int, int, IntArray, IntArray, float]],
 ) -> dict[str, Any]:
