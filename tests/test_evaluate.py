@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from sdclab import mechanisms
 from sdclab.cli import app
-from sdclab.evaluate import accuracy, summarise_accuracy
+from sdclab.evaluate import accuracy, diagnostics, evaluation_only, summarise_accuracy
 from sdclab.release import exact_release
 
 
@@ -97,3 +98,12 @@ def test_suppressed_cells_are_neither_exact_nor_violations(tiny_population):
     )
     assert figures["block"]["mae"] == 0  # the zeros that are shown are right
     assert figures["additivity"]["block_group"] is None or figures["additivity"]["block_group"] == 0
+
+
+def test_diagnostics_are_the_mechanisms_figures_of_the_truth(tiny_population):
+    release = mechanisms.run("suppress", tiny_population, {}, None)
+    figures = diagnostics(release, tiny_population)
+    assert set(figures) == {"by_level"} and "by_level" not in release.notes
+    assert figures["by_level"]["block"]["populated_geounits"] == 3  # block B: a vacant unit
+    assert evaluation_only({"diagnostics": figures}) == ["diagnostics"]
+    assert diagnostics(exact_release(tiny_population), tiny_population) == {}

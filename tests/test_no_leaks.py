@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -13,7 +15,7 @@ from sdclab import mechanisms
 from sdclab.mechanisms.cellkey import assign_record_keys
 from sdclab.population.contract import RECORD_KEY
 from sdclab.population.synth import synthesize
-from sdclab.release import write_release
+from sdclab.release import RELEASE_FILE, write_release
 from sdclab.tables.tabulate import tabulate
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "sdclab"
@@ -78,6 +80,118 @@ def test_no_protected_release_publishes_the_exact_block_tables(population, relea
             ):
                 identical += 1
         assert identical < len(shown), f"{name}: every block table is exact"
+
+
+PUBLISHABLE_NOTES: dict[str, set[str]] = {
+    "none": set(),  # the exact release writes no notes
+    "psa": {
+        "households",  # occupied housing units: an invariant of the swap (H3 publishes them)
+        "largest_matching_group",  # b: the card's epsilon needs it; group sizes are invariants
+        "matching_groups",  # non-empty (area x size) groups: a function of the invariants
+    },
+    **{
+        name: {
+            "households",  # occupied housing units: units and occupancy are invariants (H3)
+            "target_swap_rate",  # a parameter
+        }
+        for name in ("swap", "swap-low", "swap-high")
+    },
+    "topdown": {
+        "product",  # a parameter
+        "budget",  # the strategy's shares, rho and sigma: parameters
+        "tables_not_published",  # a fact about the product
+        "problems_per_level",  # parents with several children: counts of the published geography
+    },
+    "cellkey": {
+        "record_keys",  # how the record keys were obtained: a fact about the method
+        "swap.mechanism",  # a parameter
+        "swap.target_swap_rate",  # the swap preset's parameter
+        "spsn",  # a parameter, in words
+        "key_space",  # a parameter (or its documented default)
+        "ptable",  # the p-table's format and design (D, V, js): public in the cell key method
+        "absent_rows",  # what an absent row means: a fact about the method
+    },
+    "geometric": {
+        "all_cells_noised",  # a fact about the method
+        "nonnegative",  # a parameter
+    },
+    "safetab_h": {
+        "stability",  # from the iteration mapping (a parameter)
+        "t01001",  # a parameter
+        "groups_with_tables",  # the (level, geoid, iteration) groups of the published tables
+    },
+    "suppress": {
+        "rules",  # the parameters, in words, and which tables the catalogue makes adult / unit
+        "absent_rows",  # what an absent row means: a fact about the method
+        "complementary.protects",  # what complementary suppression guarantees: the method
+    },
+}
+"""Every key a release's notes may hold, per mechanism, as a dotted path (a listed path allows
+everything under it): parameters and facts about the method, figures derivable from the published
+tables and invariants the card lists as published exactly. Figures of the confidential data go to
+the mechanism's diagnostics (evaluation only), never into the notes."""
+
+NOTE_VARIANTS = {
+    "none": {},
+    "cellkey": {"swap": "swap-low", "threshold": "3", "spsn": "false"},
+    "suppress": {"complementary": "true"},
+}
+"""Settings that make a mechanism write the notes its quick settings do not."""
+
+
+def unlisted(notes: dict[str, Any], allowed: set[str], prefix: str = "") -> list[str]:
+    """Paths of the notes that no allowed path covers (a dict is looked into when some allowed
+    path lies under it)."""
+    out = []
+    for key, value in notes.items():
+        path = prefix + key
+        if path in allowed:
+            continue
+        if isinstance(value, dict) and any(a.startswith(path + ".") for a in allowed):
+            out += unlisted(value, allowed, path + ".")
+        else:
+            out.append(path)
+    return out
+
+
+def covered(notes: dict[str, Any], path: str) -> bool:
+    node: Any = notes
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def test_release_notes_hold_only_publishable_keys(population, releases, tmp_path):
+    assert set(PUBLISHABLE_NOTES) | {"gaussian"} == set(mechanisms.MECHANISMS)  # gaussian: a card
+    written = {name: [path] for name, (_, path) in releases.items()}
+    for name, settings in NOTE_VARIANTS.items():
+        write_release(mechanisms.run(name, population, settings, 3), tmp_path / name)
+        written.setdefault(name, []).append(tmp_path / name)
+    assert set(written) == set(PUBLISHABLE_NOTES)
+    for name, paths in written.items():
+        notes = [json.loads((path / RELEASE_FILE).read_text())["notes"] for path in paths]
+        for one in notes:
+            leaked = unlisted(one, PUBLISHABLE_NOTES[name])
+            assert not leaked, (
+                f"{name}: notes {leaked} are not in PUBLISHABLE_NOTES (publishable: add them with "
+                "why; a figure of the confidential data: move it to the mechanism's diagnostics)"
+            )
+        # the list is exact: every allowed key is written by one of the releases
+        for path in PUBLISHABLE_NOTES[name]:
+            assert any(covered(one, path) for one in notes), (name, path)
+
+
+def test_a_new_note_is_caught_at_any_depth():
+    suppress, cellkey = PUBLISHABLE_NOTES["suppress"], PUBLISHABLE_NOTES["cellkey"]
+    assert unlisted({"rules": {"any": 1}, "by_level": {}}, suppress) == ["by_level"]
+    assert unlisted({"complementary": {"protects": "", "rounds": 2}}, suppress) == [
+        "complementary.rounds"
+    ]
+    assert unlisted({"swap": {"mechanism": "swap", "households": 9}}, cellkey) == [
+        "swap.households"
+    ]
 
 
 def test_seeded_releases_are_not_fit_for_publication(releases):

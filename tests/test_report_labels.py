@@ -220,10 +220,11 @@ def test_results_mark_their_evaluation_only_figures(run):
     cellkey = evaluation_only(written["mechanisms"]["cellkey"])
     assert "ckm_risk.averaging.attack" in cellkey and "ckm_risk.repeated_queries" in cellkey
     assert EVALUATION_ONLY in written["mechanisms"]["cellkey"]["ckm_risk"]
-    assert "notes.by_level" in evaluation_only(written["mechanisms"]["suppress"])
+    assert "diagnostics" in evaluation_only(written["mechanisms"]["suppress"])
+    assert "by_level" not in written["mechanisms"]["suppress"]["notes"]  # not in the release
     assert "tails" in evaluation_only(written["mechanisms"]["geometric"])
     assert "group_accuracy" in evaluation_only(written["mechanisms"]["safetab_h"])
     assert set(TRUTH_BASED_FIELDS) >= {"accuracy", "accuracy_summary"}  # sdclab evaluate's too
-    for path in ("accuracy_by_level", "ckm_risk.averaging.attack", "notes.by_level"):
+    for path in ("accuracy_by_level", "ckm_risk.averaging.attack", "diagnostics"):
         assert f"<code>{path}</code>" in report  # the legend names them for results.json readers
     assert results["mechanisms"].keys() == written["mechanisms"].keys()

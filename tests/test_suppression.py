@@ -1,4 +1,4 @@
-"""1980-style suppression: the three rules, the release format, the notes, and complementary
+"""1980-style suppression: the three rules, the release format, the diagnostics, and complementary
 suppression checked against feasible intervals solved here, independently of the mechanism."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_adult_tables_are_suppressed_when_one_adult_group_is_under_group_min(rul
 
 
 # ---------------------------------------------------------------------------------------------
-# Release format and notes
+# Release format, notes and diagnostics
 # ---------------------------------------------------------------------------------------------
 
 
@@ -155,7 +155,7 @@ def test_unit_tables_only_lose_their_small_cells():
         assert published.equals(expected), name
 
 
-def test_notes_report_zeroed_cells_and_suppressed_tables_by_level():
+def test_diagnostics_count_zeroed_cells_and_suppressed_tables_by_level():
     # block 001: 10 white men aged 40 (tiny); block 002: 18 such men, 2 women of 40, a vacant unit
     population = build(
         people(BG1 + "001", 10),
@@ -163,7 +163,9 @@ def test_notes_report_zeroed_cells_and_suppressed_tables_by_level():
         people(BG1 + "002", 2, sex=2),
         vacant=(BG1 + "002",),
     )
-    notes = protect(population).notes["by_level"]
+    release = protect(population)
+    assert "by_level" not in release.notes  # shares of non-empty true cells: evaluation only
+    notes = suppression.diagnostics(population, release)["by_level"]
     block = notes["block"]
     # non-empty person cells of block 002: one each in P1, P6, P7, P8, P9, P10, P11, P29 and two
     # each (men 40-44: 18, women 40-44: 2) in P12, P12A, P12I = 14, three of them 2; block 001:
@@ -378,9 +380,24 @@ def test_complements_leave_no_positive_primary_cell_recoverable(make, key):
     assert not narrow
     for true, low, high in intervals.values():
         assert low - 1e-6 <= true <= high + 1e-6
-    comp = release.notes["complementary"]
-    assert comp["partition"]["positive_primary_cells_still_exact"] == 0
-    assert comp["hierarchy"]["positive_primary_cells_still_exact"] == 0
+    assert release.notes["complementary"] == {"protects": suppression.PROTECTS}
+    # what the run found on the true tables (diagnostics, not in the release)
+    params = suppression.ENTRY.parse({"small_cells": 0, "complementary": True})
+    tables = tabulate(population)
+    _, found = suppression.complementary_suppression(
+        tables,
+        suppression.primary_plan(tables, params),
+        params,
+        population.geography,
+        np.random.default_rng(suppression.INTERNAL_SEED),
+    )
+    assert found["partition"]["positive_primary_cells_still_exact"] == 0
+    assert found["hierarchy"]["positive_primary_cells_still_exact"] == 0
+    # evaluation finds the complementary cells among the release's nulls
+    by_level = suppression.diagnostics(population, release)["by_level"]
+    assert sum(f["complement_cells"] for f in by_level.values()) == sum(
+        found[system]["complement_cells"] for system in ("partition", "hierarchy")
+    )
 
 
 # ---------------------------------------------------------------------------------------------

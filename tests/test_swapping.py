@@ -16,7 +16,13 @@ from typer.testing import CliRunner
 from conftest import random_population
 from sdclab import accounting, mechanisms
 from sdclab.cli import app
-from sdclab.mechanisms.swapping import Households, psa_partners
+from sdclab.mechanisms.swapping import (
+    Households,
+    Swapped,
+    psa_partners,
+    psa_swap,
+    swap_population,
+)
 from sdclab.population.synth import synthesize
 from sdclab.tables.tabulate import tabulate
 
@@ -76,6 +82,13 @@ def protect(name, population, seed, **settings):
     return mechanisms.run(name, population, {k: str(v) for k, v in settings.items()}, seed)
 
 
+def swap(name, population, seed, **settings) -> Swapped:
+    """The swap alone, with its diagnostics (what moved: never in the release)."""
+    params = mechanisms.get(name).parse({k: str(v) for k, v in settings.items()})
+    run = psa_swap if name == "psa" else swap_population
+    return run(population, params, np.random.default_rng(seed))
+
+
 @pytest.mark.parametrize("level", ["state", "county", "tract"])
 def test_psa_invariants(county, level):
     release = protect("psa", county, 1, rate=0.2, matching_level=level)
@@ -122,9 +135,10 @@ def test_invariants_hold_on_random_small_populations(seed, name, level):
 
 def test_psa_selection_rate_is_binomial(county):
     for rate, seed in ((0.05, 11), (0.5, 12)):
-        notes = protect("psa", county, seed, rate=rate).notes
-        n = notes["households"]
-        assert abs(notes["selected"] - n * rate) <= 5 * math.sqrt(n * rate * (1 - rate))
+        swapped = swap("psa", county, seed, rate=rate)
+        n = swapped.notes["households"]
+        selected = swapped.diagnostics["selected"]
+        assert abs(selected - n * rate) <= 5 * math.sqrt(n * rate * (1 - rate))
 
 
 def test_psa_card_uses_the_measured_largest_group(county):
@@ -137,15 +151,16 @@ def test_psa_card_uses_the_measured_largest_group(county):
 
 @pytest.mark.parametrize("rate", [0.05, 0.13, 0.5])
 def test_targeted_swap_hits_the_target_exactly(county, rate):
-    notes = protect("swap", county, 14, rate=rate, same_tract=0.5, same_county=0.5).notes
-    assert notes["pairs"] == round(rate * notes["households"] / 2)
-    assert notes["achieved_swap_rate"] == pytest.approx(2 * notes["pairs"] / notes["households"])
+    swapped = swap("swap", county, 14, rate=rate, same_tract=0.5, same_county=0.5)
+    n, moved = swapped.notes["households"], swapped.diagnostics
+    assert moved["pairs"] == round(rate * n / 2)
+    assert moved["achieved_swap_rate"] == pytest.approx(2 * moved["pairs"] / n)
 
 
 def test_targeted_swap_prefers_high_risk_households(county):
-    notes = protect("swap-low", county, 15).notes
-    assert notes["high_risk_households"] > 0
-    assert notes["swap_rate_high_risk"] > 2 * notes["swap_rate_other"]
+    moved = swap("swap-low", county, 15).diagnostics
+    assert moved["high_risk_households"] > 0
+    assert moved["swap_rate_high_risk"] > 2 * moved["swap_rate_other"]
 
 
 def test_swapping_is_reproducible_per_seed(county):

@@ -301,6 +301,9 @@ def evaluate(
         metrics["tails"] = ev.noise_tails(rel, population)
     if rel.group_tables is not None:
         metrics["group_accuracy"] = ev.group_accuracy(rel, population)
+    diagnostics = ev.diagnostics(rel, population)
+    if diagnostics:
+        metrics["diagnostics"] = diagnostics
     persons = rel.person_microdata
     if persons is not None and ev.has_person_attributes(persons):
         metrics["microdata_agreement"] = ev.agreement(persons, population)
@@ -313,6 +316,7 @@ def evaluate(
         )
     if reid is not None:
         metrics["reidentification"] = json.loads((reid / METRICS_FILE).read_text())
+    metrics[ev.EVALUATION_ONLY] = ev.evaluation_only(metrics)
     with atomic_directory(out) as tmp:
         write_json(metrics, tmp / METRICS_FILE)
     for level, values in metrics["accuracy_summary"].items():

@@ -433,6 +433,19 @@ def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
     return rows
 
 
+def diagnostics(release: Release, truth: Population) -> dict[str, Any]:
+    """What the release's mechanism measures about it on the confidential data (its entry's
+    ``diagnostics``): a suppression release's shares of non-empty true cells by level, the
+    non-empty cells a cell key release leaves below its threshold; empty for the other mechanisms.
+    Evaluation only: such figures never go into a release's notes."""
+    from sdclab.mechanisms import MECHANISMS
+
+    entry = MECHANISMS.get(release.mechanism)
+    if entry is None or entry.diagnostics is None:
+        return {}
+    return entry.diagnostics(truth, release)
+
+
 # ---------------------------------------------------------------------------------------------
 # Which figures are evaluation only
 # ---------------------------------------------------------------------------------------------
@@ -451,22 +464,21 @@ TRUTH_BASED_FIELDS = (
     "reidentification",
     "tails",
     "group_accuracy",
+    "diagnostics",
 )
 """Fields of a mechanism's results (an experiment's entry, the metrics of ``sdclab evaluate``)
 computed with the truth. Reidentification is among them as a whole: confirmation needs the truth,
 its breakdowns use true block sizes, and even its putative links are made against an attacker
 file simulated from the confidential records. ``reconstruction`` (the attack's own figures,
-solution variability included), ``specification``, ``budget`` and the release's notes are not."""
+solution variability included), ``specification``, ``budget`` and the release's notes (which hold
+no figure of the confidential data: ``tests/test_no_leaks.py`` allows each key) are not."""
 
 
 def evaluation_only(figures: dict[str, Any]) -> list[str]:
     """Dotted paths of the figures of one mechanism's results that were computed with the truth:
-    the :data:`TRUTH_BASED_FIELDS` present, a suppression release's shares of non-empty true cells
-    (``notes.by_level``) and what ckm-risk lists under :data:`EVALUATION_ONLY`; only paths
-    present in ``figures``."""
+    the :data:`TRUTH_BASED_FIELDS` present and what ckm-risk lists under :data:`EVALUATION_ONLY`;
+    only paths present in ``figures``."""
     paths = [name for name in TRUTH_BASED_FIELDS if name in figures]
-    if figures.get("mechanism") == "suppress":
-        paths.append("notes.by_level")
     risk = figures.get("ckm_risk")
     if isinstance(risk, dict):
         paths += [f"ckm_risk.{path}" for path in risk.get(EVALUATION_ONLY, [])]

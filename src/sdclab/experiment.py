@@ -121,13 +121,22 @@ def load_experiment(path: Path) -> Experiment:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(f"{path}: no such experiment file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the experiment file ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
+    except ValueError:  # tomllib converts integers with int(), which refuses > 4300 digits
+        raise InputError(f"{path}: not valid TOML (an integer has too many digits)") from None
     population = data.get("population") if isinstance(data, dict) else None
     if isinstance(population, dict) and isinstance(population.get("path"), str):
-        population["path"] = str((Path(path).parent / population["path"]).resolve())
-        if not Path(population["path"]).is_dir():
-            raise InputError(f"{path}: population.path: {population['path']} is not a directory")
+        shown = repr(population["path"])
+        try:
+            population["path"] = shown = str((Path(path).parent / population["path"]).resolve())
+            is_dir = Path(population["path"]).is_dir()
+        except (OSError, ValueError):  # a NUL character, a name too long for the system
+            is_dir = False
+        if not is_dir:
+            raise InputError(f"{path}: population.path: {shown} is not a directory")
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
@@ -227,6 +236,9 @@ class Runner:
             }
             figures = ev.accuracy(release, truth)
             entry["accuracy_by_level"] = ev.summarise_accuracy(figures)
+            diagnostics = ev.diagnostics(release, truth)
+            if diagnostics:
+                entry["diagnostics"] = diagnostics
             persons = release.person_microdata
             if persons is not None and ev.has_person_attributes(persons):
                 entry["microdata_agreement"] = ev.agreement(persons, truth)
@@ -299,6 +311,7 @@ class Runner:
                     entry["reidentification"][preset] = json.loads(
                         (reid_dir / "metrics.json").read_text()
                     )
+            entry[ev.EVALUATION_ONLY] = ev.evaluation_only(entry)
             results["mechanisms"][m.title] = entry
         results["steps"] = {"computed": self.computed, "reused": self.reused}
         return results

@@ -488,7 +488,7 @@ def repeated_queries(
     first: dict[str, npt.NDArray[np.float64]] = {}
     for run in range(runs):
         keys = cell_keys if params.spsn else cellkey.independent_keys(cell_keys, key_space, rng)
-        out, _ = cellkey.perturb(plain, keys, table, key_space, params.threshold)
+        out = cellkey.perturb(plain, keys, table, key_space, params.threshold)
         for name, tc in out.items():
             for level, (_, matrix) in tc.counts.items():
                 dense = matrix.toarray().astype(float)

@@ -42,6 +42,9 @@ class MechanismEntry(Generic[P]):
     """The card from the parameters alone (without data)."""
     protect: Callable[[Population, P, np.random.Generator], Release] | None = None
     """The mechanism itself: population, parameters and random stream → release."""
+    diagnostics: Callable[[Population, Release], dict[str, Any]] | None = None
+    """Evaluation only: the mechanism's own figures about a release that need the confidential
+    population it was made from (never written into the release; see ``evaluate.diagnostics``)."""
 
     def parse(self, settings: Mapping[str, Any]) -> P:
         """Validated parameters from a mapping (strings are converted as pydantic does)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,7 @@ from sdclab import schema
 from sdclab.accounting import Budget, SpecCard
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
+from sdclab.geography import LEVELS
 from sdclab.mechanisms import swapping
 from sdclab.mechanisms.base import MechanismEntry, Parameters
 from sdclab.mechanisms.ptable import (
@@ -45,8 +46,8 @@ from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
 from sdclab.randomness import randomness_record
 from sdclab.release import Release
-from sdclab.tables.catalog import select
-from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate_histograms
+from sdclab.tables.catalog import CATALOG, select
+from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate, tabulate_histograms
 
 IntArray = npt.NDArray[np.int64]
 AnyPTable = PTable | OnsPTable
@@ -266,11 +267,9 @@ def perturb(
     table: AnyPTable,
     key_space: int,
     threshold: int,
-) -> tuple[dict[str, TableCounts], dict[str, dict[str, int]]]:
-    """Published tables (counts below ``threshold`` removed) and, by level and table, the
-    non-empty cells not shown (published below the threshold)."""
+) -> dict[str, TableCounts]:
+    """Published tables: every cell perturbed by the p-table, counts below ``threshold`` removed."""
     out: dict[str, TableCounts] = {}
-    suppressed: dict[str, dict[str, int]] = {}
     bound, js = noise_bound(table), blocked(table)
     for name, tc in plain.items():
         levels = {}
@@ -279,15 +278,12 @@ def perturb(
             noise = cell_noise(table, matrix.data, keys, key_space)
             published = matrix.data + noise
             check_published(name, level, matrix.data, published, bound, js)
-            below = published < threshold
-            suppressed.setdefault(level, {}).setdefault(name, 0)
-            suppressed[level][name] += int(below.sum())  # true counts > 0 not shown
             result = matrix.copy()
-            result.data = np.where(below, 0, published)
+            result.data = np.where(published < threshold, 0, published)
             result.eliminate_zeros()
             levels[level] = (codes, result)
         out[name] = TableCounts(tc.table, levels, tc.geoids)
-    return out, suppressed
+    return out
 
 
 def check_published(
@@ -328,17 +324,21 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
         preset = {"swap": swapping.SWAP, "swap-low": swapping.SWAP_LOW}.get(
             p.swap, swapping.SWAP_HIGH
         )
-        source, swap_notes = swapping.swap_population(source, preset.parse({}), rng)
-        notes["swap"] = {"mechanism": p.swap, **swap_notes}
+        swapped = swapping.swap_population(source, preset.parse({}), rng)
+        source = swapped.population
+        # not the swap's household count: an invariant of the swap, but H3 is perturbed here
+        notes["swap"] = {
+            "mechanism": p.swap,
+            "target_swap_rate": swapped.notes["target_swap_rate"],
+        }
     plain, cell_keys = keyed_tables(source, None, key_space)
     if not p.spsn:
         cell_keys = independent_keys(cell_keys, key_space, rng)
         notes["spsn"] = "off: every published cell has an independent uniform cell key"
-    published, suppressed = perturb(plain, cell_keys, table, key_space, p.threshold)
+    published = perturb(plain, cell_keys, table, key_space, p.threshold)
     notes["key_space"] = key_space
     notes["ptable"] = describe(table)
     if p.threshold:
-        notes["suppressed_cells"] = {lv: sum(v.values()) for lv, v in suppressed.items()}
         notes["absent_rows"] = (
             f"a cell absent from a table was published as 0 or was below the threshold "
             f"{p.threshold} (suppressed): the two are not distinguished"
@@ -490,10 +490,27 @@ def ons_record_keys(
     return keys
 
 
+def diagnostics(population: Population, release: Release) -> dict[str, Any]:
+    """Evaluation only: with a threshold, the non-empty true cells the release does not show, by
+    level (published below the threshold — or emptied by a swap first). A reader cannot tell them
+    from empty cells, so the release does not say how many there are."""
+    if not CellKeyParameters.model_validate(release.parameters).threshold:
+        return {}
+    key = ["level", "geoid", "cell"]
+    hidden = {level: 0 for level in LEVELS}
+    for name, tc in tabulate(population, list(release.tables)).items():
+        absent = tc.to_long().join(release.table(name).select(key), on=key, how="anti")
+        for level, n in absent.group_by("level").len().iter_rows():
+            hidden[level] += n
+    levels = {level for name in release.tables for level in CATALOG[name].levels}
+    return {"suppressed_cells": {lv: n for lv, n in hidden.items() if lv in levels}}
+
+
 ENTRY = MechanismEntry(
     "cellkey",
     "cell key method: p-table noise keyed by the contributors (same people, same noise)",
     CellKeyParameters,
     lambda p: card(p),
     protect,
+    diagnostics,
 )

@@ -516,7 +516,6 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
     group_tables = pl.concat(frames) if frames else pl.DataFrame(schema=GROUP_SCHEMA)
     notes: dict[str, Any] = {
         "stability": {str(lv): stability(groups, lv) for lv in (1, 2)},
-        "households": int((population.household_type > 0).sum()),
         "t01001": p.t01001,
         "groups_with_tables": int(
             group_tables.select("level", "geoid", "iteration").unique().height

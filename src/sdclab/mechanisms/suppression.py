@@ -57,7 +57,7 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 REDISTRICTING = ("P1", "P8", "P9", "P10", "P11")
-"""The redistricting tables of the 2010 study (P1, P8–P11); the notes count them apart."""
+"""The redistricting tables of the 2010 study (P1, P8–P11); the diagnostics count them apart."""
 
 
 class SuppressionParameters(Parameters):
@@ -232,7 +232,7 @@ def publish(
 
 
 # ---------------------------------------------------------------------------------------------
-# Notes
+# Diagnostics: what the rules did to the true cells (evaluation only, never in the release)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -245,7 +245,7 @@ CELL_GROUPS: dict[str, Callable[[TableDef], bool]] = {
     "redistricting": lambda table: table.name in REDISTRICTING,
     "unit": lambda table: not is_person_table(table),
 }
-"""The groups of tables whose cells the notes count."""
+"""The groups of tables whose cells the diagnostics count."""
 
 
 def cell_figures(
@@ -284,7 +284,7 @@ def cell_figures(
     }
 
 
-def suppression_notes(
+def level_figures(
     tables: dict[str, TableCounts],
     plan: Plan,
     small_cells: int,
@@ -316,6 +316,46 @@ def suppression_notes(
             }
         by_level[level] = figures
     return by_level
+
+
+def withheld_cells(
+    release: Release, tables: dict[str, TableCounts], plan: Plan
+) -> dict[str, dict[str, IntArray]]:
+    """The complementary cells of a suppression release: its null cells outside the (table,
+    geounit) pairs the rules suppress, as :func:`complementary_suppression` returns them (table →
+    level → ``row * n_cells + cell``)."""
+    out: dict[str, dict[str, IntArray]] = {}
+    for name, tc in tables.items():
+        nulls = release.table(name).filter(pl.col("count").is_null())
+        for level in tc.counts:
+            rows = nulls.filter(pl.col("level") == level).join(
+                tc.geoids[level].to_frame("geoid").with_row_index("row"), on="geoid"
+            )
+            row = rows["row"].to_numpy().astype(np.int64)
+            flat = row * tc.table.n_cells + rows["cell"].to_numpy()
+            if name in plan.suppressed:
+                flat = flat[~plan.suppressed[name][level][row]]
+            if len(flat):
+                out.setdefault(name, {})[level] = np.sort(flat).astype(np.int64)
+    return out
+
+
+def diagnostics(population: Population, release: Release) -> dict[str, Any]:
+    """Evaluation only: ``by_level``, the :func:`level_figures` of a suppression release (with
+    ``complement_cells`` per level under complementary suppression), from the confidential
+    population it was made from: the rules' plan from its exact tables, the complementary cells
+    as the release's other nulls. Shares of non-empty *true* cells: never published."""
+    p = SuppressionParameters.model_validate(release.parameters)
+    tables = tabulate(population, list(release.tables))
+    plan = primary_plan(tables, p)
+    withheld = withheld_cells(release, tables, plan)
+    by_level = level_figures(tables, plan, p.small_cells, withheld)
+    if p.complementary:
+        for level, figures in by_level.items():
+            figures["complement_cells"] = int(
+                sum(len(levels.get(level, ())) for levels in withheld.values())
+            )
+    return {"by_level": by_level}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -900,7 +940,9 @@ def complementary_suppression(
     Two relation systems are solved apart, as they share no relation: the tables that partition
     all persons (P1, P8, P9, P12, PCT12, P29), tied together by P1 totals (LPs), and every other
     person table, whose relations are the hierarchy alone (one network per cell, solved exactly
-    as a graph). Returns the withheld cells (table → level → ``row * n_cells + cell``) and notes.
+    as a graph). Returns the withheld cells (table → level → ``row * n_cells + cell``) and, apart,
+    what the run found on the confidential tables (rounds, cells, primary cells still exact,
+    partner geounits): diagnostics for evaluation and tests, never in the release.
     """
     partners = partner_geounits(plan, geography, p.min_persons)
     everywhere = lambda masks: np.concatenate([masks[level] for level in LEVELS])  # noqa: E731
@@ -971,7 +1013,6 @@ def complementary_suppression(
     stats["partner_geounits"] = {
         level: int(mask.sum()) for level, mask in partners.items() if mask.any()
     }
-    stats["protects"] = PROTECTS
     return withheld, stats
 
 
@@ -1009,17 +1050,10 @@ def protect(population: Population, p: SuppressionParameters, rng: np.random.Gen
         "absent_rows": f"an absent cell was published as 0: its true count is 0..{p.small_cells}",
     }
     if p.complementary:
-        withheld, complement_notes = complementary_suppression(
+        withheld, _ = complementary_suppression(
             tables, plan, p, population.geography, np.random.default_rng(INTERNAL_SEED)
         )
-        notes["complementary"] = complement_notes
-    by_level = suppression_notes(tables, plan, p.small_cells, withheld)
-    if p.complementary:
-        for level, figures in by_level.items():
-            figures["complement_cells"] = int(
-                sum(len(levels.get(level, ())) for levels in withheld.values())
-            )
-    notes["by_level"] = by_level
+        notes["complementary"] = {"protects": PROTECTS}
     return Release(
         mechanism="suppress",
         parameters=p.model_dump(mode="json"),
@@ -1075,4 +1109,5 @@ ENTRY = MechanismEntry(
     SuppressionParameters,
     card,
     protect,
+    diagnostics,
 )

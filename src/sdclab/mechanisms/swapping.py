@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -108,6 +108,18 @@ def swap_units(population: Population, unit_rows: IntArray, destination: IntArra
         block=units["block"].gather(person_rows),
     )
     return Population(persons=persons, units=new_units)
+
+
+class Swapped(NamedTuple):
+    """What a swap returns: the swapped population and two kinds of figures about it."""
+
+    population: Population
+    notes: dict[str, Any]
+    """What a swapping release may say: parameters and invariants of the swap (exact in the
+    swapped microdata, by the card)."""
+    diagnostics: dict[str, Any]
+    """What it may not: how many households were selected and moved, by the draws and by their
+    risk computed from the confidential records. For evaluation and tests, never published."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,26 +225,40 @@ def protect_psa(population: Population, params: PsaParameters, rng: np.random.Ge
             "psa: largest_group is measured on the data when protecting; give it only for a "
             "card without data (sdclab spec)"
         )
+    swapped = psa_swap(population, params, rng)
+    b = int(swapped.notes["largest_matching_group"])
+    return tabulated_release(
+        "psa",
+        params.model_dump(mode="json"),
+        psa_card(params, b),
+        swapped.population,
+        population,
+        rng,
+        swapped.notes,
+    )
+
+
+def psa_swap(population: Population, params: PsaParameters, rng: np.random.Generator) -> Swapped:
+    """The PSA: the swapped population, its publishable notes and its confidential diagnostics."""
     households = Households(population)
     group = psa_groups(households, params)
     selected = noise.bernoulli(Fraction(params.rate), households.count, rng)
     partner = psa_partners(group, selected, rng.permutation(households.count))
     rows = households.unit_rows
     swapped = swap_units(population, rows, rows[partner])
-    b = int(np.bincount(group).max(initial=0))
     moved = int((partner != np.arange(households.count)).sum())
     notes = {
         "households": households.count,
-        "selected": int(selected.sum()),
-        "moved": moved,
-        "achieved_swap_rate": moved / max(households.count, 1),
-        "selection_rate": float(selected.mean()) if households.count else 0.0,
-        "largest_matching_group": b,
+        "largest_matching_group": int(np.bincount(group).max(initial=0)),
         "matching_groups": int(group.max(initial=-1) + 1),
     }
-    return tabulated_release(
-        "psa", params.model_dump(mode="json"), psa_card(params, b), swapped, population, rng, notes
-    )
+    diagnostics = {
+        "selected": int(selected.sum()),
+        "selection_rate": float(selected.mean()) if households.count else 0.0,
+        "moved": moved,
+        "achieved_swap_rate": moved / max(households.count, 1),
+    }
+    return Swapped(swapped, notes, diagnostics)
 
 
 def _psa_card_without_data(params: PsaParameters) -> SpecCard:
@@ -366,7 +392,8 @@ def targeted_pairs(
     key in the same scope area but another block. A candidate left unpaired tries again with a
     fresh scope (RETRIES attempts in all); meanwhile the next candidates are taken, until the
     target number of pairs is reached, no candidate is left, or ``max_rounds`` rounds have run
-    (the achieved rate is then reported, below the target).
+    (the achieved rate is then below the target; :func:`swap_population` reports it among the
+    diagnostics, never in the release).
     """
     n = households.count
     target = round(Fraction(params.rate) * n / 2)
@@ -413,10 +440,11 @@ def targeted_pairs(
     return np.concatenate([a for a, _ in pairs]), np.concatenate([d for _, d in pairs]), risk
 
 
-def swap_card(
-    params: SwapParameters, name: str = "swap", achieved: float | None = None
-) -> SpecCard:
-    """Targeted swapping has no formal guarantee; the card lists what it keeps exact."""
+def swap_card(params: SwapParameters, name: str = "swap") -> SpecCard:
+    """Targeted swapping has no formal guarantee; the card lists what it keeps exact.
+
+    It states the target rate, not the achieved one: that falls short of the target when too few
+    donors match, which depends on the confidential data."""
     widest = max(
         (level for level, w in zip(SCOPES, params.scope_weights, strict=True) if w > 0),
         key=SCOPES.index,
@@ -428,9 +456,6 @@ def swap_card(
         else "households by size and by number of adults in every block"
     )
     invariants += ["housing units and occupancy in every block", "group quarters and residents"]
-    rate_text = f"target swap rate {float(params.rate):g}"
-    if achieved is not None:
-        rate_text += f", achieved {achieved:.4f}"
     return SpecCard(
         mechanism=name,
         domain="the census edited file as given",
@@ -445,7 +470,9 @@ def swap_card(
         ),
         covers="the swapped microdata and every table derived from it",
         caveats=(
-            rate_text + " (share of households that moved; both partners count)",
+            f"target swap rate {float(params.rate):g} (share of households that move; both "
+            "partners count); the achieved rate, below the target when too few donors match, "
+            "depends on the data and is not published",
             f"donors from the same tract / county / state with probabilities "
             f"{float(params.same_tract):g} / {float(params.same_county):g} / "
             f"{float(params.same_state):g}; matching key household size"
@@ -460,23 +487,23 @@ def protect_swap(
     population: Population, params: SwapParameters, rng: np.random.Generator, name: str = "swap"
 ) -> Release:
     """Run targeted swapping on a population and tabulate the release."""
-    swapped, notes = swap_population(population, params, rng)
-    achieved = float(notes["achieved_swap_rate"])
+    swapped = swap_population(population, params, rng)
     return tabulated_release(
         name,
         params.model_dump(mode="json"),
-        swap_card(params, name, achieved),
-        swapped,
+        swap_card(params, name),
+        swapped.population,
         population,
         rng,
-        notes,
+        swapped.notes,
     )
 
 
 def swap_population(
     population: Population, params: SwapParameters, rng: np.random.Generator
-) -> tuple[Population, dict[str, int | float]]:
-    """Targeted swapping: the swapped population (record keys travel along) and what moved."""
+) -> Swapped:
+    """Targeted swapping: the swapped population (record keys travel along), its publishable notes
+    and its confidential diagnostics (what moved, and how the risky households fared)."""
     households = Households(population)
     initiators, donors, risk = targeted_pairs(households, params, rng)
     rows = households.unit_rows
@@ -487,18 +514,16 @@ def swap_population(
     high = risk >= float(params.risk_threshold)
     swapped_mask = np.zeros(households.count, dtype=bool)
     swapped_mask[np.concatenate([initiators, donors])] = True
-    achieved = moved / max(households.count, 1)
-    notes = {
-        "households": households.count,
+    notes = {"households": households.count, "target_swap_rate": float(params.rate)}
+    diagnostics = {
         "pairs": len(initiators),
         "moved": moved,
-        "target_swap_rate": float(params.rate),
-        "achieved_swap_rate": achieved,
+        "achieved_swap_rate": moved / max(households.count, 1),
         "high_risk_households": int(high.sum()),
         "swap_rate_high_risk": float(swapped_mask[high].mean()) if high.any() else 0.0,
         "swap_rate_other": float(swapped_mask[~high].mean()) if (~high).any() else 0.0,
     }
-    return swapped, notes
+    return Swapped(swapped, notes, diagnostics)
 
 
 def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> MechanismEntry[SwapParameters]:

@@ -452,9 +452,9 @@ def render_report(results: dict[str, Any]) -> str:
         _groups_section(t, e["group_accuracy"]) for t, e in mechs.items() if "group_accuracy" in e
     )
     sections += "".join(
-        _suppression_section(t, e["notes"]["by_level"])
+        _suppression_section(t, e["diagnostics"]["by_level"])
         for t, e in mechs.items()
-        if e.get("mechanism") == "suppress" and "by_level" in e.get("notes", {})
+        if e.get("mechanism") == "suppress" and "by_level" in e.get("diagnostics", {})
     )
     cards = "".join(
         f"<details><summary>{_esc(t)}: specification card</summary><pre>"
