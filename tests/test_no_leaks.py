@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from sdclab import mechanisms
+from sdclab.evaluate import has_path
 from sdclab.mechanisms.cellkey import assign_record_keys
 from sdclab.population.contract import RECORD_KEY
 from sdclab.population.synth import synthesize
@@ -154,15 +155,6 @@ def unlisted(notes: dict[str, Any], allowed: set[str], prefix: str = "") -> list
     return out
 
 
-def covered(notes: dict[str, Any], path: str) -> bool:
-    node: Any = notes
-    for key in path.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return False
-        node = node[key]
-    return True
-
-
 def test_release_notes_hold_only_publishable_keys(population, releases, tmp_path):
     assert set(PUBLISHABLE_NOTES) | {"gaussian"} == set(mechanisms.MECHANISMS)  # gaussian: a card
     written = {name: [path] for name, (_, path) in releases.items()}
@@ -180,7 +172,7 @@ def test_release_notes_hold_only_publishable_keys(population, releases, tmp_path
             )
         # the list is exact: every allowed key is written by one of the releases
         for path in PUBLISHABLE_NOTES[name]:
-            assert any(covered(one, path) for one in notes), (name, path)
+            assert any(has_path(one, path) for one in notes), (name, path)
 
 
 def test_a_new_note_is_caught_at_any_depth():

@@ -482,10 +482,11 @@ def evaluation_only(figures: dict[str, Any]) -> list[str]:
     risk = figures.get("ckm_risk")
     if isinstance(risk, dict):
         paths += [f"ckm_risk.{path}" for path in risk.get(EVALUATION_ONLY, [])]
-    return [path for path in paths if _present(figures, path)]
+    return [path for path in paths if has_path(figures, path)]
 
 
-def _present(figures: dict[str, Any], path: str) -> bool:
+def has_path(figures: dict[str, Any], path: str) -> bool:
+    """Whether the dotted ``path`` of nested keys is present in ``figures``."""
     node: Any = figures
     for key in path.split("."):
         if not isinstance(node, dict) or key not in node:
