@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -116,8 +117,9 @@ def test_more_malformed_releases(tmp_path, tiny_population, damage, message):
 
 def test_float_counts_are_kept_not_truncated(tmp_path, tiny_population):
     target = tmp_path / "rel"
-    write_release(exact_release(tiny_population, ["P1"]), target)
-    _write_p1(target, count=[3.7])
+    release = exact_release(tiny_population, ["P1"])
+    p1 = release.tables["P1"].filter(pl.col("level") == "nation").with_columns(count=pl.lit(3.7))
+    write_release(replace(release, tables={"P1": p1}), target)
     assert read_release(target).table("P1")["count"].to_list() == [3.7]
 
 
@@ -179,3 +181,97 @@ def test_release_microdata_is_validated_on_reading(tmp_path, tiny_population):
     persons.write_parquet(target / "microdata" / "persons.parquet")
     with pytest.raises(InputError, match="column age"):
         read_release(target)
+
+
+# ---------------------------------------------------------------------------------------------
+# Digests: a release edited after it was written is refused, naming the file
+# ---------------------------------------------------------------------------------------------
+
+
+def _rewrite_p1(path, edit):
+    file = path / "tables" / "P1.parquet"
+    edit(pl.read_parquet(file)).write_parquet(file)
+
+
+EDITS = [
+    (
+        lambda p: _rewrite_p1(p, lambda f: f.with_columns(pl.col("count") + 1)),
+        "tables/P1.parquet does not match the digest recorded in release.json",
+    ),
+    (
+        lambda p: _rewrite_p1(p, lambda f: f.slice(1)),
+        "tables/P1.parquet does not match the digest recorded in release.json",
+    ),
+    (
+        lambda p: (p / "geography.parquet").write_bytes((p / "geography.parquet").read_bytes()[:9]),
+        "geography.parquet does not match the digest recorded in release.json",
+    ),
+    (
+        lambda p: _corrupt(
+            p, lambda m: m["digests"]["files"].update({"tables/P1.parquet": "0" * 64})
+        ),
+        "tables/P1.parquet does not match the digest recorded in release.json",
+    ),
+    (
+        lambda p: _corrupt(p, lambda m: m["parameters"].update(epsilon=1)),
+        "release.json was edited after the release was written",
+    ),
+    (lambda p: _corrupt(p, lambda m: m.update(mechanism="cellkey")), "release.json was edited"),
+    (lambda p: _corrupt(p, lambda m: m["digests"].update(files=[])), "digests must be"),
+    (
+        lambda p: _corrupt(p, lambda m: m["digests"]["files"].update({"../x": "0" * 64})),
+        "not a file of the release",
+    ),
+    (
+        lambda p: _corrupt(p, lambda m: m["digests"]["files"].pop("tables/P1.parquet")),
+        "records no digest for tables/P1.parquet",
+    ),
+]
+
+
+@pytest.mark.parametrize(("edit", "message"), EDITS)
+def test_release_edited_after_writing_is_refused(tmp_path, tiny_population, edit, message):
+    target = tmp_path / "rel"
+    write_release(exact_release(tiny_population, ["P1"]), target)
+    edit(target)
+    with pytest.raises(InputError) as info:
+        read_release(target)
+    line = info.value.one_line()
+    assert message in line and "\n" not in line
+
+
+def test_digests_are_recorded_for_every_file(tmp_path, tiny_population):
+    release = exact_release(tiny_population, ["P1", "H1"])
+    with_microdata = replace(release, microdata=tiny_population)
+    write_release(with_microdata, tmp_path / "rel")
+    meta = json.loads((tmp_path / "rel" / "release.json").read_text())
+    assert meta["digests"]["algorithm"] == "sha256"
+    assert sorted(meta["digests"]["files"]) == [
+        "geography.parquet",
+        "microdata/persons.parquet",
+        "microdata/units.parquet",
+        "tables/H1.parquet",
+        "tables/P1.parquet",
+    ]
+    assert read_release(tmp_path / "rel").microdata is not None
+
+
+def test_a_truncated_table_names_the_file_and_its_digest(tmp_path, tiny_population):
+    target = tmp_path / "rel"
+    write_release(exact_release(tiny_population, ["P1"]), target)
+    file = target / "tables" / "P1.parquet"
+    file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    with pytest.raises(InputError) as info:
+        read_release(target)
+    line = info.value.one_line()
+    assert "P1.parquet: not a readable Parquet file" in line
+    assert "tables/P1.parquet does not match the digest recorded in release.json" in line
+
+
+def test_release_without_digests_is_still_read(tmp_path, tiny_population):
+    """Releases written before digests were recorded have none and load as before."""
+    target = tmp_path / "rel"
+    write_release(exact_release(tiny_population, ["P1"]), target)
+    _corrupt(target, lambda m: m.pop("digests"))
+    _write_p1(target, count=[7])
+    assert read_release(target).table("P1")["count"].to_list() == [7]

@@ -12,8 +12,19 @@ class InputError(Exception):
         self.details = list(details or [])
 
     def one_line(self) -> str:
-        """The message and any further details folded onto one line."""
+        """The message and any further details folded onto one line.
+
+        Messages quote user input (keys of a TOML file, values of a column, paths), which may hold
+        line breaks or other control characters; those are written as escapes (``\\n``).
+        """
         text = str(self)
         if self.details:
             text += " | " + " | ".join(self.details)
+        return escape_control(text)
+
+
+def escape_control(text: str) -> str:
+    """``text`` with every non-printable character (line breaks too) written as an escape."""
+    if text.isprintable():
         return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

@@ -63,12 +63,13 @@ class Executor:
         if text.startswith("dask://"):
             target = text.removeprefix("dask://")
             host, _, port = target.rpartition(":")
-            if not host or not port.isdigit():
+            if not host or not (port.isascii() and port.isdigit()):
                 raise InputError(f"executor {text!r}: expected dask://HOST:PORT")
             return cls("dask", workers, f"tcp://{target}")
         if text == "dask-local" or text.startswith("dask-local:"):
             count = text.removeprefix("dask-local").removeprefix(":")
-            if count and (not count.isdigit() or int(count) < 1):
+            plain = count.isascii() and count.isdigit() and len(count) <= 9  # int() is safe
+            if count and not (plain and int(count) >= 1):
                 raise InputError(f"executor {text!r}: expected dask-local or dask-local:N, N ≥ 1")
             return cls("dask", int(count) if count else workers, None)
         raise InputError(f"executor {text!r}: expected local, dask://HOST:PORT or dask-local[:N]")

@@ -122,11 +122,14 @@ def load_experiment(path: Path) -> Experiment:
     except FileNotFoundError:
         raise InputError(f"{path}: no such experiment file") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read the experiment file ({exc.strerror or exc})") from None
+        reason = exc.strerror or exc
+        raise InputError(f"{path}: cannot read the experiment file ({reason})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     except ValueError:  # tomllib converts integers with int(), which refuses > 4300 digits
         raise InputError(f"{path}: not valid TOML (an integer has too many digits)") from None
+    except RecursionError:
+        raise InputError(f"{path}: not valid TOML (arrays or tables nested too deeply)") from None
     population = data.get("population") if isinstance(data, dict) else None
     if isinstance(population, dict) and isinstance(population.get("path"), str):
         shown = repr(population["path"])

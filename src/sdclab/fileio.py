@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from sdclab.errors import InputError
 
@@ -92,20 +93,20 @@ def atomic_file(target: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def _json_safe(data: Any) -> Any:
+def json_safe(data: Any) -> Any:
     """NaN and infinities become null: JSON has no such numbers."""
     if isinstance(data, float) and not math.isfinite(data):
         return None
     if isinstance(data, dict):
-        return {k: _json_safe(v) for k, v in data.items()}
+        return {k: json_safe(v) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
-        return [_json_safe(v) for v in data]
+        return [json_safe(v) for v in data]
     return data
 
 
 def write_json(data: Any, target: Path) -> None:
     """Write ``data`` as indented, strictly valid JSON (NaN → null), atomically."""
-    text = json.dumps(_json_safe(data), indent=2, allow_nan=False)
+    text = json.dumps(json_safe(data), indent=2, allow_nan=False)
     with atomic_file(target) as tmp:
         tmp.write_text(text + "\n", encoding="utf-8")
 
@@ -114,3 +115,22 @@ def write_parquet(frame: pl.DataFrame, target: Path) -> None:
     """Write a polars frame as Parquet (zstd), atomically."""
     with atomic_file(target) as tmp:
         frame.write_parquet(tmp, compression="zstd")
+
+
+def read_parquet_checked(file: Path) -> pl.DataFrame:
+    """Read a Parquet file that may be damaged or hostile: decoded and checked by pyarrow.
+
+    polars' own reader trusts the page headers of a file: one flipped byte can make it allocate
+    exabytes and abort the whole process (polars 2.1), or panic. pyarrow checks page headers and
+    raises, and ``validate(full=True)`` rejects text that is not UTF-8 (which ``pl.from_arrow``
+    would take unchecked). Use it for files a user hands over, not for our own intermediate files.
+
+    Raises whatever pyarrow or polars raise for a bad file (OSError, ValueError, polars errors…):
+    callers turn that into an :class:`InputError` naming the file.
+    """
+    table = pq.read_table(file)
+    table.validate(full=True)
+    frame = pl.from_arrow(table)
+    if not isinstance(frame, pl.DataFrame):  # a table always converts to a frame
+        raise TypeError(f"{file}: not a table")
+    return frame

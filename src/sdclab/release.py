@@ -8,24 +8,40 @@ tables/<TABLE>.parquet  long form: level, geoid, cell, count (rows absent = 0; n
 microdata/persons.parquet, units.parquet   only for mechanisms that output microdata
 ```
 A release never holds confidential values unless its mechanism is ``none``, whose card says so.
+
+``release.json`` also records ``digests``: the SHA-256 of every other file of the release and of
+its own content (every key but ``digests``). Reading checks them, so a release edited after it was
+written (a count changed, a row removed, a file truncated or replaced, a field of release.json
+changed) is refused with a message naming the file. Releases written before digests were recorded
+have none and are read without this check.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 import polars as pl
+from polars.exceptions import PanicException
 
 from sdclab import __version__
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
-from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
+from sdclab.fileio import (
+    atomic_directory,
+    check_replaceable,
+    json_safe,
+    read_parquet_checked,
+    write_json,
+    write_parquet,
+)
 from sdclab.geography import GEOID_LENGTH, LEVELS, Geography, geoid_strings
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
@@ -41,6 +57,8 @@ MEASUREMENTS_FILE = "measurements.parquet"
 GROUP_TABLES_FILE = "groups.parquet"
 GROUP_TOTALS_FILE = "t01001.parquet"
 MEASUREMENT_COLUMNS = ["level", "geoid", "query", "cell", "noisy", "variance"]
+DIGESTS_KEY = "digests"
+DIGEST_ALGORITHM = "sha256"
 
 
 @dataclass(frozen=True)
@@ -202,13 +220,57 @@ def write_release(release: Release, out: Path, *, protect: tuple[Path, ...] = ()
             write_parquet(release.group_tables, tmp / GROUP_TABLES_FILE)
         if release.group_totals is not None:
             write_parquet(release.group_totals, tmp / GROUP_TOTALS_FILE)
-        write_json(release.metadata(), tmp / RELEASE_FILE)
+        # the metadata as a reader will see it (JSON types, NaN as null), then its digests
+        meta = json.loads(json.dumps(json_safe(release.metadata()), allow_nan=False))
+        files = sorted(p for p in tmp.rglob("*") if p.is_file())
+        meta[DIGESTS_KEY] = {
+            "algorithm": DIGEST_ALGORITHM,
+            "files": {p.relative_to(tmp).as_posix(): file_digest(p) for p in files},
+            RELEASE_FILE: metadata_digest(meta),
+        }
+        write_json(meta, tmp / RELEASE_FILE)
+
+
+def file_digest(file: Path) -> str:
+    """SHA-256 of a file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with Path(file).open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def metadata_digest(meta: dict[str, Any]) -> str:
+    """SHA-256 (hex) of release.json's content without its ``digests``, in a canonical form."""
+    body = {k: v for k, v in meta.items() if k != DIGESTS_KEY}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def read_release(path: Path) -> Release:
-    """Read and check a release directory; anything malformed is an :class:`InputError`."""
+    """Read and check a release directory; anything malformed is an :class:`InputError`.
+
+    The content is checked first, then the digests recorded in release.json (if any): a file that
+    does not match them was changed after the release was written. When the content is also
+    malformed, its message says which files changed.
+    """
     path = Path(path)
-    meta = _read_metadata(path)
+    meta = _load_metadata(path)
+    changed = _changed_files(path, meta)
+    try:
+        release = _read_content(path, meta)
+    except InputError as exc:
+        if changed:
+            raise InputError(f"{exc}; {'; '.join(changed)}", exc.details) from None
+        raise
+    if changed:
+        raise InputError(f"release {path}: {'; '.join(changed)}")
+    return release
+
+
+def _read_content(path: Path, meta: dict[str, Any]) -> Release:
+    """The release in ``path`` whose release.json holds ``meta``, every file checked."""
+    _check_metadata(path / RELEASE_FILE, meta)
     geography = _read_geography(path / GEOGRAPHY_FILE)
     valid = _valid_geoids(geography)
     tables = {
@@ -238,6 +300,19 @@ def read_release(path: Path) -> Release:
         key: _read_parquet(path / name) if meta.get(key) else None
         for key, name in (("group_tables", GROUP_TABLES_FILE), ("group_totals", GROUP_TOTALS_FILE))
     }
+    read = [path / GEOGRAPHY_FILE, *(path / "tables" / f"{name}.parquet" for name in tables)]
+    if microdata is not None:
+        read += [path / "microdata" / "persons.parquet", path / "microdata" / "units.parquet"]
+    if mdf is not None:
+        read.append(path / MDF_FILE)
+    if measurements is not None:
+        read.append(path / MEASUREMENTS_FILE)
+    read += [
+        path / name
+        for key, name in (("group_tables", GROUP_TABLES_FILE), ("group_totals", GROUP_TOTALS_FILE))
+        if groups[key] is not None
+    ]
+    _unrecorded(path, meta, read)
     return Release(
         mechanism=meta["mechanism"],
         parameters=meta["parameters"],
@@ -293,7 +368,8 @@ _REQUIRED_KEYS = {
 }
 
 
-def _read_metadata(path: Path) -> dict[str, Any]:
+def _load_metadata(path: Path) -> dict[str, Any]:
+    """release.json as a JSON object (not yet checked)."""
     file = path / RELEASE_FILE
     if not path.is_dir():
         raise InputError(f"{path}: not a release directory")
@@ -303,8 +379,69 @@ def _read_metadata(path: Path) -> dict[str, Any]:
         meta = json.loads(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{file}: not valid JSON ({exc})") from None
+    except ValueError:  # json converts integers with int(), which refuses > 4300 digits
+        raise InputError(f"{file}: not valid JSON (a number has too many digits)") from None
+    except RecursionError:
+        raise InputError(f"{file}: not valid JSON (nested too deeply)") from None
     if not isinstance(meta, dict):
         raise InputError(f"{file}: expected a JSON object")
+    return meta
+
+
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def _changed_files(path: Path, meta: dict[str, Any]) -> list[str]:
+    """What no longer matches the digests in release.json (none recorded: nothing to check)."""
+    if DIGESTS_KEY not in meta:
+        return []
+    file = path / RELEASE_FILE
+    digests = meta[DIGESTS_KEY]
+    if (
+        not isinstance(digests, dict)
+        or digests.get("algorithm") != DIGEST_ALGORITHM
+        or not isinstance(digests.get("files"), dict)
+        or not isinstance(digests.get(RELEASE_FILE), str)
+    ):
+        raise InputError(
+            f"{file}: {DIGESTS_KEY} must be a JSON object with algorithm {DIGEST_ALGORITHM!r}, "
+            f"files (name: digest) and {RELEASE_FILE} (the digest of the other keys)"
+        )
+    changed = []
+    for name, recorded in digests["files"].items():
+        relative = PurePosixPath(name)
+        if relative.is_absolute() or ".." in relative.parts or name in ("", RELEASE_FILE):
+            raise InputError(f"{file}: {DIGESTS_KEY} names {name!r}, not a file of the release")
+        target = path.joinpath(*relative.parts)
+        if not isinstance(recorded, str) or not _HEX_DIGEST.fullmatch(recorded):
+            raise InputError(f"{file}: the digest of {name} is not a SHA-256 hex digest")
+        if not target.is_file():
+            changed.append(f"{name} is missing (release.json records its digest)")
+        elif file_digest(target) != recorded:
+            changed.append(
+                f"{name} does not match the digest recorded in {RELEASE_FILE}: it was changed "
+                "after the release was written"
+            )
+    if metadata_digest(meta) != digests[RELEASE_FILE]:
+        changed.append(
+            f"{RELEASE_FILE} was edited after the release was written (its content does not match "
+            "the digest it records)"
+        )
+    return changed
+
+
+def _unrecorded(path: Path, meta: dict[str, Any], files: Sequence[Path]) -> None:
+    """With digests recorded, every file the release is read from must have one."""
+    if DIGESTS_KEY not in meta:
+        return
+    for file in files:
+        name = file.relative_to(path).as_posix()
+        if name not in meta[DIGESTS_KEY]["files"]:
+            raise InputError(f"release {path}: {RELEASE_FILE} records no digest for {name}")
+
+
+def _check_metadata(file: Path, meta: dict[str, Any]) -> None:
+    """The keys of release.json and their types, its tables and its specification card."""
     missing = [k for k in _REQUIRED_KEYS if k not in meta]
     if missing:
         raise InputError(f"{file}: missing key(s) {', '.join(missing)}")
@@ -334,15 +471,14 @@ def _read_metadata(path: Path) -> dict[str, Any]:
         SpecCard.from_dict(meta["specification"])
     except (TypeError, KeyError, AttributeError, ValueError) as exc:
         raise InputError(f"{file}: malformed specification card ({exc})") from None
-    return meta
 
 
 def _read_parquet(file: Path) -> pl.DataFrame:
     if not file.is_file():
         raise InputError(f"{file}: missing from the release")
     try:
-        return pl.read_parquet(file)
-    except Exception as exc:  # polars/arrow raise several types for corrupt files
+        return read_parquet_checked(file)
+    except (Exception, PanicException) as exc:  # pyarrow and polars raise many types here
         raise InputError(f"{file}: not a readable Parquet file ({type(exc).__name__})") from None
 
 
@@ -382,17 +518,18 @@ def _read_table(file: Path, name: str, valid: pl.DataFrame) -> pl.DataFrame:
             f"{file}: column types {dict(types)}; expected level and geoid strings, cell an "
             "integer and count an integer or float"
         )
-    count_type = pl.Int64 if types["count"].is_integer() else pl.Float64
-    frame = frame.select(
-        "level", "geoid", pl.col("cell").cast(pl.Int32), pl.col("count").cast(count_type)
-    )
     nulls = [c for c in ("level", "geoid", "cell") if frame[c].null_count()]
     if nulls:
         raise InputError(f"{file}: column {nulls[0]} has missing values")
     n_cells = CATALOG[name].n_cells
     bad_cell = frame.filter((pl.col("cell") < 0) | (pl.col("cell") >= n_cells))
-    if bad_cell.height:
+    if bad_cell.height:  # checked in the file's own type: a cast could fail first
         raise InputError(f"{file}: cell {bad_cell['cell'][0]} outside 0..{n_cells - 1}")
+    count_type = pl.Int64 if types["count"].is_integer() else pl.Float64
+    count = frame["count"].cast(count_type, strict=False)
+    if count.null_count() != frame["count"].null_count():
+        raise InputError(f"{file}: column count has values beyond the 64-bit integer range")
+    frame = frame.select("level", "geoid", pl.col("cell").cast(pl.Int32)).with_columns(count)
     levels = CATALOG[name].levels
     bad_level = frame.filter(~pl.col("level").is_in(levels))
     if bad_level.height:

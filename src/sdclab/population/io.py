@@ -54,7 +54,13 @@ from polars.exceptions import PanicException, PolarsError
 
 from sdclab import schema
 from sdclab.errors import InputError
-from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
+from sdclab.fileio import (
+    atomic_directory,
+    check_replaceable,
+    read_parquet_checked,
+    write_json,
+    write_parquet,
+)
 from sdclab.geography import BLOCK_DIGITS
 from sdclab.population.contract import (
     DETAILED_RACE_ETHNICITY_COLUMNS,
@@ -287,14 +293,21 @@ def read_table(file: Path) -> pl.DataFrame:
 
 
 def read_parquet(file: Path) -> pl.DataFrame:
-    """Read a Parquet file, turning a damaged or foreign file into an :class:`InputError`."""
+    """Read a Parquet file, turning a damaged or foreign file into an :class:`InputError`.
+
+    The file is decoded by pyarrow and checked (:func:`sdclab.fileio.read_parquet_checked`):
+    polars' own reader can abort the process on a damaged page header.
+    """
+    if file.is_dir():
+        raise input_error(f"{file} is a directory (expected a Parquet file)")
     try:
-        return pl.read_parquet(file)
-    except IsADirectoryError:
-        raise input_error(f"{file} is a directory (expected a Parquet file)") from None
+        with file.open("rb"):
+            pass
     except OSError as err:
         raise input_error(f"cannot read {file}: {err.strerror or err}") from None
-    except (PolarsError, PanicException) as err:
+    try:
+        return read_parquet_checked(file)
+    except (Exception, PanicException) as err:  # pyarrow and polars raise many types here
         raise input_error(
             f"{file.name} is not a readable Parquet file ({first_line(err)}); is it truncated "
             "or in another format?"
@@ -331,7 +344,8 @@ def may_have_short_rows(frame: pl.DataFrame) -> bool:
     file whose last column is never empty has none, and the costlier line check is skipped."""
     if frame.height == 0:
         return False
-    return bool(frame.select((pl.col(frame.columns[-1]) == "").any()).item())
+    # by position: the name is the user's, and pl.col would read "*" or "^…$" as a pattern
+    return bool((frame.to_series(-1) == "").any())
 
 
 def check_header(columns: Sequence[str], source: str) -> Findings:
