@@ -74,3 +74,52 @@ def test_killed_synth_leaves_a_valid_population_or_none(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert read_population(out).n_persons == 30_000
+
+
+def test_killed_reconstruct_leaves_a_complete_reconstruction_or_none(tmp_path):
+    from sdclab.attacks.reconstruction import read_reconstruction
+
+    population, _ = synthesize(6_000, seed=4)
+    pop, rel, out = tmp_path / "pop", tmp_path / "rel", tmp_path / "recon"
+    write_population(population, pop)
+    made = subprocess.run(
+        SDCLAB + ["protect", str(pop), "-m", "none", "--seed", "1", "--out", str(rel)],
+        capture_output=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    args = ["reconstruct", str(rel), "--workers", "1", "--out", str(out)]
+    complete_before = False
+    for delay in np.random.default_rng(12).uniform(0.5, 8.0, 5):
+        _kill_after(_start(args), float(delay))
+        if out.exists():
+            read_reconstruction(out)  # complete, or this raises
+            complete_before = True
+        elif complete_before:
+            raise AssertionError("a complete reconstruction disappeared")
+    done = subprocess.run(SDCLAB + args, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert read_reconstruction(out).persons.height == 6_000
+
+
+def test_killed_run_leaves_complete_results_and_report_or_none(tmp_path):
+    import json
+
+    experiment = tmp_path / "exp.toml"
+    experiment.write_text(
+        "[population]\npersons = 3000\nseed = 5\n\n"
+        '[[mechanisms]]\nname = "none"\n\n[[mechanisms]]\nname = "swap"\nseed = 2\n\n'
+        "[attacks]\nreconstruct = true\nattackers = []\n"
+    )
+    out = tmp_path / "out"
+    args = ["run", str(experiment), "--out", str(out)]
+    for delay in np.random.default_rng(13).uniform(0.5, 12.0, 6):
+        _kill_after(_start(args), float(delay))
+        if (out / "results.json").exists():
+            json.loads((out / "results.json").read_text())  # whole JSON, or this raises
+        if (out / "report.html").exists():
+            assert (out / "report.html").read_text().rstrip().endswith("</html>")
+    done = subprocess.run(SDCLAB + args, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["mechanisms"]) == {"none", "swap"}
