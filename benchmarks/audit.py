@@ -34,6 +34,7 @@ CASES: list[tuple[str, dict[str, str], int, float | None]] = [
     ("safetab_h", {"rho_detailed_local": "2"}, 20_000, None),
     ("topdown", {"product": "pl94"}, 5_000, None),
     ("geometric", {"epsilon": "8"}, 5_000, None),
+    ("geometric", {"epsilon": "40"}, 5_000, None),
 ]
 NAIVE_TRIALS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 

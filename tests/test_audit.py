@@ -96,7 +96,7 @@ def test_identical_distributions_give_no_loss() -> None:
         ("psa", {"rate": "0.05"}, 2000, 4.0),
         ("safetab_h", {"rho_detailed_local": "2"}, 2000, 0.1),
         ("topdown", {"product": "pl94"}, 300, 0.0),
-        ("geometric", {"epsilon": "8"}, 400, 0.0),
+        ("geometric", {"epsilon": "40"}, 1000, 0.1),
     ],
 )
 def test_sound_mechanisms_stay_under_their_claims(
