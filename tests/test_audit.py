@@ -128,13 +128,35 @@ def test_a_mechanism_with_half_the_noise_is_caught(monkeypatch: pytest.MonkeyPat
     assert result.lower_bound > 0.5
 
 
-def test_unknown_mechanism_and_bad_trials_are_input_errors() -> None:
+def test_reported_probabilities_belong_to_their_datasets_in_both_orientations() -> None:
+    rng = np.random.default_rng(8)
+    claim = Claim("zcdp", 100.0, "one output", "none")
+    low, high = rng.normal(size=(4000, 1)), rng.normal(size=(4000, 1)) + 3
+    for d, d_prime in ((high, low), (low, high)):
+        result = measure("shifted", claim, d, d_prime)
+        # the event is likelier under the dataset the text names, by its reported probabilities
+        assert ("likelier under D′" in result.event) == (result.p_d_prime > result.p_d)
+        assert max(result.p_d, result.p_d_prime) > 0.5 > min(result.p_d, result.p_d_prime)
+
+
+def test_settings_that_would_invalidate_an_audit_are_refused() -> None:
     from sdclab.errors import InputError
 
     with pytest.raises(InputError, match="no audit for mechanism 'cellkey'"):
         audit("cellkey")
-    with pytest.raises(InputError, match="at least 100"):
+    with pytest.raises(InputError, match="between 100 and"):
         audit("gaussian", trials=10)
+    with pytest.raises(InputError, match="between 100 and"):
+        audit("gaussian", trials=10**8)
+    with pytest.raises(InputError, match="matching_level must be tract"):
+        audit("psa", {"matching_level": "county"}, trials=100)
+    with pytest.raises(InputError, match="t01001=exact"):
+        audit("safetab_h", {"t01001": "noisy"}, trials=100)
+
+
+def test_gaussian_audit_takes_sigma2_instead_of_rho() -> None:
+    result = audit("gaussian", {"sigma2": "4"}, trials=200)
+    assert result.claim.value == pytest.approx(1 / 4)  # bounded: ρ = Δ₂²/(2σ²) = 2/8
 
 
 # ---------------------------------------------------------------------------------------------

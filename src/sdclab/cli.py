@@ -374,7 +374,10 @@ def audit(
     mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism to audit.")],
     settings: SetOption = None,
     trials: Annotated[
-        int, typer.Option("--trials", help="Runs on each of the two neighbouring datasets.")
+        int,
+        typer.Option(
+            "--trials", help="Independent copies of each neighbouring dataset (one run of each)."
+        ),
     ] = 10_000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the audit's runs.")] = 0,
     alpha: Annotated[
@@ -395,13 +398,19 @@ def audit(
         write_json(result.as_dict(), out)
     claim = result.claim
     typer.echo(
-        f"{mechanism}: {result.unit} ≥ {result.lower_bound:.4g} with {1 - alpha:.0%} confidence "
-        f"(claimed {claim.value:.4g}; {claim.observed}; neighbours: {claim.neighbours}; "
-        f"{result.trials:,} runs of each dataset)"
+        f"{mechanism}: {result.unit} ≥ {result.lower_bound:.4g} with {(1 - alpha) * 100:g}% "
+        f"confidence (claimed {claim.value:.4g}; {claim.observed}; neighbours: "
+        f"{claim.neighbours}; {result.trials:,} trials of each dataset)"
     )
-    typer.echo(f"event: {result.event}: {result.p_d:.4f} vs {result.p_d_prime:.4f}")
+    typer.echo(
+        f"event: {result.event}: P[E | D] = {result.p_d:.4f}, P[E | D′] = {result.p_d_prime:.4f}"
+    )
     if result.violated:
-        typer.echo(f"VIOLATION: the measured {result.unit} exceeds the card's claim", err=True)
+        typer.echo(
+            f"VIOLATION: the measured {result.unit} exceeds the card's claim (a sound mechanism "
+            f"does this with probability at most {alpha:g})",
+            err=True,
+        )
         raise typer.Exit(3)
 
 

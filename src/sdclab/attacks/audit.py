@@ -7,8 +7,8 @@ mechanism draws independently (blocks, tracts, or the children of a TopDown pare
 run of the real mechanism gives many independent trials of its observed outputs. Half of the
 trials choose a distinguishing event: a linear score of the outputs (weights from the difference
 of the means over the variances) above or below a threshold. The other half measure the event's
-probability under D and under D′ with Clopper–Pearson intervals (each at 1 − α/2, so that both
-hold together with confidence 1 − α). Then, with confidence 1 − α:
+probability under D and under D′ with Clopper–Pearson intervals (of each only the one side used,
+at level α/2, so that both hold together with confidence 1 − α). Then, with confidence 1 − α:
 
 * pure ε-DP: ε ≥ ln(P̲[E | D] / P̄[E | D′]);
 * ρ-zCDP: ρ ≥ max over α > 1 of D_α(Bern(P̲) ‖ Bern(P̄)) / α — post-processing into the event E
@@ -187,7 +187,9 @@ class AuditResult:
     alpha: float
     event: str
     p_d: float
+    """P[E | D] measured on the evaluation half."""
     p_d_prime: float
+    """P[E | D′] measured on the evaluation half."""
 
     @property
     def unit(self) -> str:
@@ -227,9 +229,7 @@ def measure(
     n = len(test_d)
     above_d, above_dp = event_counts(test_d, test_dp, np.array([event.threshold]))
     plus, minus = oriented_bounds(above_d, above_dp, n, claim.premetric, alpha)
-    likely, unlikely = (
-        (above_d[0], above_dp[0]) if event.orientation > 0 else (n - above_dp[0], n - above_d[0])
-    )
+    below_d, below_dp = n - above_d[0], n - above_dp[0]
     where = "≥" if event.orientation > 0 else "<"
     return AuditResult(
         mechanism=name,
@@ -239,8 +239,8 @@ def measure(
         alpha=alpha,
         event=f"score {where} {event.threshold:.4g} over {d.shape[1]} outputs "
         f"(likelier under {'D' if event.orientation > 0 else 'D′'})",
-        p_d=float(likely / n),
-        p_d_prime=float(unlikely / n),
+        p_d=float((above_d[0] if event.orientation > 0 else below_d) / n),
+        p_d_prime=float((above_dp[0] if event.orientation > 0 else below_dp) / n),
     )
 
 
@@ -249,6 +249,8 @@ def measure(
 # ---------------------------------------------------------------------------------------------
 
 TRACTS_PER_COUNTY = 9000
+MAX_TRIALS = 1_000_000
+"""Copies per dataset: the geocodes of :func:`geocodes` have room for 4.5 million."""
 
 
 def geocodes(copy: pl.Expr, block: pl.Expr) -> pl.Expr:
@@ -369,7 +371,9 @@ AuditPlan = Callable[[Mapping[str, Any], int, int], Trials]
 
 def audit_gaussian(settings: Mapping[str, Any], trials: int, seed: int) -> Trials:
     """A histogram of two cells; one person moves between them (bounded) or is added."""
-    p = mechanisms.get("gaussian").parse({"rho": "0.5"} | dict(settings))
+    given = dict(settings)
+    default = {} if "rho" in given or "sigma2" in given else {"rho": "0.5"}
+    p = mechanisms.get("gaussian").parse(default | given)
     d = np.tile([1, 0], (trials, 1))
     d_prime = np.tile([0, 1] if p.neighbours == "bounded" else [0, 0], (trials, 1))
     rng = np.random.default_rng(seed)
@@ -419,7 +423,12 @@ def audit_psa(settings: Mapping[str, Any], trials: int, seed: int) -> Trials:
     """A tract of two one-person households of the same size (one matching group, b = 2); D′
     exchanges the two persons' attributes — the nearest datasets sharing the swap's invariants
     (two household records differ), so the claim is 2ε(p, 2)."""
-    chosen = {"rate": "0.5", "matching_level": "tract"} | dict(settings)
+    if settings.get("matching_level", "tract") != "tract":
+        raise InputError(
+            "audit psa: matching_level must be tract (each copy is its own matching group; "
+            "wider groups would swap households between copies and make the trials dependent)"
+        )
+    chosen = {"rate": "0.5"} | dict(settings) | {"matching_level": "tract"}
     a = {"age": 25, "race": 1, "sex": 1}
     b = {"age": 70, "race": 2, "sex": 2}
     datasets = [
@@ -452,6 +461,12 @@ def audit_safetab_h(settings: Mapping[str, Any], trials: int, seed: int) -> Tria
     """A tract with one household; D′ adds a second household of the same detailed race (so
     the same population groups are present). Observed: every measured tract-level cell."""
     p = mechanisms.get("safetab_h").parse(dict(settings))
+    if p.t01001 != "exact" or p.thresholds != "production":
+        raise InputError(
+            "audit safetab_h: only t01001=exact and the production thresholds are audited (with "
+            "a noisy T01001 or other thresholds the pair's variants may differ, and the claim "
+            "would have to include T01001's budget)"
+        )
     codes = {"race_code1": 1001, "hispanic_origin": 0} | {
         f"race_code{i}": None for i in range(2, 9)
     }
@@ -471,14 +486,16 @@ def audit_safetab_h(settings: Mapping[str, Any], trials: int, seed: int) -> Tria
         )
         for i, (people, units) in enumerate(zip((first, first + second), unit_sets, strict=True))
     ]
+    tables = [r.group_tables for r in releases]
+    assert all(t is not None for t in tables)  # SafeTab-H always publishes its group tables
     frames = [
-        r.group_tables.filter((pl.col("level") == "tract") & ~pl.col("derived")).select(
+        t.filter((pl.col("level") == "tract") & ~pl.col("derived")).select(
             copy=copy_of_geoid(pl.col("geoid")),
             key=pl.concat_str("iteration", "table", "cell", separator="|"),
             value=pl.col("count").cast(pl.Float64),
         )
-        for r in releases
-        if r.group_tables is not None
+        for t in tables
+        if t is not None
     ]
     d, d_prime = copy_matrix(frames, trials)
     claimed = sum((2 * p.rho("TRACT", level) for level in (1, 2)), Fraction(0))
@@ -543,8 +560,8 @@ def audit(
         raise InputError(
             f"audit: no audit for mechanism {mechanism!r}; auditable: {', '.join(AUDITS)}"
         )
-    if trials < 100:
-        raise InputError(f"audit: --trials must be at least 100, got {trials}")
+    if not 100 <= trials <= MAX_TRIALS:
+        raise InputError(f"audit: --trials must be between 100 and {MAX_TRIALS:,}, got {trials}")
     if not 0 < alpha < 1:
         raise InputError(f"audit: alpha must lie in (0, 1), got {alpha}")
     observed = AUDITS[mechanism](settings or {}, trials, seed)

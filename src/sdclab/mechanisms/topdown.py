@@ -246,7 +246,7 @@ def _measure(
     task: Task, full: dict[str, sp.csr_matrix], rows_of: dict[str, IntArray]
 ) -> tuple[dict[str, npt.NDArray[np.float64]], dict[str, npt.NDArray[np.float64]], Any]:
     """Noisy answers of every chain member, combined per child by inverse-variance weighting."""
-    size = full["total"].shape[1]
+    size = next(iter(full.values())).shape[1]
     n_children = len(task.children)
     sums = {q: np.zeros((n_children, len(rows_of[q]))) for q in full}
     weights = {q: np.zeros(n_children) for q in full}

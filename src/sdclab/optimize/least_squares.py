@@ -341,13 +341,24 @@ def solve_qp(
     does not end with a polished solution, Clarabel (interior point) solves the same problem.
 
     Problems with bounds above :data:`SCALE_ABOVE` (nations and states of millions) are solved
-    in units of ``scale`` persons: the minimiser is the same, and the interior point method,
-    whose tolerances are relative, otherwise reports a feasible problem infeasible.
+    in units of ``scale`` persons: the same problem (its set of minimisers), which the interior
+    point method, whose tolerances are relative, otherwise reports infeasible.
     """
     finite = np.abs(np.concatenate([low[np.isfinite(low)], high[np.isfinite(high)]]))
     scale = max(1.0, float(finite.max(initial=0.0)) / SCALE_ABOVE)
     if scale > 1.0:
-        return scale * solve_qp(hessian, linear / scale, matrix, low / scale, high / scale, label)
+        return scale * _solve_qp(hessian, linear / scale, matrix, low / scale, high / scale, label)
+    return _solve_qp(hessian, linear, matrix, low, high, label)
+
+
+def _solve_qp(
+    hessian: sp.csc_matrix,
+    linear: FloatArray,
+    matrix: sp.csc_matrix,
+    low: FloatArray,
+    high: FloatArray,
+    label: str,
+) -> FloatArray:
     solver = osqp.OSQP()
     solver.setup(
         P=sp.triu(hessian, format="csc"),
