@@ -287,10 +287,6 @@ def replicate(persons: pl.DataFrame, units: pl.DataFrame, copies: int) -> Popula
     return validate(spread(persons, ["person_id", "unit_id"]), spread(units, ["unit_id"]))
 
 
-def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    return pl.DataFrame(rows)
-
-
 def _person(pid: int, unit: int, block: int, **values: Any) -> dict[str, Any]:
     base = {
         "person_id": pid,
@@ -323,19 +319,20 @@ def _unit(uid: int, block: int, unit_type: int = 0, tenure: int | None = 1) -> d
 def copy_matrix(frames: list[pl.DataFrame], copies: int) -> list[FloatArray]:
     """Frames of (copy, key, value), one per dataset, as copies × keys arrays on shared columns
     (a key missing from a copy counts 0: long tables leave zero cells out)."""
-    keys = pl.concat([f.select("key") for f in frames]).unique().sort("key")
-    column = {k: i for i, k in enumerate(keys["key"].to_list())}
+    keys = (
+        pl.concat([f.select("key") for f in frames]).unique().sort("key").with_row_index("column")
+    )
     out = []
     for f in frames:
-        matrix = np.zeros((copies, len(column)))
-        cols = np.array([column[k] for k in f["key"].to_list()], dtype=np.int64)
-        matrix[f["copy"].to_numpy(), cols] = f["value"].to_numpy()
+        placed = f.join(keys, on="key", how="left")
+        matrix = np.zeros((copies, keys.height))
+        matrix[placed["copy"].to_numpy(), placed["column"].to_numpy()] = placed["value"].to_numpy()
         out.append(matrix)
     return out
 
 
-def block_outputs(release: Release, keep: Callable[[str], bool] = lambda _: True) -> pl.DataFrame:
-    """(copy, key, value) of every published block-level cell of the tables ``keep`` accepts."""
+def block_outputs(release: Release) -> pl.DataFrame:
+    """(copy, key, value) of every published block-level cell of the release's tables."""
     frames = [
         frame.filter(pl.col("level") == "block").select(
             copy=copy_of_geoid(pl.col("geoid")),
@@ -345,7 +342,6 @@ def block_outputs(release: Release, keep: Callable[[str], bool] = lambda _: True
             value=pl.col("count").cast(pl.Float64),
         )
         for name, frame in release.tables.items()
-        if keep(name)
     ]
     return pl.concat(frames)
 
@@ -389,13 +385,13 @@ def audit_geometric(settings: Mapping[str, Any], trials: int, seed: int) -> Tria
     (unbounded) or the resident changed (bounded). The person tables change, the unit tables do
     not; every block-level cell is observed."""
     p = mechanisms.get("geometric").parse(dict(settings))
-    units = _frame([_unit(0, 0, unit_type=3, tenure=None)])
+    units = pl.DataFrame([_unit(0, 0, unit_type=3, tenure=None)])
     resident = _person(0, 0, 0, relationship=5, age=30)
     if p.neighbours == "unbounded":
         other = [resident, _person(1, 0, 0, relationship=5, age=70, sex=2, race=2)]
     else:
         other = [_person(0, 0, 0, relationship=5, age=70, sex=2, race=2)]
-    datasets = [_frame(people) for people in ([resident], other)]
+    datasets = [pl.DataFrame(people) for people in ([resident], other)]
     releases = [
         mechanisms.run("geometric", replicate(people, units, trials), dict(settings), seed + i)
         for i, people in enumerate(datasets)
@@ -442,7 +438,9 @@ def audit_psa(settings: Mapping[str, Any], trials: int, seed: int) -> Trials:
         ),
     ]  # a household record is its persons and its tenure: D′ exchanges both
     releases = [
-        mechanisms.run("psa", replicate(_frame(people), _frame(units), trials), chosen, seed + i)
+        mechanisms.run(
+            "psa", replicate(pl.DataFrame(people), pl.DataFrame(units), trials), chosen, seed + i
+        )
         for i, (people, units) in enumerate(datasets)
     ]
     d, d_prime = copy_matrix([block_outputs(r) for r in releases], trials)
@@ -479,7 +477,7 @@ def audit_safetab_h(settings: Mapping[str, Any], trials: int, seed: int) -> Tria
         mechanisms.run(
             "safetab_h",
             replicate(
-                pl.DataFrame(people, schema_overrides=schema_overrides), _frame(units), trials
+                pl.DataFrame(people, schema_overrides=schema_overrides), pl.DataFrame(units), trials
             ),
             dict(settings),
             seed + i,
@@ -519,14 +517,8 @@ def audit_topdown(settings: Mapping[str, Any], trials: int, seed: int) -> Trials
     rows = topdown.block_query_rows(product, strategy, support)
     trials_d = topdown.measure_blocks(product, strategy, seed, rows, np.full(trials, a), 0)
     trials_dp = topdown.measure_blocks(product, strategy, seed, rows, np.full(trials, b), trials)
-    shift = np.concatenate(
-        [
-            (product.query_matrix(q)[r][:, [a]] - product.query_matrix(q)[r][:, [b]]).toarray()[
-                :, 0
-            ]
-            for q, r in rows.items()
-        ]
-    ).astype(float)
+    columns = [product.query_matrix(q)[r][:, [a, b]].toarray() for q, r in rows.items()]
+    shift = np.concatenate([c[:, 0] - c[:, 1] for c in columns]).astype(float)
     claimed = sum((strategy.rho_of(q, "block") for q in rows), Fraction(0))
     claim = Claim(
         "zcdp",

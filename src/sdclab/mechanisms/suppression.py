@@ -745,6 +745,15 @@ def lp_movable(
     return movable
 
 
+def row_column_clusters(a: sp.csr_matrix) -> tuple[IntArray, IntArray]:
+    """Connected components of the bipartite graph of rows and columns linked by the non-zeros of
+    ``a``: the cluster label of every row and of every column (one numbering for both)."""
+    pattern = sp.csr_matrix((np.ones(a.nnz), a.indices, a.indptr), shape=a.shape)
+    graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
+    _, label = csgraph.connected_components(graph, directed=False)
+    return label[: a.shape[0]], label[a.shape[0] :]
+
+
 def lp_fixed(
     matrix: sp.csr_matrix,
     lo: FloatArray,
@@ -769,12 +778,7 @@ def lp_fixed(
     a = matrix[:, var].tocsr()
     used = np.flatnonzero(np.diff(a.indptr) > 0)
     a = a[used]
-    n_eq = a.shape[0]
-    pattern = sp.csr_matrix((np.ones(a.nnz), a.indices, a.indptr), shape=a.shape)
-    graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
-    _, label = csgraph.connected_components(graph, directed=False)
-    col_label = label[n_eq:]
-    row_label = label[:n_eq]
+    row_label, col_label = row_column_clusters(a)
     wanted = np.unique(col_label[ask[var]])
     order = np.argsort(col_label, kind="stable")
     bounds = np.searchsorted(col_label[order], [wanted, wanted + 1])
@@ -817,16 +821,13 @@ def choose_complements(
     b = matrix[:, f].tocsr()
     touching = np.flatnonzero(np.diff(b.indptr) > 0)
     b = b[touching]
-    n_eq = b.shape[0]
-    pattern = sp.csr_matrix((np.ones(b.nnz), b.indices, b.indptr), shape=b.shape)
-    graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
-    _, label = csgraph.connected_components(graph, directed=False)
+    row_label, col_label = row_column_clusters(b)
     cell_label = np.full(matrix.shape[1], -1, dtype=np.int64)
-    cell_label[f] = label[n_eq:]
+    cell_label[f] = col_label
     wanted = np.unique(cell_label[exposed])
     wanted = wanted[wanted >= 0]
     rows = matrix[touching].tocoo()
-    comp = label[:n_eq][rows.row]
+    comp = row_label[rows.row]
     cand = rows.col
     keep = eligible[cand] & np.isin(comp, wanted)
     comp, cand = comp[keep], cand[keep]

@@ -347,18 +347,7 @@ def solve_qp(
     finite = np.abs(np.concatenate([low[np.isfinite(low)], high[np.isfinite(high)]]))
     scale = max(1.0, float(finite.max(initial=0.0)) / SCALE_ABOVE)
     if scale > 1.0:
-        return scale * _solve_qp(hessian, linear / scale, matrix, low / scale, high / scale, label)
-    return _solve_qp(hessian, linear, matrix, low, high, label)
-
-
-def _solve_qp(
-    hessian: sp.csc_matrix,
-    linear: FloatArray,
-    matrix: sp.csc_matrix,
-    low: FloatArray,
-    high: FloatArray,
-    label: str,
-) -> FloatArray:
+        linear, low, high = linear / scale, low / scale, high / scale
     solver = osqp.OSQP()
     solver.setup(
         P=sp.triu(hessian, format="csc"),
@@ -374,8 +363,8 @@ def _solve_qp(
     )
     result = solver.solve(raise_error=False)
     if result.info.status == "solved" and result.info.status_polish == 1:
-        return np.asarray(result.x)
-    return _clarabel(hessian, linear, matrix, low, high, label)
+        return scale * np.asarray(result.x)
+    return scale * _clarabel(hessian, linear, matrix, low, high, label)
 
 
 def _clarabel(
