@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from sdclab.optimize.least_squares import _solve_generic, by_type, sibling_pass, solve_l2
 from sdclab.optimize.parent_problem import ParentProblem
-from sdclab.optimize.sibling_qp import project_cells, solve_sibling_qp
+from sdclab.optimize.sibling_qp import polish, project_cells, solve_sibling_qp
 
 
 def random_problem(seed: int, children: int = 4, n: int = 30) -> ParentProblem:
@@ -110,3 +110,59 @@ def test_projection_of_an_empty_parent_cell_is_zero():
     v = np.array([[1.0, 2.0], [3.0, -1.0]])
     x = project_cells(v, np.ones((2, 2), bool), np.array([0.0, 2.0]))
     assert (x[:, 0] == 0).all() and x[:, 1].sum() == pytest.approx(2.0)
+
+
+def _loose_guess(qp, exact, seed):
+    """ADMM's iterate at a loose tolerance, imitated: the optimum moved by 10⁻³, re-projected."""
+    rng = np.random.default_rng(seed)
+    y = project_cells(exact + rng.normal(0, 1e-3, exact.shape) * (exact > 0), qp.mask, qp.parent)
+    return y, np.clip((qp.bounds @ y.T).T, qp.lower, qp.upper)
+
+
+def _binding_problem(seed: int) -> ParentProblem:
+    """Twelve children; child 1 must hold 60% of the parent's second type (a lower bound that
+    binds)."""
+    problem = random_problem(seed, children=12)
+    second_type = problem.parent[problem.parent.size // 2 :].sum()
+    lower = problem.hhgq_lower.copy()
+    lower[1, 1] = int(0.6 * second_type)
+    return replace(problem, hhgq_lower=lower)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_polish_finds_the_exact_optimum_from_a_loose_iterate(seed):
+    problem = _binding_problem(seed)
+    queries = ("total", "detailed", "groups")
+    qp = sibling_pass(problem, queries, {}, 0.1)
+    exact = _solve_generic(problem, queries, {}, 0.1)
+    assert (problem.hhgq @ exact.T)[1, 1] == pytest.approx(problem.hhgq_lower[1, 1], abs=1e-6)
+    polished = polish(qp, *_loose_guess(qp, exact, seed))
+    assert polished is not None
+    assert np.abs(polished - exact).max() < 1e-6
+    assert qp.objective(polished) <= qp.objective(exact) + 1e-9
+    assert (polished >= 0).all() and np.abs(polished.sum(axis=0) - problem.parent).max() < 1e-9
+    kx = (qp.bounds @ polished.T).T
+    assert (kx >= qp.lower - 1e-9).all() and (kx <= qp.upper + 1e-9).all()
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_polish_from_a_wrong_guess_is_the_optimum_or_nothing(seed):
+    """Every variable free and no bound held: the active-set steps must correct the guess or give
+    up; they may never return a point that is not the optimum."""
+    problem = _binding_problem(seed)
+    queries = ("total", "detailed", "groups")
+    qp = sibling_pass(problem, queries, {}, 0.1)
+    exact = _solve_generic(problem, queries, {}, 0.1)
+    y = project_cells(np.ones(problem.allowed.shape), qp.mask, qp.parent)
+    kz = np.clip((qp.bounds @ y.T).T, qp.lower, qp.upper)
+    polished = polish(qp, y, kz)
+    assert polished is None or np.abs(polished - exact).max() < 1e-6
+
+
+def test_admm_with_polish_meets_the_bounds_exactly():
+    problem = _binding_problem(6)
+    qp = sibling_pass(problem, ("total", "detailed", "groups"), {}, 0.1)
+    x, iterations = solve_sibling_qp(qp)
+    kx = (qp.bounds @ x.T).T
+    assert (kx >= qp.lower - 1e-9).all() and (kx <= qp.upper + 1e-9).all()
+    assert iterations < 1000  # polished at a loose tolerance, not run to the last one

@@ -17,10 +17,15 @@ tracts on 4,000 cells takes minutes to factor. Here ADMM splits the problem wher
 * the cell sums and non-negativity are a scaled simplex per cell: an exact, vectorised projection;
 * the rows of K meet their bounds by clipping.
 
-Iterates follow Boyd et al. (2011) and OSQP's step-size rule (Stellato et al. 2020); the returned
-histogram is the projected iterate, so it is exactly non-negative and sums exactly to the parent,
-and it meets the K bounds to within the primal tolerance (the rounder then enforces them exactly
-on the integers).
+Iterates follow Boyd et al. (2011) and OSQP's step-size rule (Stellato et al. 2020). ADMM gets
+near the optimum quickly and then crawls, so, like OSQP, it *polishes*: at a loose tolerance it
+guesses the active set (the zero variables and the K rows at a bound), solves the equality-
+constrained QP on that guess exactly (one sparse KKT factorisation) and accepts the result only if
+it meets every KKT condition — primal feasibility and the signs of the multipliers of the zero
+variables and active rows. A rejected polish lets ADMM go on to a tighter tolerance and try again;
+past the last one the projected iterate is returned as it is, exactly non-negative, summing exactly
+to the parent, and meeting the K bounds to within the primal tolerance (the rounder then enforces
+them exactly on the integers).
 """
 
 from __future__ import annotations
@@ -35,6 +40,17 @@ from sdclab.optimize.parent_problem import BoolArray, FloatArray, InfeasibleProb
 
 ABSOLUTE, RELATIVE = 1e-7, 1e-8
 """Stopping tolerances on the primal and dual residuals (in persons)."""
+POLISH_AT = (1e-2, 1e-3, 1e-4, 1e-5)
+"""Absolute tolerances (relative: a tenth of each) at which ADMM stops to try a polish."""
+KKT_TOLERANCE = 1e-7
+"""A polished solution is accepted when every KKT condition holds to within this (in persons for
+the bounds, relative to the multipliers' scale for their signs)."""
+POLISH_STEPS = 8
+"""Active-set corrections a polish may make before it gives up."""
+POLISH_WORK = 1e9
+"""Polish only when Σ_c (free variables of child c)³ is at most this: each child's KKT system is
+inverted densely, which pays on many small children (blocks) and not on a few large ones, where
+ADMM's factorisation is already cheap."""
 MAX_ITERATIONS = 20_000
 CHECK_EVERY = 10
 RELAXATION = 1.6
@@ -130,7 +146,7 @@ def project_cells(v: FloatArray, mask: BoolArray, parent: FloatArray | None) -> 
 
 
 def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[FloatArray, int]:
-    """The pass's optimum (C × n) and the iterations it took; NotConverged past the limit."""
+    """The pass's optimum (C × n) and the ADMM iterations it took; NotConverged past the limit."""
     stacked = sp.vstack([qp.rows, qp.bounds], format="csr")
     k_rows = qp.bounds
     linear = (
@@ -142,6 +158,8 @@ def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[Fl
     u = np.zeros_like(y)
     kz = np.clip((k_rows @ y.T).T, qp.lower, qp.upper)
     kv = np.zeros_like(kz)
+    tolerances = [(a, a / 10) for a in POLISH_AT] + [(ABSOLUTE, RELATIVE)]
+    stage = 0
     for iteration in range(1, MAX_ITERATIONS + 1):
         rhs = linear + rho * (y - u) + rho * (k_rows.T @ (kz - kv).T).T
         x = factor.solve(stacked, rhs)
@@ -159,10 +177,16 @@ def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[Fl
         dual = rho * max(_norm(y - y_previous), _norm((k_rows.T @ (kz - kz_previous).T).T))
         primal_scale = max(_norm(x), _norm(y), _norm(kx), _norm(kz))
         dual_scale = max(_norm(linear), rho * _norm(u), rho * _norm(kv))
-        if primal <= ABSOLUTE + RELATIVE * primal_scale and dual <= (
-            ABSOLUTE + RELATIVE * dual_scale
-        ):
-            return y, iteration
+        residuals = (primal, primal_scale, dual, dual_scale)
+        if _converged(residuals, tolerances[stage]):
+            while stage + 1 < len(tolerances) and _converged(residuals, tolerances[stage + 1]):
+                stage += 1
+            polished = polish(qp, y, kz)
+            if polished is not None:
+                return polished, iteration
+            if stage == len(tolerances) - 1:
+                return y, iteration
+            stage += 1
         balanced = rho * np.sqrt(
             (primal / max(primal_scale, 1e-12)) / max(dual / max(dual_scale, 1e-12), 1e-30)
         )
@@ -173,6 +197,123 @@ def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[Fl
             rho = new_rho
             factor = _Factor.build(qp, stacked, rho)
     raise NotConverged(f"ADMM did not converge in {MAX_ITERATIONS} iterations")
+
+
+def _converged(
+    residuals: tuple[float, float, float, float], tolerance: tuple[float, float]
+) -> bool:
+    """Primal and dual residuals within absolute + relative × their scales."""
+    primal, primal_scale, dual, dual_scale = residuals
+    absolute, relative = tolerance
+    return primal <= absolute + relative * primal_scale and dual <= absolute + relative * dual_scale
+
+
+def polish(qp: SiblingQP, y: FloatArray, kz: FloatArray) -> FloatArray | None:
+    """The exact optimum, found from ADMM's iterate by a primal-dual active-set method, or None.
+
+    The first guess: the variables ``y`` holds at zero stay zero, the K rows whose clipped values
+    ``kz`` sit at a bound hold there. Each step solves the equality-constrained QP on the guess
+    exactly (:func:`_solve_on_active_set`) and checks every KKT condition; a failed check moves
+    the offending variables and rows in or out of the guess (Hintermüller, Ito & Kunisch 2002).
+    None after :data:`POLISH_STEPS` steps, or when the dense algebra would cost more than
+    :data:`POLISH_WORK` (then ADMM goes on).
+    """
+    free = y > 0
+    if qp.parent is None or (free.sum(axis=1).astype(float) ** 3).sum() > POLISH_WORK:
+        return None
+    at_lower = (kz <= qp.lower) & np.isfinite(qp.lower)
+    at_upper = (kz >= qp.upper) & np.isfinite(qp.upper)
+    occupied = (qp.parent > 0)[None, :] & qp.mask  # a cell of an empty parent is zero anyway
+    equality = qp.lower == qp.upper
+    for _ in range(POLISH_STEPS):
+        solved = _solve_on_active_set(qp, free, at_lower, at_upper)
+        if solved is None:
+            return None
+        x, k_multiplier, reduced = solved
+        kx = (qp.bounds @ x.T).T
+        tolerance = KKT_TOLERANCE * max(1.0, _norm(reduced[free]), _norm(k_multiplier))
+        negative = free & (x < -KKT_TOLERANCE)
+        improving = occupied & ~free & (reduced < -tolerance)
+        below = ~at_lower & (kx < qp.lower - KKT_TOLERANCE)
+        above = ~at_upper & (kx > qp.upper + KKT_TOLERANCE)
+        # a row held at its lower bound must push up (multiplier ≤ 0), at its upper one down
+        leave_lower = at_lower & ~equality & (k_multiplier > tolerance)
+        leave_upper = at_upper & ~equality & (k_multiplier < -tolerance)
+        if not (negative.any() or improving.any() or below.any() or above.any()) and not (
+            leave_lower.any() or leave_upper.any()
+        ):
+            return project_cells(np.maximum(x, 0.0), qp.mask, qp.parent)
+        free = (free & ~negative) | improving
+        at_lower = (at_lower & ~leave_lower) | below
+        at_upper = (at_upper & ~leave_upper) | above
+    return None
+
+
+def _solve_on_active_set(
+    qp: SiblingQP, free: BoolArray, at_lower: BoolArray, at_upper: BoolArray
+) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+    """Minimise the pass over the ``free`` variables (the rest at 0) with the cell sums and the
+    K rows at their chosen bounds as equalities: (x, K multipliers, reduced costs ∇f + Gᵀλ).
+
+    Each child's KKT system (its dense Hessian 2D + 2AᵀWA on its free cells, its active K rows)
+    is inverted on its own; the cell sums then leave one dense system in the cells' multipliers
+    λ: Σ_c x_c(λ) = parent, with x_c affine in λ. None if a system is singular.
+    """
+    assert qp.parent is not None
+    children, n = free.shape
+    rows, bounds = qp.rows.tocsc(), qp.bounds.tocsc()
+    bound_value = np.where(at_lower, qp.lower, qp.upper)
+    schur = np.zeros((n, n))
+    base = np.zeros((children, n))  # x_c at λ = 0
+    local = []
+    for c in range(children):
+        cells = np.flatnonzero(free[c])
+        a = rows[:, cells].toarray()
+        w = qp.row_weight[c]
+        d = qp.diag_weight[c, cells]
+        hessian = 2 * (a.T * w) @ a + np.diag(2 * d)
+        gradient0 = -2 * (d * qp.diag_target[c, cells] + a.T @ (w * qp.row_target[c]))
+        k = bounds[:, cells].toarray()
+        held = np.flatnonzero((at_lower[c] | at_upper[c]) & (k != 0).any(axis=1))
+        k = k[held]  # a held row over no free variable stays at 0 (checked as any row is)
+        size = len(cells) + len(held)
+        kkt = np.zeros((size, size))
+        kkt[: len(cells), : len(cells)] = hessian
+        kkt[: len(cells), len(cells) :] = k.T
+        kkt[len(cells) :, : len(cells)] = k
+        try:
+            inverse = np.linalg.inv(kkt)
+        except np.linalg.LinAlgError:
+            return None
+        right = np.concatenate([-gradient0, bound_value[c, held]])
+        solution0 = inverse @ right
+        base[c, cells] = solution0[: len(cells)]
+        # ∂x_c/∂λ = −(inverse)_xx on the child's free cells (λ enters as −E_cᵀλ)
+        schur[np.ix_(cells, cells)] -= inverse[: len(cells), : len(cells)]
+        local.append((cells, held, inverse, solution0))
+    occupied = np.flatnonzero(free.any(axis=0))
+    try:
+        lam_occupied = np.linalg.solve(
+            schur[np.ix_(occupied, occupied)], qp.parent[occupied] - base.sum(axis=0)[occupied]
+        )
+    except np.linalg.LinAlgError:
+        return None
+    lam = np.zeros(n)
+    lam[occupied] = lam_occupied
+    x = np.zeros((children, n))
+    k_multiplier = np.zeros(qp.lower.shape)
+    for c, (cells, held, inverse, solution0) in enumerate(local):
+        solution = solution0 - inverse[:, : len(cells)] @ lam[cells]
+        x[c, cells] = solution[: len(cells)]
+        k_multiplier[c, held] = solution[len(cells) :]
+    if not np.isfinite(x).all():
+        return None
+    residual = (qp.rows @ x.T).T - qp.row_target
+    gradient = (
+        2 * qp.diag_weight * (x - qp.diag_target) + 2 * (qp.rows.T @ (qp.row_weight * residual).T).T
+    )
+    reduced = gradient + lam[None, :] + (qp.bounds.T @ k_multiplier.T).T
+    return x, k_multiplier, reduced
 
 
 def _initial_step(qp: SiblingQP) -> float:
