@@ -30,9 +30,12 @@ them exactly on the integers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
+import numpy.typing as npt
 import scipy.linalg as la
 import scipy.sparse as sp
 
@@ -41,16 +44,20 @@ from sdclab.optimize.parent_problem import BoolArray, FloatArray, InfeasibleProb
 ABSOLUTE, RELATIVE = 1e-7, 1e-8
 """Stopping tolerances on the primal and dual residuals (in persons)."""
 POLISH_AT = (1e-2, 1e-3, 1e-4, 1e-5)
-"""Absolute tolerances (relative: a tenth of each) at which ADMM stops to try a polish."""
+"""Absolute tolerances (relative: a tenth of each) at which ADMM stops to try a polish; the
+iterative polish (large children), whose steps cost more, is tried once, at the second."""
 KKT_TOLERANCE = 1e-7
 """A polished solution is accepted when every KKT condition holds to within this (in persons for
 the bounds, relative to the multipliers' scale for their signs)."""
-POLISH_STEPS = 8
+POLISH_STEPS = 10
 """Active-set corrections a polish may make before it gives up."""
 POLISH_WORK = 1e9
-"""Polish only when Σ_c (free variables of child c)³ is at most this: each child's KKT system is
-inverted densely, which pays on many small children (blocks) and not on a few large ones, where
-ADMM's factorisation is already cheap."""
+"""Each child's KKT system is inverted densely when Σ_c (free variables of child c)³ is at most
+this (many small children: blocks); above it the polish solves by conjugate gradients."""
+CG_TOLERANCE = 1e-10
+"""Conjugate gradients stop when the constraint residual is below this (relative, in persons)."""
+CG_ITERATIONS = 600
+"""TopDown's multiplier systems converge in ≈ 200; more means a nearly singular system."""
 MAX_ITERATIONS = 20_000
 CHECK_EVERY = 10
 RELAXATION = 1.6
@@ -160,6 +167,7 @@ def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[Fl
     kv = np.zeros_like(kz)
     tolerances = [(a, a / 10) for a in POLISH_AT] + [(ABSOLUTE, RELATIVE)]
     stage = 0
+    tried_iterative = False  # the iterative polish is tried once (its steps are costly)
     for iteration in range(1, MAX_ITERATIONS + 1):
         rhs = linear + rho * (y - u) + rho * (k_rows.T @ (kz - kv).T).T
         x = factor.solve(stacked, rhs)
@@ -181,7 +189,8 @@ def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[Fl
         if _converged(residuals, tolerances[stage]):
             while stage + 1 < len(tolerances) and _converged(residuals, tolerances[stage + 1]):
                 stage += 1
-            polished = polish(qp, y, kz)
+            polished = polish(qp, y, kz, iterative=stage > 0 and not tried_iterative)
+            tried_iterative |= stage > 0
             if polished is not None:
                 return polished, iteration
             if stage == len(tolerances) - 1:
@@ -208,25 +217,32 @@ def _converged(
     return primal <= absolute + relative * primal_scale and dual <= absolute + relative * dual_scale
 
 
-def polish(qp: SiblingQP, y: FloatArray, kz: FloatArray) -> FloatArray | None:
+def polish(
+    qp: SiblingQP, y: FloatArray, kz: FloatArray, iterative: bool = True
+) -> FloatArray | None:
     """The exact optimum, found from ADMM's iterate by a primal-dual active-set method, or None.
 
     The first guess: the variables ``y`` holds at zero stay zero, the K rows whose clipped values
     ``kz`` sit at a bound hold there. Each step solves the equality-constrained QP on the guess
     exactly (:func:`_solve_on_active_set`) and checks every KKT condition; a failed check moves
     the offending variables and rows in or out of the guess (Hintermüller, Ito & Kunisch 2002).
-    None after :data:`POLISH_STEPS` steps, or when the dense algebra would cost more than
-    :data:`POLISH_WORK` (then ADMM goes on).
+    None after :data:`POLISH_STEPS` steps (then ADMM goes on), or at once if the problem needs
+    the iterative solve and ``iterative`` is False.
     """
     free = y > 0
-    if qp.parent is None or (free.sum(axis=1).astype(float) ** 3).sum() > POLISH_WORK:
+    if qp.parent is None:
         return None
+    dense = (free.sum(axis=1).astype(float) ** 3).sum() <= POLISH_WORK
+    if not (dense or iterative):
+        return None
+    warm: dict[str, FloatArray] = {}  # the iterative solve starts from the last multipliers
+    solve = _solve_on_active_set if dense else partial(_solve_on_active_set_iteratively, warm=warm)
     at_lower = (kz <= qp.lower) & np.isfinite(qp.lower)
     at_upper = (kz >= qp.upper) & np.isfinite(qp.upper)
     occupied = (qp.parent > 0)[None, :] & qp.mask  # a cell of an empty parent is zero anyway
     equality = qp.lower == qp.upper
     for _ in range(POLISH_STEPS):
-        solved = _solve_on_active_set(qp, free, at_lower, at_upper)
+        solved = solve(qp, free, at_lower, at_upper)
         if solved is None:
             return None
         x, k_multiplier, reduced = solved
@@ -314,6 +330,127 @@ def _solve_on_active_set(
     )
     reduced = gradient + lam[None, :] + (qp.bounds.T @ k_multiplier.T).T
     return x, k_multiplier, reduced
+
+
+def _solve_on_active_set_iteratively(
+    qp: SiblingQP,
+    free: BoolArray,
+    at_lower: BoolArray,
+    at_upper: BoolArray,
+    warm: dict[str, FloatArray],
+) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+    """As :func:`_solve_on_active_set`, for large children: the Hessian on the free variables is
+    applied through ADMM's Woodbury factor (step size 0), and the multipliers y of the cell sums
+    and held K rows G solve G H⁻¹ Gᵀ y = G H⁻¹ b − h by Jacobi-preconditioned conjugate gradients
+    (x = H⁻¹ (b − Gᵀ y)), starting from the multipliers ``warm`` holds (the previous step's) and
+    leaving its own there. None if a free variable has no diagonal weight (H⁻¹ would not exist)
+    or the iteration does not converge."""
+    assert qp.parent is not None
+    if (qp.diag_weight[free] <= 0).any():
+        return None
+    stacked = sp.vstack([qp.rows, qp.bounds], format="csr")
+    factor = _Factor.build(replace(qp, mask=free), stacked, 0.0)
+    linear = (
+        2 * qp.diag_weight * qp.diag_target + 2 * (qp.rows.T @ (qp.row_weight * qp.row_target).T).T
+    )
+    cells = np.flatnonzero(free.any(axis=0))
+    k = qp.bounds
+    reaches = (k @ free.T.astype(float)).T > 0  # C × m2: the row has a free variable
+    held = _independent((at_lower | at_upper) & reaches, k, free)
+    bound_value = np.where(at_lower, qp.lower, qp.upper)[held]
+    n_cells = len(cells)
+
+    def spread(y: FloatArray) -> FloatArray:  # Gᵀ y as a C × n array
+        lam = np.zeros(free.shape[1])
+        lam[cells] = y[:n_cells]
+        mu = np.zeros(qp.lower.shape)
+        mu[held] = y[n_cells:]
+        return lam[None, :] + (k.T @ mu.T).T
+
+    def gather(x: FloatArray) -> FloatArray:  # G x
+        return np.concatenate([x.sum(axis=0)[cells], (k @ x.T).T[held]])
+
+    x0 = factor.solve(stacked, linear)
+    rhs = gather(x0) - np.concatenate([qp.parent[cells], bound_value])
+    preconditioner = 1.0 / np.maximum(
+        gather_diagonal(factor.d_inverse, k, cells, held), np.finfo(float).tiny
+    )
+    start = np.concatenate(
+        [
+            warm.get("cells", np.zeros(free.shape[1]))[cells],
+            warm.get("rows", np.zeros(held.shape))[held],
+        ]
+    )
+    y = _conjugate_gradients(
+        lambda v: gather(factor.solve(stacked, spread(v))), rhs, preconditioner, start
+    )
+    if y is None:
+        return None
+    warm["cells"] = np.zeros(free.shape[1])
+    warm["cells"][cells] = y[:n_cells]
+    warm["rows"] = np.zeros(held.shape)
+    warm["rows"][held] = y[n_cells:]
+    x = x0 - factor.solve(stacked, spread(y))
+    residual = (qp.rows @ x.T).T - qp.row_target
+    gradient = (
+        2 * qp.diag_weight * (x - qp.diag_target) + 2 * (qp.rows.T @ (qp.row_weight * residual).T).T
+    )
+    k_multiplier = np.zeros(qp.lower.shape)
+    k_multiplier[held] = y[n_cells:]
+    return x, k_multiplier, gradient + spread(y)
+
+
+def _independent(held: BoolArray, k: sp.csr_matrix, free: BoolArray) -> BoolArray:
+    """``held`` without rows equal, on their child's free variables, to another held row of the
+    child (e.g. a child's total and its only hhgq type): a repeated row makes the multiplier
+    system singular. The row kept carries both; the primal check still tests the other's bound."""
+    weights = np.random.default_rng(0).random((1, free.shape[1]))  # a fixed signature
+    signature = (k @ (free * weights).T).T
+    child, row = np.nonzero(held)
+    value = signature[child, row]
+    order = np.lexsort((row, value, child))
+    repeated = (child[order][1:] == child[order][:-1]) & np.isclose(
+        value[order][1:], value[order][:-1], rtol=1e-12, atol=0.0
+    )
+    out = held.copy()
+    out[child[order][1:][repeated], row[order][1:][repeated]] = False
+    return out
+
+
+def gather_diagonal(
+    d_inverse: FloatArray, k: sp.csr_matrix, cells: npt.NDArray[np.int64], held: BoolArray
+) -> FloatArray:
+    """diag(G D⁻¹ Gᵀ): the Jacobi preconditioner of the polish's multiplier system."""
+    return np.concatenate([d_inverse.sum(axis=0)[cells], (k.power(2) @ d_inverse.T).T[held]])
+
+
+def _conjugate_gradients(
+    apply: Callable[[FloatArray], FloatArray],
+    rhs: FloatArray,
+    preconditioner: FloatArray,
+    start: FloatArray,
+) -> FloatArray | None:
+    """Preconditioned conjugate gradients for S y = rhs (S symmetric positive definite)."""
+    y = start.copy()
+    residual = rhs - apply(y) if start.any() else rhs.copy()
+    z = residual * preconditioner
+    direction = z.copy()
+    rz = float(residual @ z)
+    tolerance = CG_TOLERANCE * max(1.0, _norm(rhs))
+    for _ in range(CG_ITERATIONS):
+        if _norm(residual) <= tolerance:
+            return y
+        s_direction = apply(direction)
+        curvature = float(direction @ s_direction)
+        if not curvature > 0:  # S is singular (redundant constraints) or not definite
+            return None
+        step = rz / curvature
+        y += step * direction
+        residual -= step * s_direction
+        z = residual * preconditioner
+        rz, previous = float(residual @ z), rz
+        direction = z + (rz / previous) * direction
+    return None
 
 
 def _initial_step(qp: SiblingQP) -> float:
