@@ -57,11 +57,18 @@ one at 10⁻⁷ to eight significant digits, 30% sooner."""
 OSQP_ITERATIONS = 1500
 """OSQP solves TopDown's sibling problems in a few hundred iterations; one that needs more (the
 root's single large histogram converges slowly) goes to the interior point method instead."""
+DIRECT_MAX_CELLS = 1500
+"""Sibling problems on more support cells than this go to the structured ADMM: the general
+solvers' KKT factorisation fills in over the cells the children share (a county of 25 tracts on
+4,198 cells did not finish factoring in several minutes)."""
+SMALL_CHILD = 500
+"""Children holding at most this many persons on average (blocks) go to ADMM on any number of
+cells: OSQP's factorisation grows with the number of children sharing the cells (53 blocks on
+1,034 cells: 8 s to factor, 209 s in all, against 0.8 s by ADMM, whose polish is cheap on small
+children), while on a few large children (69 tracts of a PL94 county on 808 cells) OSQP is the
+faster."""
 DIRECT_MAX_VARIABLES = 4000
-"""Sibling problems with more (child, cell) variables than this go to the structured ADMM: the
-general solvers' KKT factorisation fills in over the cells the children share, and grows with the
-number of children (a block group of 53 blocks on 1,034 cells: 8 s to factor, 209 s in all,
-against 0.8 s by ADMM)."""
+"""Problems with at most this many (child, cell) variables always go to OSQP."""
 DIRECT_ROW_CELLS = 8
 """Query rows over at most this many variables enter the Hessian directly; wider rows get an
 auxiliary variable (a dense k × k block would cost more than one extra variable and row)."""
@@ -105,7 +112,7 @@ def solve_l2(problem: ParentProblem) -> FloatArray:
         type_rows = None if fixed else by_type(problem, queries)
         if type_rows is not None:
             x = _solve_by_type(problem, queries, type_rows)
-        elif problem.n_children == 1 or problem.allowed.size <= DIRECT_MAX_VARIABLES:
+        elif _direct(problem):
             x = _solve_generic(problem, queries, fixed, TOLERANCE + slack)
         else:
             try:
@@ -118,6 +125,15 @@ def solve_l2(problem: ParentProblem) -> FloatArray:
     out = np.zeros(problem.allowed.shape) if x is None else np.where(problem.allowed, x, 0.0)
     out[out < ZERO_BELOW] = 0.0
     return out
+
+
+def _direct(problem: ParentProblem) -> bool:
+    """Whether a pass goes to the general QP solvers rather than the structured ADMM."""
+    if problem.n_children == 1 or problem.allowed.size <= DIRECT_MAX_VARIABLES:
+        return True
+    assert problem.parent is not None  # only the root has no parent, and it has one child
+    small_children = problem.parent.sum() <= SMALL_CHILD * problem.n_children
+    return problem.n_cells <= DIRECT_MAX_CELLS and not small_children
 
 
 def sibling_pass(
