@@ -245,9 +245,11 @@ def polish(
         solved = solve(qp, free, at_lower, at_upper)
         if solved is None:
             return None
-        x, k_multiplier, reduced = solved
+        x, k_multiplier, gradient, reduced = solved
         kx = (qp.bounds @ x.T).T
-        tolerance = KKT_TOLERANCE * max(1.0, _norm(reduced[free]), _norm(k_multiplier))
+        tolerance = KKT_TOLERANCE * max(1.0, _norm(gradient), _norm(k_multiplier))
+        if _norm(reduced[free]) > tolerance:  # not stationary: the linear solve failed
+            return None
         negative = free & (x < -KKT_TOLERANCE)
         improving = occupied & ~free & (reduced < -tolerance)
         below = ~at_lower & (kx < qp.lower - KKT_TOLERANCE)
@@ -267,9 +269,9 @@ def polish(
 
 def _solve_on_active_set(
     qp: SiblingQP, free: BoolArray, at_lower: BoolArray, at_upper: BoolArray
-) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None:
     """Minimise the pass over the ``free`` variables (the rest at 0) with the cell sums and the
-    K rows at their chosen bounds as equalities: (x, K multipliers, reduced costs ∇f + Gᵀλ).
+    K rows at their chosen bounds as equalities: (x, K multipliers, ∇f, reduced costs ∇f + Gᵀλ).
 
     Each child's KKT system (its dense Hessian 2D + 2AᵀWA on its free cells, its active K rows)
     is inverted on its own; the cell sums then leave one dense system in the cells' multipliers
@@ -329,7 +331,7 @@ def _solve_on_active_set(
         2 * qp.diag_weight * (x - qp.diag_target) + 2 * (qp.rows.T @ (qp.row_weight * residual).T).T
     )
     reduced = gradient + lam[None, :] + (qp.bounds.T @ k_multiplier.T).T
-    return x, k_multiplier, reduced
+    return x, k_multiplier, gradient, reduced
 
 
 def _solve_on_active_set_iteratively(
@@ -338,7 +340,7 @@ def _solve_on_active_set_iteratively(
     at_lower: BoolArray,
     at_upper: BoolArray,
     warm: dict[str, FloatArray],
-) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None:
     """As :func:`_solve_on_active_set`, for large children: the Hessian on the free variables is
     applied through ADMM's Woodbury factor (step size 0), and the multipliers y of the cell sums
     and held K rows G solve G H⁻¹ Gᵀ y = G H⁻¹ b − h by Jacobi-preconditioned conjugate gradients
@@ -397,7 +399,7 @@ def _solve_on_active_set_iteratively(
     )
     k_multiplier = np.zeros(qp.lower.shape)
     k_multiplier[held] = y[n_cells:]
-    return x, k_multiplier, gradient + spread(y)
+    return x, k_multiplier, gradient, gradient + spread(y)
 
 
 def _independent(held: BoolArray, k: sp.csr_matrix, free: BoolArray) -> BoolArray:
