@@ -98,9 +98,10 @@ def solve_l2(problem: ParentProblem) -> FloatArray:
 
     A pass over type-level queries only (the totals-first pass) is reduced exactly to persons
     per child and hhgq type. Other passes go to the general sparse QP solvers (OSQP, Clarabel)
-    when the parent has one child or few cells, and otherwise to the structured ADMM of
-    :mod:`sibling_qp` (the general solvers' factorisation fills in densely over the cells); a
-    pass ADMM cannot finish within its iteration limit goes to the general solvers.
+    when :func:`_direct` says so (one child, a small problem, or few cells shared by large
+    children), and otherwise to the structured ADMM of :mod:`sibling_qp` (the general solvers'
+    factorisation fills in over the cells the children share); a pass ADMM cannot finish within
+    its iteration limit goes to the general solvers.
     """
     if problem.n_cells == 0 or not problem.allowed.any():
         return np.zeros(problem.allowed.shape)  # an empty parent: nothing to split
