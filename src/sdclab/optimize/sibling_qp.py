@@ -100,6 +100,19 @@ class SiblingQP:
         rows = self.row_weight * ((self.rows @ x.T).T - self.row_target) ** 2
         return float(diag.sum() + rows.sum())
 
+    def linear(self) -> FloatArray:
+        """C × n: b, the objective's linear part (its gradient is H x − b)."""
+        weighted = (self.row_weight * self.row_target).T
+        return 2 * self.diag_weight * self.diag_target + 2 * (self.rows.T @ weighted).T
+
+    def gradient(self, x: FloatArray) -> FloatArray:
+        """C × n: the objective's gradient at ``x``."""
+        residual = (self.rows @ x.T).T - self.row_target
+        return (
+            2 * self.diag_weight * (x - self.diag_target)
+            + 2 * (self.rows.T @ (self.row_weight * residual).T).T
+        )
+
 
 @dataclass
 class _Factor:
@@ -156,9 +169,7 @@ def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[Fl
     """The pass's optimum (C × n) and the ADMM iterations it took; NotConverged past the limit."""
     stacked = sp.vstack([qp.rows, qp.bounds], format="csr")
     k_rows = qp.bounds
-    linear = (
-        2 * qp.diag_weight * qp.diag_target + 2 * (qp.rows.T @ (qp.row_weight * qp.row_target).T).T
-    )
+    linear = qp.linear()
     rho = _initial_step(qp)
     factor = _Factor.build(qp, stacked, rho)
     y = project_cells(np.zeros(qp.mask.shape) if start is None else start, qp.mask, qp.parent)
@@ -245,7 +256,9 @@ def polish(
         solved = solve(qp, free, at_lower, at_upper)
         if solved is None:
             return None
-        x, k_multiplier, gradient, reduced = solved
+        x, cell_multiplier, k_multiplier = solved
+        gradient = qp.gradient(x)
+        reduced = gradient + cell_multiplier[None, :] + (qp.bounds.T @ k_multiplier.T).T
         kx = (qp.bounds @ x.T).T
         tolerance = KKT_TOLERANCE * max(1.0, _norm(gradient), _norm(k_multiplier))
         if _norm(reduced[free]) > tolerance:  # not stationary: the linear solve failed
@@ -269,9 +282,10 @@ def polish(
 
 def _solve_on_active_set(
     qp: SiblingQP, free: BoolArray, at_lower: BoolArray, at_upper: BoolArray
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None:
+) -> tuple[FloatArray, FloatArray, FloatArray] | None:
     """Minimise the pass over the ``free`` variables (the rest at 0) with the cell sums and the
-    K rows at their chosen bounds as equalities: (x, K multipliers, ∇f, reduced costs ∇f + Gᵀλ).
+    K rows at their chosen bounds as equalities: x, the cells' multipliers λ and the K rows' μ
+    (stationarity: ∇f + λ + Kᵀμ = 0 on the free variables).
 
     Each child's KKT system (its dense Hessian 2D + 2AᵀWA on its free cells, its active K rows)
     is inverted on its own; the cell sums then leave one dense system in the cells' multipliers
@@ -326,12 +340,7 @@ def _solve_on_active_set(
         k_multiplier[c, held] = solution[len(cells) :]
     if not np.isfinite(x).all():
         return None
-    residual = (qp.rows @ x.T).T - qp.row_target
-    gradient = (
-        2 * qp.diag_weight * (x - qp.diag_target) + 2 * (qp.rows.T @ (qp.row_weight * residual).T).T
-    )
-    reduced = gradient + lam[None, :] + (qp.bounds.T @ k_multiplier.T).T
-    return x, k_multiplier, gradient, reduced
+    return x, lam, k_multiplier
 
 
 def _solve_on_active_set_iteratively(
@@ -340,7 +349,7 @@ def _solve_on_active_set_iteratively(
     at_lower: BoolArray,
     at_upper: BoolArray,
     warm: dict[str, FloatArray],
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None:
+) -> tuple[FloatArray, FloatArray, FloatArray] | None:
     """As :func:`_solve_on_active_set`, for large children: the Hessian on the free variables is
     applied through ADMM's Woodbury factor (step size 0), and the multipliers y of the cell sums
     and held K rows G solve G H⁻¹ Gᵀ y = G H⁻¹ b − h by Jacobi-preconditioned conjugate gradients
@@ -352,9 +361,7 @@ def _solve_on_active_set_iteratively(
         return None
     stacked = sp.vstack([qp.rows, qp.bounds], format="csr")
     factor = _Factor.build(replace(qp, mask=free), stacked, 0.0)
-    linear = (
-        2 * qp.diag_weight * qp.diag_target + 2 * (qp.rows.T @ (qp.row_weight * qp.row_target).T).T
-    )
+    linear = qp.linear()
     cells = np.flatnonzero(free.any(axis=0))
     k = qp.bounds
     reaches = (k @ free.T.astype(float)).T > 0  # C × m2: the row has a free variable
@@ -375,7 +382,7 @@ def _solve_on_active_set_iteratively(
     x0 = factor.solve(stacked, linear)
     rhs = gather(x0) - np.concatenate([qp.parent[cells], bound_value])
     preconditioner = 1.0 / np.maximum(
-        gather_diagonal(factor.d_inverse, k, cells, held), np.finfo(float).tiny
+        _gather_diagonal(factor.d_inverse, k, cells, held), np.finfo(float).tiny
     )
     start = np.concatenate(
         [
@@ -393,13 +400,7 @@ def _solve_on_active_set_iteratively(
     warm["rows"] = np.zeros(held.shape)
     warm["rows"][held] = y[n_cells:]
     x = x0 - factor.solve(stacked, spread(y))
-    residual = (qp.rows @ x.T).T - qp.row_target
-    gradient = (
-        2 * qp.diag_weight * (x - qp.diag_target) + 2 * (qp.rows.T @ (qp.row_weight * residual).T).T
-    )
-    k_multiplier = np.zeros(qp.lower.shape)
-    k_multiplier[held] = y[n_cells:]
-    return x, k_multiplier, gradient, gradient + spread(y)
+    return x, warm["cells"], warm["rows"]
 
 
 def _independent(held: BoolArray, k: sp.csr_matrix, free: BoolArray) -> BoolArray:
@@ -419,7 +420,7 @@ def _independent(held: BoolArray, k: sp.csr_matrix, free: BoolArray) -> BoolArra
     return out
 
 
-def gather_diagonal(
+def _gather_diagonal(
     d_inverse: FloatArray, k: sp.csr_matrix, cells: npt.NDArray[np.int64], held: BoolArray
 ) -> FloatArray:
     """diag(G D⁻¹ Gᵀ): the Jacobi preconditioner of the polish's multiplier system."""
