@@ -221,19 +221,45 @@ def test_pl94_measurements_file_has_the_production_noise_scales(pl94_run):
     assert m.filter((pl.col("level") == "nation") & (pl.col("query") == "total")).height == 0
 
 
-def test_measurements_are_exact_answers_plus_noise_of_the_stated_variance(pl94_run, states):
-    """Block totals: noisy − true has mean 0 and the discrete Gaussian's variance."""
-    m = pl94_run.measurements.filter((pl.col("level") == "block") & (pl.col("query") == "total"))
-    truth = block_histogram(states, schema.PL94).sum(axis=1).A.ravel()
+@pytest.mark.parametrize("query", ["total", "votingage", "votingage*hispanic"])
+def test_measurements_are_exact_answers_plus_noise_of_the_stated_variance(pl94_run, states, query):
+    """Block answers: noisy − true has mean 0 and the discrete Gaussian's variance. The three
+    queries share one variance, so a block draws their noise in one call (total first)."""
+    m = pl94_run.measurements.filter((pl.col("level") == "block") & (pl.col("query") == query))
+    answers = (
+        block_histogram(states, schema.PL94) @ PRODUCTS["pl94"].query_matrix(query).T
+    ).toarray()
     codes, _ = states.geography.units("block")
     index = {g: i for i, g in enumerate(geoid_strings(codes, "block").to_list())}
-    errors = m["noisy"].to_numpy() - truth[[index[g] for g in m["geoid"].to_list()]]
+    blocks = np.array([index[g] for g in m["geoid"].to_list()])
+    errors = m["noisy"].to_numpy() - answers[blocks, m["cell"].to_numpy()]
     n = errors.size
-    var = float(accounting.discrete_gaussian_variance(PRODUCTION.sigma2("total", "block")))
+    var = float(accounting.discrete_gaussian_variance(PRODUCTION.sigma2(query, "block")))
     fourth_bound = 3 * var**2 + var  # E[X^4] of a discrete Gaussian is at most this
-    assert n == len(codes)  # every block is measured once
+    assert np.unique(blocks).size == len(codes)  # every block is measured
     assert abs(errors.mean()) < 5 * np.sqrt(var / n)
     assert abs(errors.var() - var) < 5 * np.sqrt(fourth_bound / n)
+
+
+def test_queries_drawn_in_one_call_get_independent_noise(pl94_run, states):
+    """A block's total and its minors' count (drawn in one call) have uncorrelated noise."""
+    codes, _ = states.geography.units("block")
+    histograms = block_histogram(states, schema.PL94)
+    errors = []
+    for query, cell in (("total", 0), ("votingage", 0)):
+        m = pl94_run.measurements.filter(
+            (pl.col("level") == "block") & (pl.col("query") == query) & (pl.col("cell") == cell)
+        )
+        answers = (histograms @ PRODUCTS["pl94"].query_matrix(query)[cell].T).toarray().ravel()
+        noisy = dict(zip(m["geoid"].to_list(), m["noisy"].to_list(), strict=True))
+        geoids = geoid_strings(codes, "block").to_list()
+        errors.append(np.array([noisy.get(g, np.nan) for g in geoids]) - answers)
+    both = ~np.isnan(errors[0]) & ~np.isnan(errors[1])
+    n = int(both.sum())
+    var = float(accounting.discrete_gaussian_variance(PRODUCTION.sigma2("total", "block")))
+    assert n > 0.9 * len(codes)
+    covariance = np.mean(errors[0][both] * errors[1][both])
+    assert abs(covariance) < 5 * var / np.sqrt(n)  # the same noise twice would give ≈ var
 
 
 def test_dhc_run_meets_every_invariant_and_constraint():

@@ -23,6 +23,7 @@ draws compare 64-bit uniforms with the exact threshold ⌊p·2⁶⁴⌋ and sett
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
@@ -267,24 +268,28 @@ class ExpAcceptance:
         self.whole = np.zeros(0, dtype=np.int64)
         self.remainders: list[int] = []
         self.thresholds: dict[int, npt.NDArray[np.uint64]] = {}
+        self._growing = threading.Lock()  # one instance may serve several threads (a Dask worker)
 
     def _extend(self, top: int) -> None:
         """Know every key up to ``top``."""
-        known = len(self.remainders)
-        if top < known:
-            return
-        split = [divmod(self.numerator(v), self.denominator) for v in range(known, top + 1)]
-        self.whole = np.concatenate([self.whole, np.array([w for w, _ in split], np.int64)])
-        self.remainders += [r for _, r in split]
+        with self._growing:
+            known = len(self.remainders)
+            if top < known:
+                return
+            split = [divmod(self.numerator(v), self.denominator) for v in range(known, top + 1)]
+            self.whole = np.concatenate([self.whole, np.array([w for w, _ in split], np.int64)])
+            self.remainders += [r for _, r in split]
 
     def _threshold(self, k: int) -> npt.NDArray[np.uint64]:
         """⌊r_v · 2⁶⁴ / (D·k)⌋ for every known key v."""
         have = self.thresholds.get(k, np.zeros(0, dtype=np.uint64))
         if len(have) < len(self.remainders):
-            m = self.denominator * k
-            more = [(r << 64) // m for r in self.remainders[len(have) :]]
-            have = np.concatenate([have, np.array(more, dtype=np.uint64)])
-            self.thresholds[k] = have
+            with self._growing:
+                have = self.thresholds.get(k, np.zeros(0, dtype=np.uint64))
+                m = self.denominator * k
+                more = [(r << 64) // m for r in self.remainders[len(have) :]]
+                have = np.concatenate([have, np.array(more, dtype=np.uint64)])
+                self.thresholds[k] = have
         return have
 
     def sample(self, keys: IntArray, rng: np.random.Generator) -> BoolArray:
@@ -433,6 +438,16 @@ def discrete_laplace(
     return _in_chunks(count, lambda n: _dlap(n, t, s, rng)).reshape(shape)
 
 
+@lru_cache(maxsize=64)
+def _gaussian_acceptance(a: int, b: int) -> tuple[int, ExpAcceptance]:
+    """(t, the acceptance test) of the discrete Gaussian with σ² = a/b, kept across calls so that
+    its exact thresholds are computed once per σ² rather than once per call (they hold no state
+    that depends on the draws)."""
+    t = math.isqrt(a * b) // b + 1
+    # γ(y) = (|y| − σ²/t)² / (2σ²) = (|y|·b·t − a)² / (2·a·b·t²), exact per value of |y|
+    return t, ExpAcceptance(lambda v: (v * b * t - a) ** 2, 2 * a * b * t * t)
+
+
 def discrete_gaussian(
     sigma2: Scalar, size: int | tuple[int, ...], rng: np.random.Generator
 ) -> IntArray:
@@ -444,10 +459,7 @@ def discrete_gaussian(
     var = as_fraction(sigma2, "sigma2")
     _check_range(var, SIGMA2_RANGE, "sigma2")
     count, shape = _count(size)
-    a, b = var.numerator, var.denominator
-    t = math.isqrt(a * b) // b + 1
-    # γ(y) = (|y| − σ²/t)² / (2σ²) = (|y|·b·t − a)² / (2·a·b·t²), exact per value of |y|
-    acceptance = ExpAcceptance(lambda v: (v * b * t - a) ** 2, 2 * a * b * t * t)
+    t, acceptance = _gaussian_acceptance(var.numerator, var.denominator)
 
     def propose(size: int) -> IntArray:
         y = _dlap(size, t, 1, rng)

@@ -252,6 +252,7 @@ def _measure(
     weights = {q: np.zeros(n_children) for q in full}
     records: list[tuple[int, int, int, IntArray, IntArray, float]] = []
     names = list(full)
+    groups_at = {level: _queries_by_variance(task.strategy, level) for level in LEVELS}
     truth = sp.csr_matrix(
         (
             np.concatenate([c.counts for c in task.children]),
@@ -265,18 +266,18 @@ def _measure(
     exact_of = {q: (full[q][rows_of[q]] @ truth.T).T.toarray() for q in full}
     for c, child in enumerate(task.children):
         for level_index, code in child.members:
-            level = LEVELS[level_index]
             stream = geounit_stream(task.entropy, level_index, code)
-            for q in task.strategy.measured(level):
-                rows = rows_of[q]
-                exact = exact_of[q][c]
-                sigma2 = task.strategy.sigma2(q, level)
-                noisy = exact + discrete_gaussian(sigma2, len(rows), stream)
-                w = _weight(sigma2)
-                sums[q][c] += w * noisy
-                weights[q][c] += w
-                if task.keep_measurements:
-                    records.append((level_index, code, names.index(q), rows, noisy, float(sigma2)))
+            for sigma2, group in groups_at[LEVELS[level_index]]:
+                sizes = [len(rows_of[q]) for q in group]
+                draws = discrete_gaussian(sigma2, sum(sizes), stream)
+                w, variance = _weight(sigma2), float(sigma2)
+                for q, noise in zip(group, np.split(draws, np.cumsum(sizes)[:-1]), strict=True):
+                    noisy = exact_of[q][c] + noise
+                    sums[q][c] += w * noisy
+                    weights[q][c] += w
+                    if task.keep_measurements:
+                        noted = (level_index, code, names.index(q), rows_of[q], noisy, variance)
+                        records.append(noted)
     targets = {
         q: np.divide(
             sums[q], weights[q][:, None], out=np.zeros_like(sums[q]), where=weights[q][:, None] > 0
@@ -284,6 +285,18 @@ def _measure(
         for q in full
     }
     return targets, weights, _stack_records(records) if task.keep_measurements else None
+
+
+def _queries_by_variance(strategy: Strategy, level: str) -> list[tuple[Fraction, list[str]]]:
+    """The queries measured at ``level`` grouped by their noise variance, in the strategy's order.
+
+    A geounit draws the noise of each group in one call: the draws are i.i.d. either way, and one
+    call per group instead of one per query saves the sampler's fixed cost (≈ 0.3 ms a call, most
+    of a block's measurement time)."""
+    groups: dict[Fraction, list[str]] = {}
+    for q in strategy.measured(level):
+        groups.setdefault(strategy.sigma2(q, level), []).append(q)
+    return list(groups.items())
 
 
 def block_query_rows(
