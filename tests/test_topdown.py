@@ -100,6 +100,26 @@ def test_l2_respects_hhgq_lower_bounds_and_invariant_totals():
     assert x[1].sum() >= 2 - 1e-6
 
 
+def test_a_large_root_goes_straight_to_the_interior_point_method(monkeypatch):
+    """Above ROOT_OSQP_MAX_VARIABLES a root skips OSQP (which stalls on the dhc nation); below
+    it, and for any problem with a parent, OSQP runs first. The optimum is the same."""
+    from sdclab.optimize import least_squares
+
+    started = []
+    real_osqp = least_squares.osqp.OSQP
+    monkeypatch.setattr(least_squares.osqp, "OSQP", lambda: started.append(1) or real_osqp())
+    targets, weights = {"detailed": [[4, -1, 2]]}, {"detailed": [1], "total": [1]}
+    root = parent_problem(targets, weights, None, totals=[5])
+    small = solve_l2(root)
+    assert len(started) == 1
+    monkeypatch.setattr(least_squares, "ROOT_OSQP_MAX_VARIABLES", 2)
+    assert solve_l2(root) == pytest.approx(small, abs=1e-5)
+    assert len(started) == 1  # the large root did not start OSQP
+    assert small == pytest.approx(np.array([[3.5, 0.0, 1.5]]), abs=1e-5)
+    solve_l2(parent_problem({"detailed": [[3], [3]]}, {"detailed": [3, 1], "total": [0, 0]}, [4]))
+    assert len(started) == 2  # a problem with a parent still starts with OSQP
+
+
 def test_rounder_follows_the_fractional_parts():
     problem = parent_problem(
         {"detailed": [[0, 0], [0, 0]]}, {"detailed": [1, 1], "total": [0, 0]}, [1, 1]

@@ -57,6 +57,10 @@ one at 10⁻⁷ to eight significant digits, 30% sooner."""
 OSQP_ITERATIONS = 1500
 """OSQP solves TopDown's sibling problems in a few hundred iterations; one that needs more (the
 root's single large histogram converges slowly) goes to the interior point method instead."""
+ROOT_OSQP_MAX_VARIABLES = 50_000
+"""A root (one histogram, no parent) with more variables goes straight to the interior point
+method: on the dhc nation (229,320 cells) OSQP spent 12 s reaching its iteration limit before
+Clarabel solved it in 20 s."""
 DIRECT_MAX_CELLS = 1500
 """Sibling problems on more support cells than this go to the structured ADMM: the general
 solvers' KKT factorisation fills in over the cells the children share (a county of 25 tracts on
@@ -339,7 +343,10 @@ def _solve_pass(
     matrix = sp.vstack([m for m, _, _ in constraints], format="csc")
     low = np.concatenate([lo for _, lo, _ in constraints])
     high = np.concatenate([hi for _, _, hi in constraints])
-    v = solve_qp(hessian, linear, matrix, low, high, label=f"L2 pass {queries}")
+    large_root = problem.parent is None and n_x > ROOT_OSQP_MAX_VARIABLES
+    v = solve_qp(
+        hessian, linear, matrix, low, high, label=f"L2 pass {queries}", first_order=not large_root
+    )
     equalities = low == high
     residual = float(np.abs(matrix[equalities] @ v - low[equalities]).max(initial=0.0))
     return v[:n_x], residual
@@ -352,12 +359,14 @@ def solve_qp(
     low: FloatArray,
     high: FloatArray,
     label: str = "QP",
+    first_order: bool = True,
 ) -> FloatArray:
     """min ½ vᵀHv + cᵀv subject to low ≤ A v ≤ high (a convex QP).
 
     OSQP (ADMM, then an active-set polish that makes the solution exact up to round-off) solves
     nearly all of TopDown's problems several times faster than an interior point method; when it
-    does not end with a polished solution, Clarabel (interior point) solves the same problem.
+    does not end with a polished solution, or ``first_order`` is False, Clarabel (interior point)
+    solves the problem.
 
     Problems with bounds above :data:`SCALE_ABOVE` (nations and states of millions) are solved
     in units of ``scale`` persons: the same problem (its set of minimisers), which the interior
@@ -367,6 +376,8 @@ def solve_qp(
     scale = max(1.0, float(finite.max(initial=0.0)) / SCALE_ABOVE)
     if scale > 1.0:
         linear, low, high = linear / scale, low / scale, high / scale
+    if not first_order:
+        return scale * _clarabel(hessian, linear, matrix, low, high, label)
     solver = osqp.OSQP()
     solver.setup(
         P=sp.triu(hessian, format="csc"),
