@@ -49,13 +49,16 @@ iterative polish (large children), whose steps cost more, is tried once, at the 
 KKT_TOLERANCE = 1e-7
 """A polished solution is accepted when every KKT condition holds to within this (in persons for
 the bounds, relative to the multipliers' scale for their signs)."""
-POLISH_STEPS = 10
+POLISH_STEPS = 15
 """Active-set corrections a polish may make before it gives up."""
 POLISH_WORK = 1e9
 """Each child's KKT system is inverted densely when Σ_c (free variables of child c)³ is at most
 this (many small children: blocks); above it the polish solves by conjugate gradients."""
 CG_TOLERANCE = 1e-10
 """Conjugate gradients stop when the constraint residual is below this (relative, in persons)."""
+CG_GUESS_TOLERANCE = 1e-6
+"""The same, for the active-set steps that only guess: their solutions are not certified, and
+the exact solve that certifies starts from the last of them."""
 CG_ITERATIONS = 600
 """TopDown's multiplier systems converge in ≈ 200; more means a nearly singular system."""
 MAX_ITERATIONS = 20_000
@@ -252,8 +255,17 @@ def polish(
     at_upper = (kz >= qp.upper) & np.isfinite(qp.upper)
     occupied = (qp.parent > 0)[None, :] & qp.mask  # a cell of an empty parent is zero anyway
     equality = qp.lower == qp.upper
+    total = _total_row(qp)
+    ky = (qp.bounds @ y.T).T
+    inside = np.where(at_lower, ky - qp.lower, qp.upper - ky)  # how far y is from the held bound
+    _keep_one_total_free(qp, total, free, at_lower, at_upper, inside)
+    exact = dense  # the iterative solve guesses loosely until the guess stops changing
     for _ in range(POLISH_STEPS):
-        solved = solve(qp, free, at_lower, at_upper)
+        solved = (
+            solve(qp, free, at_lower, at_upper)
+            if exact
+            else solve(qp, free, at_lower, at_upper, loose=True)
+        )
         if solved is None:
             return None
         x, cell_multiplier, k_multiplier = solved
@@ -261,7 +273,7 @@ def polish(
         reduced = gradient + cell_multiplier[None, :] + (qp.bounds.T @ k_multiplier.T).T
         kx = (qp.bounds @ x.T).T
         tolerance = KKT_TOLERANCE * max(1.0, _norm(gradient), _norm(k_multiplier))
-        if _norm(reduced[free]) > tolerance:  # not stationary: the linear solve failed
+        if exact and _norm(reduced[free]) > tolerance:  # not stationary: the solve failed
             return None
         negative = free & (x < -KKT_TOLERANCE)
         improving = occupied & ~free & (reduced < -tolerance)
@@ -273,11 +285,60 @@ def polish(
         if not (negative.any() or improving.any() or below.any() or above.any()) and not (
             leave_lower.any() or leave_upper.any()
         ):
-            return project_cells(np.maximum(x, 0.0), qp.mask, qp.parent)
+            if exact:
+                return project_cells(np.maximum(x, 0.0), qp.mask, qp.parent)
+            exact = True  # the guess holds: solve on it exactly to certify it
+            continue
+        # how weakly each held row is held: its multiplier's push away from its bound
+        weakness = np.where(at_lower, k_multiplier, -k_multiplier)
         free = (free & ~negative) | improving
         at_lower = (at_lower & ~leave_lower) | below
         at_upper = (at_upper & ~leave_upper) | above
+        weakness[below | above] = -np.inf  # a row just violated stays held
+        _keep_one_total_free(qp, total, free, at_lower, at_upper, weakness)
     return None
+
+
+def _total_row(qp: SiblingQP) -> int | None:
+    """The K row that is every child's total (all ones over the cells), if there is one."""
+    full = np.flatnonzero(np.diff(qp.bounds.indptr) == qp.bounds.shape[1])
+    for r in full.tolist():
+        if (qp.bounds[r].data == 1).all():
+            return r
+    return None
+
+
+def _keep_one_total_free(
+    qp: SiblingQP,
+    total: int | None,
+    free: BoolArray,
+    at_lower: BoolArray,
+    at_upper: BoolArray,
+    weakness: FloatArray,
+) -> None:
+    """If the guess holds every child's total at a bound, free the most weakly held one that can
+    move the way the cell sums need.
+
+    The children's totals sum to the parent's (the cell sums imply it), so holding all of them
+    makes the multiplier system singular and, unless the held values add up to the parent,
+    infeasible: then at least one total lies strictly inside its bounds. If the held values add
+    up to more than the parent, a total held at its upper bound must give way (one at its lower
+    bound would be pushed below it), and conversely. Among those, the row released is the one
+    held most weakly (``weakness``: its multiplier's push away from its bound)."""
+    if total is None:
+        return
+    children = free.any(axis=1)
+    held = (at_lower[:, total] | at_upper[:, total]) & children
+    movable = qp.lower[:, total] < qp.upper[:, total]
+    if not children.any() or not held[children].all() or not movable[children].any():
+        return
+    assert qp.parent is not None
+    value = np.where(at_lower[:, total], qp.lower[:, total], qp.upper[:, total])
+    excess = value[children].sum() - qp.parent.sum()
+    side = at_upper[:, total] if excess > 0 else at_lower[:, total]
+    candidates = held & movable & (side if (held & movable & side).any() else True)
+    c = int(np.argmax(np.where(candidates, weakness[:, total], -np.inf)))
+    at_lower[c, total] = at_upper[c, total] = False
 
 
 def _solve_on_active_set(
@@ -349,6 +410,7 @@ def _solve_on_active_set_iteratively(
     at_lower: BoolArray,
     at_upper: BoolArray,
     warm: dict[str, FloatArray],
+    loose: bool = False,
 ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
     """As :func:`_solve_on_active_set`, for large children: the Hessian on the free variables is
     applied through ADMM's Woodbury factor (step size 0), and the multipliers y of the cell sums
@@ -391,7 +453,11 @@ def _solve_on_active_set_iteratively(
         ]
     )
     y = _conjugate_gradients(
-        lambda v: gather(factor.solve(stacked, spread(v))), rhs, preconditioner, start
+        lambda v: gather(factor.solve(stacked, spread(v))),
+        rhs,
+        preconditioner,
+        start,
+        CG_GUESS_TOLERANCE if loose else CG_TOLERANCE,
     )
     if y is None:
         return None
@@ -432,6 +498,7 @@ def _conjugate_gradients(
     rhs: FloatArray,
     preconditioner: FloatArray,
     start: FloatArray,
+    relative_tolerance: float = CG_TOLERANCE,
 ) -> FloatArray | None:
     """Preconditioned conjugate gradients for S y = rhs (S symmetric positive definite)."""
     y = start.copy()
@@ -439,7 +506,7 @@ def _conjugate_gradients(
     z = residual * preconditioner
     direction = z.copy()
     rz = float(residual @ z)
-    tolerance = CG_TOLERANCE * max(1.0, _norm(rhs))
+    tolerance = relative_tolerance * max(1.0, _norm(rhs))
     for _ in range(CG_ITERATIONS):
         if _norm(residual) <= tolerance:
             return y
