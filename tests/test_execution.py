@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 from sdclab.errors import InputError
-from sdclab.execution import Checkpoint, Executor, TaskFailed, run_tasks
+from sdclab.execution import Checkpoint, Executor, TaskFailed, default_workers, run_tasks
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Dask workers cannot import tests
 
@@ -47,7 +46,7 @@ def blas_threads(_: int) -> int:
 def test_local_workers_share_the_cores_among_their_blas_threads():
     """Two workers on this machine get cores / 2 BLAS threads each, not a thread per core each
     (which oversubscribed 2 cores and slowed TopDown's small factorisations ≈ 10×)."""
-    share = max(1, (os.cpu_count() or 1) // 2)
+    share = max(1, default_workers() // 2)
     assert run_tasks(blas_threads, [0, 1, 2, 3], 2) == [share] * 4
 
 

@@ -204,7 +204,7 @@ def test_polish_certifies_second_passes_whose_totals_are_all_held(monkeypatch):
         monkeypatch.setattr(sibling_qp, "POLISH_WORK", work)
         for seed in range(1, 7):
             qp, reference, y, kz = _second_pass(seed, children=12)
-            total = int(np.flatnonzero(np.diff(qp.bounds.indptr) == qp.bounds.shape[1])[0])
+            total = sibling_qp._total_row(qp)
             middle = (qp.lower[:, total] + qp.upper[:, total]) / 2
             kz[:, total] = np.where(kz[:, total] > middle, qp.upper[:, total], qp.lower[:, total])
             polished = polish(qp, y, kz)

@@ -249,7 +249,7 @@ def _run_local(
             yield i, _attempt(fn, payloads[i])
         return
     context = multiprocessing.get_context("spawn")
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = max(1, default_workers() // workers)
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=_limit_blas, initargs=(threads,)
     ) as pool:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -261,7 +260,14 @@ def polish(
     if not (dense or iterative):
         return None
     warm: dict[str, FloatArray] = {}  # the iterative solve starts from the last multipliers
-    solve = _solve_on_active_set if dense else partial(_solve_on_active_set_iteratively, warm=warm)
+
+    def solve(
+        free: BoolArray, at_lower: BoolArray, at_upper: BoolArray, loose: bool
+    ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+        if dense:
+            return _solve_on_active_set(qp, free, at_lower, at_upper)
+        return _solve_on_active_set_iteratively(qp, free, at_lower, at_upper, warm, loose)
+
     at_lower = (kz <= qp.lower) & np.isfinite(qp.lower)
     at_upper = (kz >= qp.upper) & np.isfinite(qp.upper)
     occupied = (qp.parent > 0)[None, :] & qp.mask  # a cell of an empty parent is zero anyway
@@ -272,11 +278,7 @@ def polish(
     _keep_one_total_free(qp, total, free, at_lower, at_upper, inside)
     exact = dense  # the iterative solve guesses loosely until the guess stops changing
     for _ in range(POLISH_STEPS):
-        solved = (
-            solve(qp, free, at_lower, at_upper)
-            if exact
-            else solve(qp, free, at_lower, at_upper, loose=True)
-        )
+        solved = solve(free, at_lower, at_upper, loose=not exact)
         if solved is None:
             return None
         x, cell_multiplier, k_multiplier = solved
@@ -347,7 +349,9 @@ def _keep_one_total_free(
     value = np.where(at_lower[:, total], qp.lower[:, total], qp.upper[:, total])
     excess = value[children].sum() - qp.parent.sum()
     side = at_upper[:, total] if excess > 0 else at_lower[:, total]
-    candidates = held & movable & (side if (held & movable & side).any() else True)
+    candidates = held & movable
+    if (candidates & side).any():
+        candidates &= side
     c = int(np.argmax(np.where(candidates, weakness[:, total], -np.inf)))
     at_lower[c, total] = at_upper[c, total] = False
 
