@@ -221,3 +221,26 @@ def test_polish_of_second_passes_is_the_optimum_or_nothing(children, work, monke
         qp, reference, y, kz = _second_pass(seed, children)
         polished = polish(qp, y, kz)
         assert polished is None or _is_optimal(qp, polished, reference)
+
+
+def test_siblings_measured_alike_share_one_exact_factor():
+    problem = random_problem(5, children=6)
+    problem.weights["detailed"][2:] = 0.7  # children 2–5 alike; 0 (mask) and 1 (weight) apart
+    qp = sibling_pass(problem, ("total", "detailed", "groups"), {}, 0.1)
+    stacked = sp.vstack([qp.rows, qp.bounds], format="csr")
+    rho = 0.3
+    factor = sibling_qp._Factor.build(qp, stacked, rho)
+    assert sorted(len(members) for members in factor.members) == [1, 1, 4]
+    rhs = np.random.default_rng(6).normal(size=qp.mask.shape)
+    x = factor.solve(stacked, rhs)
+    k = qp.bounds.toarray()
+    for c in range(qp.mask.shape[0]):
+        cells = np.flatnonzero(qp.mask[c])
+        a, kc = qp.rows.toarray()[:, cells], k[:, cells]
+        hessian = (
+            np.diag(2 * qp.diag_weight[c, cells] + rho)
+            + 2 * (a.T * qp.row_weight[c]) @ a
+            + rho * kc.T @ kc
+        )
+        assert np.allclose(x[c, cells], np.linalg.solve(hessian, rhs[c, cells]), atol=1e-10)
+        assert (x[c, ~qp.mask[c]] == 0).all()

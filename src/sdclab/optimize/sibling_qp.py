@@ -118,30 +118,39 @@ class SiblingQP:
 
 @dataclass
 class _Factor:
-    """The x-step's linear operator (2D + ρI + Uᵀ E U)⁻¹ for one step size ρ, by Woodbury."""
+    """The x-step's linear operator (2D + ρI + Uᵀ E U)⁻¹ for one step size ρ, by Woodbury.
+
+    Siblings measured alike and allowed the same cells (most blocks of a block group) have the
+    same matrix, so each distinct child is factored once and shared."""
 
     d_inverse: FloatArray  # C × n, 0 outside the mask (those variables stay at 0)
     sqrt_e: FloatArray  # C × m
-    g_inverse: FloatArray  # C × m × m: (I + E^½ U D⁻¹ Uᵀ E^½)⁻¹
+    g_inverse: FloatArray  # G × m × m: (I + E^½ U D⁻¹ Uᵀ E^½)⁻¹ of each distinct child
+    members: list[npt.NDArray[np.intp]]  # G: the children sharing each
 
     @classmethod
     def build(cls, qp: SiblingQP, stacked: sp.csr_matrix, rho: float) -> _Factor:
         d_inverse = np.where(qp.mask, 1.0 / (2 * qp.diag_weight + rho), 0.0)
         m2 = qp.bounds.shape[0]
         sqrt_e = np.sqrt(np.hstack([2 * qp.row_weight, np.full((qp.mask.shape[0], m2), rho)]))
+        _, first, group = np.unique(
+            np.hstack([d_inverse, sqrt_e]), axis=0, return_index=True, return_inverse=True
+        )
         m = stacked.shape[0]
-        g_inverse = np.empty((qp.mask.shape[0], m, m))
+        g_inverse = np.empty((len(first), m, m))
         eye = np.eye(m)
-        for c in range(qp.mask.shape[0]):
+        for g, c in enumerate(first.tolist()):
             inner = (stacked @ sp.diags(d_inverse[c]) @ stacked.T).toarray()
-            g = eye + sqrt_e[c][:, None] * inner * sqrt_e[c][None, :]
-            g_inverse[c] = _spd_inverse(g)
-        return cls(d_inverse, sqrt_e, g_inverse)
+            g_inverse[g] = _spd_inverse(eye + sqrt_e[c][:, None] * inner * sqrt_e[c][None, :])
+        members = [np.flatnonzero(group.ravel() == g) for g in range(len(first))]
+        return cls(d_inverse, sqrt_e, g_inverse, members)
 
     def solve(self, stacked: sp.csr_matrix, rhs: FloatArray) -> FloatArray:
         z = rhs * self.d_inverse
         p = (stacked @ z.T).T * self.sqrt_e
-        p = np.matmul(self.g_inverse, p[:, :, None])[:, :, 0] * self.sqrt_e
+        for g_inverse, children in zip(self.g_inverse, self.members, strict=True):
+            p[children] = p[children] @ g_inverse  # g_inverse is symmetric
+        p *= self.sqrt_e
         return z - self.d_inverse * (stacked.T @ p.T).T
 
 
