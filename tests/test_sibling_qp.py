@@ -233,10 +233,10 @@ def test_siblings_measured_alike_share_one_exact_factor():
     assert sorted(len(members) for members in factor.members) == [1, 1, 4]
     rhs = np.random.default_rng(6).normal(size=qp.mask.shape)
     x = factor.solve(stacked, rhs)
-    k = qp.bounds.toarray()
+    rows, k = qp.rows.toarray(), qp.bounds.toarray()
     for c in range(qp.mask.shape[0]):
         cells = np.flatnonzero(qp.mask[c])
-        a, kc = qp.rows.toarray()[:, cells], k[:, cells]
+        a, kc = rows[:, cells], k[:, cells]
         hessian = (
             np.diag(2 * qp.diag_weight[c, cells] + rho)
             + 2 * (a.T * qp.row_weight[c]) @ a

@@ -265,6 +265,7 @@ def test_queries_drawn_in_one_call_get_independent_noise(pl94_run, states):
     """A block's total and its minors' count (drawn in one call) have uncorrelated noise."""
     codes, _ = states.geography.units("block")
     histograms = block_histogram(states, schema.PL94)
+    geoids = geoid_strings(codes, "block").to_list()
     errors = []
     for query, cell in (("total", 0), ("votingage", 0)):
         m = pl94_run.measurements.filter(
@@ -272,7 +273,6 @@ def test_queries_drawn_in_one_call_get_independent_noise(pl94_run, states):
         )
         answers = (histograms @ PRODUCTS["pl94"].query_matrix(query)[cell].T).toarray().ravel()
         noisy = dict(zip(m["geoid"].to_list(), m["noisy"].to_list(), strict=True))
-        geoids = geoid_strings(codes, "block").to_list()
         errors.append(np.array([noisy.get(g, np.nan) for g in geoids]) - answers)
     both = ~np.isnan(errors[0]) & ~np.isnan(errors[1])
     n = int(both.sum())

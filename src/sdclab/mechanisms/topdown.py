@@ -251,7 +251,7 @@ def _measure(
     sums = {q: np.zeros((n_children, len(rows_of[q]))) for q in full}
     weights = {q: np.zeros(n_children) for q in full}
     records: list[tuple[int, int, int, IntArray, IntArray, float]] = []
-    names = list(full)
+    position = {q: i for i, q in enumerate(full)}  # a query's index in the records
     groups_at = {level: _queries_by_variance(task.strategy, level) for level in LEVELS}
     truth = sp.csr_matrix(
         (
@@ -276,7 +276,7 @@ def _measure(
                     sums[q][c] += w * noisy
                     weights[q][c] += w
                     if task.keep_measurements:
-                        noted = (level_index, code, names.index(q), rows_of[q], noisy, variance)
+                        noted = (level_index, code, position[q], rows_of[q], noisy, variance)
                         records.append(noted)
     targets = {
         q: np.divide(
