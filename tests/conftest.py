@@ -10,7 +10,7 @@ import pytest
 
 from sdclab.population import PERSONS, UNITS, Population
 
-os.environ.setdefault("SDCLAB_DIGEST_KEY", "test-key-not-secret")
+os.environ.setdefault("SDCLAB_DIGEST_KEY", "test-key-not-secret-0123456789abcdef")
 
 
 def frame(rows: list[tuple], specs) -> pl.DataFrame:

@@ -9,6 +9,7 @@ import polars as pl
 from typer.testing import CliRunner
 
 from sdclab.cli import app
+from sdclab.fileio import OUTPUT_MARKER
 from sdclab.release import read_release
 
 runner = CliRunner()
@@ -22,7 +23,8 @@ def test_synth_then_tabulate(tmp_path):
     pop, rel = tmp_path / "pop", tmp_path / "rel"
     result = run("synth", "--persons", "3000", "--seed", "4", "--out", str(pop))
     assert result.exit_code == 0, result.output
-    assert {p.name for p in pop.iterdir()} == {"persons.parquet", "units.parquet", "synth.json"}
+    files = {p.name for p in pop.iterdir()}
+    assert files == {"persons.parquet", "units.parquet", "synth.json", OUTPUT_MARKER}
     assert pl.read_parquet(pop / "persons.parquet").height == 3000
 
     result = run("tabulate", str(pop), "--out", str(rel), "--tables", "P1,P12,H1")
@@ -84,9 +86,9 @@ def test_out_never_replaces_foreign_or_input_directories(tmp_path):
     assert run("synth", "-n", "1000", "--seed", "1", "--out", str(pop)).exit_code == 0
     before = sorted(p.name for p in pop.iterdir())
     result = run("tabulate", str(pop), "--out", str(pop))
-    assert result.exit_code == 2 and "would overwrite the input" in result.output
+    assert result.exit_code == 2 and f"overlaps {pop}" in result.output
     result = run("tabulate", str(pop), "--out", str(tmp_path))
-    assert result.exit_code == 2 and "would overwrite the input" in result.output
+    assert result.exit_code == 2 and f"overlaps {pop}" in result.output
     assert sorted(p.name for p in pop.iterdir()) == before
 
     precious = tmp_path / "precious"
@@ -94,7 +96,7 @@ def test_out_never_replaces_foreign_or_input_directories(tmp_path):
     (precious / "thesis.tex").write_text("data")
     for args in (("synth", "-n", "1000"), ("tabulate", str(pop))):
         result = run(*args, "--out", str(precious))
-        assert result.exit_code == 2 and "not an earlier sdclab output" in result.output
+        assert result.exit_code == 2 and "not an sdclab output" in result.output
     assert [p.name for p in precious.iterdir()] == ["thesis.tex"]
 
     rel = tmp_path / "rel"

@@ -186,10 +186,40 @@ def test_a_new_note_is_caught_at_any_depth():
     ]
 
 
+STREAM_FREE = {
+    "cellkey": "the population's record_key column",  # stored keys, SPSN: no draw at all
+    "suppress": "none (deterministic)",
+}
+
+
 def test_seeded_releases_are_not_fit_for_publication(releases):
+    """Every release drawn from a seeded stream says so; one that drew nothing says what its
+    protection rests on instead (the seed had no effect on it)."""
     for name, (release, _) in releases.items():
-        assert release.randomness["fit_for_publication"] is False, name
-        assert release.randomness["source"] == "seed", name
+        record = release.randomness
+        if name in STREAM_FREE:
+            assert record["source"] == STREAM_FREE[name], name
+            assert record["fit_for_publication"] is True, name
+            continue
+        assert record["fit_for_publication"] is False, name
+        assert record["source"] == "seed", name
+
+
+def test_randomness_records_follow_what_was_drawn(population):
+    none = mechanisms.run("none", population, {}, None).randomness
+    assert none["fit_for_publication"] is False and none["source"] == "none (deterministic)"
+    from_ids = mechanisms.run("cellkey", population, {"keys": "ids"}, None).randomness
+    assert from_ids["fit_for_publication"] is False and from_ids["source"].startswith("record ids")
+    drawn = mechanisms.run("cellkey", population, {"keys": "drawn"}, None).randomness
+    assert drawn == {"source": "os-entropy", "fit_for_publication": True}
+    seeded = mechanisms.run("cellkey", population, {"spsn": "false"}, 4).randomness
+    assert seeded["source"] == "the population's record_key column and seed"
+    assert seeded["fit_for_publication"] is False and seeded["seed"] == 4
+    assert mechanisms.run("suppress", population, {}, 5).randomness["fit_for_publication"]
+    assert mechanisms.run("geometric", population, {"epsilon": "8"}, None).randomness == {
+        "source": "os-entropy",
+        "fit_for_publication": True,
+    }
 
 
 FORBIDDEN = (

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import decimal
 import json
 import subprocess
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,14 +20,18 @@ from polars.testing import assert_frame_equal
 
 import sdclab
 from sdclab.errors import InputError
-from sdclab.population import PERSONS, UNITS, Population
+from sdclab.fileio import OUTPUT_MARKER
+from sdclab.population import PERSONS, UNITS, Population, synth
 from sdclab.population import io as population_io
+from sdclab.population.contract import STATE_CODES
 from sdclab.population.io import MAX_SHOWN, read_population, validate, write_population
 
 DATA = Path(__file__).parent / "data"
 BAD_CASES = sorted(p for p in (DATA / "bad" / "population").iterdir() if p.is_dir())
 GOOD_CASES = sorted(p for p in (DATA / "good" / "population").iterdir() if p.is_dir())
 BASE_CSV = DATA / "good" / "population" / "base_csv"
+BASE_PARQUET = DATA / "good" / "population" / "base_parquet"
+INT64_RANGE = "a whole number from -9223372036854775808 to 9223372036854775807"
 
 
 def expected_message(case: Path) -> str:
@@ -175,8 +183,44 @@ def test_link_checks_wait_for_valid_values(tiny_population: Population) -> None:
     [
         ("age", [40.0, 38.5], "persons row 2, column age: 38.5 is not a whole number"),
         ("age", [40.0, float("inf")], "persons row 2, column age: inf is not a whole number"),
-        ("age", ["40", "1e400"], "persons row 2, column age: 1e400 is not a whole number"),
-        ("person_id", [1, 2**63], "persons row 2, column person_id: 9223372036854775808 is too"),
+        ("age", ["40", "1e400"], "persons row 2, column age: 1e400 is in exponent notation"),
+        (
+            "age",
+            ["40", "1.0000000000000000001"],
+            "persons row 2, column age: 1.0000000000000000001 is not a whole number",
+        ),
+        ("age", ["40", "4.5"], "persons row 2, column age: 4.5 is not a whole number"),
+        ("age", ["40", " +4 "], "persons row 2, column age: +4 has a plus sign"),
+        ("age", ["40", "+4.0"], "persons row 2, column age: +4.0 has a plus sign"),
+        ("age", ["40", "-1e0"], "persons row 2, column age: -1e0 is in exponent notation"),
+        (
+            "age",
+            pl.Series([40, 2**64 - 1], dtype=pl.UInt64),
+            "persons row 2, column age: 18446744073709551615 is out of range (expected 0–115)",
+        ),
+        (
+            "age",
+            ["40", "1" * 30],
+            "persons row 2, column age: 111111111111111111111111111111 is out of range "
+            "(expected 0–115)",
+        ),
+        (
+            "age",
+            [40.0, 1e300],
+            "persons row 2, column age: 1e+300 is out of range (expected 0–115)",
+        ),
+        (
+            "person_id",
+            [1, 2**63],
+            f"persons row 2, column person_id: 9223372036854775808 is out of range (expected "
+            f"{INT64_RANGE})",
+        ),
+        (
+            "person_id",
+            ["1", "-9223372036854775809.0"],
+            f"persons row 2, column person_id: -9223372036854775809.0 is out of range (expected "
+            f"{INT64_RANGE})",
+        ),
         (
             "person_id",
             [1.0, 2.0**60],
@@ -195,6 +239,228 @@ def test_values_that_do_not_convert_exactly(
     with pytest.raises(InputError) as info:
         validate(persons, units)
     assert info.value.one_line().startswith(expected)
+
+
+def test_whole_numbers_in_text_convert_exactly(tiny_population: Population) -> None:
+    """``12.0`` is read as the integer it writes, not through a float: 2⁵³ + 1 stays itself."""
+    persons = tiny_population.persons.head(2).with_columns(
+        pl.Series("person_id", ["9007199254740993.0", "-3."]),
+        pl.Series("age", ["40.000", "0"]),
+    )
+    units = tiny_population.units.filter(pl.col("unit_id") == 1)
+    population = validate(persons, units)
+    assert population.persons.get_column("person_id").to_list() == [2**53 + 1, -3]
+    assert population.persons.get_column("age").to_list() == [40, 0]
+
+
+@pytest.mark.parametrize("state", [f"{code:02d}" for code in STATE_CODES])
+def test_every_state_code_is_accepted(tiny_population: Population, state: str) -> None:
+    block = (state + pl.col("block").str.slice(2)).alias("block")
+    population = validate(
+        tiny_population.persons.with_columns(block), tiny_population.units.with_columns(block)
+    )
+    assert population.units.get_column("block").str.head(2).unique().to_list() == [state]
+
+
+@pytest.mark.parametrize("state", ["00", "03", "07", "14", "43", "52", "57", "60", "78", "99"])
+def test_block_with_an_unknown_state_code_is_rejected(
+    tiny_population: Population, state: str
+) -> None:
+    """Codes in the gaps of the FIPS list, island areas other than Puerto Rico, and 00 or 99."""
+    units = tiny_population.units.with_columns(
+        pl.when(pl.col("unit_id") == 3)
+        .then(state + pl.col("block").str.slice(2))
+        .otherwise(pl.col("block"))
+        .alias("block")
+    )
+    with pytest.raises(InputError) as info:
+        validate(tiny_population.persons, units)
+    assert info.value.one_line() == (
+        f"units row 3, column block: '{state}0010001001002' starts with {state}, which is not a "
+        "state FIPS code (expected a state code as the first two digits: 01–56 except 03, 07, "
+        "14, 43, 52 (the states and DC), or 72 (Puerto Rico))"
+    )
+
+
+def test_synthetic_populations_use_accepted_state_codes() -> None:
+    assert set(synth.STATE_FIPS) <= set(STATE_CODES)
+
+
+@pytest.mark.parametrize("keyed", ["persons", "units"])
+def test_record_keys_of_one_table_alone_are_rejected(
+    tiny_population: Population, keyed: str
+) -> None:
+    """The cell key method needs keys of persons and units: keys of one table alone would be
+    replaced by fresh ones for both, so they are refused rather than silently dropped."""
+    frames = {"persons": tiny_population.persons, "units": tiny_population.units}
+    frames[keyed] = frames[keyed].with_row_index("record_key")
+    other = "units" if keyed == "persons" else "persons"
+    with pytest.raises(InputError) as info:
+        validate(frames["persons"], frames["units"])
+    assert info.value.one_line() == (
+        f"{keyed}: has a record_key column but {other} has none (expected record_key in both "
+        "tables or in neither: the cell key method needs the key of every person and every unit)"
+    )
+
+
+def test_record_keys_of_both_tables_are_kept(tmp_path: Path) -> None:
+    for name in ("persons.csv", "units.csv"):
+        lines = (BASE_CSV / name).read_text().splitlines()
+        keyed = [lines[0] + ",record_key"] + [f"{line},{9 * i}" for i, line in enumerate(lines[1:])]
+        (tmp_path / name).write_text("\n".join(keyed) + "\n")
+    population = read_population(tmp_path)
+    assert population.persons.get_column("record_key").to_list() == [9 * i for i in range(6)]
+    assert population.units.get_column("record_key").to_list() == [9 * i for i in range(4)]
+
+
+def copy_base_csv(target: Path, edit: dict[str, bytes] | None = None) -> Path:
+    """The base CSV population in ``target``, with some files' bytes replaced."""
+    target.mkdir(exist_ok=True)
+    for name in ("persons.csv", "units.csv"):
+        data = (edit or {}).get(name, (BASE_CSV / name).read_bytes())
+        (target / name).write_bytes(data)
+    return target
+
+
+@pytest.mark.parametrize("ending", [b"\r", b"\r\n"])
+def test_cr_only_and_crlf_line_endings_are_read(tmp_path: Path, ending: bytes) -> None:
+    """Classic Mac OS files (CR alone) are read as lines, like LF and CRLF files."""
+    names = ("persons.csv", "units.csv")
+    edit = {name: (BASE_CSV / name).read_bytes().replace(b"\n", ending) for name in names}
+    population = read_population(copy_base_csv(tmp_path / "pop", edit))
+    base = read_population(BASE_CSV)
+    assert_frame_equal(population.persons, base.persons)
+    assert_frame_equal(population.units, base.units)
+
+
+def test_a_carriage_return_inside_a_field_of_an_lf_file_is_still_an_error(tmp_path: Path) -> None:
+    data = (BASE_CSV / "persons.csv").read_bytes().replace(b",44,", b",4\r4,")
+    with pytest.raises(InputError) as info:
+        read_population(copy_base_csv(tmp_path / "pop", {"persons.csv": data}))
+    assert info.value.one_line().startswith("persons.csv row 1, column age: '4\\r4'")
+
+
+def with_extra_column(name: bytes, value: bytes) -> bytes:
+    lines = (BASE_CSV / "persons.csv").read_bytes().splitlines()
+    return b"\n".join([lines[0] + b"," + name] + [line + b"," + value for line in lines[1:]])
+
+
+@pytest.mark.parametrize("name", [b"age_duplicated_0", b"block_duplicated_12", b"_duplicated_0"])
+def test_extra_column_named_like_a_polars_renaming_is_an_extra_column(
+    tmp_path: Path, name: bytes
+) -> None:
+    data = with_extra_column(name, b"7")
+    population = read_population(copy_base_csv(tmp_path / "pop", {"persons.csv": data}))
+    assert_frame_equal(population.persons, read_population(BASE_CSV).persons)
+
+
+@pytest.mark.parametrize(
+    ("names", "repeated"),
+    [(b"age", "age"), (b"x,x", "x"), (b'"age"', "age"), (b"age,age_duplicated_0", "age")],
+)
+def test_repeated_header_names_are_found_in_the_header(
+    tmp_path: Path, names: bytes, repeated: str
+) -> None:
+    data = with_extra_column(names, b",".join(b"1" for _ in names.split(b",")))
+    with pytest.raises(InputError) as info:
+        read_population(copy_base_csv(tmp_path / "pop", {"persons.csv": data}))
+    assert info.value.one_line() == f"persons.csv header: column {repeated} appears more than once"
+
+
+# Arrow types polars cannot convert (it raises, or panics and prints Rust text on stderr), and
+# types it converts that cannot hold whole numbers: all are one line naming the column and type.
+EXOTIC_AGE = [
+    (pa.array([decimal.Decimal(44)] * 6, pa.decimal256(50, 0)), "decimal256(50, 0)"),
+    (
+        pa.array([{"x": decimal.Decimal(1)}] * 6, pa.struct([("x", pa.decimal256(40, 0))])),
+        "struct<x: decimal256(40, 0)>",
+    ),
+    (pa.array([[44]] * 6, pa.list_view(pa.int64())), "list_view<element: int64>"),
+    (pa.array([[44]] * 6, pa.large_list_view(pa.int64())), "large_list_view<element: int64>"),
+    (
+        pa.array([datetime(2020, 1, 1)] * 6, pa.timestamp("us", tz="Mars/Olympus")),
+        "timestamp[us, tz=Mars/Olympus]",
+    ),
+    (
+        pa.array([datetime(2020, 1, 1)] * 6, pa.timestamp("ms", tz="+05:30")),
+        "timestamp[ms, tz=+05:30]",
+    ),
+    (
+        pa.array([datetime(2020, 1, 1)] * 6, pa.timestamp("ms", tz="America/New_York")),
+        "Datetime(time_unit='ms', time_zone='America/New_York')",
+    ),
+    (pa.array([44] * 6, pa.duration("s")), "Duration("),
+    (pa.array([[44]] * 6, pa.list_(pa.int64())), "List(Int64)"),
+    (pa.array([{"x": 44}] * 6, pa.struct([("x", pa.int64())])), "Struct({'x': Int64})"),
+    (pa.array([b"44"] * 6, pa.binary()), "Binary"),
+    (pa.array([1_000_000] * 6, pa.int64()).cast(pa.time64("us")), "Time"),
+    (pa.array([[("k", 44)]] * 6, pa.map_(pa.string(), pa.int64())), "Map(String, Int64)"),
+]
+
+
+def parquet_population(target: Path, table: str, column: str, values: pa.Array) -> Path:
+    """The base Parquet population with one column of one table replaced (or added)."""
+    target.mkdir()
+    for name in ("persons", "units"):
+        data = pq.read_table(BASE_PARQUET / f"{name}.parquet")
+        if name == table:
+            names = data.column_names
+            data = (
+                data.set_column(names.index(column), column, values)
+                if column in names
+                else data.append_column(column, values)
+            )
+        pq.write_table(data, target / f"{name}.parquet")
+    return target
+
+
+@pytest.mark.parametrize(("values", "shown"), EXOTIC_AGE, ids=lambda v: str(getattr(v, "type", v)))
+def test_parquet_column_of_an_exotic_type_is_one_line_naming_the_type(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], values: pa.Array, shown: str
+) -> None:
+    directory = parquet_population(tmp_path / "pop", "persons", "age", values)
+    with pytest.raises(InputError) as info:
+        read_population(directory)
+    line = info.value.one_line()
+    assert line.startswith(f"persons.parquet, column age: has type {shown}")
+    assert line.endswith("which cannot hold whole numbers (expected 0–115)")
+    assert "panic" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("values", [v for v, _ in EXOTIC_AGE], ids=lambda v: str(v.type))
+def test_parquet_extra_column_of_an_exotic_type_is_ignored(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], values: pa.Array
+) -> None:
+    population = read_population(parquet_population(tmp_path / "pop", "persons", "note", values))
+    assert_frame_equal(population.persons, read_population(BASE_CSV).persons)
+    assert "panic" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pa.array([decimal.Decimal(a) for a in (44, 41, 12, 67, 19, 20)], pa.decimal128(10, 2)),
+        pa.array(["44", "41", "12", "67", "19", "20"]).dictionary_encode(),
+        pa.array([44, 41, 12, 67, 19, 20], pa.int64()).dictionary_encode(),
+        pa.array([44, 41, 12, 67, 19, 20], pa.float16()),
+        pa.array(["44", "41", "12", "67", "19", "20"], pa.large_string()),
+        pa.array(["44", "41", "12", "67", "19", "20"], pa.string_view()),
+    ],
+    ids=lambda v: str(v.type),
+)
+def test_parquet_types_that_hold_the_values_exactly_load(tmp_path: Path, values: pa.Array) -> None:
+    population = read_population(parquet_population(tmp_path / "pop", "persons", "age", values))
+    assert_frame_equal(population.persons, read_population(BASE_CSV).persons)
+
+
+def test_parquet_repeated_column_names_are_one_line(tmp_path: Path) -> None:
+    directory = parquet_population(tmp_path / "pop", "persons", "x", pa.array([1] * 6))
+    table = pq.read_table(directory / "persons.parquet")
+    table = table.rename_columns([("age" if n == "x" else n) for n in table.column_names])
+    pq.write_table(table, directory / "persons.parquet")
+    with pytest.raises(InputError) as info:
+        read_population(directory)
+    assert info.value.one_line() == "persons.parquet: column age appears more than once"
 
 
 def test_integer_block_column_is_rejected(tiny_population: Population) -> None:
@@ -229,6 +495,7 @@ def test_round_trip_gives_identical_frames(tmp_path: Path, small_population: Pop
     out = tmp_path / "pop"
     write_population(small_population, out, {"synth.json": {"seed": 7, "note": "é"}})
     assert sorted(p.name for p in out.iterdir()) == [
+        OUTPUT_MARKER,
         "persons.parquet",
         "synth.json",
         "units.parquet",
@@ -244,11 +511,17 @@ def test_round_trip_gives_identical_frames(tmp_path: Path, small_population: Pop
 
 def test_write_replaces_previous_content(tmp_path: Path, tiny_population: Population) -> None:
     out = tmp_path / "pop"
+    write_population(tiny_population, out, {"synth.json": {"seed": 1}})
     write_population(tiny_population, out)
-    (out / "stale.txt").write_text("old")
-    write_population(tiny_population, out)
-    assert sorted(p.name for p in out.iterdir()) == ["persons.parquet", "units.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        OUTPUT_MARKER,
+        "persons.parquet",
+        "units.parquet",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pop"]
+    (out / "stale.txt").write_text("a file of the user's")
+    with pytest.raises(InputError, match="stale.txt, which sdclab did not write"):
+        write_population(tiny_population, out)
 
 
 def test_write_refuses_a_directory_that_is_not_a_population(
@@ -257,7 +530,7 @@ def test_write_refuses_a_directory_that_is_not_a_population(
     out = tmp_path / "notes"
     out.mkdir()
     (out / "thesis.tex").write_text("mine")
-    with pytest.raises(InputError, match="not an earlier sdclab output"):
+    with pytest.raises(InputError, match="not an sdclab output"):
         write_population(tiny_population, out)
     assert [p.name for p in out.iterdir()] == ["thesis.tex"]
 

@@ -18,6 +18,7 @@ from sdclab.attacks.variability import solution_variability
 from sdclab.cli import app
 from sdclab.evaluate import agreement, block_agebin_agreement
 from sdclab.execution import Executor
+from sdclab.fileio import OUTPUT_MARKER
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.population.synth import synthesize
 from sdclab.release import exact_release
@@ -207,6 +208,7 @@ def test_reconstruct_command(tmp_path):
         "tracts.parquet",
         "solvar.parquet",
         "metrics.json",
+        OUTPUT_MARKER,
     }
     assert pl.read_parquet(recon / "persons.parquet").height == 3000
     result = runner.invoke(app, ["reconstruct", str(pop), "--out", str(tmp_path / "x")])

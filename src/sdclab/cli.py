@@ -6,6 +6,7 @@ Exit codes: 0 success, 2 bad input or usage (one line on stderr, nothing written
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -15,18 +16,62 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
+from typer.core import TyperGroup
 
-from sdclab.errors import InputError
+from sdclab.errors import InputError, escape_control
+
+
+class OneLineErrors(TyperGroup):
+    """The command group, with usage errors as one line (exit 2) instead of a framed box, and a
+    reader that closed the pipe early taken as the end of the output, not as an error."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        call = {"args": args, "prog_name": prog_name, "complete_var": complete_var, **extra}
+        if not standalone_mode:
+            return super().main(**call, standalone_mode=False)
+        try:
+            code = super().main(**call, standalone_mode=False)
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(130)
+        except Exception as exc:
+            exit_code = getattr(exc, "exit_code", None)
+            if not (isinstance(exit_code, int) and hasattr(exc, "format_message")):
+                raise  # not a command-line error: a bug
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `sdclab` alone: the help
+                typer.echo(exc.format_message())
+                sys.exit(0)
+            context = getattr(exc, "ctx", None)
+            where = context.command_path if context is not None else "sdclab"
+            text = escape_control(exc.format_message())
+            typer.echo(f"error: {where}: {text} (see {where} --help)", err=True)
+            sys.exit(exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def quiet_closed_pipe() -> None:
+    """Send what is still to be printed nowhere: the reader of our output has gone."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+
 
 app = typer.Typer(
+    cls=OneLineErrors,
     name="sdclab",
     help="Statistical disclosure control of census tables: protect, attack, evaluate.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console(stderr=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,6 +86,9 @@ def reports_input_errors(fn: F) -> F:
         except InputError as exc:
             typer.echo(f"error: {exc.one_line()}", err=True)
             raise typer.Exit(2) from None
+        except BrokenPipeError:  # the output is written; its reader stopped reading
+            quiet_closed_pipe()
+            raise typer.Exit(0) from None
         except OSError as exc:  # a path the user named cannot be read or written
             where = f": {exc.filename}" if exc.filename else ""
             typer.echo(f"error: {exc.strerror or exc}{where}", err=True)
@@ -65,6 +113,32 @@ def parse_table_list(text: str | None) -> list[str] | None:
     return names
 
 
+REIDENTIFICATION_KIND = "reidentification"
+EVALUATION_KIND = "evaluation"
+CKM_RISK_KIND = "ckm-risk"
+AUDIT_KIND = "audit"
+"""The kinds of output the commands write besides populations, releases and reconstructions."""
+
+
+def check_checkpoint(directory: Path | None, protect: tuple[Path, ...]) -> None:
+    """A ``--checkpoint`` (or ``checkpoint=``) directory is apart from the inputs and output."""
+    if directory is not None:
+        from sdclab.fileio import check_checkpoint_directory
+
+        check_checkpoint_directory(directory, protect)
+
+
+def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
+    """The ``--truth`` population, refused unless it is the one ``release`` was made from."""
+    from sdclab.digest import check_same_input
+    from sdclab.population.io import read_population
+
+    population = read_population(truth)
+    what = f"--truth {truth} and release {release_path}"
+    check_same_input(release.input_digest, population.persons, population.units, what=what)
+    return population
+
+
 TruthOption = Annotated[Path, typer.Option("--truth", help="The confidential population.")]
 SetOption = Annotated[
     list[str] | None, typer.Option("--set", help="Parameter as key=value (repeatable).")
@@ -84,13 +158,17 @@ def synth(
     seed: Annotated[int | None, typer.Option(help="Seed (omit for OS entropy).")] = None,
 ) -> None:
     """Generate a seeded synthetic census population (persons, units, synth.json)."""
-    from sdclab.population.io import write_population
+    from sdclab.fileio import check_replaceable
+    from sdclab.mechanisms import check_seed
+    from sdclab.population.io import POPULATION_KIND, write_population
     from sdclab.population.synth import synthesize
 
     start = time.perf_counter()
+    check_seed(seed)
+    check_replaceable(out, POPULATION_KIND)
     population, report = synthesize(persons, seed)
     write_population(population, out, {"synth.json": report})
-    console.print(
+    typer.echo(
         f"wrote {population.n_persons:,} persons and {population.n_units:,} units to {out} "
         f"in {time.perf_counter() - start:.1f} s"
     )
@@ -108,14 +186,14 @@ def tabulate(
     """Write the exact, unprotected tables of a population (mechanism 'none')."""
     from sdclab.fileio import check_replaceable
     from sdclab.population.io import read_population
-    from sdclab.release import RELEASE_FILE, exact_release, write_release
+    from sdclab.release import RELEASE_KIND, exact_release, write_release
 
     names = parse_table_list(tables)
-    check_replaceable(out, RELEASE_FILE, (population,))
+    check_replaceable(out, RELEASE_KIND, (population,))
     pop = read_population(population)
     release = exact_release(pop, names)
     write_release(release, out, protect=(population,))
-    console.print(f"wrote {len(release.tables)} exact tables to {out} (not fit for publication)")
+    typer.echo(f"wrote {len(release.tables)} exact tables to {out} (not fit for publication)")
 
 
 @app.command()
@@ -133,12 +211,14 @@ def protect(
     from sdclab import mechanisms
     from sdclab.fileio import check_replaceable
     from sdclab.population.io import read_population
-    from sdclab.release import RELEASE_FILE, write_release
+    from sdclab.release import RELEASE_KIND, write_release
 
     entry = mechanisms.get(mechanism)
     params = mechanisms.parse_settings(settings or [])
-    entry.parse(params)  # fail on bad parameters before reading any data
-    check_replaceable(out, RELEASE_FILE, (population,))
+    parsed = entry.parse(params)  # fail on bad parameters before reading any data
+    mechanisms.check_seed(seed)
+    check_replaceable(out, RELEASE_KIND, (population,))
+    check_checkpoint(getattr(parsed, "checkpoint", None), (population, out))
     pop = read_population(population)
     start = time.perf_counter()
     release = mechanisms.run(mechanism, pop, params, seed)
@@ -177,12 +257,15 @@ def reconstruct(
     ] = 300.0,
 ) -> None:
     """Reconstruct block-level person records from a release's tables alone."""
-    from sdclab.attacks.reconstruction import METRICS_FILE, write_reconstruction
+    from sdclab.attacks.reconstruction import RECONSTRUCTION_KIND, write_reconstruction
     from sdclab.attacks.variability import attack
     from sdclab.fileio import check_replaceable
+    from sdclab.mechanisms import check_seed
     from sdclab.release import read_release
 
-    check_replaceable(out, METRICS_FILE, (release,))
+    check_seed(seed)
+    check_replaceable(out, RECONSTRUCTION_KIND, (release,))
+    check_checkpoint(checkpoint, (release, out))
     from sdclab.execution import Executor
 
     where = Executor.parse(executor, workers)
@@ -222,34 +305,33 @@ def reidentify(
     ] = None,
 ) -> None:
     """Link reconstructed records to an attacker's file; score them and the MDG/PRG baselines."""
-    import json
-
-    import polars as pl
-
     from sdclab.attacks.linkage import attacker_parameters
     from sdclab.attacks.linkage import reidentify as run_linkage
-    from sdclab.attacks.reconstruction import METRICS_FILE, read_reconstruction
-    from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
-    from sdclab.mechanisms import parse_settings
-    from sdclab.population.io import read_population
+    from sdclab.attacks.reconstruction import (
+        METRICS_FILE,
+        attacked_release,
+        read_reconstruction,
+        read_solvar,
+    )
+    from sdclab.fileio import check_replaceable, output_directory, write_json, write_parquet
+    from sdclab.mechanisms import check_seed, parse_settings
     from sdclab.randomness import make_rng
     from sdclab.release import read_release
 
     params = attacker_parameters(attacker, parse_settings(settings or []))
-    check_replaceable(out, METRICS_FILE, (recon, truth))
+    check_seed(seed)
+    check_replaceable(out, REIDENTIFICATION_KIND, (recon, truth))
     reconstruction = read_reconstruction(recon)
+    solvar = read_solvar(recon)
     if release is None:
-        release = Path(json.loads((recon / METRICS_FILE).read_text())["release"])
+        release = attacked_release(recon)
     rel = read_release(release)
-    population = read_population(truth)
-    solvar_file = recon / "solvar.parquet"
-    solvar = pl.read_parquet(solvar_file) if solvar_file.exists() else None
+    population = read_truth(truth, rel, release)
     figures, links = run_linkage(
         reconstruction.persons, rel, population, params, make_rng(seed), solvar
     )
     figures = {"attacker_preset": attacker, "release": str(release), "seed": seed, **figures}
-    check_replaceable(out, METRICS_FILE, (recon, truth))
-    with atomic_directory(out) as tmp:
+    with output_directory(out, REIDENTIFICATION_KIND, (recon, truth)) as tmp:
         write_parquet(links, tmp / "links.parquet")
         write_json(figures, tmp / METRICS_FILE)
 
@@ -280,15 +362,18 @@ def evaluate(
     import json
 
     from sdclab import evaluate as ev
-    from sdclab.attacks.reconstruction import METRICS_FILE, read_reconstruction
-    from sdclab.fileio import atomic_directory, check_replaceable, write_json
-    from sdclab.population.io import read_population
+    from sdclab.attacks.reconstruction import (
+        METRICS_FILE,
+        read_reconstruction,
+        read_reconstruction_metrics,
+    )
+    from sdclab.fileio import check_replaceable, output_directory, write_json
     from sdclab.release import read_release
 
     inputs = tuple(p for p in (release, truth, recon, reid) if p is not None)
-    check_replaceable(out, METRICS_FILE, inputs)
+    check_replaceable(out, EVALUATION_KIND, inputs)
     rel = read_release(release)
-    population = read_population(truth)
+    population = read_truth(truth, rel, release)
     figures = ev.accuracy(rel, population)
     metrics: dict[str, Any] = {
         "release": str(release),
@@ -309,7 +394,7 @@ def evaluate(
         metrics["microdata_agreement"] = ev.agreement(persons, population)
     if recon is not None:
         reconstruction = read_reconstruction(recon)
-        metrics["reconstruction"] = json.loads((recon / METRICS_FILE).read_text())
+        metrics["reconstruction"] = read_reconstruction_metrics(recon)
         metrics["reconstruction_agreement"] = ev.agreement(reconstruction.persons, population)
         metrics["reconstruction_block_sex_agebin"] = ev.block_agebin_agreement(
             reconstruction.persons, population
@@ -317,7 +402,7 @@ def evaluate(
     if reid is not None:
         metrics["reidentification"] = json.loads((reid / METRICS_FILE).read_text())
     metrics[ev.EVALUATION_ONLY] = ev.evaluation_only(metrics)
-    with atomic_directory(out) as tmp:
+    with output_directory(out, EVALUATION_KIND, inputs) as tmp:
         write_json(metrics, tmp / METRICS_FILE)
     for level, values in metrics["accuracy_summary"].items():
         typer.echo(
@@ -340,17 +425,16 @@ def ckm_risk(
     whose truth is pinned, redundant representations and the averaging attack."""
     from sdclab.attacks.ckm_risk import ckm_risk as analyse
     from sdclab.attacks.reconstruction import METRICS_FILE
-    from sdclab.fileio import atomic_directory, check_replaceable, write_json
-    from sdclab.population.io import read_population
+    from sdclab.fileio import check_replaceable, output_directory, write_json
     from sdclab.release import read_release
 
     inputs = tuple(p for p in (release, truth) if p is not None)
-    check_replaceable(out, METRICS_FILE, inputs)
+    check_replaceable(out, CKM_RISK_KIND, inputs)
     rel = read_release(release)
     if rel.mechanism != "cellkey":
         raise InputError(f"{release}: a {rel.mechanism} release; ckm-risk needs a cellkey release")
-    figures = analyse(rel, read_population(truth) if truth is not None else None)
-    with atomic_directory(out) as tmp:
+    figures = analyse(rel, read_truth(truth, rel, release) if truth is not None else None)
+    with output_directory(out, CKM_RISK_KIND, inputs) as tmp:
         write_json({"release": str(release), **figures}, tmp / METRICS_FILE)
     a, b, c = figures["bound_disclosure"], figures["pinned"], figures["averaging"]
     typer.echo(
@@ -390,12 +474,15 @@ def audit(
     """Privacy audit: run the mechanism many times on neighbouring datasets and bound its privacy
     loss from below (Clopper–Pearson), beside the card's claim. Exit 3 if the bound exceeds it."""
     from sdclab.attacks.audit import audit as run_audit
-    from sdclab.fileio import write_json
-    from sdclab.mechanisms import parse_settings
+    from sdclab.fileio import check_output_file, write_output_file
+    from sdclab.mechanisms import check_seed, parse_settings
 
+    check_seed(seed)
+    if out is not None:
+        check_output_file(out, AUDIT_KIND)
     result = run_audit(mechanism, parse_settings(settings or []), trials, seed, alpha)
     if out is not None:
-        write_json(result.as_dict(), out)
+        write_output_file(result.as_dict(), out, AUDIT_KIND)
     claim = result.claim
     typer.echo(
         f"{mechanism}: {result.unit} ≥ {result.lower_bound:.4g} with {(1 - alpha) * 100:g}% "
@@ -447,7 +534,7 @@ def run(
 
     spec = load_experiment(experiment)
     start = time.perf_counter()
-    run_experiment(spec, out, lambda text: typer.echo(text, err=True))
+    run_experiment(spec, out, lambda text: typer.echo(text, err=True), (experiment,))
     typer.echo(
         f"done in {time.perf_counter() - start:.0f} s; report: {(out / 'report.html').resolve()}"
     )

@@ -3,40 +3,93 @@
 A release records which input it came from. A plain hash of the confidential files would let anyone
 holding the release test a guessed reconstruction against it (for a small area, enumerate the
 candidates and compare hashes), so the digest is an HMAC under a key that stays with the agency:
-``SDCLAB_DIGEST_KEY`` if set, else a random key created once in ``~/.config/sdclab/digest.key``.
+``SDCLAB_DIGEST_KEY`` if set, else a random key created once in ``~/.config/sdclab/digest.key``
+(``$XDG_CONFIG_HOME/sdclab/digest.key``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 import polars as pl
 
+from sdclab.errors import InputError
+
 KEY_ENV = "SDCLAB_DIGEST_KEY"
+MIN_KEY_LENGTH = 32
+"""Fewest bytes a digest key may have (the created key is 64 hex digits: 256 random bits)."""
+
+
+def key_file() -> Path:
+    """Where the agency's digest key is kept when ``SDCLAB_DIGEST_KEY`` is not set."""
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "sdclab" / "digest.key"
 
 
 def digest_key() -> bytes:
-    """The agency's digest key (created with 256 random bits on first use)."""
-    if os.environ.get(KEY_ENV):
-        return os.environ[KEY_ENV].encode()
-    path = (
-        Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "sdclab" / "digest.key"
-    )
+    """The agency's digest key: ``SDCLAB_DIGEST_KEY`` if set, else the key file (created with 256
+    random bits on first use). An empty, short or unreadable key is an error: a digest under a
+    guessable key would let anyone test guesses of the confidential input against a release."""
+    if KEY_ENV in os.environ:
+        return _checked(os.environ[KEY_ENV].encode(), f"the environment variable {KEY_ENV}")
+    path = key_file()
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
+        _create_key(path)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"digest key {path}: cannot be read ({exc.strerror or exc})") from None
+    return _checked(text.strip(), f"the digest key file {path}")
+
+
+def _checked(key: bytes, where: str) -> bytes:
+    if len(key) < MIN_KEY_LENGTH:
+        state = "empty" if not key else f"too short ({len(key)} bytes)"
+        raise InputError(
+            f"{where} is {state}; a digest key needs at least {MIN_KEY_LENGTH} bytes (remove the "
+            "key file to have a new one made; releases then get new input digests)"
+        )
+    return key
+
+
+def _create_key(path: Path) -> None:
+    """Write a new random key to ``path`` unless another process got there first.
+
+    The key is written whole to a private temporary file and linked into place; a link never
+    replaces an existing file, so concurrent first runs agree on one complete key."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, name = tempfile.mkstemp(prefix=".digest.key.tmp-", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"digest key {path}: cannot be created ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "w") as handle:  # mkstemp makes the file readable by its owner only
             handle.write(secrets.token_hex(32))
-    return path.read_text().strip().encode()
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(name, path)
+    finally:
+        os.unlink(name)
+
+
+def key_id(key: bytes) -> str:
+    """A short public name of a digest key (an HMAC of a fixed text: it reveals nothing of the
+    key), recorded with every digest so that a digest under another key is told apart."""
+    return hmac.new(key, b"sdclab digest key id", hashlib.sha256).hexdigest()[:12]
 
 
 def frames_digest(*frames: pl.DataFrame, key: bytes | None = None) -> str:
-    """HMAC-SHA256 of the frames' column names, types and values (stable across file formats)."""
-    mac = hmac.new(key if key is not None else digest_key(), digestmod=hashlib.sha256)
+    """HMAC-SHA256 of the frames' column names, types and values (stable across file formats),
+    as ``hmac-sha256:<key id>:<hex>``."""
+    key = key if key is not None else digest_key()
+    mac = hmac.new(key, digestmod=hashlib.sha256)
     for frame in frames:
         mac.update(f"{frame.height}|".encode())
         for name, series in zip(frame.columns, frame.get_columns(), strict=True):
@@ -46,4 +99,19 @@ def frames_digest(*frames: pl.DataFrame, key: bytes | None = None) -> str:
             else:
                 mac.update(series.is_null().to_numpy().tobytes())
                 mac.update(series.cast(pl.Int64).fill_null(0).to_numpy().tobytes())
-    return "hmac-sha256:" + mac.hexdigest()
+    return f"hmac-sha256:{key_id(key)}:{mac.hexdigest()}"
+
+
+def check_same_input(recorded: str, *frames: pl.DataFrame, what: str) -> None:
+    """Refuse ``frames`` unless their digest is the ``recorded`` one; the message tells another
+    input from the same input under another digest key (``what`` names the two, for the user)."""
+    key = digest_key()
+    if frames_digest(*frames, key=key) == recorded:
+        return
+    parts = recorded.split(":")
+    if len(parts) != 3 or parts[1] != key_id(key):
+        raise InputError(
+            f"{what}: the release's input digest was made under another digest key, so the "
+            f"population cannot be checked; set {KEY_ENV} to the key of the agency that made it"
+        )
+    raise InputError(f"{what}: not the population the release was made from (digests differ)")

@@ -169,23 +169,65 @@ def run_tasks(
 
 
 def _resume(checkpoint: Checkpoint, names: list[str]) -> dict[int, Any]:
-    """The results a checkpoint already holds (after checking it belongs to this run)."""
-    checkpoint.directory.mkdir(parents=True, exist_ok=True)
-    manifest = checkpoint.directory / "checkpoint.json"
+    """The results a checkpoint already holds (after checking it belongs to this run); a file
+    there that is not of this run, or damaged, is an :class:`InputError` naming it."""
+    directory = checkpoint.directory
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"checkpoint {directory} exists and is not a directory; choose another")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"checkpoint {directory} cannot be made ({exc.strerror or exc})") from None
+    manifest = directory / "checkpoint.json"
     identity = {"key": checkpoint.key, "names": names}
+    tasks = sorted(directory.glob("task-*"))
     if manifest.exists():
-        if json.loads(manifest.read_text()) != identity:
+        if _read_manifest(manifest, set(identity)) != identity:
             raise InputError(
-                f"checkpoint {checkpoint.directory} belongs to another run (other inputs, seed or "
-                "tasks); use an empty directory"
+                f"checkpoint {directory} belongs to another run ({manifest.name} records other "
+                "inputs, seed or tasks); use an empty directory"
             )
+    elif tasks:
+        raise _not_of_this_run(tasks[0], f"a task result without {manifest.name}")
     else:
         write_json(identity, manifest)
-    done = {}
-    for file in sorted(checkpoint.directory.glob("task-*.npz")):
-        index = int(file.stem.removeprefix("task-"))
-        done[index] = load_result(checkpoint.result_type, file)
-    return done
+    indices = [_task_index(file, len(names)) for file in tasks]  # every name before any file
+    return {i: load_result(checkpoint.result_type, f) for i, f in zip(indices, tasks, strict=True)}
+
+
+def _not_of_this_run(file: Path, problem: str) -> InputError:
+    """The error for a file of a checkpoint directory that this run cannot use."""
+    return InputError(
+        f"{file}: {problem}; it is damaged or not a checkpoint of this run: remove it or use an "
+        "empty directory"
+    )
+
+
+def _read_manifest(file: Path, keys: set[str]) -> dict[str, Any]:
+    """checkpoint.json: a JSON object with exactly the ``keys`` of a run's identity."""
+    if not file.is_file():
+        raise _not_of_this_run(file, "not a file")
+    try:
+        recorded = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 and bad JSON are ValueErrors
+        raise _not_of_this_run(file, f"not valid JSON ({type(exc).__name__})") from None
+    if not isinstance(recorded, dict) or set(recorded) != keys:
+        expected = ", ".join(sorted(keys))
+        raise _not_of_this_run(file, f"not a checkpoint manifest (a JSON object: {expected})")
+    return recorded
+
+
+def _task_index(file: Path, count: int) -> int:
+    """The task number in a result's file name ``task-NNNNNNN.npz``, one of the run's tasks."""
+    number = file.name.removeprefix("task-").removesuffix(".npz")
+    canonical = number.isascii() and number.isdigit() and len(number) >= 7
+    if not canonical or file.name != f"task-{int(number):07d}.npz" or not file.is_file():
+        raise _not_of_this_run(
+            file, "not a task result (expected a file task-NNNNNNN.npz, N a digit)"
+        )
+    if int(number) >= count:
+        raise _not_of_this_run(file, f"task {int(number)} beyond the run's {count} tasks")
+    return int(number)
 
 
 def save_result(result: Any, path: Path) -> None:
@@ -205,22 +247,76 @@ def save_result(result: Any, path: Path) -> None:
 
 
 def load_result(result_type: type, path: Path) -> Any:
-    """The dataclass :func:`save_result` wrote (no pickle: object arrays are refused)."""
+    """The dataclass :func:`save_result` wrote (no pickle: object arrays are refused); a file
+    that is not one (damaged, other fields, a scalar of another type) is an :class:`InputError`."""
+    arrays = _read_npz(path)
+    names = [f.name for f in fields(result_type)]
+    scalars = _scalar_kinds(result_type)
     values: dict[str, Any] = {}
-    with np.load(path, allow_pickle=False) as data:
-        for key in data.files:
-            kind, _, rest = key.partition("::")
-            if kind == "none":
-                values[rest] = None
-            elif kind == "dict":
-                values.setdefault(rest, {})
-            elif kind == "item":
-                name, _, item = rest.partition("::")
-                values.setdefault(name, {})[item] = data[key]
-            else:
-                array = data[key]
-                values[rest] = array.item() if array.ndim == 0 else array
+    items: dict[str, dict[str, Any]] = {}
+    for key, array in arrays.items():  # one entry per field (or dict item), not per record
+        kind, _, rest = key.partition("::")
+        name, _, item = rest.partition("::") if kind == "item" else (rest, "", "")
+        if kind not in ("none", "dict", "item", "value") or name not in names:
+            raise _not_of_this_run(path, f"holds {key!r}, not a field of {result_type.__name__}")
+        if kind == "item":
+            items.setdefault(name, {})[item] = array
+            continue
+        if name in values:
+            raise _not_of_this_run(path, f"holds field {name} twice")
+        expected = scalars.get(name)
+        if expected and (kind != "value" or array.ndim or array.dtype.kind not in expected[1]):
+            raise _not_of_this_run(path, f"field {name} is not one {expected[0]}")
+        if kind == "none":
+            values[name] = None
+        elif kind == "dict":
+            values[name] = {}
+        else:
+            values[name] = array.item() if array.ndim == 0 else array
+    for name, entries in items.items():
+        if not isinstance(values.get(name), dict):
+            raise _not_of_this_run(path, f"holds items of {name}, which is not a dict field")
+        values[name].update(entries)
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise _not_of_this_run(path, f"lacks field(s) {', '.join(missing)}")
     return result_type(**values)
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an .npz archive, read without pickle."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except Exception as exc:  # zipfile, numpy and the OS raise many types here
+        raise _not_of_this_run(path, f"not a readable .npz file ({type(exc).__name__})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):  # a bare .npy array
+        raise _not_of_this_run(path, "not an .npz archive")
+    with data:
+        try:
+            return {key: data[key] for key in data.files}
+        except Exception as exc:  # object arrays (ValueError), damaged members
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+            raise _not_of_this_run(path, f"an array cannot be read ({reason})") from None
+
+
+_SCALAR_KINDS = {bool: "b", int: "iu", float: "iuf", str: "U"}
+"""numpy dtype kinds that a field annotated with one of these types may be saved as."""
+
+
+def _scalar_kinds(result_type: type) -> dict[str, tuple[str, str]]:
+    """(type name, dtype kinds) of the fields annotated as bool, int, float or str (none if the
+    annotations cannot be resolved)."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(result_type)
+        return {
+            name: (hint.__name__, _SCALAR_KINDS[hint])
+            for name, hint in hints.items()
+            if hint in _SCALAR_KINDS
+        }
+    except Exception:  # an annotation that does not resolve (or hash): no type check
+        return {}
 
 
 @dataclass(frozen=True)

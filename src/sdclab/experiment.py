@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -46,16 +46,27 @@ from sdclab.attacks.reconstruction import read_reconstruction, write_reconstruct
 from sdclab.attacks.variability import attack
 from sdclab.errors import InputError
 from sdclab.execution import Executor
-from sdclab.fileio import atomic_directory, atomic_file, write_json, write_parquet
+from sdclab.fileio import (
+    atomic_directory,
+    atomic_file,
+    check_replaceable,
+    read_toml,
+    write_json,
+    write_marker,
+    write_parquet,
+)
 from sdclab.mechanisms import MECHANISMS
 from sdclab.population.io import read_population, write_population
 from sdclab.population.synth import synthesize
-from sdclab.randomness import make_rng
+from sdclab.randomness import MAX_SEED, make_rng
 from sdclab.release import read_release, write_release
 from sdclab.report import render_report
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
+EXPERIMENT_KIND = "experiment"
+EXPERIMENT_ENTRIES = ["steps", RESULTS_FILE, REPORT_FILE]
+"""What an experiment's directory may hold besides its marker."""
 
 
 class _Strict(BaseModel):
@@ -66,7 +77,7 @@ class PopulationSpec(_Strict):
     """A synthetic population (persons, seed) or a population directory (path)."""
 
     persons: int | None = Field(None, ge=100, le=100_000_000)
-    seed: int = 2010
+    seed: int = Field(2010, ge=0, le=MAX_SEED)
     path: str | None = None
 
     @model_validator(mode="after")
@@ -79,7 +90,7 @@ class PopulationSpec(_Strict):
 class MechanismSpec(_Strict):
     name: str
     settings: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    seed: int = 1
+    seed: int = Field(1, ge=0, le=MAX_SEED)
     label: str | None = Field(None, pattern=r"^[\w.%+-]{1,64}$")
 
     @property
@@ -93,7 +104,7 @@ class AttackSpec(_Strict):
     attackers: list[Literal["census", "commercial"]] = ["census", "commercial"]
     workers: int | None = Field(None, ge=1)
     executor: str | None = Field(None, description="local, dask://HOST:PORT or dask-local[:N]")
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     time_limit: float = Field(300.0, gt=0)
 
 
@@ -117,19 +128,7 @@ class Experiment(_Strict):
 
 def load_experiment(path: Path) -> Experiment:
     """Read and validate an experiment file; any problem is one clear InputError."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such experiment file") from None
-    except OSError as exc:
-        reason = exc.strerror or exc
-        raise InputError(f"{path}: cannot read the experiment file ({reason})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid TOML ({exc})") from None
-    except ValueError:  # tomllib converts integers with int(), which refuses > 4300 digits
-        raise InputError(f"{path}: not valid TOML (an integer has too many digits)") from None
-    except RecursionError:
-        raise InputError(f"{path}: not valid TOML (arrays or tables nested too deeply)") from None
+    data = read_toml(Path(path), "experiment file")
     population = data.get("population") if isinstance(data, dict) else None
     if isinstance(population, dict) and isinstance(population.get("path"), str):
         shown = repr(population["path"])
@@ -179,6 +178,8 @@ class Runner:
         self.say = say
         self.reused: list[str] = []
         self.computed: list[str] = []
+        self.made: list[Path] = []
+        """The step directories this run wrote (removed again if the run fails on bad input)."""
 
     def step(self, name: str, digest: str, make: Callable[[Path], None]) -> Path:
         """The directory of a step, made by ``make`` unless an earlier run left it complete."""
@@ -192,6 +193,7 @@ class Runner:
             make(tmp)
             (tmp / ".complete").write_text("")
         self.computed.append(name)
+        self.made.append(target)
         self.say(f"{name}: {time.perf_counter() - start:.1f} s")
         return target
 
@@ -320,11 +322,32 @@ class Runner:
         return results
 
 
-def run_experiment(experiment: Experiment, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    """Run (or finish) an experiment in ``out``; write results.json and report.html."""
+def run_experiment(
+    experiment: Experiment,
+    out: Path,
+    say: Callable[[str], None],
+    protect: tuple[Path, ...] = (),
+) -> dict[str, Any]:
+    """Run (or finish) an experiment in ``out``; write results.json and report.html.
+
+    ``out`` must be absent, empty or an earlier experiment's directory, apart from the inputs
+    (``protect`` and the population directory). A run refused for bad input leaves no step it
+    wrote, and no directory it created."""
     out = Path(out)
+    inputs = (*protect, *([Path(experiment.population.path)] if experiment.population.path else []))
+    check_replaceable(out, EXPERIMENT_KIND, inputs)
+    created = not out.exists() or not any(out.iterdir())
     out.mkdir(parents=True, exist_ok=True)
-    results = Runner(experiment, out, say).run()
+    write_marker(out, EXPERIMENT_KIND, EXPERIMENT_ENTRIES)
+    runner = Runner(experiment, out, say)
+    try:
+        results = runner.run()
+    except InputError:
+        for step in runner.made:
+            shutil.rmtree(step, ignore_errors=True)
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     write_json(results, out / RESULTS_FILE)
     with atomic_file(out / REPORT_FILE) as tmp:
         tmp.write_text(render_report(results), encoding="utf-8")

@@ -1,25 +1,49 @@
-"""Atomic outputs: a reader never sees a half-written file or directory.
+"""Atomic outputs: a reader never sees a half-written file or directory, and nothing but an
+earlier output of the same kind is ever replaced.
 
-Everything is written to a temporary sibling first and renamed into place only when complete; on
-any error the temporary is removed and the previous output (if any) is left untouched.
+Everything is written to a temporary sibling first and put into place only when complete: a new
+file or directory by one rename, an existing directory by an atomic exchange (Linux
+``renameat2(RENAME_EXCHANGE)``; elsewhere two renames, see :func:`_replace`). On any error the
+temporary is removed and the previous output is left untouched; what a killed writer left behind
+is removed by the next writer of the same path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import fcntl
+import functools
+import glob
 import json
 import math
 import os
+import secrets
 import shutil
+import stat
+import sys
 import tempfile
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
+from polars.exceptions import PolarsError
 
 from sdclab.errors import InputError
+
+OUTPUT_MARKER = ".sdclab-output.json"
+"""The file inside every output directory that says which kind of output it is and what it holds."""
+OUTPUT_KEY = "sdclab_output"
+"""The key of a JSON output file (``audit --out``) that names its kind."""
+
+RENAME_EXCHANGE = 2
+"""``renameat2`` flag: swap two paths atomically (Linux ≥ 3.15; most local file systems)."""
+_AT_FDCWD = -100
 
 
 def _umask() -> int:
@@ -28,53 +52,262 @@ def _umask() -> int:
     return mask
 
 
-def check_replaceable(target: Path, marker: str, protect: tuple[Path, ...] = ()) -> None:
-    """Refuse to overwrite anything but an earlier output of the same kind.
+def _resolved(path: Path, option: str) -> Path:
+    """``path`` made absolute with links followed; a link loop or a bad name is an input error."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError, ValueError) as exc:  # 3.11 raises RuntimeError on a loop
+        raise InputError(f"{option} {path}: cannot be resolved ({exc})") from None
 
-    ``target`` may be absent, an empty directory, or a directory holding ``marker`` (the file that
-    identifies this kind of output, e.g. ``release.json``); it must not be, contain or lie inside
-    one of the ``protect`` paths (the command's inputs).
-    """
-    target = Path(target).resolve()
+
+def check_apart(target: Path, protect: tuple[Path, ...], option: str = "--out") -> Path:
+    """``target`` resolved; it must not be, contain or lie inside one of the ``protect`` paths."""
+    resolved = _resolved(target, option)
     for path in protect:
-        path = Path(path).resolve()
-        if target == path or path.is_relative_to(target) or target.is_relative_to(path):
-            raise InputError(f"--out {target} would overwrite the input {path}; choose another")
-    if target.exists() and not target.is_dir():
-        raise InputError(f"--out {target} exists and is not a directory")
-    if target.is_dir() and any(target.iterdir()) and not (target / marker).exists():
+        other = _resolved(path, "input")
+        if resolved == other or other.is_relative_to(resolved) or resolved.is_relative_to(other):
+            raise InputError(
+                f"{option} {target} overlaps {path}, which this command reads or writes; "
+                "choose another path"
+            )
+    return resolved
+
+
+def check_checkpoint_directory(directory: Path, protect: tuple[Path, ...] = ()) -> None:
+    """A checkpoint directory lies apart from the inputs and the output, and is absent, empty,
+    or holds only checkpoints (subdirectories each with its ``checkpoint.json``)."""
+    check_apart(directory, protect, "--checkpoint")
+    directory = Path(directory)
+    if not os.path.lexists(directory):
+        return
+    if directory.is_symlink() or not directory.is_dir():
+        raise InputError(f"--checkpoint {directory} exists and is not a directory")
+    for entry in sorted(directory.iterdir()):
+        if not (entry.is_dir() and ((entry / "checkpoint.json").is_file() or _empty(entry))):
+            raise InputError(
+                f"--checkpoint {directory} holds {entry.name}, which is not a checkpoint; "
+                "use an empty directory or an earlier run's checkpoint directory"
+            )
+
+
+def _empty(directory: Path) -> bool:
+    return not any(directory.iterdir())
+
+
+def output_kind(target: Path) -> str | None:
+    """The kind of sdclab output in the directory ``target`` (None: no readable marker)."""
+    try:
+        data = json.loads((Path(target) / OUTPUT_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def check_replaceable(
+    target: Path, kind: str, protect: tuple[Path, ...] = (), option: str = "--out"
+) -> None:
+    """Refuse to replace anything but a complete earlier output of the same ``kind``.
+
+    ``target`` may be absent, an empty directory, or a directory whose marker names ``kind`` and
+    which holds exactly the files the marker lists (an experiment's directory: only its own
+    entries); it must not be, contain or lie inside one of the ``protect`` paths (the inputs).
+    """
+    check_apart(target, protect, option)
+    target = Path(target)
+    if target.is_symlink():
+        raise InputError(f"{option} {target} is a symbolic link; give the directory itself")
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise InputError(f"{option} {target} exists and is not a directory; choose another path")
+    entries = {p.name for p in target.iterdir()}
+    if not entries:
+        return
+    found = output_kind(target)
+    if found is None:
         raise InputError(
-            f"--out {target} exists and is not an earlier sdclab output (no {marker}); "
+            f"{option} {target} exists and is not an sdclab output (no {OUTPUT_MARKER}); "
             "choose another directory or remove it"
         )
+    if found != kind:
+        raise InputError(
+            f"{option} {target} holds a {found} output, not a {kind}; choose another directory"
+        )
+    marker = json.loads((target / OUTPUT_MARKER).read_text(encoding="utf-8"))
+    listed = marker.get("files")
+    if not isinstance(listed, list):  # an experiment: its own top-level entries only
+        allowed = set(marker.get("entries") or []) | {OUTPUT_MARKER}
+        foreign = sorted(e for e in entries if e not in allowed and not _leftover_name(e))
+    else:
+        present = {p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()}
+        missing = sorted(set(listed) - present)
+        if missing:
+            raise InputError(
+                f"{option} {target} holds an incomplete {kind} output ({missing[0]} is missing); "
+                "remove it or choose another directory"
+            )
+        foreign = sorted(present - set(listed) - {OUTPUT_MARKER})
+    if foreign:
+        raise InputError(
+            f"{option} {target} holds {foreign[0]}, which sdclab did not write there; "
+            "choose another directory or remove it"
+        )
+
+
+def write_marker(directory: Path, kind: str, entries: list[str] | None = None) -> None:
+    """Mark ``directory`` as an output of ``kind``: with the files it holds now, or (an output
+    that grows, like an experiment's) the top-level ``entries`` it may hold."""
+    directory = Path(directory)
+    data: dict[str, Any] = {"kind": kind}
+    if entries is None:
+        data["files"] = sorted(
+            p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()
+        )
+    else:
+        data["entries"] = sorted(entries)
+    write_json(data, directory / OUTPUT_MARKER)
+
+
+@contextlib.contextmanager
+def output_directory(
+    target: Path, kind: str, protect: tuple[Path, ...] = (), option: str = "--out"
+) -> Iterator[Path]:
+    """A temporary directory that replaces ``target`` (checked by :func:`check_replaceable`)
+    atomically when the block succeeds, marked as an output of ``kind``."""
+    check_replaceable(target, kind, protect, option)
+    with atomic_directory(Path(target)) as tmp:
+        yield tmp
+        write_marker(tmp, kind)
+        check_replaceable(target, kind, protect, option)  # unchanged while the work ran
+
+
+def _leftover_name(name: str) -> bool:
+    return name.startswith(".") and (".tmp-" in name or ".old-" in name)
+
+
+def _lock(path: Path) -> int:
+    """An open descriptor holding an exclusive lock on ``path`` (released when closed or when
+    the process dies); raises BlockingIOError if another live process holds it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def clean_leftovers(target: Path) -> None:
+    """Remove what killed writers of ``target`` left beside it (temporaries of finished or dead
+    processes; the lock each live writer holds on its own temporary keeps it safe). An old
+    output parked by the two-rename fallback is put back if ``target`` is missing."""
+    target = Path(target)
+    if not target.parent.is_dir():
+        return
+    for prefix in (f".{target.name}.old-", f".{target.name}.tmp-"):
+        for leftover in sorted(target.parent.glob(f"{glob.escape(prefix)}*")):
+            try:
+                fd = _lock(leftover)
+            except (BlockingIOError, FileNotFoundError, PermissionError):
+                continue
+            try:
+                if ".old-" in leftover.name and not os.path.lexists(target):
+                    os.rename(leftover, target)
+                elif leftover.is_dir() and not leftover.is_symlink():
+                    shutil.rmtree(leftover, ignore_errors=True)
+                else:
+                    leftover.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
+
+
+def _libc_renameat2() -> Any:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    path, directory = ctypes.c_char_p, ctypes.c_int
+    function.argtypes = [directory, path, directory, path, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_RENAMEAT2 = _libc_renameat2() if sys.platform.startswith("linux") else None
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one atomic step; False where the platform or the file
+    system has no such operation (the caller then falls back to two renames)."""
+    if _RENAMEAT2 is None:
+        return False
+    result = _RENAMEAT2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV):
+        return False
+    raise OSError(error, os.strerror(error), str(b))
+
+
+def _replace(tmp: Path, target: Path) -> None:
+    """Put the complete ``tmp`` in the place of ``target``.
+
+    With an atomic exchange, readers and a kill at any moment see the old output or the new; the
+    old one, swapped into ``tmp``, is removed afterwards (or by the next writer, if killed). The
+    fallback (no exchange) renames the old output aside first: between the two renames
+    ``target`` is briefly absent, and a kill there leaves the old output parked beside it, which
+    the next writer puts back."""
+    if not os.path.lexists(target):
+        os.rename(tmp, target)
+        return
+    if exchange(tmp, target):
+        _remove(tmp)
+        return
+    old = target.parent / f".{target.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+    fd = _lock(target)  # the lock follows the old output aside: no clean-up takes it meanwhile
+    try:
+        os.rename(target, old)
+        try:
+            os.rename(tmp, target)
+        except BaseException:
+            os.rename(old, target)
+            raise
+    finally:
+        os.close(fd)
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
 def atomic_directory(target: Path) -> Iterator[Path]:
     """Yield a fresh temporary directory that replaces ``target`` when the block succeeds.
 
-    On any failure — inside the block or while swapping directories — the temporary is removed
-    and the previous ``target`` is restored, so readers see the old output or the new, complete.
+    On any failure inside the block the temporary is removed and ``target`` is left as it was;
+    the replacement itself is atomic (:func:`_replace`). The temporary is locked while it is
+    written, so that a concurrent writer's clean-up of leftovers leaves it alone.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    clean_leftovers(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    os.chmod(tmp, 0o777 & ~_umask())
-    old = target.parent / f".{target.name}.old-{os.getpid()}"
-    moved_old = False
+    fd = _lock(tmp)
     try:
+        os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
-        if target.exists():
-            os.replace(target, old)
-            moved_old = True
-        os.replace(tmp, target)
+        _replace(tmp, target)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if moved_old and not target.exists():
-            os.replace(old, target)
+        _remove(tmp)
         raise
-    if moved_old:
-        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -82,15 +315,81 @@ def atomic_file(target: Path) -> Iterator[Path]:
     """Yield a temporary path in the same directory that is renamed onto ``target`` on success."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    clean_leftovers(target)
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
-    os.close(fd)
     tmp = Path(name)
-    os.chmod(tmp, 0o666 & ~_umask())
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.chmod(tmp, 0o666 & ~_umask())
         yield tmp
         os.replace(tmp, target)
     finally:
+        os.close(fd)
         tmp.unlink(missing_ok=True)
+
+
+def check_output_file(target: Path, kind: str, protect: tuple[Path, ...] = ()) -> None:
+    """Refuse to replace anything but an earlier JSON output file of the same ``kind``."""
+    check_apart(target, protect)
+    target = Path(target)
+    if not os.path.lexists(target):
+        return
+    if target.is_symlink() or not target.is_file():
+        raise InputError(f"--out {target} exists and is not a regular file; choose another path")
+    try:
+        data = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        data = None
+    found = data.get(OUTPUT_KEY) if isinstance(data, dict) else None
+    if found != kind:
+        what = f"a {found} output" if isinstance(found, str) else "not an sdclab output"
+        raise InputError(
+            f"--out {target} exists and is {what}, not a {kind} output; choose another path"
+        )
+
+
+def write_output_file(data: dict[str, Any], target: Path, kind: str) -> None:
+    """Write ``data`` as a JSON output file of ``kind`` (checked by :func:`check_output_file`)."""
+    check_output_file(target, kind)
+    write_json({OUTPUT_KEY: kind, **data}, target)
+
+
+SETTINGS_FILE_LIMIT = 16 * 2**20
+"""Largest file a setting may name (an experiment, a strategy, an iteration or p-table file)."""
+
+
+def read_settings_file(path: Path, what: str, limit: int = SETTINGS_FILE_LIMIT) -> bytes:
+    """The bytes of a file a setting names: a regular file of at most ``limit`` bytes, so that a
+    device, a FIFO or a huge file is refused at once rather than read for ever."""
+    path = Path(path)
+    try:  # opened without blocking (a FIFO would wait for a writer), then checked
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0) as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise InputError(f"{path}: the {what} is not a regular file")
+            data = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: cannot read the {what} (no such file)") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise InputError(f"{path}: the {what} is larger than {limit // 2**20} MiB")
+    return data
+
+
+def read_toml(path: Path, what: str) -> dict[str, Any]:
+    """A TOML document from a file a setting names (see :func:`read_settings_file`)."""
+    data = read_settings_file(path, what)
+    invalid = f"{path}: the {what} is not valid TOML"
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: the {what} is not UTF-8 text ({exc.reason})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{invalid} ({exc})") from None
+    except ValueError:  # tomllib converts integers with int(), which refuses > 4300 digits
+        raise InputError(f"{invalid} (a number has too many digits)") from None
+    except RecursionError:
+        raise InputError(f"{invalid} (nested too deeply)") from None
 
 
 def json_safe(data: Any) -> Any:
@@ -117,6 +416,64 @@ def write_parquet(frame: pl.DataFrame, target: Path) -> None:
         frame.write_parquet(tmp, compression="zstd")
 
 
+PLAIN_ARROW_TYPES: tuple[Callable[[pa.DataType], bool], ...] = (
+    pa.types.is_null,
+    pa.types.is_boolean,
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_decimal32,
+    pa.types.is_decimal64,
+    pa.types.is_decimal128,
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_string_view,
+    pa.types.is_binary,
+    pa.types.is_large_binary,
+    pa.types.is_binary_view,
+    pa.types.is_fixed_size_binary,
+    pa.types.is_date,
+    pa.types.is_time,
+    pa.types.is_duration,
+)
+"""Arrow types without children that ``pl.from_arrow`` converts (timestamps are checked apart)."""
+ARROW_LIST_TYPES: tuple[Callable[[pa.DataType], bool], ...] = (
+    pa.types.is_list,
+    pa.types.is_large_list,
+    pa.types.is_fixed_size_list,
+)
+
+
+def polars_can_take(dtype: pa.DataType) -> bool:
+    """Whether ``pl.from_arrow`` converts a column of this Arrow type.
+
+    Others make it raise or panic (a Rust panic also prints its text on stderr): decimal256, list
+    views, intervals, unions, a timestamp with a time zone polars does not know, and any nested
+    type holding one of them.
+    """
+    if isinstance(dtype, pa.BaseExtensionType):
+        return polars_can_take(dtype.storage_type)
+    if pa.types.is_dictionary(dtype):
+        return polars_can_take(dtype.value_type)
+    if pa.types.is_timestamp(dtype):
+        return dtype.tz is None or polars_knows_time_zone(dtype.tz)
+    if pa.types.is_map(dtype):
+        return polars_can_take(dtype.key_type) and polars_can_take(dtype.item_type)
+    if any(is_list(dtype) for is_list in ARROW_LIST_TYPES):
+        return polars_can_take(dtype.value_type)
+    if pa.types.is_struct(dtype):
+        return all(polars_can_take(dtype.field(i).type) for i in range(dtype.num_fields))
+    return any(test(dtype) for test in PLAIN_ARROW_TYPES)
+
+
+@functools.cache
+def polars_knows_time_zone(zone: str) -> bool:
+    try:
+        pl.Series([], dtype=pl.Datetime("us", zone))
+    except PolarsError:
+        return False
+    return True
+
+
 def read_parquet_checked(file: Path) -> pl.DataFrame:
     """Read a Parquet file that may be damaged or hostile: decoded and checked by pyarrow.
 
@@ -130,6 +487,9 @@ def read_parquet_checked(file: Path) -> pl.DataFrame:
     """
     table = pq.read_table(file)
     table.validate(full=True)
+    for field in table.schema:
+        if not polars_can_take(field.type):  # polars would raise or panic (printing its text)
+            raise TypeError(f"column {field.name} has type {field.type}, which sdclab cannot read")
     frame = pl.from_arrow(table)
     if not isinstance(frame, pl.DataFrame):  # a table always converts to a frame
         raise TypeError(f"{file}: not a table")

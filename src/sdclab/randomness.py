@@ -1,4 +1,10 @@
-"""Random streams (DESIGN.md §7): OS entropy by default, a seed for reproducible experiments."""
+"""Random streams: OS entropy by default, a seed for reproducible experiments.
+
+A release records where its randomness came from and whether it is fit for publication. The
+record states facts, not intentions: whether the mechanism drew from the stream it was given is
+read off the stream's state (:func:`stream_position`), and a mechanism whose protection rests on
+something other than the stream (the input's record keys, no randomness at all) says so itself.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+MAX_SEED = 2**128 - 1
+"""Seeds are non-negative integers below 2¹²⁸ (what a SeedSequence takes as one entropy word)."""
+
 
 def make_rng(seed: int | None) -> np.random.Generator:
     """A PCG64 generator from ``seed``, or from 128 bits of OS entropy when ``seed`` is None."""
@@ -14,14 +23,13 @@ def make_rng(seed: int | None) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
 
 
-def randomness_record(seed: int | None, *, uses_randomness: bool = True) -> dict[str, Any]:
-    """What ``release.json`` says about the randomness behind a release."""
-    if not uses_randomness:
-        return {
-            "source": "none (deterministic)",
-            "fit_for_publication": False,
-            "note": "an exact tabulation is never fit for publication",
-        }
+def stream_position(rng: np.random.Generator) -> tuple[Any, int]:
+    """Where a stream stands: it moves with every draw and every spawned child stream."""
+    return rng.bit_generator.state, rng.bit_generator.seed_seq.n_children_spawned  # type: ignore[attr-defined]
+
+
+def randomness_record(seed: int | None) -> dict[str, Any]:
+    """What ``release.json`` says of a release drawn from the stream of ``seed`` (None: entropy)."""
     if seed is None:
         return {"source": "os-entropy", "fit_for_publication": True}
     return {
@@ -30,3 +38,38 @@ def randomness_record(seed: int | None, *, uses_randomness: bool = True) -> dict
         "fit_for_publication": False,
         "note": "seeded runs are reproducible and therefore not fit for publication",
     }
+
+
+def exact_record() -> dict[str, Any]:
+    """The record of an exact tabulation: nothing drawn, and nothing protected."""
+    return {
+        "source": "none (deterministic)",
+        "fit_for_publication": False,
+        "note": "an exact tabulation is never fit for publication",
+    }
+
+
+def deterministic_record(note: str) -> dict[str, Any]:
+    """The record of a protection that draws no random numbers (a seed has no effect on it)."""
+    return {"source": "none (deterministic)", "fit_for_publication": True, "note": note}
+
+
+def release_randomness(own: dict[str, Any], seed: int | None, drew: bool) -> dict[str, Any]:
+    """The record of a release: the mechanism's ``own`` record (empty: it relies on the stream
+    alone) combined with the stream's, if the mechanism ``drew`` from it.
+
+    A release is fit for publication only if every source of its randomness is."""
+    if not drew:
+        return own or deterministic_record("the mechanism drew no random numbers")
+    stream = randomness_record(seed)
+    if not own:
+        return stream
+    combined = {
+        **stream,
+        "source": f"{own['source']} and {stream['source']}",
+        "fit_for_publication": bool(own["fit_for_publication"] and stream["fit_for_publication"]),
+    }
+    notes = [n for n in (own.get("note"), stream.get("note")) if n]
+    if notes:
+        combined["note"] = "; ".join(notes)
+    return combined

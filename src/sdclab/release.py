@@ -12,8 +12,7 @@ A release never holds confidential values unless its mechanism is ``none``, whos
 ``release.json`` also records ``digests``: the SHA-256 of every other file of the release and of
 its own content (every key but ``digests``). Reading checks them, so a release edited after it was
 written (a count changed, a row removed, a file truncated or replaced, a field of release.json
-changed) is refused with a message naming the file. Releases written before digests were recorded
-have none and are read without this check.
+changed) is refused with a message naming the file; so is a release.json without digests.
 """
 
 from __future__ import annotations
@@ -35,9 +34,8 @@ from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.fileio import (
-    atomic_directory,
-    check_replaceable,
     json_safe,
+    output_directory,
     read_parquet_checked,
     write_json,
     write_parquet,
@@ -45,12 +43,13 @@ from sdclab.fileio import (
 from sdclab.geography import GEOID_LENGTH, LEVELS, Geography, geoid_strings
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
-from sdclab.randomness import randomness_record
+from sdclab.randomness import exact_record
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.tabulate import LONG_SCHEMA, tabulate
 
 FORMAT_VERSION = 1
 RELEASE_FILE = "release.json"
+RELEASE_KIND = "release"
 GEOGRAPHY_FILE = "geography.parquet"
 MDF_FILE = "microdata/persons.parquet"
 MEASUREMENTS_FILE = "measurements.parquet"
@@ -140,7 +139,7 @@ def exact_release(population: Population, names: Sequence[str] | None = None) ->
         parameters={},
         card=no_protection_card(),
         tables={name: tc.to_long() for name, tc in counts.items()},
-        randomness=randomness_record(None, uses_randomness=False),
+        randomness=exact_record(),
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
     )
@@ -187,7 +186,7 @@ def tabulated_release(
         parameters=parameters,
         card=card,
         tables={name: tc.to_long() for name, tc in tabulate(protected).items()},
-        randomness={},  # filled in by whoever chose the random stream (mechanisms.run)
+        randomness={},  # the stream alone: completed by mechanisms.run
         input_digest=frames_digest(original.persons, original.units),
         geography=original.geography,
         microdata=publishable_microdata(protected, rng),
@@ -200,8 +199,7 @@ def write_release(release: Release, out: Path, *, protect: tuple[Path, ...] = ()
 
     Only an absent or empty directory or an earlier release may be replaced, never ``protect``.
     """
-    check_replaceable(Path(out), RELEASE_FILE, protect)
-    with atomic_directory(Path(out)) as tmp:
+    with output_directory(Path(out), RELEASE_KIND, protect) as tmp:
         (tmp / "tables").mkdir()
         for name, frame in release.tables.items():
             write_parquet(frame, tmp / "tables" / f"{name}.parquet")
@@ -250,9 +248,9 @@ def metadata_digest(meta: dict[str, Any]) -> str:
 def read_release(path: Path) -> Release:
     """Read and check a release directory; anything malformed is an :class:`InputError`.
 
-    The content is checked first, then the digests recorded in release.json (if any): a file that
-    does not match them was changed after the release was written. When the content is also
-    malformed, its message says which files changed.
+    The content is checked first, then the digests recorded in release.json: a file that does not
+    match them was changed after the release was written. When the content is also malformed, its
+    message says which files changed.
     """
     path = Path(path)
     meta = _load_metadata(path)
@@ -282,22 +280,22 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         from sdclab.population.io import validate
 
         microdata = validate(
-            _read_parquet(path / "microdata" / "persons.parquet"),
-            _read_parquet(path / "microdata" / "units.parquet"),
+            read_input_parquet(path / "microdata" / "persons.parquet"),
+            read_input_parquet(path / "microdata" / "units.parquet"),
             persons_source=str(path / "microdata" / "persons.parquet"),
             units_source=str(path / "microdata" / "units.parquet"),
         )
     mdf = _read_mdf(path, meta.get("mdf"), valid)
     measurements = None
     if meta.get("measurements"):
-        measurements = _read_parquet(path / MEASUREMENTS_FILE)
+        measurements = read_input_parquet(path / MEASUREMENTS_FILE)
         if measurements.columns != MEASUREMENT_COLUMNS:
             raise InputError(
                 f"{path / MEASUREMENTS_FILE}: columns {measurements.columns}, expected "
                 f"{MEASUREMENT_COLUMNS}"
             )
     groups = {
-        key: _read_parquet(path / name) if meta.get(key) else None
+        key: read_input_parquet(path / name) if meta.get(key) else None
         for key, name in (("group_tables", GROUP_TABLES_FILE), ("group_totals", GROUP_TOTALS_FILE))
     }
     read = [path / GEOGRAPHY_FILE, *(path / "tables" / f"{name}.parquet" for name in tables)]
@@ -339,7 +337,7 @@ def _read_mdf(path: Path, columns: Any, valid: pl.DataFrame) -> pl.DataFrame | N
         raise InputError(
             f"{path / RELEASE_FILE}: mdf must list the MDF's columns, block among them"
         )
-    frame = _read_parquet(file)
+    frame = read_input_parquet(file)
     if frame.columns != columns:
         raise InputError(f"{file}: columns {frame.columns}, expected {columns}")
     bad = [c for c in columns if c != "block" and not frame.schema[c].is_integer()]
@@ -375,26 +373,36 @@ def _load_metadata(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: not a release directory")
     if not file.is_file():
         raise InputError(f"{file}: missing; {path} is not a release directory")
+    return read_json_object(file)
+
+
+def read_json_object(file: Path) -> dict[str, Any]:
+    """A JSON file the user hands over that must hold one object; anything else (bytes that are
+    not UTF-8, bad JSON, huge numbers, deep nesting, another JSON value) is an
+    :class:`InputError` naming the file."""
     try:
-        meta = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{file}: not valid JSON ({exc})") from None
     except ValueError:  # json converts integers with int(), which refuses > 4300 digits
         raise InputError(f"{file}: not valid JSON (a number has too many digits)") from None
     except RecursionError:
         raise InputError(f"{file}: not valid JSON (nested too deeply)") from None
-    if not isinstance(meta, dict):
+    if not isinstance(data, dict):
         raise InputError(f"{file}: expected a JSON object")
-    return meta
+    return data
 
 
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def _changed_files(path: Path, meta: dict[str, Any]) -> list[str]:
-    """What no longer matches the digests in release.json (none recorded: nothing to check)."""
+    """What no longer matches the digests in release.json (every release records them)."""
     if DIGESTS_KEY not in meta:
-        return []
+        return [
+            f"{RELEASE_FILE} records no {DIGESTS_KEY} (sdclab records them in every release): it "
+            "was edited after the release was written, or is not an sdclab release"
+        ]
     file = path / RELEASE_FILE
     digests = meta[DIGESTS_KEY]
     if (
@@ -431,7 +439,8 @@ def _changed_files(path: Path, meta: dict[str, Any]) -> list[str]:
 
 
 def _unrecorded(path: Path, meta: dict[str, Any], files: Sequence[Path]) -> None:
-    """With digests recorded, every file the release is read from must have one."""
+    """Every file the release is read from must have a digest (missing digests: reported by
+    :func:`_changed_files`)."""
     if DIGESTS_KEY not in meta:
         return
     for file in files:
@@ -471,11 +480,28 @@ def _check_metadata(file: Path, meta: dict[str, Any]) -> None:
         SpecCard.from_dict(meta["specification"])
     except (TypeError, KeyError, AttributeError, ValueError) as exc:
         raise InputError(f"{file}: malformed specification card ({exc})") from None
+    _check_mechanism(file, meta["mechanism"], meta["parameters"])
 
 
-def _read_parquet(file: Path) -> pl.DataFrame:
+def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> None:
+    """The mechanism is a registered one and the parameters are valid for it."""
+    from sdclab import mechanisms  # the registry imports this module
+
+    if name not in mechanisms.MECHANISMS:
+        raise InputError(
+            f"{file}: unknown mechanism {name!r} (known: {', '.join(mechanisms.MECHANISMS)})"
+        )
+    try:
+        mechanisms.get(name).parse(parameters)
+    except InputError as exc:  # "mechanism NAME, parameter KEY: what is wrong (known …)"
+        raise InputError(f"{file}: parameters: {exc}") from None
+
+
+def read_input_parquet(file: Path, owner: str = "the release") -> pl.DataFrame:
+    """A Parquet file of a directory the user hands over (``owner``: which, for the message),
+    read by :func:`sdclab.fileio.read_parquet_checked`; anything wrong is an :class:`InputError`."""
     if not file.is_file():
-        raise InputError(f"{file}: missing from the release")
+        raise InputError(f"{file}: missing from {owner}")
     try:
         return read_parquet_checked(file)
     except (Exception, PanicException) as exc:  # pyarrow and polars raise many types here
@@ -483,7 +509,7 @@ def _read_parquet(file: Path) -> pl.DataFrame:
 
 
 def _read_geography(file: Path) -> Geography:
-    frame = _read_parquet(file)
+    frame = read_input_parquet(file)
     if frame.columns != ["block"] or frame.schema["block"] != pl.String:
         raise InputError(f"{file}: expected one string column 'block'")
     bad = frame.filter(~pl.col("block").str.contains(r"^[0-9]{15}$").fill_null(False))
@@ -504,7 +530,7 @@ def _valid_geoids(geography: Geography) -> pl.DataFrame:
 
 
 def _read_table(file: Path, name: str, valid: pl.DataFrame) -> pl.DataFrame:
-    frame = _read_parquet(file)
+    frame = read_input_parquet(file)
     if set(frame.columns) != set(LONG_SCHEMA):
         raise InputError(f"{file}: columns {frame.columns}, expected {list(LONG_SCHEMA)}")
     types = frame.schema

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -40,10 +41,10 @@ from sdclab import schema
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
-from sdclab.fileio import atomic_directory, check_replaceable, write_json, write_parquet
+from sdclab.fileio import output_directory, write_json, write_parquet
 from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
-from sdclab.release import Release
+from sdclab.release import Release, read_input_parquet, read_json_object
 from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 
 IntArray = npt.NDArray[np.int64]
@@ -480,6 +481,7 @@ def tract_frame(results: list[TractResult]) -> pl.DataFrame:
 
 
 METRICS_FILE = "metrics.json"
+RECONSTRUCTION_KIND = "reconstruction"
 AGE_BOUNDS = ("age_min", "age_max")
 """Reconstructions older than these columns are still read."""
 
@@ -492,8 +494,7 @@ def write_reconstruction(
     protect: tuple[Path, ...] = (),
 ) -> None:
     """RECON/persons.parquet, tracts.parquet, [solvar.parquet], metrics.json — atomically."""
-    check_replaceable(out, METRICS_FILE, protect)
-    with atomic_directory(out) as tmp:
+    with output_directory(out, RECONSTRUCTION_KIND, protect) as tmp:
         write_parquet(reconstruction.persons, tmp / "persons.parquet")
         write_parquet(reconstruction.tracts, tmp / "tracts.parquet")
         if solvar is not None:
@@ -501,16 +502,186 @@ def write_reconstruction(
         write_json(metrics, tmp / METRICS_FILE)
 
 
-def read_reconstruction(path: Path) -> Reconstruction:
-    """Read a reconstruction directory (persons and per-tract figures)."""
-    for name in ("persons.parquet", "tracts.parquet", METRICS_FILE):
-        if not (path / name).is_file():
-            raise InputError(f"{path / name}: missing; {path} is not a reconstruction directory")
-    persons = pl.read_parquet(path / "persons.parquet")
-    expected = {"block", "sex", "age", "race", "hispanic"}
-    if not expected <= set(persons.columns) <= expected | set(AGE_BOUNDS):
+# ---------------------------------------------------------------------------------------------
+# Reading a reconstruction directory: every file is user input, checked before use
+# ---------------------------------------------------------------------------------------------
+
+PERSONS_FILE = "persons.parquet"
+TRACTS_FILE = "tracts.parquet"
+SOLVAR_FILE = "solvar.parquet"
+TRACT_COLUMNS = {
+    "tract": "string",
+    "status": "string",
+    "mode": "string",
+    "persons": "integer",
+    "deviation": "number",
+    "seconds": "number",
+    "variables": "integer",
+    "constraints": "integer",
+}
+SOLVAR_COLUMNS = {
+    "block": "string",
+    "persons": "integer",
+    "solvar": "number",
+    "status": "string",
+    "unique": "boolean",
+}
+_INTEGER, _NULLABLE_NUMBER = (int,), (int, float, type(None))
+METRICS_KEYS: dict[str, tuple[type, ...]] = {
+    "mechanism": (str,),
+    "tracts": _INTEGER,
+    "blocks": _INTEGER,
+    "persons": _INTEGER,
+    "statuses": (dict,),
+    "modes": (dict,),
+    "solve_seconds_total": _NULLABLE_NUMBER,  # NaN is written as null
+    "total_absolute_deviation": _NULLABLE_NUMBER,
+    "variables": _INTEGER,
+    "constraints": _INTEGER,
+}
+"""The keys every reconstruction's metrics.json holds (:meth:`Reconstruction.metrics`), by type."""
+OPTIONAL_METRICS_KEYS: dict[str, tuple[type, ...]] = {
+    "release": (str,),
+    "seconds": _NULLABLE_NUMBER,
+    "variability": (dict,),
+}
+"""Keys that only some writers record (``release``: sdclab reconstruct, not an experiment)."""
+_JSON_TYPES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    dict: "a JSON object",
+    type(None): "null",
+}
+_COLUMN_KINDS: dict[str, Callable[[pl.DataType], bool]] = {
+    "string": lambda t: t == pl.String,
+    "integer": lambda t: t.is_integer(),
+    "number": lambda t: t.is_integer() or t.is_float(),
+    "boolean": lambda t: t == pl.Boolean,
+}
+_CODE_RANGES = {a.name: (a.low, a.high) for a in schema.PERSON.attributes} | {
+    bound: (schema.AGE.low, schema.AGE.high) for bound in AGE_BOUNDS
+}
+"""The codes each column of the reconstructed persons may hold (null aside)."""
+_BLOCK_PATTERN = r"^[0-9]{15}$"
+_TRACT_PATTERN = r"^[0-9]{11}$"
+
+
+def _not_a_reconstruction(path: Path) -> str:
+    return f"{path} is not a reconstruction directory (sdclab reconstruct writes one)"
+
+
+def read_reconstruction_metrics(path: Path) -> dict[str, Any]:
+    """RECON/metrics.json, checked: a JSON object with the keys a reconstruction records."""
+    path = Path(path)
+    file = path / METRICS_FILE
+    if not file.is_file():
+        raise InputError(f"{file}: missing; {_not_a_reconstruction(path)}")
+    metrics = read_json_object(file)
+    missing = [k for k in METRICS_KEYS if k not in metrics]
+    if missing:
         raise InputError(
-            f"{path / 'persons.parquet'}: columns {persons.columns}, expected {sorted(expected)} "
-            f"(and {', '.join(AGE_BOUNDS)})"
+            f"{file}: missing key(s) {', '.join(missing)}; {_not_a_reconstruction(path)}"
         )
-    return Reconstruction(persons, pl.read_parquet(path / "tracts.parquet"))
+    for key, kinds in {**METRICS_KEYS, **OPTIONAL_METRICS_KEYS}.items():
+        value = metrics.get(key)
+        if key in metrics and (not isinstance(value, kinds) or isinstance(value, bool)):
+            names = " or ".join(_JSON_TYPES[k] for k in kinds)
+            raise InputError(f"{file}: {key} must be {names}, not {json.dumps(value)[:40]}")
+    if metrics.get("release") == "":
+        raise InputError(f"{file}: release must name the release directory, not be empty")
+    return metrics
+
+
+def attacked_release(path: Path) -> Path:
+    """The release directory a reconstruction was made from, as its metrics.json records it."""
+    metrics = read_reconstruction_metrics(path)
+    if "release" not in metrics:
+        raise InputError(
+            f"{Path(path) / METRICS_FILE}: records no release (key release); give the attacked "
+            "release with --release"
+        )
+    return Path(metrics["release"])
+
+
+def read_reconstruction(path: Path) -> Reconstruction:
+    """Read and check a reconstruction directory (persons and per-tract figures, which must
+    agree with its metrics.json); anything malformed is an :class:`InputError` naming the file."""
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(_not_a_reconstruction(path))
+    for name in (PERSONS_FILE, TRACTS_FILE, METRICS_FILE):
+        if not (path / name).is_file():
+            raise InputError(f"{path / name}: missing; {_not_a_reconstruction(path)}")
+    metrics = read_reconstruction_metrics(path)
+    owner = f"the reconstruction {path}"
+    persons = _check_persons(path / PERSONS_FILE, read_input_parquet(path / PERSONS_FILE, owner))
+    tracts = read_input_parquet(path / TRACTS_FILE, owner)
+    _check_columns(path / TRACTS_FILE, tracts, TRACT_COLUMNS)
+    _check_geoids(path / TRACTS_FILE, tracts["tract"], _TRACT_PATTERN, "an 11-digit tract geocode")
+    for frame, file, key in ((persons, PERSONS_FILE, "persons"), (tracts, TRACTS_FILE, "tracts")):
+        if frame.height != metrics[key]:
+            raise InputError(
+                f"{path / file}: {frame.height} rows, but {path / METRICS_FILE} records "
+                f"{metrics[key]} {key}; the files are not of one reconstruction"
+            )
+    return Reconstruction(persons, tracts)
+
+
+def read_solvar(path: Path) -> pl.DataFrame | None:
+    """RECON/solvar.parquet (solution variability per block), checked; None when absent."""
+    file = Path(path) / SOLVAR_FILE
+    if not file.exists():
+        return None
+    solvar = read_input_parquet(file, f"the reconstruction {path}")
+    _check_columns(file, solvar, SOLVAR_COLUMNS)
+    _check_geoids(file, solvar["block"], _BLOCK_PATTERN, "a 15-digit block geocode")
+    return solvar
+
+
+def _check_persons(file: Path, persons: pl.DataFrame) -> pl.DataFrame:
+    """The reconstructed persons: block, the person attributes (null where the tables do not
+    determine them) and both age bounds or neither, integer codes within their domains."""
+    expected = ["block", *schema.PERSON.names]
+    columns = set(persons.columns)
+    if not (columns == set(expected) or columns == {*expected, *AGE_BOUNDS}):
+        raise InputError(
+            f"{file}: columns {persons.columns}, expected {expected} (and {', '.join(AGE_BOUNDS)})"
+        )
+    codes = [c for c in persons.columns if c != "block"]
+    not_integer = [c for c in codes if not persons.schema[c].is_integer()]
+    if persons.schema["block"] != pl.String or not_integer:
+        raise InputError(
+            f"{file}: column types {dict(persons.schema)}; expected block a string and the "
+            "attributes integer codes"
+        )
+    _check_geoids(file, persons["block"], _BLOCK_PATTERN, "a 15-digit block geocode")
+    missing = [b for b in AGE_BOUNDS if b in columns and persons[b].null_count()]
+    if missing:
+        raise InputError(f"{file}: column {missing[0]} has missing values")
+    outside = persons.select((~pl.col(c).is_between(*_CODE_RANGES[c])).any() for c in codes)
+    bad = [c for c, out in outside.row(0, named=True).items() if out]
+    if bad:
+        low, high = _CODE_RANGES[bad[0]]
+        value = persons.filter(~pl.col(bad[0]).is_between(low, high))[bad[0]][0]
+        raise InputError(f"{file}: {bad[0]} {value} outside {low}..{high}")
+    return persons
+
+
+def _check_columns(file: Path, frame: pl.DataFrame, expected: dict[str, str]) -> None:
+    """``frame`` has exactly the ``expected`` columns, each of its kind of type."""
+    if set(frame.columns) != set(expected):
+        raise InputError(f"{file}: columns {frame.columns}, expected {list(expected)}")
+    wrong = [c for c, kind in expected.items() if not _COLUMN_KINDS[kind](frame.schema[c])]
+    if wrong:
+        column = wrong[0]
+        raise InputError(
+            f"{file}: column {column} is {frame.schema[column]}, expected {expected[column]}"
+        )
+
+
+def _check_geoids(file: Path, geoids: pl.Series, pattern: str, what: str) -> None:
+    """Every value of ``geoids`` (a string column) matches ``pattern``."""
+    bad = geoids.filter(~geoids.str.contains(pattern).fill_null(False))
+    if bad.len():
+        raise InputError(f"{file}: {geoids.name} {bad[0]!r} is not {what}")

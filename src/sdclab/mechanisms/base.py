@@ -7,8 +7,10 @@ values become one clear :class:`InputError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -52,8 +54,11 @@ class MechanismEntry(Generic[P]):
             return self.parameters.model_validate(dict(settings))
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "parameters"
             known = ", ".join(self.parameters.model_fields) or "none: it takes no parameters"
+            if not first["loc"]:  # a check of the parameters together
+                message = str(first["msg"]).removeprefix("Value error, ")
+                raise InputError(f"mechanism {self.name}: {message}") from None
+            where = ".".join(str(p) for p in first["loc"])
             raise InputError(
                 f"mechanism {self.name}, parameter {where}: {first['msg']} "
                 f"(known parameters: {known})"
@@ -71,3 +76,39 @@ def parse_settings(pairs: Sequence[str]) -> dict[str, str]:
             raise InputError(f"--set {key.strip()} given twice")
         settings[key.strip()] = value.strip()
     return settings
+
+
+def check_budget_range(
+    name: str,
+    value: Decimal | Fraction,
+    scales: Iterable[Fraction],
+    supported: tuple[Fraction, Fraction],
+    scale_name: str,
+) -> None:
+    """Refuse a budget whose noise lies outside what the exact sampler supports.
+
+    Every noise ``scale`` a budget ``value`` sets is inversely proportional to it, so the range
+    of budgets the sampler can serve follows from the scales at this value; a ValueError names it.
+    """
+    scales = list(scales)
+    if not scales:
+        return
+    low, high = supported
+    smallest, largest = min(scales), max(scales)
+    if low <= smallest and largest <= high:
+        return
+    budget = Fraction(value)
+    lowest, highest = budget * largest / high, budget * smallest / low
+    shown = value if isinstance(value, Decimal) else _show(value)
+    raise ValueError(
+        f"{name} = {shown} needs noise of {scale_name} outside the {_show(low)}..{_show(high)} "
+        f"the exact sampler supports; expected {name} from {_show(lowest)} to {_show(highest)}"
+    )
+
+
+def _show(value: Fraction) -> str:
+    """A rational number for a message, at any magnitude."""
+    try:
+        return f"{float(value):.4g}"
+    except OverflowError:
+        return "a number beyond 1e308"

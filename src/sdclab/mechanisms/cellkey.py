@@ -44,7 +44,6 @@ from sdclab.mechanisms.ptable import (
 )
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
-from sdclab.randomness import randomness_record
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, select
 from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate, tabulate_histograms
@@ -309,9 +308,16 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
     key_space = p.resolved_key_space(table)
     notes: dict[str, object] = {}
     source = population
+    randomness: dict[str, object] = {}  # drawn keys: the stream is the only source
     if p.keys == "ids":
         source = keys_from_ids(population, key_space)
         notes["record_keys"] = f"person_id / unit_id mod {key_space}"
+        randomness = {
+            "source": f"record ids (person_id / unit_id mod {key_space})",
+            "fit_for_publication": False,
+            "note": "cell keys derived from record ids are only as secret as the ids, and "
+            "sequential ids can be guessed: use stored or drawn record keys for publication",
+        }
     elif p.keys == "drawn" or not has_keys(population):
         source = assign_record_keys(population, key_space, rng)
         notes["record_keys"] = f"drawn uniformly on 0..{key_space - 1} for this release" + (
@@ -320,6 +326,11 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
     else:
         notes["record_keys"] = "the population's record_key column"
         check_stored_keys(population, key_space)
+        randomness = {
+            "source": "the population's record_key column",
+            "fit_for_publication": True,
+            "note": "the cell keys are as secret as the stored record keys",
+        }
     if p.swap != "none":
         preset = {"swap": swapping.SWAP, "swap-low": swapping.SWAP_LOW}.get(
             p.swap, swapping.SWAP_HIGH
@@ -348,7 +359,7 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
         parameters=p.model_dump(mode="json"),
         card=card(p, table),
         tables={name: tc.to_long() for name, tc in published.items()},
-        randomness=randomness_record(None),
+        randomness=randomness,
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
         notes=notes,

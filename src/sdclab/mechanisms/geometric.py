@@ -22,13 +22,13 @@ from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
 from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
 from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS
-from sdclab.mechanisms.base import MechanismEntry, Parameters
+from sdclab.mechanisms.base import MechanismEntry, Parameters, check_budget_range
 from sdclab.population import Population
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
@@ -45,6 +45,15 @@ class GeometricParameters(Parameters):
     split: Literal["census2020", "even"] = "census2020"
     neighbours: Literal["bounded", "unbounded"] = "unbounded"
     nonnegative: bool = Field(False, description="post-process negative counts to 0")
+
+    @model_validator(mode="after")
+    def _within_sampler_range(self) -> GeometricParameters:
+        scales = [
+            scale_of(CATALOG[name], eps, self.neighbours)
+            for (name, _), eps in allocation(self).items()
+        ]
+        check_budget_range("epsilon", self.epsilon, scales, noise.SCALE_RANGE, "scale")
+        return self
 
 
 def sensitivity(table: TableDef, neighbours: str) -> int:

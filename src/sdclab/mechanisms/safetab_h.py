@@ -17,7 +17,6 @@ noisy from a simple SafeTab-P-like release whose budget the card adds.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -28,14 +27,15 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
 from sdclab.accounting import Budget, SpecCard
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
+from sdclab.fileio import read_toml
 from sdclab.geography import Geography, geoid_strings, parse_geoids
-from sdclab.mechanisms.base import MechanismEntry, Parameters
+from sdclab.mechanisms.base import MechanismEntry, Parameters, check_budget_range
 from sdclab.population import Population
 from sdclab.release import Release
 from sdclab.tables.tabulate import level_step
@@ -125,10 +125,7 @@ def default_groups() -> tuple[Group, ...]:
 def load_groups(path: Path) -> tuple[Group, ...]:
     """Groups from a TOML iteration file: ``[[group]]`` tables with code, name, level (1 or 2),
     kind ("race" or "ethnicity") and codes (detailed race codes or Hispanic origin codes)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the iteration file ({exc})") from None
+    data = read_toml(path, "iteration file")
     known_race = set(schema.DETAILED_RACE_LABELS)
     known_origin = {c.code for c in schema.HISPANIC_ORIGINS}
     groups = []
@@ -163,10 +160,7 @@ def load_groups(path: Path) -> tuple[Group, ...]:
 def load_thresholds(path: Path) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
     """Thresholds from a TOML file: one ``[[threshold]]`` per region type (USA, STATE, COUNTY,
     TRACT) and iteration level (1, 2) with ``T03`` (three increasing counts) and ``T04`` (one)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the thresholds ({exc})") from None
+    data = read_toml(path, "thresholds file")
     table: dict[tuple[str, int], dict[str, tuple[int, ...]]] = {}
     for n, entry in enumerate(data.get("threshold", []), start=1):
         try:
@@ -257,6 +251,31 @@ class SafeTabHParameters(Parameters):
     def total_rho(self) -> Fraction:
         """ρ of the household tables under add/remove neighbours (T03 and T04 everywhere)."""
         return sum((2 * self.rho(r, lv) for r in REGION_TYPES for lv in (1, 2)), Fraction(0))
+
+    @model_validator(mode="after")
+    def _within_sampler_range(self) -> SafeTabHParameters:
+        """A ρ of 0 leaves its region types and level unmeasured (the card lists no row for
+        them); every other ρ must give noise the exact sampler supports."""
+        groups = self.groups()
+        if not self.total_rho():
+            raise ValueError("every rho is 0: no household table would be measured")
+        for name, level, region in (
+            ("rho_regional", 1, "USA"),
+            ("rho_detailed_national", 2, "USA"),
+            ("rho_detailed_local", 2, "TRACT"),
+        ):
+            rho = self.rho(region, level)
+            if rho:
+                variance = Fraction(stability(groups, level)) / (2 * rho)
+                given = getattr(self, name)
+                check_budget_range(name, given, [variance], noise.SIGMA2_RANGE, "variance")
+        if self.t01001 == "noisy":
+            share = Fraction(self.t01001_rho) / (2 * len(REGION_TYPES))
+            variances = [Fraction(stability(groups, lv)) / (2 * share) for lv in (1, 2)]
+            check_budget_range(
+                "t01001_rho", self.t01001_rho, variances, noise.SIGMA2_RANGE, "variance"
+            )
+        return self
 
 
 # ---------------------------------------------------------------------------------------------
@@ -490,6 +509,8 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
             share = Fraction(p.t01001_rho) / (2 * len(REGION_TYPES))
             t01001 = t01001 + noise.discrete_gaussian(Fraction(s) / (2 * share), t01001.shape, rng)
             totals.append(_group_frame(t01001, lc, population.geography))
+        if not p.rho(lc.region, lc.level):
+            continue  # a ρ of 0: this region type and level are not measured
         present = t01001 > 0
         sigma2 = Fraction(s) / (2 * p.rho(lc.region, lc.level))
         for table, (variants, derived) in TABLES.items():

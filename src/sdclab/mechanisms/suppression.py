@@ -47,7 +47,7 @@ from sdclab.geography import LEVELS, Geography
 from sdclab.mechanisms.base import MechanismEntry, Parameters
 from sdclab.optimize.highs import quiet_highs
 from sdclab.population import Population
-from sdclab.randomness import randomness_record
+from sdclab.randomness import deterministic_record
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.tabulate import LONG_SCHEMA, TableCounts, tabulate
@@ -1063,7 +1063,9 @@ def protect(population: Population, p: SuppressionParameters, rng: np.random.Gen
             name: publish(tc, p.small_cells, plan.suppressed.get(name), withheld.get(name))
             for name, tc in tables.items()
         },
-        randomness=randomness_record(None, uses_randomness=False),
+        randomness=deterministic_record(
+            "suppression draws no random numbers: a seed has no effect"
+        ),
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
         notes=notes,

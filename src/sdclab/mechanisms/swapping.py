@@ -227,6 +227,8 @@ def protect_psa(population: Population, params: PsaParameters, rng: np.random.Ge
         )
     swapped = psa_swap(population, params, rng)
     b = int(swapped.notes["largest_matching_group"])
+    if b == 0:
+        raise InputError("psa: the population has no households (occupied housing units) to swap")
     return tabulated_release(
         "psa",
         params.model_dump(mode="json"),

@@ -25,6 +25,8 @@ not depend on how problems are scheduled or on the number of workers.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import dataclass
 from decimal import Decimal
@@ -37,13 +39,14 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sdclab import accounting, schema
 from sdclab.digest import frames_digest
+from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
 from sdclab.geography import LEVELS, Geography, geoid_strings
-from sdclab.mechanisms.base import MechanismEntry, Parameters
+from sdclab.mechanisms.base import MechanismEntry, Parameters, check_budget_range
 from sdclab.mechanisms.topdown_strategy import (
     PRODUCTS,
     Product,
@@ -51,7 +54,7 @@ from sdclab.mechanisms.topdown_strategy import (
     load_strategy,
     topdown_card,
 )
-from sdclab.noise import discrete_gaussian
+from sdclab.noise import SIGMA2_RANGE, discrete_gaussian
 from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
@@ -90,6 +93,14 @@ class TopDownParameters(Parameters):
         if self.strategy is not None:
             return product, load_strategy(self.strategy, product, rho)
         return product, product.default if rho is None else product.default.with_rho(rho)
+
+    @model_validator(mode="after")
+    def _within_sampler_range(self) -> TopDownParameters:
+        _, strategy = self.resolve()
+        variances = [strategy.sigma2(q, lv) for lv in LEVELS for q in strategy.measured(lv)]
+        rho = self.rho if self.rho is not None else strategy.rho
+        check_budget_range("rho", rho, variances, SIGMA2_RANGE, "variance")
+        return self
 
 
 def card(p: TopDownParameters) -> accounting.SpecCard:
@@ -444,11 +455,13 @@ def topdown(
     hhgq_of_cell = product.schema.decode(np.arange(product.schema.size))["unit_type"]
     root_support = np.flatnonzero(possible & (units["nation"][0][hhgq_of_cell] > 0))
 
+    identity = None if checkpoint is None else run_identity(population, product, strategy, entropy)
+
     def saved(level: str) -> Checkpoint | None:
-        """The level's checkpoint: the run's entropy, product and strategy identify it."""
-        if checkpoint is None:
+        """The level's checkpoint, keyed by everything the level's outcomes depend on."""
+        if checkpoint is None or identity is None:
             return None
-        key = f"{entropy}-{product.name}-{strategy.total_rho()}-{level}"
+        key = hashlib.sha256(f"{identity}|{keep_measurements}|{level}".encode()).hexdigest()
         return Checkpoint(Path(checkpoint) / level, key, Outcome)
 
     root_task = task("nation", root_support, None, [0])
@@ -484,6 +497,22 @@ def topdown(
     histograms = {level: _matrix(found[level], len(codes[level]), product) for level in LEVELS}
     measurements = _measurement_frame(records, product, codes) if keep_measurements else None
     return TopDownRun(product, histograms, measurements, seconds, problems)
+
+
+def run_identity(population: Population, product: Product, strategy: Strategy, entropy: int) -> str:
+    """A digest of what a run's outcomes depend on: input, product, strategy and noise entropy.
+
+    Checkpoints are keyed by it, so a checkpoint of another population, strategy or seed is
+    refused; being a SHA-256, it reveals neither the entropy nor the input."""
+    parts = [
+        frames_digest(population.persons, population.units),
+        product.name,
+        str(strategy.rho),
+        {level: str(share) for level, share in strategy.level_shares.items()},
+        {level: {q: str(s) for q, s in qs.items()} for level, qs in strategy.query_shares.items()},
+        str(entropy),
+    ]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
 def _collect(records: list[dict[str, Any]], outcome: Outcome) -> None:
@@ -637,6 +666,11 @@ def tabulate_run(
 def protect(population: Population, p: TopDownParameters, rng: np.random.Generator) -> Release:
     """TopDown as a mechanism: population → release with MDF, tables and noisy measurements."""
     product, strategy = p.resolve()
+    if population.geography.n_blocks == 0:
+        raise InputError(
+            "topdown: the population has no housing units or group quarters, so no geography "
+            "to measure (TopDown needs at least one block)"
+        )
     run = topdown(
         population,
         product,

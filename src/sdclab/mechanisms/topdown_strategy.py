@@ -16,7 +16,6 @@ itself, come with the TopDown issue; this module is the part they share with the
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -31,6 +30,7 @@ import scipy.sparse as sp
 from sdclab import accounting, schema
 from sdclab.accounting import Budget, SpecCard
 from sdclab.errors import InputError
+from sdclab.fileio import read_toml
 from sdclab.geography import LEVELS
 from sdclab.schema import Schema
 from sdclab.tables.catalog import (
@@ -333,10 +333,7 @@ def load_strategy(path: Path, product: Product, rho: Fraction | None = None) -> 
     """A strategy from a TOML file: ``rho`` (optional), ``[level_shares]`` and one
     ``[query_shares.<level>]`` table per level; shares are exact fractions written as strings
     ("104/4099") or decimals. Anything malformed is an :class:`InputError` naming the file."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{path}: cannot read strategy ({exc})") from None
+    data = read_toml(path, "strategy file")
     try:
         strategy = Strategy(
             _fraction(data.get("rho", rho if rho is not None else product.default.rho)),

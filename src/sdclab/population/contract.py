@@ -56,6 +56,16 @@ UNITS: tuple[ColumnSpec, ...] = (
 )
 
 
+PUERTO_RICO = 72
+STATE_CODES: tuple[int, ...] = (
+    1, 2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
+    29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 44, 45, 46, 47, 48, 49, 50, 51, 53, 54,
+    55, 56, PUERTO_RICO,
+)  # fmt: skip
+"""The state FIPS codes a block geocode may start with: the 50 states, DC (11) and Puerto Rico
+(72). The codes in the gaps (03, 07, 14, 43, 52) belong to no state, and the other island areas
+(60 American Samoa, 66 Guam, 69 Northern Mariana Islands, 78 Virgin Islands) are not accepted."""
+
 RECORD_KEY = ColumnSpec(
     "record_key",
     pl.Int64,
@@ -64,7 +74,7 @@ RECORD_KEY = ColumnSpec(
     0,
     2**32 - 1,
 )
-"""An optional column of persons and units: kept when present, never required."""
+"""An optional column of persons and units, in both tables or in neither: kept when present."""
 
 _FIRST_RACE_CODE = min(schema.DETAILED_RACE_LABELS)
 _LAST_RACE_CODE = max(schema.DETAILED_RACE_LABELS)

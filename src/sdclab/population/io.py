@@ -11,12 +11,21 @@ count of the others.
 Decisions worth knowing:
 
 * CSV files are untyped: every column is read as text and converted strictly here. Surrounding
-  spaces are ignored; an empty field is a missing value; whole numbers may be written ``12`` or
-  ``12.0`` (as pandas writes integer columns that contain gaps); booleans may be ``true``/``false``,
-  ``True``/``False``, ``TRUE``/``FALSE`` or ``1``/``0``.
+  spaces are ignored; an empty field is a missing value; whole numbers are digits with an optional
+  minus sign, and may end in a decimal point and zeros (``12``, ``12.0``: pandas writes integer
+  columns that contain gaps so); a plus sign (``+12``) or exponent notation (``1e3``) is refused;
+  booleans may be ``true``/``false``, ``True``/``False``, ``TRUE``/``FALSE`` or ``1``/``0``. Lines
+  may end in LF, CRLF or CR alone (classic Mac OS: a file with CRs and no LF is read with each CR
+  as a line break). Repeated column names are found in the header as written.
 * Parquet columns may have any integer or float type for integer columns (floats must hold whole
   numbers; NaN counts as missing), or text, which is converted like CSV. ``block`` must be text:
-  an integer block column has already lost its leading zeros and is rejected.
+  an integer block column has already lost its leading zeros and is rejected. A column of an
+  Arrow type polars cannot take (decimal256, list views, a time zone it does not know) is refused
+  by its type when the contract names it and dropped like any other extra column otherwise.
+* A block geocode starts with a state FIPS code (:data:`~sdclab.population.contract.STATE_CODES`:
+  the states, DC and Puerto Rico).
+* ``record_key`` is in both tables or in neither: the cell key method needs the key of every
+  person and every unit, so keys of one table alone are refused rather than replaced.
 * Columns that the contract does not name are allowed and left out of the :class:`Population`.
 * A population with no persons is valid when it has no occupied housing units (every occupied
   housing unit needs exactly one householder), so a units-only population of vacant units and
@@ -34,7 +43,8 @@ Decisions worth knowing:
 
 Everything is vectorised with polars expressions (loops run over columns and rules, never rows),
 except the diagnosis of a CSV file that polars cannot parse or that contains quote characters, which
-is streamed through :mod:`csv` to find the offending row.
+is streamed through :mod:`csv` to find the offending row, and a CSV header, which :mod:`csv` reads
+to find repeated names.
 """
 
 from __future__ import annotations
@@ -42,22 +52,26 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from io import BytesIO
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 from polars.exceptions import PanicException, PolarsError
 
 from sdclab import schema
 from sdclab.errors import InputError
 from sdclab.fileio import (
-    atomic_directory,
     check_replaceable,
-    read_parquet_checked,
+    output_directory,
+    polars_can_take,
     write_json,
     write_parquet,
 )
@@ -65,7 +79,10 @@ from sdclab.geography import BLOCK_DIGITS
 from sdclab.population.contract import (
     DETAILED_RACE_ETHNICITY_COLUMNS,
     PERSONS,
+    PUERTO_RICO,
     RACE_CODE_COLUMNS,
+    RECORD_KEY,
+    STATE_CODES,
     UNITS,
     ColumnSpec,
     Population,
@@ -79,6 +96,7 @@ MAX_SHOWN = 5
 
 TABLES = ("persons", "units")
 FORMATS = ("parquet", "csv")
+TABLE_SPECS = {"persons": PERSONS, "units": UNITS}
 
 ROW = "__sdclab_row__"
 """Internal column: the 1-based row number a user would see in the file."""
@@ -89,8 +107,27 @@ TRUE_TEXT = ("true", "True", "TRUE", "1")
 FALSE_TEXT = ("false", "False", "FALSE", "0")
 EXACT_FLOAT_LIMIT = 2**53
 """Floats beyond this magnitude do not hold every integer exactly, so they are not accepted."""
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""The range of a column without a stated range (its values are held as Int64)."""
+
+WHOLE_DECIMAL = r"^(-?[0-9]+)\.0*$"
+"""A whole number written with a decimal point (``12.0``, ``12.``); group 1 is its integer."""
+WHOLE_TEXT = r"-?[0-9]+(\.0*)?"
+PLUS_SIGN_TEXT = r"\+[0-9]+(\.0*)?"
+EXPONENT_TEXT = r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][+-]?[0-9]+"
 
 BLOCK_PATTERN = f"^[0-9]{{{BLOCK_DIGITS}}}$"
+STATE_DIGITS = 2
+STATE_PREFIXES = [f"{code:0{STATE_DIGITS}d}" for code in STATE_CODES]
+_STATES = [code for code in STATE_CODES if code != PUERTO_RICO]
+STATE_CODES_TEXT = (
+    f"{STATE_PREFIXES[0]}–{max(_STATES)} except "
+    + ", ".join(
+        f"{code:02d}" for code in range(min(_STATES), max(_STATES)) if code not in STATE_CODES
+    )
+    + f" (the states and DC), or {PUERTO_RICO} (Puerto Rico)"
+)
+"""The state codes a block geocode may start with, for messages."""
 EXAMPLE_BLOCK = "010010201001001"
 SHOWN_VALUE_LENGTH = 40
 
@@ -295,8 +332,9 @@ def read_table(file: Path) -> pl.DataFrame:
 def read_parquet(file: Path) -> pl.DataFrame:
     """Read a Parquet file, turning a damaged or foreign file into an :class:`InputError`.
 
-    The file is decoded by pyarrow and checked (:func:`sdclab.fileio.read_parquet_checked`):
-    polars' own reader can abort the process on a damaged page header.
+    The file is decoded and checked by pyarrow, as :func:`sdclab.fileio.read_parquet_checked`
+    does (polars' own reader can abort the process on a damaged page header), and its columns are
+    checked against the types polars can take before the table becomes a frame.
     """
     if file.is_dir():
         raise input_error(f"{file} is a directory (expected a Parquet file)")
@@ -306,12 +344,53 @@ def read_parquet(file: Path) -> pl.DataFrame:
     except OSError as err:
         raise input_error(f"cannot read {file}: {err.strerror or err}") from None
     try:
-        return read_parquet_checked(file)
-    except (Exception, PanicException) as err:  # pyarrow and polars raise many types here
-        raise input_error(
-            f"{file.name} is not a readable Parquet file ({first_line(err)}); is it truncated "
-            "or in another format?"
-        ) from None
+        names = pq.read_schema(file).names  # pq.read_table refuses repeated names unclearly
+    except (Exception, PanicException) as err:  # pyarrow raises many types here
+        raise not_parquet(file, err) from None
+    check_header(names, file.name).raise_if_any()
+    try:
+        table = pq.read_table(file)
+        table.validate(full=True)  # text that is not UTF-8, which pl.from_arrow takes unchecked
+    except (Exception, PanicException) as err:
+        raise not_parquet(file, err) from None
+    table = with_polars_types(table, file)
+    try:
+        frame = pl.from_arrow(table)
+    except (Exception, PanicException) as err:
+        raise not_parquet(file, err) from None
+    if not isinstance(frame, pl.DataFrame):  # a table always converts to a frame
+        raise not_parquet(file, TypeError("not a table"))
+    return frame
+
+
+def not_parquet(file: Path, err: BaseException) -> InputError:
+    return input_error(
+        f"{file.name} is not a readable Parquet file ({first_line(err)}); is it truncated or in "
+        "another format?"
+    )
+
+
+def with_polars_types(table: pa.Table, file: Path) -> pa.Table:
+    """The table without its columns of types polars cannot take (see :func:`polars_can_take`).
+
+    Such a column is dropped, as every column outside the contract is, unless the contract names
+    it: then the type is the problem, reported like a wrong polars type.
+    """
+    foreign = [i for i, field in enumerate(table.schema) if not polars_can_take(field.type)]
+    if not foreign:
+        return table
+    index = TABLES.index(file.stem) if file.stem in TABLES else 0
+    specs = with_optional(TABLE_SPECS.get(file.stem, ()), table.column_names)
+    position = {spec.name: (i, spec) for i, spec in enumerate(specs)}
+    found = Findings()
+    for i in foreign:
+        field = table.schema.field(i)
+        if field.name in position:
+            column, spec = position[field.name]
+            text = wrong_type_text(spec, str(field.type), "other", file.name)
+            found = found + single(index, text, column=column)
+    found.raise_if_any()
+    return table.select([i for i in range(table.num_columns) if i not in foreign])
 
 
 def first_line(err: BaseException) -> str:
@@ -322,21 +401,63 @@ def first_line(err: BaseException) -> str:
     return type(err).__name__
 
 
+CsvSource = Path | bytes
+"""A CSV file to parse: its path, or its bytes when their line endings were rewritten."""
+
+CR_PROBE_BYTES = 1 << 16
+"""How much of a CSV file is read to tell CR-only line endings from LF or CRLF ones."""
+
+
 def read_csv(file: Path) -> pl.DataFrame:
     """Read a UTF-8 CSV file with every column as text; a malformed file names its first bad row."""
     try:
-        frame = pl.read_csv(file, infer_schema=False, empty_string_is_null=False)
+        source = csv_source(file)
+        header = header_names(source)
     except IsADirectoryError:
         raise input_error(f"{file} is a directory (expected a CSV file)") from None
     except OSError as err:
         raise input_error(f"cannot read {file}: {err.strerror or err}") from None
+    if header is not None:
+        check_header(header, f"{file.name} header").raise_if_any()
+    try:
+        frame = pl.read_csv(source, infer_schema=False, empty_string_is_null=False)
+    except OSError as err:
+        raise input_error(f"cannot read {file}: {err.strerror or err}") from None
     except (PolarsError, PanicException) as err:
-        scan_csv(file, flag_quotes=True).raise_if_any()
+        scan_csv(source, file.name, flag_quotes=True).raise_if_any()
         raise input_error(f"{file.name} is not a readable CSV file ({first_line(err)})") from None
-    check_header(frame.columns, file.name).raise_if_any()
     if may_have_short_rows(frame):
-        field_counts(file, len(frame.columns), frame.height).raise_if_any()
+        field_counts(source, file.name, len(frame.columns), frame.height).raise_if_any()
     return frame
+
+
+def csv_source(file: Path) -> CsvSource:
+    """What to parse: the file, or, if its lines end in CR alone (carriage returns and no line
+    feed: classic Mac OS), its bytes with every CR made LF (polars and :mod:`csv` split at LF)."""
+    with file.open("rb") as raw:
+        head = raw.read(CR_PROBE_BYTES)
+        if b"\r" not in head or b"\n" in head:
+            return file
+        data = head + raw.read()
+    return file if b"\n" in data else data.replace(b"\r", b"\n")
+
+
+def open_binary(source: CsvSource) -> IO[bytes]:
+    return BytesIO(source) if isinstance(source, bytes) else source.open("rb")
+
+
+def header_names(source: CsvSource) -> list[str] | None:
+    """The column names as the header line writes them, or None if it is not UTF-8 (the reader
+    then reports that). Blank lines before the header are skipped, as polars does; stray quotes
+    are read leniently (only repeated names are looked for here)."""
+    try:
+        with open_binary(source) as raw:
+            for record in csv.reader(utf8_lines(raw), strict=False):
+                if record:
+                    return record
+    except (BadUtf8, csv.Error):
+        return None
+    return None
 
 
 def may_have_short_rows(frame: pl.DataFrame) -> bool:
@@ -348,44 +469,38 @@ def may_have_short_rows(frame: pl.DataFrame) -> bool:
     return bool((frame.to_series(-1) == "").any())
 
 
-def check_header(columns: Sequence[str], source: str) -> Findings:
-    """Column names must be distinct (polars renames a repeated name ``<name>_duplicated_<k>``)."""
-    names = set(columns)
-    repeated = sorted(
-        {
-            match.group(1)
-            for name in columns
-            if (match := re.fullmatch(r"(.*)_duplicated_\d+", name)) and match.group(1) in names
-        }
-    )
+def check_header(columns: Sequence[str], place: str) -> Findings:
+    """Column names must be distinct. ``columns`` are the names as the file writes them: polars
+    renames a repeat ``<name>_duplicated_<k>``, which is also a name a column may have."""
+    repeated = [name for name, count in Counter(columns).items() if count > 1]
     if not repeated:
         return Findings()
     listed = ", ".join(column_name(name) for name in repeated)
-    return single(0, f"{source} header: column {listed} appears more than once")
+    return single(0, f"{place}: column {listed} appears more than once")
 
 
-def field_counts(file: Path, n_fields: int, n_rows: int) -> Findings:
+def field_counts(source: CsvSource, name: str, n_fields: int, n_rows: int) -> Findings:
     """Every data row must have as many fields as the header (polars pads short rows silently).
 
     Fast path: when the file has no quote characters, a row's fields are its commas plus one, so
     the check is a vectorised count over the file's lines. Otherwise the file is streamed through
     :mod:`csv`.
     """
-    lines = read_lines(file)
+    lines = read_lines(source)
     if (
         lines is None
         or lines.height != n_rows + 1
         or lines.item(0, "line") == ""
         or lines.get_column("line").str.contains('"', literal=True).any()
     ):
-        return scan_csv(file, flag_quotes=False)
+        return scan_csv(source, name, flag_quotes=False)
     counted = lines.with_row_index(ROW).with_columns(
         (pl.col("line").str.count_matches(",", literal=True) + 1).alias("fields")
     )
     rule = Rule(
         bad=(pl.col(ROW) > 0) & (pl.col("fields") != n_fields),
         render=lambda row: field_count_text(
-            file.name, row[ROW], row["fields"], row["line"] == "", n_fields
+            name, row[ROW], row["fields"], row["line"] == "", n_fields
         ),
         table=0,
     )
@@ -400,11 +515,11 @@ def field_count_text(source: str, row: int, fields: int, blank: bool, n_fields: 
     return f"{where(source, row)} has {fields} field{'s' if fields != 1 else ''} {expected}"
 
 
-def read_lines(file: Path) -> pl.DataFrame | None:
+def read_lines(source: CsvSource) -> pl.DataFrame | None:
     """The file's lines as one text column, or None if they cannot be read that way."""
     try:
         return pl.read_csv(
-            file,
+            source,
             has_header=False,
             separator="\x1f",
             quote_char=None,
@@ -437,19 +552,18 @@ def utf8_lines(raw: IO[bytes]) -> Iterator[str]:
         yield text
 
 
-def scan_csv(file: Path, *, flag_quotes: bool) -> Findings:
+def scan_csv(source: CsvSource, name: str, *, flag_quotes: bool) -> Findings:
     """Stream a CSV file through :mod:`csv` to find bad encoding, quoting and field counts.
 
     Rows are numbered as polars numbers them: blank lines before the header are skipped, later
     ones count as (blank) rows. ``flag_quotes`` also reports a quote character left inside a
     field, which polars rejects but :mod:`csv` keeps as text.
     """
-    name = file.name
     header: list[str] | None = None
     found = Findings()
     row = 0
     try:
-        with file.open("rb") as raw:
+        with open_binary(source) as raw:
             for record in csv.reader(utf8_lines(raw), strict=True):
                 if header is None:
                     header = record or None
@@ -466,7 +580,7 @@ def scan_csv(file: Path, *, flag_quotes: bool) -> Findings:
     except csv.Error as err:
         found = found + single(0, f"{where(name, row + 1)}: {csv_error_text(err)}", row + 1)
     except OSError as err:
-        raise input_error(f"cannot read {file}: {err.strerror or err}") from None
+        raise input_error(f"cannot read {name}: {err.strerror or err}") from None
     if header is None and found.total == 0:
         found = single(0, f"{name} has no header line (expected the column names)")
     return found
@@ -555,7 +669,7 @@ def validate(
         Table(persons, with_optional(PERSONS, persons.columns), persons_source, 0),
         Table(units, with_optional(UNITS, units.columns), units_source, 1),
     )
-    sum((missing_columns(t) for t in tables), Findings()).raise_if_any()
+    sum((missing_columns(t) for t in tables), record_keys_in_both(*tables)).raise_if_any()
     converted = [convert(t) for t in tables]
     sum((found for _, found in converted), Findings()).raise_if_any()
     typed_persons, typed_units = (frame for frame, _ in converted)
@@ -566,6 +680,21 @@ def validate(
     ).raise_if_any()
     links(typed_persons, typed_units, persons_source, units_source).raise_if_any()
     return Population(persons=typed_persons.drop(ROW), units=typed_units.drop(ROW))
+
+
+def record_keys_in_both(persons: Table, units: Table) -> Findings:
+    """``record_key`` is in both tables or in neither: the cell key method needs the key of every
+    person and every unit, and keys for one table alone would be drawn afresh for both."""
+    keyed = [t for t in (persons, units) if RECORD_KEY.name in t.frame.columns]
+    if len(keyed) != 1:
+        return Findings()
+    has, lacks = (persons, units) if keyed[0] is persons else (units, persons)
+    return single(
+        has.index,
+        f"{has.source}: has a record_key column but {lacks.source} has none (expected "
+        "record_key in both tables or in neither: the cell key method needs the key of every "
+        "person and every unit)",
+    )
 
 
 def missing_columns(table: Table) -> Findings:
@@ -717,18 +846,22 @@ def column_conversion(
         conversion = int_conversion(spec, kind, table, position)
     if conversion is not None:
         return conversion
+    text = wrong_type_text(spec, str(dtype), kind, table.source)
+    return single(table.index, text, column=position)
+
+
+def wrong_type_text(spec: ColumnSpec, dtype: str, kind: str, source: str) -> str:
+    """Message for a column whose type cannot hold the contract's values."""
     if spec.name == "block" and kind in ("int", "float"):
-        text = (
-            f"{where(table.source, column=spec.name)}: has type {dtype}, but block must be a "
+        return (
+            f"{where(source, column=spec.name)}: has type {dtype}, but block must be a "
             f"{BLOCK_DIGITS}-character string of digits (e.g. '{EXAMPLE_BLOCK}'; leading zeros "
             "matter)"
         )
-    else:
-        text = (
-            f"{where(table.source, column=spec.name)}: has type {dtype}, which cannot hold "
-            f"{kind_words(spec)} (expected {expected_text(spec)})"
-        )
-    return single(table.index, text, column=position)
+    return (
+        f"{where(source, column=spec.name)}: has type {dtype}, which cannot hold "
+        f"{kind_words(spec)} (expected {expected_text(spec)})"
+    )
 
 
 def kind_words(spec: ColumnSpec) -> str:
@@ -771,9 +904,10 @@ def int_conversion(spec: ColumnSpec, kind: str, table: Table, position: int) -> 
     elif kind == "float":
         value = _whole(clean)
     elif kind == "text":
-        value = clean.cast(pl.Int64, strict=False)
+        # polars' cast takes digits with an optional sign; the contract has no plus sign
+        value = pl.when(~clean.str.starts_with("+")).then(clean.cast(pl.Int64, strict=False))
         retry = got.is_null() & (clean != "")
-        fallback = _whole(clean.cast(pl.Float64, strict=False))
+        fallback = clean.str.extract(WHOLE_DECIMAL, 1).cast(pl.Int64, strict=False)
     else:
         return None
     missing = _missing(name, kind)
@@ -783,7 +917,7 @@ def int_conversion(spec: ColumnSpec, kind: str, table: Table, position: int) -> 
             ~missing & got.is_null(),
             lambda row: (
                 f"{where(table.source, row[ROW], name)}: {show(row[name])} "
-                f"{not_whole_text(row[name])} (expected {expected})"
+                f"{unconverted_text(row[name], spec)}"
             ),
             table.index,
             position,
@@ -806,17 +940,48 @@ def int_conversion(spec: ColumnSpec, kind: str, table: Table, position: int) -> 
     return Conversion(value, missing, tuple(rules), retry, fallback)
 
 
-def not_whole_text(raw: Any) -> str:
-    """Why a value that is present did not convert to a whole number."""
-    if isinstance(raw, int):
-        return "is too large"
+def unconverted_text(raw: Any, spec: ColumnSpec) -> str:
+    """Why a value that is present did not convert to a whole number, and what was expected."""
+    expected = expected_text(spec)
+    out_of_range = f"is out of range (expected {range_text(spec)})"
+    if isinstance(raw, str):
+        text = raw.strip()
+        if re.fullmatch(PLUS_SIGN_TEXT, text):
+            return f"has a plus sign (expected {expected}, written without +)"
+        if re.fullmatch(WHOLE_TEXT, text):  # digits that an Int64 cannot hold
+            return out_of_range
+        if re.fullmatch(EXPONENT_TEXT, text):
+            return f"is in exponent notation (expected {expected}, written in plain digits)"
+        return f"is not a whole number (expected {expected})"
+    if isinstance(raw, int):  # an unsigned integer beyond Int64
+        return out_of_range
     try:
         number = float(raw)
     except (TypeError, ValueError):
-        return "is not a whole number"
-    if math.isfinite(number) and number.is_integer() and abs(number) > EXACT_FLOAT_LIMIT:
-        return "is too large to be held exactly as a float (write it as an integer)"
-    return "is not a whole number"
+        return f"is not a whole number (expected {expected})"
+    if not (math.isfinite(number) and number.is_integer()):
+        return f"is not a whole number (expected {expected})"
+    low, high = value_range(spec)
+    if not low <= number <= high:
+        return out_of_range
+    return (
+        f"is too large to be held exactly as a float (expected {expected}, written as an integer)"
+    )
+
+
+def value_range(spec: ColumnSpec) -> tuple[int, int]:
+    """The lowest and highest value of an integer column (Int64's range if it states none)."""
+    low = INT64_MIN if spec.low is None else spec.low
+    return low, INT64_MAX if spec.high is None else spec.high
+
+
+def range_text(spec: ColumnSpec) -> str:
+    """The ``(expected …)`` part of an out-of-range message."""
+    if spec.low is not None and spec.high is not None:
+        return expected_text(spec)
+    low, high = value_range(spec)
+    text = f"a whole number from {low} to {high}"
+    return f"{text} or empty" if spec.nullable else text
 
 
 def missing_rule(spec: ColumnSpec, missing: pl.Expr, table: Table, position: int) -> Rule:
@@ -877,14 +1042,25 @@ def block_conversion(spec: ColumnSpec, kind: str, table: Table, position: int) -
         return None
     name, clean = spec.name, pl.col(clean_column(spec.name))
     missing = _missing(name, kind)
+    digits = clean.str.contains(BLOCK_PATTERN)
     rules = (
         missing_rule(spec, missing, table, position),
         Rule(
-            ~missing & ~clean.str.contains(BLOCK_PATTERN),
+            ~missing & ~digits,
             lambda row: (
                 f"{where(table.source, row[ROW], name)}: {show(row[name], quote=True)} is not a "
                 f"{BLOCK_DIGITS}-digit block geocode (expected exactly {BLOCK_DIGITS} digits 0–9, "
                 f"leading zeros included, e.g. {EXAMPLE_BLOCK})"
+            ),
+            table.index,
+            position,
+        ),
+        Rule(
+            ~missing & digits & ~clean.str.head(STATE_DIGITS).is_in(STATE_PREFIXES),
+            lambda row: (
+                f"{where(table.source, row[ROW], name)}: {show(row[name], quote=True)} starts with "
+                f"{row[name].strip()[:STATE_DIGITS]}, which is not a state FIPS code (expected a "
+                f"state code as the first two digits: {STATE_CODES_TEXT})"
             ),
             table.index,
             position,
@@ -1239,6 +1415,10 @@ def unit_rules(u_source: str, p_source: str) -> list[Rule]:
 # ---------------------------------------------------------------------------------------------
 
 
+POPULATION_KIND = "population"
+"""The output kind of a population directory (``synth``, an experiment's population step)."""
+
+
 def write_population(
     population: Population,
     out_dir: Path,
@@ -1254,10 +1434,10 @@ def write_population(
     extra = dict(extra_json or {})
     for name in extra:
         check_extra_name(name)
-    check_replaceable(Path(out_dir), "persons.parquet", protect)
+    check_replaceable(Path(out_dir), POPULATION_KIND, protect)
     persons = conform(population.persons, PERSONS)
     units = conform(population.units, UNITS)
-    with atomic_directory(Path(out_dir)) as tmp:
+    with output_directory(Path(out_dir), POPULATION_KIND, protect) as tmp:
         write_parquet(persons, tmp / "persons.parquet")
         write_parquet(units, tmp / "units.parquet")
         for name, data in extra.items():
