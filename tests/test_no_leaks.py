@@ -244,3 +244,69 @@ def test_no_pickle_or_eval_of_user_input_in_the_source():
                 line = text[: match.start()].count("\n") + 1
                 hits.append(f"{file.relative_to(SOURCE)}:{line}: {match.group(0)}")
     assert not hits, "\n".join(hits)
+
+
+def _toml_entries(table: str, entries: list[dict]) -> str:
+    """``[[table]]`` entries as TOML (strings and numbers written as JSON, which TOML reads)."""
+    lines = []
+    for entry in entries:
+        lines.append(f"[[{table}]]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in entry.items()]
+    return "\n".join(lines) + "\n"
+
+
+def test_releases_record_the_content_of_setting_files_never_their_paths(population, tmp_path):
+    """An attacker is entitled to a strategy, an iteration mapping or a p-table, not to where the
+    agency keeps them; execution settings (workers, checkpoint) stay out of the release."""
+    from sdclab.mechanisms import safetab_h
+    from sdclab.mechanisms.ptable import ons_10_5_ptable, write_ptable
+    from sdclab.mechanisms.topdown_strategy import PRODUCTS, strategy_data
+    from sdclab.release import read_release
+
+    files = tmp_path / "agency-files"
+    files.mkdir()
+    strategy = strategy_data(PRODUCTS["pl94"].default)
+    lines = [f'rho = "{strategy["rho"]}"', "[level_shares]"]
+    lines += [f'{k} = "{v}"' for k, v in strategy["level_shares"].items()]
+    for level, shares in strategy["query_shares"].items():
+        lines += [f"[query_shares.{level}]", *(f'"{q}" = "{v}"' for q, v in shares.items())]
+    (files / "strategy.toml").write_text("\n".join(lines))
+    groups = safetab_h.groups_data(safetab_h.default_groups())
+    (files / "iterations.toml").write_text(_toml_entries("group", groups))
+    cuts = safetab_h.thresholds_data(safetab_h.PRODUCTION_THRESHOLDS)
+    (files / "thresholds.toml").write_text(_toml_entries("threshold", cuts))
+    write_ptable(ons_10_5_ptable(), files / "ptable.csv")
+    cases = {
+        "topdown": {
+            "product": "pl94",
+            "strategy": str(files / "strategy.toml"),
+            "checkpoint": str(tmp_path / "ck"),
+            "workers": "1",
+        },
+        "safetab_h": {
+            "iterations": str(files / "iterations.toml"),
+            "thresholds": str(files / "thresholds.toml"),
+        },
+        "cellkey": {"ptable": str(files / "ptable.csv")},
+    }
+    read = {}
+    for name, settings in cases.items():
+        release = mechanisms.run(name, population, settings, 2)
+        write_release(release, tmp_path / name)
+        text = (tmp_path / name / RELEASE_FILE).read_text()
+        assert str(tmp_path) not in text, name
+        read[name] = release
+    for file in files.iterdir():
+        file.unlink()  # the releases must read, and their parameters parse, without the files
+    recorded = {name: read_release(tmp_path / name).parameters for name in cases}
+    assert recorded["topdown"]["strategy"] == strategy
+    assert not {"checkpoint", "workers", "executor"} & set(recorded["topdown"])
+    assert recorded["safetab_h"]["iterations"] == groups
+    assert recorded["safetab_h"]["thresholds"] == cuts
+    topdown_card = mechanisms.get("topdown").card(
+        mechanisms.get("topdown").parse(recorded["topdown"])
+    )
+    assert topdown_card == read["topdown"].card
+    published = read_release(tmp_path / "cellkey").artifacts["ptable"]
+    assert published.equals(ons_10_5_ptable().to_frame())
+    assert "published as artifacts/ptable.parquet" in recorded["cellkey"]["ptable"]

@@ -359,7 +359,6 @@ def evaluate(
     reid: Annotated[Path | None, typer.Option(help="Reidentification results.")] = None,
 ) -> None:
     """Accuracy of a release against the truth, and the risk measured by the attacks on it."""
-    import json
 
     from sdclab import evaluate as ev
     from sdclab.attacks.reconstruction import (
@@ -367,7 +366,7 @@ def evaluate(
         read_reconstruction,
         read_reconstruction_metrics,
     )
-    from sdclab.fileio import check_replaceable, output_directory, write_json
+    from sdclab.fileio import check_replaceable, output_directory, read_json_object, write_json
     from sdclab.release import read_release
 
     inputs = tuple(p for p in (release, truth, recon, reid) if p is not None)
@@ -400,7 +399,7 @@ def evaluate(
             reconstruction.persons, population
         )
     if reid is not None:
-        metrics["reidentification"] = json.loads((reid / METRICS_FILE).read_text())
+        metrics["reidentification"] = read_json_object(reid / METRICS_FILE)
     metrics[ev.EVALUATION_ONLY] = ev.evaluation_only(metrics)
     with output_directory(out, EVALUATION_KIND, inputs) as tmp:
         write_json(metrics, tmp / METRICS_FILE)

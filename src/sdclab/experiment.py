@@ -35,14 +35,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sdclab import __version__, mechanisms
 from sdclab import evaluate as ev
 from sdclab.attacks import linkage
 from sdclab.attacks.ckm_risk import ckm_risk
-from sdclab.attacks.reconstruction import read_reconstruction, write_reconstruction
+from sdclab.attacks.reconstruction import (
+    read_reconstruction,
+    read_reconstruction_metrics,
+    read_solvar,
+    write_reconstruction,
+)
 from sdclab.attacks.variability import attack
 from sdclab.errors import InputError
 from sdclab.execution import Executor
@@ -50,6 +54,7 @@ from sdclab.fileio import (
     atomic_directory,
     atomic_file,
     check_replaceable,
+    read_json_object,
     read_toml,
     write_json,
     write_marker,
@@ -263,7 +268,7 @@ class Runner:
                     write_json(ckm_risk(release, truth), tmp / "metrics.json")
 
                 risk_dir = self.step(f"ckm-risk:{m.title}", risk_digest, make_risk)
-                entry["ckm_risk"] = json.loads((risk_dir / "metrics.json").read_text())
+                entry["ckm_risk"] = read_json_object(risk_dir / "metrics.json")
             if attacks.reconstruct and release.tables:
                 rec_digest = _digest(
                     "reconstruction",
@@ -285,11 +290,10 @@ class Runner:
 
                 rec_dir = self.step(f"reconstruction:{m.title}", rec_digest, make_recon) / "recon"
                 recon = read_reconstruction(rec_dir)
-                recon_metrics = json.loads((rec_dir / "metrics.json").read_text())
+                recon_metrics = read_reconstruction_metrics(rec_dir)
                 entry["reconstruction"] = recon_metrics
                 entry["reconstruction_agreement"] = ev.agreement(recon.persons, truth)
-                solvar_file = rec_dir / "solvar.parquet"
-                solvar = pl.read_parquet(solvar_file) if solvar_file.exists() else None
+                solvar = read_solvar(rec_dir)
                 entry["reidentification"] = {}
                 unlinkable = linkage.not_linkable(recon.persons)
                 for preset in attacks.attackers:
@@ -313,9 +317,7 @@ class Runner:
                         write_json(figures_, tmp / "metrics.json")
 
                     reid_dir = self.step(f"reidentify:{m.title}:{preset}", reid_digest, make_reid)
-                    entry["reidentification"][preset] = json.loads(
-                        (reid_dir / "metrics.json").read_text()
-                    )
+                    entry["reidentification"][preset] = read_json_object(reid_dir / "metrics.json")
             entry[ev.EVALUATION_ONLY] = ev.evaluation_only(entry)
             results["mechanisms"][m.title] = entry
         results["steps"] = {"computed": self.computed, "reused": self.reused}

@@ -32,7 +32,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-from polars.exceptions import PolarsError
+from polars.exceptions import PanicException, PolarsError
 
 from sdclab.errors import InputError
 
@@ -472,6 +472,34 @@ def polars_knows_time_zone(zone: str) -> bool:
     except PolarsError:
         return False
     return True
+
+
+def read_json_object(file: Path) -> dict[str, Any]:
+    """A JSON file the user hands over that must hold one object; anything else (bytes that are
+    not UTF-8, bad JSON, huge numbers, deep nesting, another JSON value) is an
+    :class:`InputError` naming the file."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{file}: not valid JSON ({exc})") from None
+    except ValueError:  # json converts integers with int(), which refuses > 4300 digits
+        raise InputError(f"{file}: not valid JSON (a number has too many digits)") from None
+    except RecursionError:
+        raise InputError(f"{file}: not valid JSON (nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{file}: expected a JSON object")
+    return data
+
+
+def read_input_parquet(file: Path, owner: str = "the release") -> pl.DataFrame:
+    """A Parquet file of a directory the user hands over (``owner``: which, for the message),
+    read by :func:`read_parquet_checked`; anything wrong is an :class:`InputError`."""
+    if not file.is_file():
+        raise InputError(f"{file}: missing from {owner}")
+    try:
+        return read_parquet_checked(file)
+    except (Exception, PanicException) as exc:  # pyarrow and polars raise many types here
+        raise InputError(f"{file}: not a readable Parquet file ({type(exc).__name__})") from None
 
 
 def read_parquet_checked(file: Path) -> pl.DataFrame:

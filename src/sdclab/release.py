@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from polars.exceptions import PanicException
 
 from sdclab import __version__
 from sdclab.accounting import SpecCard, no_protection_card
@@ -36,7 +35,8 @@ from sdclab.errors import InputError
 from sdclab.fileio import (
     json_safe,
     output_directory,
-    read_parquet_checked,
+    read_input_parquet,
+    read_json_object,
     write_json,
     write_parquet,
 )
@@ -82,6 +82,9 @@ class Release:
     """Population-group tables (SafeTab-H): level, geoid, iteration_level, iteration, table,
     cell, count, derived."""
     group_totals: pl.DataFrame | None = None
+    artifacts: dict[str, pl.DataFrame] = field(default_factory=dict)
+    """What else the mechanism publishes about itself, by name (``artifacts/<name>.parquet``):
+    e.g. the cell key method's p-table when it came from a file."""
     """Published population-group totals (a noisy T01001): level, geoid, iteration_level,
     iteration, count."""
 
@@ -116,6 +119,7 @@ class Release:
             "measurements": self.measurements is not None,
             "group_tables": self.group_tables is not None,
             "group_totals": self.group_totals is not None,
+            "artifacts": sorted(self.artifacts),
             "notes": self.notes,
         }
 
@@ -218,6 +222,8 @@ def write_release(release: Release, out: Path, *, protect: tuple[Path, ...] = ()
             write_parquet(release.group_tables, tmp / GROUP_TABLES_FILE)
         if release.group_totals is not None:
             write_parquet(release.group_totals, tmp / GROUP_TOTALS_FILE)
+        for name, frame in release.artifacts.items():
+            write_parquet(frame, tmp / artifact_file(name))
         # the metadata as a reader will see it (JSON types, NaN as null), then its digests
         meta = json.loads(json.dumps(json_safe(release.metadata()), allow_nan=False))
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
@@ -298,7 +304,9 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         key: read_input_parquet(path / name) if meta.get(key) else None
         for key, name in (("group_tables", GROUP_TABLES_FILE), ("group_totals", GROUP_TOTALS_FILE))
     }
+    artifacts = {name: read_input_parquet(path / artifact_file(name)) for name in _artifacts(meta)}
     read = [path / GEOGRAPHY_FILE, *(path / "tables" / f"{name}.parquet" for name in tables)]
+    read += [path / artifact_file(name) for name in artifacts]
     if microdata is not None:
         read += [path / "microdata" / "persons.parquet", path / "microdata" / "units.parquet"]
     if mdf is not None:
@@ -325,7 +333,28 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         measurements=measurements,
         group_tables=groups["group_tables"],
         group_totals=groups["group_totals"],
+        artifacts=artifacts,
     )
+
+
+_ARTIFACT_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def artifact_file(name: str) -> str:
+    """Where an artifact is kept in a release directory."""
+    return f"artifacts/{name}.parquet"
+
+
+def _artifacts(meta: dict[str, Any]) -> list[str]:
+    """The artifact names release.json lists (absent: none), each a plain lower-case name."""
+    names = meta.get("artifacts", [])
+    if not isinstance(names, list) or not all(
+        isinstance(n, str) and _ARTIFACT_NAME.fullmatch(n) for n in names
+    ):
+        raise InputError(
+            f"{RELEASE_FILE}: artifacts must be a list of lower-case names (letters, digits, _)"
+        )
+    return names
 
 
 def _read_mdf(path: Path, columns: Any, valid: pl.DataFrame) -> pl.DataFrame | None:
@@ -374,23 +403,6 @@ def _load_metadata(path: Path) -> dict[str, Any]:
     if not file.is_file():
         raise InputError(f"{file}: missing; {path} is not a release directory")
     return read_json_object(file)
-
-
-def read_json_object(file: Path) -> dict[str, Any]:
-    """A JSON file the user hands over that must hold one object; anything else (bytes that are
-    not UTF-8, bad JSON, huge numbers, deep nesting, another JSON value) is an
-    :class:`InputError` naming the file."""
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{file}: not valid JSON ({exc})") from None
-    except ValueError:  # json converts integers with int(), which refuses > 4300 digits
-        raise InputError(f"{file}: not valid JSON (a number has too many digits)") from None
-    except RecursionError:
-        raise InputError(f"{file}: not valid JSON (nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{file}: expected a JSON object")
-    return data
 
 
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -495,17 +507,6 @@ def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> None:
         mechanisms.get(name).parse(parameters)
     except InputError as exc:  # "mechanism NAME, parameter KEY: what is wrong (known …)"
         raise InputError(f"{file}: parameters: {exc}") from None
-
-
-def read_input_parquet(file: Path, owner: str = "the release") -> pl.DataFrame:
-    """A Parquet file of a directory the user hands over (``owner``: which, for the message),
-    read by :func:`sdclab.fileio.read_parquet_checked`; anything wrong is an :class:`InputError`."""
-    if not file.is_file():
-        raise InputError(f"{file}: missing from {owner}")
-    try:
-        return read_parquet_checked(file)
-    except (Exception, PanicException) as exc:  # pyarrow and polars raise many types here
-        raise InputError(f"{file}: not a readable Parquet file ({type(exc).__name__})") from None
 
 
 def _read_geography(file: Path) -> Geography:

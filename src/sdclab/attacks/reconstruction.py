@@ -41,10 +41,16 @@ from sdclab import schema
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
-from sdclab.fileio import output_directory, write_json, write_parquet
+from sdclab.fileio import (
+    output_directory,
+    read_input_parquet,
+    read_json_object,
+    write_json,
+    write_parquet,
+)
 from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
-from sdclab.release import Release, read_input_parquet, read_json_object
+from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 
 IntArray = npt.NDArray[np.int64]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -31,6 +31,16 @@ class Parameters(BaseModel):
     """Base of every mechanism's parameter model: unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    EXECUTION: ClassVar[frozenset[str]] = frozenset()
+    """Settings of where and how a run executes (workers, a checkpoint directory): they change
+    nothing in the release, and a path or an address of the agency's machines stays out of it."""
+
+    def recorded(self) -> dict[str, Any]:
+        """The parameters as a release records them: without the execution settings, and with
+        the content of any file they name in place of its path (a mechanism with file settings
+        extends this), since a path is local and an attacker is entitled to the content."""
+        return self.model_dump(mode="json", exclude=set(self.EXECUTION))
 
 
 @dataclass(frozen=True)

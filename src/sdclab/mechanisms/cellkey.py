@@ -44,7 +44,7 @@ from sdclab.mechanisms.ptable import (
 )
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
-from sdclab.release import Release
+from sdclab.release import Release, artifact_file
 from sdclab.tables.catalog import CATALOG, select
 from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate, tabulate_histograms
 
@@ -55,6 +55,10 @@ ONS_KEY_SPACE = 4096
 """ONS administrative data: rk = ons_id mod 4096 (``keys=ids`` uses the ids the same way)."""
 REPORTED_EPSILONS = (0.5, 1.0, 2.0, 4.0)
 """ε values at which the card lists δ_n(ε) per neighbouring count pair."""
+
+
+PTABLE_PRESETS = ("ons-10-5", "maxent")
+PTABLE_ARTIFACT = "ptable"
 
 
 class CellKeyParameters(Parameters):
@@ -109,6 +113,17 @@ class CellKeyParameters(Parameters):
         if not path.is_file():
             raise InputError(f"ptable {self.ptable!r}: not ons-10-5, maxent or an existing file")
         return read_ptable(path)
+
+    @property
+    def ptable_file(self) -> bool:
+        """Whether the p-table comes from a file (the release then publishes it)."""
+        return self.ptable not in PTABLE_PRESETS
+
+    def recorded(self) -> dict[str, Any]:
+        data = super().recorded()
+        if self.ptable_file:
+            data["ptable"] = f"a file, published as {artifact_file(PTABLE_ARTIFACT)}"
+        return data
 
     def resolved_key_space(self, table: AnyPTable) -> int:
         """K: an ONS table fixes it (max ckey + 1); a long-format table takes any K."""
@@ -356,10 +371,11 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
         )
     return Release(
         mechanism="cellkey",
-        parameters=p.model_dump(mode="json"),
+        parameters=p.recorded(),
         card=card(p, table),
         tables={name: tc.to_long() for name, tc in published.items()},
         randomness=randomness,
+        artifacts={PTABLE_ARTIFACT: table.to_frame()} if p.ptable_file else {},
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
         notes=notes,

@@ -108,7 +108,7 @@ def protect(population: Population, p: GeometricParameters, rng: np.random.Gener
         published[name] = TableCounts(tc.table, levels, tc.geoids)
     return Release(
         mechanism="geometric",
-        parameters=p.model_dump(mode="json"),
+        parameters=p.recorded(),
         card=card(p),
         tables={name: tc.to_long() for name, tc in published.items()},
         randomness={},

@@ -125,11 +125,17 @@ def default_groups() -> tuple[Group, ...]:
 def load_groups(path: Path) -> tuple[Group, ...]:
     """Groups from a TOML iteration file: ``[[group]]`` tables with code, name, level (1 or 2),
     kind ("race" or "ethnicity") and codes (detailed race codes or Hispanic origin codes)."""
-    data = read_toml(path, "iteration file")
+    return parse_groups(read_toml(path, "iteration file").get("group", []), str(path))
+
+
+def parse_groups(entries: Any, where: str) -> tuple[Group, ...]:
+    """Groups from the ``[[group]]`` entries of an iteration file (or of :func:`groups_data`)."""
+    if not isinstance(entries, list):
+        raise InputError(f"{where}: expected a list of [[group]] entries")
     known_race = set(schema.DETAILED_RACE_LABELS)
     known_origin = {c.code for c in schema.HISPANIC_ORIGINS}
     groups = []
-    for n, entry in enumerate(data.get("group", []), start=1):
+    for n, entry in enumerate(entries, start=1):
         try:
             group = Group(
                 str(entry["code"]),
@@ -140,48 +146,74 @@ def load_groups(path: Path) -> tuple[Group, ...]:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(
-                f"{path}: group {n}: expected code, name, level, kind, codes ({exc})"
+                f"{where}: group {n}: expected code, name, level, kind, codes ({exc})"
             ) from None
         if group.level not in (1, 2) or group.kind not in ("race", "ethnicity"):
             raise InputError(
-                f"{path}: group {n} ({group.code}): level must be 1 or 2 and kind race or ethnicity"
+                f"{where}: group {n} ({group.code}): level must be 1 or 2 and kind race or "
+                "ethnicity"
             )
         unknown = set(group.codes) - (known_race if group.kind == "race" else known_origin)
         if unknown:
-            raise InputError(f"{path}: group {n} ({group.code}): unknown codes {sorted(unknown)}")
+            raise InputError(f"{where}: group {n} ({group.code}): unknown codes {sorted(unknown)}")
         groups.append(group)
     if not groups:
-        raise InputError(f"{path}: no [[group]] entries")
+        raise InputError(f"{where}: no [[group]] entries")
     if len({g.code for g in groups}) != len(groups):
-        raise InputError(f"{path}: group codes must be unique")
+        raise InputError(f"{where}: group codes must be unique")
     return tuple(groups)
 
 
 def load_thresholds(path: Path) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
     """Thresholds from a TOML file: one ``[[threshold]]`` per region type (USA, STATE, COUNTY,
     TRACT) and iteration level (1, 2) with ``T03`` (three increasing counts) and ``T04`` (one)."""
-    data = read_toml(path, "thresholds file")
+    return parse_thresholds(read_toml(path, "thresholds file").get("threshold", []), str(path))
+
+
+def parse_thresholds(entries: Any, where: str) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
+    """Thresholds from the ``[[threshold]]`` entries of a thresholds file (or of
+    :func:`thresholds_data`)."""
+    if not isinstance(entries, list):
+        raise InputError(f"{where}: expected a list of [[threshold]] entries")
     table: dict[tuple[str, int], dict[str, tuple[int, ...]]] = {}
-    for n, entry in enumerate(data.get("threshold", []), start=1):
+    for n, entry in enumerate(entries, start=1):
         try:
             key = (str(entry["region"]), int(entry["level"]))
             t3, t4 = tuple(int(v) for v in entry["T03"]), tuple(int(v) for v in entry["T04"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(
-                f"{path}: threshold {n}: expected region, level, T03, T04 ({exc})"
+                f"{where}: threshold {n}: expected region, level, T03, T04 ({exc})"
             ) from None
         if key[0] not in REGION_TYPES or key[1] not in (1, 2):
-            raise InputError(f"{path}: threshold {n}: unknown region {key[0]!r} or level {key[1]}")
+            raise InputError(f"{where}: threshold {n}: unknown region {key[0]!r} or level {key[1]}")
         if len(t3) != 3 or len(t4) != 1 or list(t3) != sorted(t3) or min(t3 + t4) < 0:
             raise InputError(
-                f"{path}: threshold {n}: T03 needs three increasing counts and T04 one, all ≥ 0"
+                f"{where}: threshold {n}: T03 needs three increasing counts and T04 one, all ≥ 0"
             )
         table[key] = {"T03": t3, "T04": t4}
     missing = set(PRODUCTION_THRESHOLDS) - set(table)
     if missing:
         shown = ", ".join(f"{r} level {lv}" for r, lv in sorted(missing))
-        raise InputError(f"{path}: no thresholds for {shown}")
+        raise InputError(f"{where}: no thresholds for {shown}")
     return table
+
+
+def groups_data(groups: tuple[Group, ...]) -> list[dict[str, Any]]:
+    """Groups as the ``[[group]]`` entries of an iteration file."""
+    return [
+        {"code": g.code, "name": g.name, "level": g.level, "kind": g.kind, "codes": list(g.codes)}
+        for g in groups
+    ]
+
+
+def thresholds_data(
+    table: dict[tuple[str, int], dict[str, tuple[int, ...]]],
+) -> list[dict[str, Any]]:
+    """Thresholds as the ``[[threshold]]`` entries of a thresholds file."""
+    return [
+        {"region": region, "level": level, **{t: list(v) for t, v in cuts.items()}}
+        for (region, level), cuts in table.items()
+    ]
 
 
 def stability(groups: tuple[Group, ...], level: int, max_codes: int = MAX_RACE_CODES) -> int:
@@ -221,25 +253,39 @@ class SafeTabHParameters(Parameters):
         Decimal("0.142869"), ge=0, description="level 2, COUNTY/TRACT"
     )
     stability: int = Field(9, ge=1, le=1000, description="the s the budget is spent for")
-    iterations: str = Field("default", description='"default" or a TOML iteration file')
+    iterations: str | list[dict[str, Any]] = Field(
+        "default",
+        description='"default" or a TOML iteration file (in a release: its [[group]] entries)',
+    )
     t01001: Literal["exact", "noisy"] = "exact"
     t01001_rho: Decimal = Field(Decimal("1"), gt=0, description="noisy T01001: its total rho")
     clamp: bool = Field(False, description="negative measured cells to 0 (production kept them)")
-    thresholds: str = Field(
-        "production", description='"production" or a TOML file of [[threshold]] entries'
+    thresholds: str | list[dict[str, Any]] = Field(
+        "production",
+        description='"production" or a TOML file of [[threshold]] entries (in a release: them)',
     )
 
     def threshold_table(self) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
-        return (
-            PRODUCTION_THRESHOLDS
-            if self.thresholds == "production"
-            else load_thresholds(Path(self.thresholds))
-        )
+        if isinstance(self.thresholds, list):
+            return parse_thresholds(self.thresholds, "parameter thresholds")
+        if self.thresholds == "production":
+            return PRODUCTION_THRESHOLDS
+        return load_thresholds(Path(self.thresholds))
 
     def groups(self) -> tuple[Group, ...]:
+        if isinstance(self.iterations, list):
+            return parse_groups(self.iterations, "parameter iterations")
         return (
             default_groups() if self.iterations == "default" else load_groups(Path(self.iterations))
         )
+
+    def recorded(self) -> dict[str, Any]:
+        data = super().recorded()
+        if self.iterations != "default":
+            data["iterations"] = groups_data(self.groups())
+        if self.thresholds != "production":
+            data["thresholds"] = thresholds_data(self.threshold_table())
+        return data
 
     def rho(self, region: str, level: int) -> Fraction:
         """ρ of each of T03 and T04 at a region type and iteration level."""
@@ -544,7 +590,7 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
     }
     return Release(
         mechanism="safetab_h",
-        parameters=p.model_dump(mode="json"),
+        parameters=p.recorded(),
         card=card(p),
         tables={},
         randomness={},

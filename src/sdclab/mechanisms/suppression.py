@@ -1057,7 +1057,7 @@ def protect(population: Population, p: SuppressionParameters, rng: np.random.Gen
         notes["complementary"] = {"protects": PROTECTS}
     return Release(
         mechanism="suppress",
-        parameters=p.model_dump(mode="json"),
+        parameters=p.recorded(),
         card=card(p),
         tables={
             name: publish(tc, p.small_cells, plan.suppressed.get(name), withheld.get(name))

@@ -231,7 +231,7 @@ def protect_psa(population: Population, params: PsaParameters, rng: np.random.Ge
         raise InputError("psa: the population has no households (occupied housing units) to swap")
     return tabulated_release(
         "psa",
-        params.model_dump(mode="json"),
+        params.recorded(),
         psa_card(params, b),
         swapped.population,
         population,
@@ -492,7 +492,7 @@ def protect_swap(
     swapped = swap_population(population, params, rng)
     return tabulated_release(
         name,
-        params.model_dump(mode="json"),
+        params.recorded(),
         swap_card(params, name),
         swapped.population,
         population,

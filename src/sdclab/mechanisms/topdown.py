@@ -33,7 +33,7 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +52,8 @@ from sdclab.mechanisms.topdown_strategy import (
     Product,
     Strategy,
     load_strategy,
+    parse_strategy,
+    strategy_data,
     topdown_card,
 )
 from sdclab.noise import SIGMA2_RANGE, discrete_gaussian
@@ -76,7 +78,9 @@ class TopDownParameters(Parameters):
 
     product: Literal["dhc", "pl94"] = "dhc"
     rho: Decimal | None = Field(None, gt=0, allow_inf_nan=False)
-    strategy: Path | None = None
+    strategy: Path | dict[str, Any] | None = Field(
+        None, description="a TOML strategy file (in a release: its content, as a table)"
+    )
     measurements: bool = Field(True, description="write the noisy measurements file")
     workers: int | None = Field(None, ge=1)
     executor: str | None = Field(
@@ -87,12 +91,22 @@ class TopDownParameters(Parameters):
     )
     delta: float = Field(1e-10, gt=0, lt=1, description="δ at which (ε, δ) is also reported")
 
+    EXECUTION: ClassVar[frozenset[str]] = frozenset({"workers", "executor", "checkpoint"})
+
     def resolve(self) -> tuple[Product, Strategy]:
         product = PRODUCTS[self.product]
         rho = Fraction(self.rho) if self.rho is not None else None
+        if isinstance(self.strategy, dict):
+            return product, parse_strategy(self.strategy, product, rho, "parameter strategy")
         if self.strategy is not None:
             return product, load_strategy(self.strategy, product, rho)
         return product, product.default if rho is None else product.default.with_rho(rho)
+
+    def recorded(self) -> dict[str, Any]:
+        data = super().recorded()
+        if self.strategy is not None:
+            data["strategy"] = strategy_data(self.resolve()[1])
+        return data
 
     @model_validator(mode="after")
     def _within_sampler_range(self) -> TopDownParameters:
@@ -683,7 +697,7 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
     _, omitted = product_tables(product)
     return Release(
         mechanism="topdown",
-        parameters=p.model_dump(mode="json"),
+        parameters=p.recorded(),
         card=topdown_card(product, strategy, p.delta),
         tables=tabulate_run(product, run.histograms, population.geography),
         randomness={},

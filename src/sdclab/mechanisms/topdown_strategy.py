@@ -333,7 +333,15 @@ def load_strategy(path: Path, product: Product, rho: Fraction | None = None) -> 
     """A strategy from a TOML file: ``rho`` (optional), ``[level_shares]`` and one
     ``[query_shares.<level>]`` table per level; shares are exact fractions written as strings
     ("104/4099") or decimals. Anything malformed is an :class:`InputError` naming the file."""
-    data = read_toml(path, "strategy file")
+    return parse_strategy(read_toml(path, "strategy file"), product, rho, str(path))
+
+
+def parse_strategy(
+    data: Any, product: Product, rho: Fraction | None = None, where: str = "strategy"
+) -> Strategy:
+    """A strategy from the data of a strategy file (or of :func:`strategy_data`)."""
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: not a valid {product.name} strategy (expected a table)")
     try:
         strategy = Strategy(
             _fraction(data.get("rho", rho if rho is not None else product.default.rho)),
@@ -345,8 +353,20 @@ def load_strategy(path: Path, product: Product, rho: Fraction | None = None) -> 
         )
         strategy.check(product.queries)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
-        raise InputError(f"{path}: not a valid {product.name} strategy ({exc})") from None
+        raise InputError(f"{where}: not a valid {product.name} strategy ({exc})") from None
     return strategy if rho is None else strategy.with_rho(rho)
+
+
+def strategy_data(strategy: Strategy) -> dict[str, Any]:
+    """A strategy as the data of a strategy file, every number an exact fraction in text."""
+    return {
+        "rho": str(strategy.rho),
+        "level_shares": {level: str(s) for level, s in strategy.level_shares.items()},
+        "query_shares": {
+            level: {q: str(s) for q, s in shares.items()}
+            for level, shares in strategy.query_shares.items()
+        },
+    }
 
 
 def _fraction(value: Any) -> Fraction:
