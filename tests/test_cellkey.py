@@ -312,3 +312,13 @@ def test_ons_function_equals_the_package_on_random_tables(n, seed, threshold, sh
     theirs = ons_reference(data, geog, tab_vars, "record_key", threshold)
     assert ours.rows() == theirs.select(ours.columns).rows()
     capsys.readouterr()
+
+
+def test_record_keys_of_one_table_alone_are_refused_not_replaced():
+    population, _ = synthesize(600, seed=12)
+    keyed = assign_record_keys(population, 256, np.random.default_rng(3))
+    only_persons = type(population)(persons=keyed.persons, units=population.units)
+    with pytest.raises(InputError, match="persons have a record_key column but the units"):
+        mechanisms.run("cellkey", only_persons, {}, 1)
+    drawn = mechanisms.run("cellkey", only_persons, {"keys": "drawn"}, 1)  # keys not used
+    assert drawn.notes["record_keys"].startswith("drawn uniformly")

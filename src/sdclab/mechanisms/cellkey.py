@@ -167,9 +167,17 @@ def keys_from_ids(population: Population, key_space: int) -> Population:
 
 
 def has_keys(population: Population) -> bool:
-    return RECORD_KEY.name in population.persons.columns and (
-        RECORD_KEY.name in population.units.columns
-    )
+    """Whether the population stores record keys: in both tables, never in one alone (keys of
+    one table would otherwise be silently replaced by drawn ones)."""
+    persons = RECORD_KEY.name in population.persons.columns
+    units = RECORD_KEY.name in population.units.columns
+    if persons != units:
+        holder, other = ("persons", "units") if persons else ("units", "persons")
+        raise InputError(
+            f"cellkey: the {holder} have a {RECORD_KEY.name} column but the {other} have none; "
+            "give record keys in both tables or in neither"
+        )
+    return persons
 
 
 def cell_noise(table: AnyPTable, counts: IntArray, cell_keys: IntArray, key_space: int) -> IntArray:
