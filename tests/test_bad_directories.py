@@ -607,3 +607,23 @@ def test_gaussian_parameters_parse_back_from_json() -> None:
         params = entry.parse(settings)
         written = json.loads(json.dumps(params.model_dump(mode="json")))
         assert entry.parse(written) == params
+
+
+def test_a_release_table_of_a_type_polars_cannot_take_is_one_line(
+    release: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A decimal256 count column would make polars panic (printing a Rust backtrace)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sdclab.release import file_digest
+
+    file = release / "tables" / "P1.parquet"
+    table = pq.read_table(file)
+    count = pa.array([int(v) for v in table["count"].to_pylist()], pa.decimal256(50, 0))
+    pq.write_table(table.set_column(table.schema.get_field_index("count"), "count", count), file)
+    forge(release, lambda m: m["digests"]["files"].update({"tables/P1.parquet": file_digest(file)}))
+    with pytest.raises(InputError) as info:
+        read_release(release)
+    assert "P1.parquet: not a readable Parquet file" in one_line(info.value)
+    assert "panic" not in capfd.readouterr().err.lower()

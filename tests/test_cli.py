@@ -103,3 +103,15 @@ def test_out_never_replaces_foreign_or_input_directories(tmp_path):
     assert run("tabulate", str(pop), "--out", str(rel), "--tables", "P1").exit_code == 0
     assert run("tabulate", str(pop), "--out", str(rel), "--tables", "P8").exit_code == 0
     assert sorted(p.name for p in (rel / "tables").iterdir()) == ["P8.parquet"]
+
+
+def test_a_reader_that_closes_the_pipe_early_is_not_an_error():
+    """`sdclab spec … | head -1`: the output was written; its reader wanted no more."""
+    command = [sys.executable, "-m", "sdclab", "spec", "-m", "geometric", "--set", "epsilon=8"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the reader goes away before the card is printed
+        error = process.stderr.read().decode()
+        process.wait()
+    assert process.returncode == 0, error
+    assert error == ""

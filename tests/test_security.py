@@ -310,3 +310,19 @@ def test_evaluate_and_reidentify_check_the_truth(population_dir, tmp_path, monke
         app, [*commands["evaluate"], "--truth", str(population_dir), "--out", str(tmp_path / "e")]
     )
     assert result.exit_code == 0, result.output
+
+
+def test_an_experiment_s_steps_and_logs_hold_nothing_its_seeds_derive(tmp_path):
+    experiment = tmp_path / "exp.toml"
+    experiment.write_text(
+        "[population]\npersons = 400\nseed = 5\n\n"
+        '[[mechanisms]]\nname = "topdown"\nsettings = { product = "pl94" }\nseed = 11\n\n'
+        '[[mechanisms]]\nname = "geometric"\nsettings = { epsilon = "8" }\nseed = 12\n\n'
+        "[attacks]\nreconstruct = false\n"
+    )
+    result = CliRunner().invoke(app, ["run", str(experiment), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert any((tmp_path / "out" / "steps").iterdir())
+    for seed in (5, 11, 12):
+        derived = {k: v for k, v in secret_patterns(seed).items() if not k.startswith("entropy")}
+        assert leaks(tmp_path / "out", result.output, derived) == [], seed
