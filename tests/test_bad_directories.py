@@ -539,6 +539,14 @@ FORGERIES = [
         lambda m: m.update(mechanism="swap", parameters={"same_tract": "0.5"}),
         "mechanism swap",
     ),
+    (  # reading a release never opens a path it names
+        lambda m: m.update(mechanism="topdown", parameters={"strategy": "/dev/zero"}),
+        "parameter strategy names a file ('/dev/zero')",
+    ),
+    (
+        lambda m: m.update(mechanism="safetab_h", parameters={"iterations": "/etc/hosts"}),
+        "parameter iterations names a file",
+    ),
 ]
 
 

@@ -115,3 +115,20 @@ def test_a_reader_that_closes_the_pipe_early_is_not_an_error():
         process.wait()
     assert process.returncode == 0, error
     assert error == ""
+
+
+def test_a_closed_pipe_stops_the_progress_lines_not_the_work(tmp_path):
+    """`sdclab run … 2>&1 | head -c1`: the run still finishes, and only then exits 0."""
+    experiment = tmp_path / "exp.toml"
+    experiment.write_text(
+        '[population]\npersons = 300\nseed = 1\n\n[[mechanisms]]\nname = "none"\n\n'
+        "[attacks]\nreconstruct = false\n"
+    )
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "sdclab", "run", str(experiment), "--out", str(out)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+        assert process.stdout is not None
+        process.stdout.close()
+        process.wait()
+    assert process.returncode == 0
+    assert (out / "results.json").is_file() and (out / "report.html").is_file()

@@ -143,10 +143,15 @@ def test_replacing_an_output_exchanges_it_in_one_step(tmp_path, monkeypatch):
         (tmp / "a").write_text("old")
     swaps = []
     real = fileio.exchange
-    monkeypatch.setattr(fileio, "exchange", lambda a, b: swaps.append((a, b)) or real(a, b))
+
+    def exchange(a: Path, b: Path) -> bool:
+        swaps.append(real(a, b))
+        return swaps[-1]
+
+    monkeypatch.setattr(fileio, "exchange", exchange)
     with fileio.atomic_directory(target) as tmp:
         (tmp / "a").write_text("new")
-    assert len(swaps) == 1 and (target / "a").read_text() == "new"
+    assert swaps == [True] and (target / "a").read_text() == "new"  # exchanged, no fallback
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # the old one is gone
 
 
@@ -194,13 +199,39 @@ def test_a_writer_killed_while_replacing_leaves_a_complete_output(where, tmp_pat
     assert (target / "a").read_text() == ("new" if where == "exchange" else "old")
 
 
+LIVE_WRITER = """
+import sys
+from pathlib import Path
+from sdclab import fileio
+with fileio.atomic_directory(Path(sys.argv[1])) as tmp:
+    print(tmp, flush=True)
+    sys.stdin.readline()  # writing, until told to finish
+    (tmp / "a").write_text("new")
+"""
+
+
 def test_a_live_writer_s_temporary_is_not_cleaned(tmp_path):
+    """Another process's clean-up, while a writer writes, leaves the writer's temporary alone
+    (it names its writer, who is alive, and holds its lock); once the writer is dead, it goes."""
     target = tmp_path / "out"
-    with fileio.atomic_directory(target) as tmp:
-        fileio.clean_leftovers(target)  # another writer's clean-up, while this one writes
-        assert tmp.is_dir()
-        (tmp / "a").write_text("new")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(LIVE_WRITER), str(target)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None and writer.stdin is not None
+    tmp = Path(writer.stdout.readline().strip())
+    fileio.clean_leftovers(target)
+    assert tmp.is_dir()
+    writer.stdin.write("go\n")
+    writer.stdin.close()
+    assert writer.wait() == 0
     assert (target / "a").read_text() == "new"
+    dead = tmp_path / f".out.tmp-{writer.pid}-x"  # as if it had been killed mid-write
+    dead.mkdir()
+    fileio.clean_leftovers(target)
+    assert not dead.exists()
 
 
 def test_tabulate_killed_mid_replace_leaves_no_exact_tables_behind(made, tmp_path):

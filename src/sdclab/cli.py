@@ -64,6 +64,15 @@ def quiet_closed_pipe() -> None:
             os.dup2(devnull, stream.fileno())
 
 
+def progress(text: str) -> None:
+    """A progress line on stderr; a reader that has gone away stops the lines, not the work
+    (a closed pipe ends a command with exit 0 only once its output is written)."""
+    try:
+        typer.echo(text, err=True)
+    except BrokenPipeError:
+        quiet_closed_pipe()
+
+
 app = typer.Typer(
     cls=OneLineErrors,
     name="sdclab",
@@ -86,12 +95,12 @@ def reports_input_errors(fn: F) -> F:
         except InputError as exc:
             typer.echo(f"error: {exc.one_line()}", err=True)
             raise typer.Exit(2) from None
-        except BrokenPipeError:  # the output is written; its reader stopped reading
+        except BrokenPipeError:  # only the last lines print after the work: it is done
             quiet_closed_pipe()
             raise typer.Exit(0) from None
         except OSError as exc:  # a path the user named cannot be read or written
             where = f": {exc.filename}" if exc.filename else ""
-            typer.echo(f"error: {exc.strerror or exc}{where}", err=True)
+            typer.echo(f"error: {escape_control(f'{exc.strerror or exc}{where}')}", err=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -533,7 +542,7 @@ def run(
 
     spec = load_experiment(experiment)
     start = time.perf_counter()
-    run_experiment(spec, out, lambda text: typer.echo(text, err=True), (experiment,))
+    run_experiment(spec, out, progress, (experiment,))
     typer.echo(
         f"done in {time.perf_counter() - start:.0f} s; report: {(out / 'report.html').resolve()}"
     )
@@ -548,7 +557,7 @@ def demo(
     from sdclab.experiment import DEMO, run_experiment
 
     start = time.perf_counter()
-    results = run_experiment(DEMO, out, lambda text: typer.echo(text, err=True))
+    results = run_experiment(DEMO, out, progress)
     typer.echo(f"{'mechanism':>13}  {'guarantee':<24} {'block MAE':>9}  nonmodal precision")
     for title, entry in results["mechanisms"].items():
         census = entry["reidentification"]["census"].get("reconstruction", {}).get("nonmodal")
@@ -571,5 +580,5 @@ def main() -> None:
     except Exception as exc:  # a bug, not bad input: say so briefly
         if os.environ.get("SDCLAB_DEBUG"):
             raise
-        typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
+        typer.echo(f"internal error: {escape_control(f'{type(exc).__name__}: {exc}')}", err=True)
         sys.exit(1)

@@ -106,9 +106,15 @@ def check_same_input(recorded: str, *frames: pl.DataFrame, what: str) -> None:
     """Refuse ``frames`` unless their digest is the ``recorded`` one; the message tells another
     input from the same input under another digest key (``what`` names the two, for the user)."""
     key = digest_key()
-    if frames_digest(*frames, key=key) == recorded:
-        return
+    current = frames_digest(*frames, key=key)
     parts = recorded.split(":")
+    if current == recorded or (len(parts) == 2 and parts[1] == current.rpartition(":")[2]):
+        return  # (a digest without a key id, as releases before key ids recorded them)
+    if len(parts) == 2:
+        raise InputError(
+            f"{what}: not the population the release was made from, or the release was made "
+            "under another digest key (its digest records no key id to tell which)"
+        )
     if len(parts) != 3 or parts[1] != key_id(key):
         raise InputError(
             f"{what}: the release's input digest was made under another digest key, so the "

@@ -109,8 +109,9 @@ class Checkpoint:
 
     Each finished result is written at once (``task-<i>.npz``, numpy arrays and scalars only:
     nothing is unpickled on reading); a re-run with the same checkpoint loads them and runs only
-    the rest. ``key`` identifies the run (e.g. the seed-derived entropy and the level): a
-    checkpoint written for another run is refused.
+    the rest. ``key`` identifies the run (a digest of everything its results depend on, which
+    must reveal none of it: it is written in ``checkpoint.json``): a checkpoint written for
+    another run is refused.
     """
 
     directory: Path

@@ -27,6 +27,7 @@ experiment (or extending it by one mechanism) redoes only what changed. ``DIR/re
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -51,10 +52,13 @@ from sdclab.attacks.variability import attack
 from sdclab.errors import InputError
 from sdclab.execution import Executor
 from sdclab.fileio import (
+    OUTPUT_MARKER,
     atomic_directory,
     atomic_file,
+    check_checkpoint_directory,
     check_replaceable,
     read_json_object,
+    read_settings_file,
     read_toml,
     write_json,
     write_marker,
@@ -160,6 +164,18 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _settings_files_digest(settings: dict[str, str]) -> dict[str, str]:
+    """SHA-256 of every file a setting names (a strategy, an iteration file, a p-table), so that
+    a step is redone when such a file changes, not only when its path does."""
+    digests = {}
+    for key, value in settings.items():
+        path = Path(value)
+        with contextlib.suppress(OSError, ValueError):  # not a path, or not a file
+            if path.is_file():
+                digests[key] = hashlib.sha256(read_settings_file(path, f"{key} file")).hexdigest()
+    return digests
+
+
 def _directory_digest(path: str | None) -> str | None:
     """SHA-256 of the names and contents of a population directory's files (None: synthetic)."""
     if path is None:
@@ -229,7 +245,8 @@ class Runner:
         }
         for m in exp.mechanisms:
             settings = {k: str(v) for k, v in m.settings.items()}
-            rel_digest = _digest("release", pop_digest, m.name, settings, m.seed)
+            files = _settings_files_digest(settings)
+            rel_digest = _digest("release", pop_digest, m.name, settings, files, m.seed)
 
             def make_release(tmp: Path, m: MechanismSpec = m, settings: dict = settings) -> None:
                 release = mechanisms.run(m.name, truth, settings, m.seed)
@@ -239,7 +256,7 @@ class Runner:
             release = read_release(rel_dir)
             entry: dict[str, Any] = {
                 "mechanism": m.name,
-                "settings": settings,
+                "settings": MECHANISMS[m.name].parse(settings).recorded(),
                 "notes": release.notes,
                 "specification": release.card.to_dict(),
                 "budget": release.card.budget.text(),
@@ -334,11 +351,17 @@ def run_experiment(
 
     ``out`` must be absent, empty or an earlier experiment's directory, apart from the inputs
     (``protect`` and the population directory). A run refused for bad input leaves no step it
-    wrote, and no directory it created."""
+    wrote, and a directory it created (or found empty) as it was."""
     out = Path(out)
     inputs = (*protect, *([Path(experiment.population.path)] if experiment.population.path else []))
     check_replaceable(out, EXPERIMENT_KIND, inputs)
-    created = not out.exists() or not any(out.iterdir())
+    for m in experiment.mechanisms:
+        parsed = MECHANISMS[m.name].parse({k: str(v) for k, v in m.settings.items()})
+        checkpoint = getattr(parsed, "checkpoint", None)
+        if checkpoint is not None:
+            check_checkpoint_directory(checkpoint, (*inputs, out))
+    created = not out.exists()
+    was_empty = not created and not any(out.iterdir())
     out.mkdir(parents=True, exist_ok=True)
     write_marker(out, EXPERIMENT_KIND, EXPERIMENT_ENTRIES)
     runner = Runner(experiment, out, say)
@@ -349,6 +372,9 @@ def run_experiment(
             shutil.rmtree(step, ignore_errors=True)
         if created:
             shutil.rmtree(out, ignore_errors=True)
+        elif was_empty:  # the user's empty directory: left as it was
+            shutil.rmtree(out / "steps", ignore_errors=True)
+            (out / OUTPUT_MARKER).unlink(missing_ok=True)
         raise
     write_json(results, out / RESULTS_FILE)
     with atomic_file(out / REPORT_FILE) as tmp:

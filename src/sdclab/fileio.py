@@ -94,14 +94,19 @@ def _empty(directory: Path) -> bool:
     return not any(directory.iterdir())
 
 
-def output_kind(target: Path) -> str | None:
-    """The kind of sdclab output in the directory ``target`` (None: no readable marker)."""
+def _marker(target: Path) -> dict[str, Any] | None:
+    """The marker of the output directory ``target`` (None: none readable, or without a kind)."""
     try:
         data = json.loads((Path(target) / OUTPUT_MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
-    kind = data.get("kind") if isinstance(data, dict) else None
-    return kind if isinstance(kind, str) else None
+    return data if isinstance(data, dict) and isinstance(data.get("kind"), str) else None
+
+
+def output_kind(target: Path) -> str | None:
+    """The kind of sdclab output in the directory ``target`` (None: no readable marker)."""
+    marker = _marker(target)
+    return None if marker is None else str(marker["kind"])
 
 
 def check_replaceable(
@@ -124,17 +129,18 @@ def check_replaceable(
     entries = {p.name for p in target.iterdir()}
     if not entries:
         return
-    found = output_kind(target)
-    if found is None:
+    marker = _marker(target)
+    if marker is None:
         raise InputError(
-            f"{option} {target} exists and is not an sdclab output (no {OUTPUT_MARKER}); "
-            "choose another directory or remove it"
+            f"{option} {target} exists and is not an sdclab output (no {OUTPUT_MARKER}; outputs "
+            "of sdclab before output markers have none either); choose another directory or "
+            "remove it"
         )
-    if found != kind:
+    if marker["kind"] != kind:
         raise InputError(
-            f"{option} {target} holds a {found} output, not a {kind}; choose another directory"
+            f"{option} {target} holds a {marker['kind']} output, not a {kind}; choose another "
+            "directory"
         )
-    marker = json.loads((target / OUTPUT_MARKER).read_text(encoding="utf-8"))
     listed = marker.get("files")
     if not isinstance(listed, list):  # an experiment: its own top-level entries only
         allowed = set(marker.get("entries") or []) | {OUTPUT_MARKER}
@@ -186,40 +192,76 @@ def _leftover_name(name: str) -> bool:
     return name.startswith(".") and (".tmp-" in name or ".old-" in name)
 
 
-def _lock(path: Path) -> int:
-    """An open descriptor holding an exclusive lock on ``path`` (released when closed or when
-    the process dies); raises BlockingIOError if another live process holds it."""
-    fd = os.open(path, os.O_RDONLY)
+def _lock(path: Path) -> int | None:
+    """An open descriptor holding an exclusive lock on ``path`` (released when it is closed or
+    the process dies); None where the file system takes no such lock (some network file
+    systems). Raises BlockingIOError if another live process holds it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BaseException:
+    except BlockingIOError:
         os.close(fd)
         raise
+    except OSError:
+        os.close(fd)
+        return None
     return fd
 
 
+def _unlock(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+def _writer_alive(leftover: Path) -> bool:
+    """Whether the process named in a temporary's name (``.NAME.tmp-PID-…``) still runs here."""
+    pid = leftover.name.rpartition(".tmp-")[2].rpartition(".old-")[2].partition("-")[0]
+    if not (pid.isascii() and pid.isdigit()):
+        return False
+    if int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # a process we may not signal is alive; an odd number: leave it
+    return True
+
+
 def clean_leftovers(target: Path) -> None:
-    """Remove what killed writers of ``target`` left beside it (temporaries of finished or dead
-    processes; the lock each live writer holds on its own temporary keeps it safe). An old
+    """Remove what killed writers of ``target`` left beside it: temporaries of processes that
+    no longer run and whose lock is free (a live writer names itself in its temporary and locks
+    it, so neither a concurrent writer on this machine nor one elsewhere removes it). An old
     output parked by the two-rename fallback is put back if ``target`` is missing."""
     target = Path(target)
     if not target.parent.is_dir():
         return
     for prefix in (f".{target.name}.old-", f".{target.name}.tmp-"):
         for leftover in sorted(target.parent.glob(f"{glob.escape(prefix)}*")):
+            if _writer_alive(leftover):
+                continue
             try:
                 fd = _lock(leftover)
-            except (BlockingIOError, FileNotFoundError, PermissionError):
+            except BlockingIOError:
                 continue
             try:
                 if ".old-" in leftover.name and not os.path.lexists(target):
                     os.rename(leftover, target)
-                elif leftover.is_dir() and not leftover.is_symlink():
-                    shutil.rmtree(leftover, ignore_errors=True)
                 else:
-                    leftover.unlink(missing_ok=True)
+                    _remove(leftover)
+            except FileNotFoundError:
+                pass  # another clean-up was quicker
             finally:
-                os.close(fd)
+                _unlock(fd)
+
+
+def _temporary_prefix(target: Path) -> str:
+    """The name prefix of a writer's temporary beside ``target``: it names the writer."""
+    return f".{target.name}.tmp-{os.getpid()}-"
 
 
 def _libc_renameat2() -> Any:
@@ -275,7 +317,7 @@ def _replace(tmp: Path, target: Path) -> None:
             os.rename(old, target)
             raise
     finally:
-        os.close(fd)
+        _unlock(fd)
     _remove(old)
 
 
@@ -291,13 +333,13 @@ def atomic_directory(target: Path) -> Iterator[Path]:
     """Yield a fresh temporary directory that replaces ``target`` when the block succeeds.
 
     On any failure inside the block the temporary is removed and ``target`` is left as it was;
-    the replacement itself is atomic (:func:`_replace`). The temporary is locked while it is
-    written, so that a concurrent writer's clean-up of leftovers leaves it alone.
+    the replacement itself is atomic (:func:`_replace`). The temporary names its writer and is
+    locked while it is written, so a concurrent writer's clean-up of leftovers leaves it alone.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(target), dir=target.parent))
     fd = _lock(tmp)
     try:
         os.chmod(tmp, 0o777 & ~_umask())
@@ -307,7 +349,7 @@ def atomic_directory(target: Path) -> Iterator[Path]:
         _remove(tmp)
         raise
     finally:
-        os.close(fd)
+        _unlock(fd)
 
 
 @contextlib.contextmanager
@@ -316,10 +358,11 @@ def atomic_file(target: Path) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(target)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
+    fd, name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
     tmp = Path(name)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with contextlib.suppress(OSError):  # a file system without locks: the name protects it
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.chmod(tmp, 0o666 & ~_umask())
         yield tmp
         os.replace(tmp, target)

@@ -82,11 +82,11 @@ class Release:
     """Population-group tables (SafeTab-H): level, geoid, iteration_level, iteration, table,
     cell, count, derived."""
     group_totals: pl.DataFrame | None = None
+    """Published population-group totals (a noisy T01001): level, geoid, iteration_level,
+    iteration, count."""
     artifacts: dict[str, pl.DataFrame] = field(default_factory=dict)
     """What else the mechanism publishes about itself, by name (``artifacts/<name>.parquet``):
     e.g. the cell key method's p-table when it came from a file."""
-    """Published population-group totals (a noisy T01001): level, geoid, iteration_level,
-    iteration, count."""
 
     @property
     def person_microdata(self) -> pl.DataFrame | None:
@@ -503,8 +503,10 @@ def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> None:
         raise InputError(
             f"{file}: unknown mechanism {name!r} (known: {', '.join(mechanisms.MECHANISMS)})"
         )
+    entry = mechanisms.get(name)
     try:
-        mechanisms.get(name).parse(parameters)
+        entry.parameters.check_recorded(parameters)
+        entry.parse(parameters)
     except InputError as exc:  # "mechanism NAME, parameter KEY: what is wrong (known …)"
         raise InputError(f"{file}: parameters: {exc}") from None
 

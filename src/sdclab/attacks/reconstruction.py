@@ -24,6 +24,7 @@ solver seed, so results do not depend on the number of workers.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -421,11 +422,12 @@ def reconstruct(
     names = [f"tract {p.tract:011d}" for p in problems]
     saved = None
     if checkpoint is not None:
-        key = json.dumps(
+        identity = json.dumps(
             [frames_digest(*release.tables.values()), release.parameters, seed, time_limit],
             sort_keys=True,
             default=str,
         )
+        key = hashlib.sha256(identity.encode()).hexdigest()
         saved = Checkpoint(Path(checkpoint) / "tracts", key, TractResult)
     results = run_tasks(
         solve_tract, problems, workers, "reconstructing tracts", sizes, names, saved

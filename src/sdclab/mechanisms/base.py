@@ -36,6 +36,22 @@ class Parameters(BaseModel):
     """Settings of where and how a run executes (workers, a checkpoint directory): they change
     nothing in the release, and a path or an address of the agency's machines stays out of it."""
 
+    FILE_SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """Settings that may name a file, with their values that name none (presets). A release
+    records such a file's content, so there any other text is not a recorded form."""
+
+    @classmethod
+    def check_recorded(cls, data: Mapping[str, Any]) -> None:
+        """Refuse parameters read from a release that name a file: reading a release never
+        opens a path it names."""
+        for name, presets in cls.FILE_SETTINGS.items():
+            value = data.get(name)
+            if isinstance(value, str) and value not in presets:
+                raise InputError(
+                    f"parameter {name} names a file ({value!r}); a release records the content "
+                    "of such a file instead"
+                )
+
     def recorded(self) -> dict[str, Any]:
         """The parameters as a release records them: without the execution settings, and with
         the content of any file they name in place of its path (a mechanism with file settings

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -264,6 +264,11 @@ class SafeTabHParameters(Parameters):
         "production",
         description='"production" or a TOML file of [[threshold]] entries (in a release: them)',
     )
+
+    FILE_SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "iterations": ("default",),
+        "thresholds": ("production",),
+    }
 
     def threshold_table(self) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
         if isinstance(self.thresholds, list):

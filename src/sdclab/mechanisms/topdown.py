@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from functools import cache
@@ -92,6 +92,7 @@ class TopDownParameters(Parameters):
     delta: float = Field(1e-10, gt=0, lt=1, description="δ at which (ε, δ) is also reported")
 
     EXECUTION: ClassVar[frozenset[str]] = frozenset({"workers", "executor", "checkpoint"})
+    FILE_SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"strategy": ()}
 
     def resolve(self) -> tuple[Product, Strategy]:
         product = PRODUCTS[self.product]
@@ -192,7 +193,7 @@ class ChildSpec:
 class Task:
     product: str
     strategy: Strategy
-    entropy: int
+    entropy: int = field(repr=False)  # never in a message or a log
     head_level: str
     support: IntArray
     parent: IntArray | None
@@ -473,7 +474,7 @@ def topdown(
 
     def saved(level: str) -> Checkpoint | None:
         """The level's checkpoint, keyed by everything the level's outcomes depend on."""
-        if checkpoint is None or identity is None:
+        if checkpoint is None or identity is None:  # (both or neither)
             return None
         key = hashlib.sha256(f"{identity}|{keep_measurements}|{level}".encode()).hexdigest()
         return Checkpoint(Path(checkpoint) / level, key, Outcome)
