@@ -101,8 +101,9 @@ def test_repeated_queries_recover_the_truth_only_without_spsn(population):
     rng = np.random.default_rng(4)
     with_spsn = CellKeyParameters(ptable="maxent", bound=3, variance=2)
     without = with_spsn.model_copy(update={"spsn": False})
-    same = repeated_queries(population, with_spsn, 30, rng)
-    fresh = repeated_queries(population, without, 30, rng)
+    table = with_spsn.table()
+    same = repeated_queries(population, with_spsn, table, 30, rng)
+    fresh = repeated_queries(population, without, table, 30, rng)
     assert same["averaged_exact_share"] == same["one_answer_exact_share"] < 0.5
     assert fresh["averaged_exact_share"] > 0.95
 

@@ -310,3 +310,8 @@ def test_releases_record_the_content_of_setting_files_never_their_paths(populati
     published = read_release(tmp_path / "cellkey").artifacts["ptable"]
     assert published.equals(ons_10_5_ptable().to_frame())
     assert "published as artifacts/ptable.parquet" in recorded["cellkey"]["ptable"]
+    from sdclab.attacks.ckm_risk import ckm_risk  # the risk analysis uses the published table
+
+    preset = mechanisms.run("cellkey", population, {"ptable": "ons-10-5"}, 2)
+    risk = ckm_risk(read_release(tmp_path / "cellkey"))
+    assert risk["bound_disclosure"] == ckm_risk(preset)["bound_disclosure"]  # the same table

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
-from scipy.optimize import brentq
+from scipy.optimize import brentq, nnls, root
 
 from sdclab.errors import InputError
+from sdclab.mechanisms import ptable
 from sdclab.mechanisms.ptable import (
+    FLOOR,
     OnsPTable,
     PTable,
+    _build_row,
     create_ptable,
     delta_for_epsilon,
     delta_pairs,
@@ -159,6 +164,132 @@ def test_rows_are_the_exact_optimum_not_just_close(D, V):
     # the table may differ from the exact optimum only by the 8-decimal rounding of its bounds
     v, p = create_ptable(D, V).row(D)
     np.testing.assert_allclose(p, exact_floored_symmetry_row(D, V), rtol=0, atol=1.1e-8)
+
+
+def kkt_residual(v: np.ndarray, p: np.ndarray, lb: np.ndarray, V: float) -> float:
+    """Largest stationarity residual at ``p`` of the entropy problem (variance ≤ V, mono).
+
+    ln p + 1 + y0 + y1·v + y2·v² − ν + Mᵀμ = 0 with y2, ν, μ ≥ 0 and only on tight constraints
+    (floors, mono pairs, the variance), fitted by non-negative least squares (y0 and y1 free,
+    as differences of two non-negative columns).
+    """
+    vf = v.astype(float)
+    w = vf**2
+    z = int(np.flatnonzero(v == 0)[0]) if np.any(v == 0) else 0
+    mono = np.zeros((z, v.size))  # p_k − p_{k+1} ≤ 0 for the entries up to v = 0
+    mono[np.arange(z), np.arange(z)] = 1.0
+    mono[np.arange(z), np.arange(1, z + 1)] = -1.0
+    floors = np.flatnonzero(p <= lb * (1 + 1e-12))
+    ties = np.flatnonzero(mono @ p >= -1e-12)
+    columns = [np.ones(v.size), -np.ones(v.size), vf, -vf]
+    if V - w @ p <= 1e-9 * V:
+        columns.append(w)
+    columns += [-np.eye(v.size)[k] for k in floors] + [mono[k] for k in ties]
+    matrix = np.array(columns).T
+    multipliers, _ = nnls(matrix, -(np.log(p) + 1), maxiter=10_000)
+    return float(np.max(np.abs(matrix @ multipliers + np.log(p) + 1)))
+
+
+def floored_closed_form(v: np.ndarray, V: float) -> np.ndarray:
+    """p = max(1e-8, exp(λ0 + λ1 v + λ2 v²)) with sum 1, mean 0, variance V, by a root finder."""
+    vf = v.astype(float)
+
+    def row(lam: np.ndarray) -> np.ndarray:
+        return np.maximum(FLOOR, np.exp(lam[0] + lam[1] * vf + lam[2] * vf**2))
+
+    def moments(lam: np.ndarray) -> list[float]:
+        p = row(lam)
+        return [p.sum() - 1, p @ vf, p @ vf**2 - V]
+
+    found = root(moments, [-np.log(v.size), 0.0, -1 / (2 * V)], method="hybr", tol=1e-15)
+    assert np.max(np.abs(moments(found.x))) < 1e-13
+    return row(found.x)
+
+
+@pytest.fixture(scope="module")
+def d100_v50() -> PTable:
+    return create_ptable(100, 50)
+
+
+def test_d100_v50_builds(d100_v50):
+    t = d100_v50
+    assert t.i_max == 100
+    # rows 1..7 have too little room on the left (p(v) ≤ p(0) for v < 0 and mean 0) to reach V
+    assert t.flagged == (1, 2, 3, 4, 5, 6, 7)
+    v, p = t.row(100)
+    np.testing.assert_array_equal(v, np.arange(-100, 101))
+    np.testing.assert_allclose(p, exact_floored_symmetry_row(100, 50.0), rtol=0, atol=1.1e-8)
+
+
+@pytest.mark.parametrize("i", [1, 2, 7, 8, 9, 20, 50, 99, 100])
+def test_d100_v50_rows_are_exact_and_optimal(d100_v50, i):
+    v, p, low = _build_row(i, 100, 50.0, 0, 0.0, True, False)
+    lb = np.full(v.size, FLOOR)
+    assert abs(p.sum() - 1) <= 1e-12
+    assert abs(p @ v) <= 1e-12
+    var = p @ v.astype(float) ** 2
+    assert var <= 50 * (1 + 1e-13)
+    assert low == (i <= 7) and (low or var == pytest.approx(50, abs=1e-10))
+    assert np.all(p >= lb) and np.all(np.diff(p[v <= 0]) >= 0)
+    assert kkt_residual(v, p, lb, 50.0) <= 1e-10
+    # the check has teeth: moving 1e-6 of mass (keeping sum and mean) breaks stationarity
+    shifted = p.copy()
+    k = int(np.flatnonzero(v == 0)[0])
+    shifted[k - 1 : k + 2] += np.array([1e-6, -2e-6, 1e-6])
+    assert kkt_residual(v, shifted, lb, 50.0) > 1e-7
+    # the table holds the row to the 8-decimal rounding of its bounds
+    np.testing.assert_allclose(d100_v50.row(i)[1], p, rtol=0, atol=1.1e-8)
+
+
+@pytest.mark.parametrize("i", [20, 30, 100])
+def test_d100_v50_rows_without_ties_are_the_closed_form(i):
+    # no mono pair tight: p = max(floor, exp(λ0 + λ1 v + λ2 v²)) exactly, floors included
+    v, p, _ = _build_row(i, 100, 50.0, 0, 0.0, True, False)
+    left = p[v <= 0]
+    assert np.all((np.diff(left) > 0) | (left[1:] == FLOOR))
+    np.testing.assert_allclose(p, floored_closed_form(v, 50.0), rtol=0, atol=1e-14)
+
+
+def test_tied_row_matches_an_independent_one_dimensional_solve():
+    # D=2, V=1, row 1: v = −1, 0, 1, 2 with p(−1) = p(0) = a tied by mono, and the variance not
+    # binding, so sum and mean leave one degree of freedom: p = (a, a, 2 − 5a, 3a − 1)
+    def slope(a: float) -> float:  # d(entropy)/da
+        return float(-2 * np.log(a) + 5 * np.log(2 - 5 * a) - 3 * np.log(3 * a - 1))
+
+    a = brentq(slope, 1 / 3 + 1e-12, 2 / 5 - 1e-12, xtol=1e-16, rtol=4 * np.finfo(float).eps)
+    v, p, low = _build_row(1, 2, 1.0, 0, 0.0, True, False)
+    np.testing.assert_array_equal(v, [-1, 0, 1, 2])
+    np.testing.assert_allclose(p, [a, a, 2 - 5 * a, 3 * a - 1], rtol=0, atol=1e-14)
+    assert low and 8 * a - 2 < 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (4, 2, 1.05, 1, 0.0, True, False),  # i, D, V, js, pstay, mono, optim 4
+        (4, 2, 1.05, 1, 0.0, True, True),
+        (6, 5, 3.0, 2, 0.5, True, False),
+        (7, 7, 1.0, 0, 0.0, True, False),
+        (12, 20, 10.0, 0, 0.7, True, False),
+        (1, 1, 2e-8, 0, 0.0, True, False),  # a single feasible row: no interior, degenerate KKT
+        (30, 40, 20.0, 3, 0.4, False, True),
+    ],
+)
+def test_rows_are_certified_from_a_feasible_start_alone(monkeypatch, args):
+    # without the conic point and the warm start of the pstay loop, the polish runs as the primal
+    # active-set method from the LP's feasible row and must reach the same certified optimum
+    i, D, V, js, pstay, mono, optim4 = args
+    v, p, low = _build_row(i, D, V, js, pstay, mono, optim4)
+    polish = ptable._polish
+
+    def feasible_only(guess, *rest, feasible=False):
+        return polish(guess, *rest, feasible=True) if feasible else None
+
+    monkeypatch.setattr(ptable, "_polish", feasible_only)
+    v_alone, p_alone, low_alone = _build_row(i, D, V, js, pstay, mono, optim4)
+    np.testing.assert_array_equal(v_alone, v)
+    np.testing.assert_allclose(p_alone, p, rtol=0, atol=1e-13)
+    assert abs(p_alone.sum() - 1) <= 1e-12 and low_alone == low
 
 
 def test_infeasible_parameters_raise():
@@ -603,11 +734,44 @@ def test_ons_file_errors(tmp_path):
     assert "column ckey: an empty value is not an integer" in message
 
 
+def ons_lines(pvalue_of_pcv: dict[int, int]) -> str:
+    """An ONS file with one cell key: the 10/5 table with some pcvs' pvalues replaced."""
+    table = ons_10_5_ptable(1).pvalue[:, 0].copy()
+    for n, value in pvalue_of_pcv.items():
+        table[n] = value
+    return "pcv,ckey,pvalue\n" + "".join(f"{n},0,{table[n]}\n" for n in range(1, 751))
+
+
+def test_ons_pvalue_publishing_a_negative_count(tmp_path):
+    message = read_error(tmp_path, "neg.csv", ons_lines({1: -5}))
+    assert (
+        "row 1 (line 2), column pvalue: -5 at pcv 1 would publish a negative count (-4); "
+        "expected pvalue >= -pcv" in message
+    )
+    # pcv 501..750 also serve counts pcv + 250k, all larger: pcv itself is the smallest count
+    message = read_error(tmp_path, "fold.csv", ons_lines({600: -601}))
+    assert "row 600 (line 601), column pvalue: -601 at pcv 600" in message
+
+
+def test_ons_pvalue_down_to_zero_is_accepted(tmp_path):
+    path = tmp_path / "zero.csv"
+    path.write_text(ons_lines({1: -1, 9: -9, 600: -600, 750: -750}))
+    table = read_ptable(path)
+    assert isinstance(table, OnsPTable)
+    counts = np.array([1, 9, 600, 850, 1100, 750, 1000])
+    np.testing.assert_array_equal(
+        counts + table.noise(counts, np.zeros(counts.size, dtype=np.int64)),
+        [0, 0, 0, 250, 500, 0, 250],
+    )
+
+
 def test_unreadable_files(tmp_path):
     assert "not UTF-8" in read_error(
         tmp_path, "latin1.csv", "pcv,ckey,pvalue\n1,0,\xe9\n".encode("latin-1")
     )
     assert "empty p-table file" in read_error(tmp_path, "nothing.csv", "")
     assert "not a readable CSV" in read_error(tmp_path, "ragged.csv", "pcv,ckey,pvalue\n1,0,0,5\n")
-    with pytest.raises(InputError, match="missing.csv: cannot read p-table file"):
+    with pytest.raises(InputError, match="missing.csv: cannot read the p-table file"):
         read_ptable(tmp_path / "missing.csv")
+    with pytest.raises(InputError, match="null: the p-table file is not a regular file"):
+        read_ptable(Path("/dev/null"))

@@ -20,6 +20,7 @@ meet the statistic must lie inside it and cover it) at its own level or any leve
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ import scipy.sparse as sp
 from sdclab import schema
 from sdclab.attacks import cellkey_attacks as ck
 from sdclab.attacks.reconstruction import release_counts
+from sdclab.errors import InputError
 from sdclab.geography import LEVELS
 from sdclab.mechanisms.cellkey import (
     AnyPTable,
@@ -37,7 +39,7 @@ from sdclab.mechanisms.cellkey import (
     cell_noise,
     noise_bound,
 )
-from sdclab.mechanisms.ptable import OnsPTable, symmetry_row
+from sdclab.mechanisms.ptable import OnsPTable, ptable_from_frame, symmetry_row
 from sdclab.population import Population
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
@@ -465,6 +467,7 @@ def averaging(
 def repeated_queries(
     population: Population,
     params: CellKeyParameters,
+    table: AnyPTable,
     runs: int,
     rng: np.random.Generator,
     tables: tuple[str, ...] = ("P12",),
@@ -477,7 +480,6 @@ def repeated_queries(
 
     truth = tabulate(population, list(tables))
     total: dict[str, npt.NDArray[np.float64]] = {}
-    table = params.table()
     key_space = params.resolved_key_space(table)
     keyed = (
         population
@@ -546,6 +548,21 @@ REPEATED_RUNS = 50
 """Answers per query in the repeated-query averaging attack."""
 
 
+def release_ptable(release: Release, params: CellKeyParameters) -> AnyPTable:
+    """The p-table of a cell key release: the one it publishes (a p-table from a file) or the
+    preset its parameters name."""
+    if not params.ptable_file:
+        return params.table()
+    from sdclab.mechanisms.cellkey import PTABLE_ARTIFACT
+    from sdclab.release import artifact_file
+
+    if PTABLE_ARTIFACT not in release.artifacts:
+        raise InputError(f"the release publishes no {artifact_file(PTABLE_ARTIFACT)}")
+    return ptable_from_frame(
+        release.artifacts[PTABLE_ARTIFACT], Path(artifact_file(PTABLE_ARTIFACT))
+    )
+
+
 def ckm_risk(
     release: Release, truth: Population | None = None, *, seed: int | None = 0
 ) -> dict[str, Any]:
@@ -554,7 +571,7 @@ def ckm_risk(
     if release.mechanism != "cellkey":
         raise ValueError(f"ckm-risk needs a cellkey release, not {release.mechanism!r}")
     params = CellKeyParameters.model_validate(release.parameters)
-    table = params.table()
+    table = release_ptable(release, params)
     tuples = usable_tuples(release, params)
     out: dict[str, Any] = {
         "bound_disclosure": bound_disclosure(tuples, params, table),
@@ -568,7 +585,9 @@ def ckm_risk(
     if truth is not None:
         rng = np.random.default_rng(seed)
         out["repeated_queries"] = [
-            repeated_queries(truth, params.model_copy(update={"spsn": spsn}), REPEATED_RUNS, rng)
+            repeated_queries(
+                truth, params.model_copy(update={"spsn": spsn}), table, REPEATED_RUNS, rng
+            )
             for spsn in (True, False)
         ]
         out["evaluation_only"] = [
