@@ -382,6 +382,10 @@ def evaluate(
     check_replaceable(out, EVALUATION_KIND, inputs)
     rel = read_release(release)
     population = read_truth(truth, rel, release)
+    # every input is read and checked before anything is computed
+    reconstruction = read_reconstruction(recon) if recon is not None else None
+    recon_metrics = read_reconstruction_metrics(recon) if recon is not None else None
+    reid_metrics = read_json_object(reid / METRICS_FILE) if reid is not None else None
     figures = ev.accuracy(rel, population)
     metrics: dict[str, Any] = {
         "release": str(release),
@@ -400,15 +404,14 @@ def evaluate(
     persons = rel.person_microdata
     if persons is not None and ev.has_person_attributes(persons):
         metrics["microdata_agreement"] = ev.agreement(persons, population)
-    if recon is not None:
-        reconstruction = read_reconstruction(recon)
-        metrics["reconstruction"] = read_reconstruction_metrics(recon)
+    if reconstruction is not None:
+        metrics["reconstruction"] = recon_metrics
         metrics["reconstruction_agreement"] = ev.agreement(reconstruction.persons, population)
         metrics["reconstruction_block_sex_agebin"] = ev.block_agebin_agreement(
             reconstruction.persons, population
         )
-    if reid is not None:
-        metrics["reidentification"] = read_json_object(reid / METRICS_FILE)
+    if reid_metrics is not None:
+        metrics["reidentification"] = reid_metrics
     metrics[ev.EVALUATION_ONLY] = ev.evaluation_only(metrics)
     with output_directory(out, EVALUATION_KIND, inputs) as tmp:
         write_json(metrics, tmp / METRICS_FILE)
