@@ -163,6 +163,7 @@ def test_population_directory_is_read_relative_and_its_content_is_in_the_digest(
     assert result.exit_code == 0, result.output
     results = json.loads((out / "results.json").read_text())
     assert results["population"]["persons"] == 800
+    assert results["population"]["source"] == {"path": str(pop.resolve())}  # no seed made it
     assert "not attacked" in (out / "report.html").read_text()
     # new content under the same path: the population and everything after it is recomputed
     assert (

@@ -89,6 +89,13 @@ class PopulationSpec(_Strict):
     seed: int = Field(2010, ge=0, le=MAX_SEED)
     path: str | None = None
 
+    def source(self) -> dict[str, Any]:
+        """Where the population came from: a directory, or the synthetic generator's settings
+        (a seed is not recorded for a population that was read, since none made it)."""
+        if self.path is not None:
+            return {"path": self.path}
+        return {"persons": self.persons, "seed": self.seed}
+
     @model_validator(mode="after")
     def _one_source(self) -> PopulationSpec:
         if (self.persons is None) == (self.path is None):
@@ -236,7 +243,7 @@ class Runner:
         attacks = exp.attacks
         results: dict[str, Any] = {
             "population": {
-                "source": spec.model_dump(),
+                "source": spec.source(),
                 "persons": truth.n_persons,
                 "units": truth.n_units,
                 "geography": truth.geography.summary,
