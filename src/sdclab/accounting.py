@@ -1,9 +1,10 @@
 """Privacy accounting and the DP specification card.
 
-Every mechanism states its guarantee in the five building blocks of Bailie, Gong & Meng
-(``specs/swapping-dp.md`` §1): domain, multiverse (invariants), input premetric (protection unit and
-neighbouring relation), output premetric, and budget — plus what the guarantee covers and its
-caveats. A mechanism without a formal guarantee says so with the reason; no bare ε is ever printed.
+Every mechanism states its guarantee in the five building blocks of Bailie, Gong & Meng, "Can
+swapping be differentially private?" (docs/privacy.md): domain, multiverse (invariants), input
+premetric (protection unit and neighbouring relation), output premetric, and budget — plus what
+the guarantee covers and its caveats. A mechanism without a formal guarantee says so with the
+reason; no bare ε is ever printed.
 """
 
 from __future__ import annotations

@@ -336,7 +336,8 @@ SWAP_PRESETS = {
     },
 }
 """The low (5%, same tract, exact key) and high (50%, 30/40/30, noised key) experiments of the
-2010 reconstruction study (specs/reconstruction-reidentification.md §6)."""
+2010 reconstruction study ("A Simulated Reconstruction and Reidentification Attack on the 2010
+U.S. Census"; docs/swapping.md)."""
 
 
 def household_risk(households: Households, keys: tuple[str, ...]) -> npt.NDArray[np.float64]:

@@ -1,4 +1,4 @@
-"""The population data contract (DESIGN.md §4): columns, types, code ranges.
+"""The population data contract (docs/data.md): columns, types, code ranges.
 
 One place states what a valid persons or units table is; the reader validates against it, the
 synthetic generator casts its output to it, and the docs are generated from it.

@@ -1,4 +1,4 @@
-"""Read, validate and write a population: the persons and units tables of DESIGN.md §4.
+"""Read, validate and write a population: the persons and units tables of docs/data.md.
 
 A population directory holds ``persons.parquet`` or ``persons.csv`` and ``units.parquet`` or
 ``units.csv`` (one format per table). Loading checks everything the contract

@@ -3,7 +3,7 @@
 Real census microdata is confidential, so the lab ships a generator whose output looks like a census
 edited file where it matters for disclosure control: many small blocks, segregated neighbourhoods,
 households of related people, group-quarters facilities and rare race combinations
-(``specs/synthetic-population.md``).
+(docs/synthetic-population.md).
 
 The generator works on one random *sequence* of occupied units (households and group-quarters
 facilities). Every level of geography is a run of consecutive positions in that sequence, measured
