@@ -145,3 +145,26 @@ def test_checkpoint_keeps_finished_work_and_a_rerun_resumes(tmp_path, workers):
             names=names,
             checkpoint=Checkpoint(tmp_path / "ck", "run-2", Result),
         )
+
+
+UNGUARDED_SCRIPT = """
+import math
+from sdclab.execution import run_tasks
+
+print("main ran")
+print(run_tasks(math.factorial, [3, 4, 5, 6], workers=2))
+"""
+
+
+def test_a_process_pool_works_from_a_script_without_a_main_guard(tmp_path):
+    # a spawned worker that re-ran this script would start a pool of its own inside its own
+    # start-up, which multiprocessing refuses: the pool breaks (BrokenProcessPool)
+    import subprocess
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["main ran", "[6, 24, 120, 720]"]

@@ -4,7 +4,9 @@
 order, whatever the executor, so results never depend on where or how many workers ran them:
 
 * ``local`` (default): a process pool of ``workers`` spawned processes (safe beside the thread
-  pools of polars and HiGHS); with one worker it runs in-process;
+  pools of polars and HiGHS); with one worker it runs in-process. The workers start without
+  running the caller's main module, so a plain script or a notebook needs no
+  ``if __name__ == "__main__"`` guard (see :class:`WorkerContext`);
 * ``dask://HOST:PORT``: an existing Dask scheduler;
 * ``dask-local[:N]``: a Dask LocalCluster of N worker processes started for the run.
 
@@ -16,9 +18,11 @@ terminal and nothing in a pipe.
 from __future__ import annotations
 
 import json
-import multiprocessing
+import multiprocessing.context
 import os
 import sys
+import threading
+import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -345,7 +349,7 @@ def _run_local(
         for i in order:
             yield i, _attempt(fn, payloads[i])
         return
-    context = multiprocessing.get_context("spawn")
+    context = WorkerContext()
     threads = max(1, default_workers() // workers)
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=_limit_blas, initargs=(threads,)
@@ -364,6 +368,44 @@ def _run_local(
                     pending[pool.submit(fn, payloads[i])] = (i, attempt + 1)
                 else:
                     yield i, _Failure(error)
+
+
+class WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A spawned process that starts from sdclab alone, never from the caller's main module.
+
+    A spawned child normally runs the parent's main script again (as ``__mp_main__``) before its
+    task, so a script without an ``if __name__ == "__main__"`` guard would start the whole run
+    again in every worker, which refuses to start processes of its own and breaks the pool.
+    The tasks sdclab sends are functions of sdclab, so a child needs nothing of the main
+    module: while the child's start-up data is prepared, the main module is withheld.
+    """
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:  # noqa: N802 (the name multiprocessing calls)
+        with _main_module_withheld():
+            return multiprocessing.context.SpawnProcess._Popen(process_obj)
+
+
+class WorkerContext(multiprocessing.context.SpawnContext):
+    """The spawn start method with :class:`WorkerProcess` as its process."""
+
+    Process = WorkerProcess
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _main_module_withheld() -> Iterator[None]:
+    """``sys.modules["__main__"]`` replaced by an empty module for the duration: a spawned
+    child's start-up data then names no main module to run."""
+    with _MAIN_LOCK:
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = main
 
 
 _BLAS_LIMIT: Any = None
