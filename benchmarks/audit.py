@@ -23,7 +23,7 @@ import numpy as np
 
 from sdclab import noise
 from sdclab.attacks.audit import AUDITS, audit
-from sdclab.mechanisms import gaussian
+from sdclab.protection import gaussian
 
 CASES: list[tuple[str, dict[str, str], int, float | None]] = [
     # mechanism, settings, trials, exact loss of the audited outputs (None if not closed form)

@@ -23,9 +23,9 @@ import pandas as pd
 import polars as pl
 from cell_key_perturbation.create_perturbed_table import create_perturbed_table
 
-from sdclab.mechanisms.cellkey import assign_record_keys, keyed_tables, perturb
-from sdclab.mechanisms.ptable import ons_10_5_ptable
 from sdclab.population.synth import synthesize
+from sdclab.protection.cellkey import assign_record_keys, keyed_tables, perturb
+from sdclab.protection.ptable import ons_10_5_ptable
 from sdclab.schema import PERSON
 from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 from sdclab.tables.tabulate import record_cells

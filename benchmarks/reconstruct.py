@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from sdclab import schema
 from sdclab.attacks.reconstruction import reconstruct, solve_tract, stacked_query, tract_problems
 from sdclab.attacks.variability import solution_variability, variability_summary
-from sdclab.evaluate import block_agebin_agreement
+from sdclab.evaluation import block_agebin_agreement
 from sdclab.optimize.highs import solve_mip
 from sdclab.population.synth import synthesize
 from sdclab.release import exact_release

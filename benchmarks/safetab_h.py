@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sdclab import mechanisms
+from sdclab import protection
 from sdclab.geography import geoid_strings
-from sdclab.mechanisms.safetab_h import (
+from sdclab.population.synth import synthesize
+from sdclab.protection.safetab_h import (
     PRODUCTION_THRESHOLDS,
     REGION_TYPES,
     SafeTabHParameters,
@@ -37,7 +38,6 @@ from sdclab.mechanisms.safetab_h import (
     person_codes,
     stability,
 )
-from sdclab.population.synth import synthesize
 
 TARGET_RATIO = 50
 ENV = Path(__file__).resolve().parent.parent / ".bench-envs" / "tumult"
@@ -141,7 +141,7 @@ def main() -> None:
     population, _ = synthesize(persons, seed=1)
     params = SafeTabHParameters()
     start = time.perf_counter()
-    release = mechanisms.run("safetab_h", population, {}, 1)
+    release = protection.run("safetab_h", population, {}, 1)
     ours = time.perf_counter() - start
     assert release.group_tables is not None
     with tempfile.TemporaryDirectory() as tmp:

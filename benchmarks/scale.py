@@ -16,11 +16,11 @@ import sys
 import threading
 import time
 
-from sdclab import mechanisms
+from sdclab import protection
 from sdclab.attacks.reconstruction import reconstruct
 from sdclab.execution import Executor
-from sdclab.mechanisms import topdown as topdown_module
 from sdclab.population.synth import synthesize
+from sdclab.protection import topdown as topdown_module
 
 GOAL_SPEEDUP = 1.8
 MEMORY_LIMIT_GB = 8
@@ -58,7 +58,6 @@ class WorkerMemory:
             self.peak = max(self.peak, largest)
             self.by_phase[self._phase] = max(self.by_phase.get(self._phase, 0), largest)
 
-
     def __enter__(self) -> WorkerMemory:
         self._thread = threading.Thread(target=self.watch, daemon=True)
         self._thread.start()
@@ -79,13 +78,14 @@ def follow_levels(memory: WorkerMemory) -> None:
 
     topdown_module.run_tasks = traced
 
+
 def run(population, workers: int) -> dict[str, object]:
     executor = Executor.parse(f"dask-local:{workers}")
     settings = {"product": "pl94", "rho": "2.63", "executor": f"dask-local:{workers}"}
     with WorkerMemory() as memory:
         follow_levels(memory)
         start = time.perf_counter()
-        release = mechanisms.run("topdown", population, settings, 1)
+        release = protection.run("topdown", population, settings, 1)
         topdown_seconds = time.perf_counter() - start
         memory.phase("reconstruction")
         start = time.perf_counter()

@@ -17,15 +17,15 @@ import time
 import numpy as np
 import pandas as pd
 
-from sdclab import mechanisms
-from sdclab.mechanisms.swapping import (
+from sdclab import protection
+from sdclab.population.synth import synthesize
+from sdclab.protection.swapping import (
     Households,
     PsaParameters,
     psa_groups,
     psa_swap,
     swap_population,
 )
-from sdclab.population.synth import synthesize
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 TARGET_SECONDS = 10
@@ -44,7 +44,7 @@ def main() -> None:
     rng = np.random.default_rng(7)
 
     def swap_only(name):  # the swap alone, with its diagnostics (the release has none)
-        params = mechanisms.get(name).parse({})
+        params = protection.get(name).parse({})
         return (psa_swap if name == "psa" else swap_population)(population, params, rng)
 
     def pandas_psa():
@@ -69,7 +69,7 @@ def main() -> None:
     results = {}
     for name in ("psa", "swap-low", "swap-high"):
         swap_s, swapped = timed(lambda n=name: swap_only(n))
-        total_s, _ = timed(lambda n=name: mechanisms.run(n, population, {}, seed=3))
+        total_s, _ = timed(lambda n=name: protection.run(n, population, {}, seed=3))
         results[name] = {
             "swap_seconds": round(swap_s, 3),
             "release_seconds": round(total_s, 3),

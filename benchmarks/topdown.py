@@ -23,9 +23,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from sdclab.mechanisms.topdown import topdown
-from sdclab.mechanisms.topdown_strategy import PRODUCTS
 from sdclab.population.synth import synthesize
+from sdclab.protection.topdown import topdown
+from sdclab.protection.topdown_strategy import PRODUCTS
 
 PEER_VCPU_MS_PER_PERSON = 0.6
 """The 2018 end-to-end test's cost (specs/topdown-safetab-h.md A.7)."""

@@ -15,7 +15,7 @@ from sdclab import noise
 from sdclab.accounting import Budget, SpecCard, no_protection_card
 from sdclab.cli import app
 from sdclab.errors import InputError
-from sdclab.mechanisms import MECHANISMS, get, parse_settings
+from sdclab.protection import MECHANISMS, get, parse_settings
 
 BLOCKS = ("1. Domain", "2. Multiverse", "3. Input premetric", "4. Output premetric", "5. Budget")
 

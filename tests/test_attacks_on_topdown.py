@@ -33,10 +33,10 @@ from sdclab.attacks.reconstruction import (
 from sdclab.attacks.variability import attack
 from sdclab.cli import app
 from sdclab.errors import InputError
-from sdclab.evaluate import agreement, block_agebin_agreement
-from sdclab.mechanisms import run
+from sdclab.evaluation import agreement, block_agebin_agreement
 from sdclab.population.io import write_population
 from sdclab.population.synth import synthesize
+from sdclab.protection import run
 from sdclab.release import exact_release, write_release
 
 

@@ -22,7 +22,7 @@ from sdclab.attacks.audit import (
     rho_bound,
 )
 from sdclab.cli import app
-from sdclab.mechanisms import gaussian
+from sdclab.protection import gaussian
 
 
 def half_noise(counts, p, rng):  # type: ignore[no-untyped-def]

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from sdclab import mechanisms
+from sdclab import protection
 from sdclab.attacks.reconstruction import TractResult, read_reconstruction
 from sdclab.cli import app
 from sdclab.errors import InputError
@@ -462,7 +462,7 @@ def test_checkpoint_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_result_types_of_the_checkpoints_round_trip(tmp_path: Path) -> None:
     """The field checks accept what the real tasks save: a tract and a TopDown parent."""
-    from sdclab.mechanisms.topdown import Outcome
+    from sdclab.protection.topdown import Outcome
 
     tract = TractResult(
         tract=1001020100,
@@ -577,7 +577,7 @@ the defaults (their JSON form must parse back too)."""
 
 @pytest.fixture(scope="module")
 def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
-    from sdclab.mechanisms.cellkey import assign_record_keys
+    from sdclab.protection.cellkey import assign_record_keys
 
     population, _ = synthesize(1_500, seed=17)
     population = assign_record_keys(population, 256, np.random.default_rng(2))
@@ -586,7 +586,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, P
         if name == "none":
             made = exact_release(population, ["P1", "P12"])
         else:
-            made = mechanisms.run(name, population, settings, 3)
+            made = protection.run(name, population, settings, 3)
         path = tmp_path_factory.mktemp(name) / "rel"
         write_release(made, path)
         out[name] = (settings, path)
@@ -594,7 +594,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, P
 
 
 def test_every_mechanism_is_round_tripped() -> None:
-    assert set(QUICK) | {"none", "gaussian"} == set(mechanisms.MECHANISMS)
+    assert set(QUICK) | {"none", "gaussian"} == set(protection.MECHANISMS)
 
 
 @pytest.mark.parametrize("name", [*QUICK, "none"])
@@ -603,14 +603,14 @@ def test_release_of_every_mechanism_reads_back(
 ) -> None:
     settings, path = releases[name]
     back = read_release(path)
-    entry = mechanisms.get(name)
+    entry = protection.get(name)
     assert back.mechanism == name
     assert entry.parse(back.parameters).recorded() == entry.parse(settings).recorded()
 
 
 def test_gaussian_parameters_parse_back_from_json() -> None:
     """Gaussian has a card but cannot protect yet: its parameters round-trip all the same."""
-    entry = mechanisms.get("gaussian")
+    entry = protection.get("gaussian")
     for settings in ({"sigma2": "100", "queries": "3"}, {"rho": "0.25", "neighbours": "unbounded"}):
         params = entry.parse(settings)
         written = json.loads(json.dumps(params.model_dump(mode="json")))

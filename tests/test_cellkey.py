@@ -8,18 +8,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sdclab import evaluate, mechanisms
+from sdclab import evaluation, protection
 from sdclab.errors import InputError
-from sdclab.mechanisms.cellkey import (
+from sdclab.population.io import read_population, write_population
+from sdclab.population.synth import synthesize
+from sdclab.protection.cellkey import (
     assign_record_keys,
     keyed_tables,
     ons_perturbed_table,
     perturb,
 )
-from sdclab.mechanisms.ptable import create_ptable, ons_10_5_ptable, write_ptable
-from sdclab.mechanisms.swapping import swap_units
-from sdclab.population.io import read_population, write_population
-from sdclab.population.synth import synthesize
+from sdclab.protection.ptable import create_ptable, ons_10_5_ptable, write_ptable
+from sdclab.protection.swapping import swap_units
 from sdclab.tables.tabulate import tabulate
 
 
@@ -160,7 +160,7 @@ def test_ons_function_equals_the_package_on_large_counts(capsys):
 def test_identical_contributors_get_identical_noise_across_tables_and_levels(keyed):
     from sdclab.tables.catalog import CATALOG
 
-    release = mechanisms.run("cellkey", keyed, {"ptable": "maxent", "bound": 3, "variance": 2}, 1)
+    release = protection.run("cellkey", keyed, {"ptable": "maxent", "bound": 3, "variance": 2}, 1)
     nation = published(release, "P8").filter(pl.col("level") == "nation")
     state = published(release, "P8").filter(pl.col("level") == "state")
     assert nation["count"].to_list() == state["count"].to_list()  # one state: same persons
@@ -178,7 +178,7 @@ def test_identical_contributors_get_identical_noise_across_tables_and_levels(key
 
 
 def test_zeros_stay_zero_noise_is_bounded_and_never_lands_in_one_to_js(keyed):
-    release = mechanisms.run(
+    release = protection.run(
         "cellkey", keyed, {"ptable": "maxent", "bound": 5, "variance": 3, "js": 2}, 1
     )
     for name in ("P1", "P8", "P12", "PCT12", "H1", "P42"):
@@ -224,7 +224,7 @@ def test_unit_tables_use_unit_keys_and_keys_travel_with_swapped_households(keyed
 
 
 def test_ons_release_agrees_with_the_ons_function_on_one_table(keyed):
-    release = mechanisms.run("cellkey", keyed, {"threshold": 10}, 1)
+    release = protection.run("cellkey", keyed, {"threshold": 10}, 1)
     persons = keyed.persons.with_columns(
         county=pl.col("block").str.slice(0, 5), sex_code=pl.col("sex")
     )
@@ -235,41 +235,41 @@ def test_ons_release_agrees_with_the_ons_function_on_one_table(keyed):
     assert p1["geoid"].to_list() == expected["county"].to_list()
     # non-empty cells below the threshold: counted at evaluation, not in the release's notes
     assert "suppressed_cells" not in release.notes
-    assert evaluate.diagnostics(release, keyed)["suppressed_cells"]["block"] > 0
+    assert evaluation.diagnostics(release, keyed)["suppressed_cells"]["block"] > 0
 
 
 def test_stored_keys_are_used_and_survive_a_round_trip(keyed, tmp_path):
     write_population(keyed, tmp_path / "pop")
     again = read_population(tmp_path / "pop")
     assert again.persons["record_key"].to_list() == keyed.persons["record_key"].to_list()
-    a = mechanisms.run("cellkey", keyed, {}, 1)
-    b = mechanisms.run("cellkey", again, {}, 2)  # a different seed: the keys decide
+    a = protection.run("cellkey", keyed, {}, 1)
+    b = protection.run("cellkey", again, {}, 2)  # a different seed: the keys decide
     assert a.tables["P12"].equals(b.tables["P12"])
     assert a.notes["record_keys"] == "the population's record_key column"
 
 
 def test_out_of_range_stored_keys_and_bad_parameters_are_input_errors(keyed, tmp_path):
     with pytest.raises(InputError, match="record_key goes up to"):
-        mechanisms.run(
+        protection.run(
             "cellkey", keyed, {"ptable": "maxent", "bound": 2, "variance": 1, "key_space": 16}, 1
         )
     with pytest.raises(InputError, match="needs bound and variance"):
-        mechanisms.get("cellkey").parse({"ptable": "maxent"})
+        protection.get("cellkey").parse({"ptable": "maxent"})
     write_ptable(ons_10_5_ptable(), tmp_path / "ons.csv")
     with pytest.raises(InputError, match="key_space 100 differs"):
-        mechanisms.run("cellkey", keyed, {"ptable": str(tmp_path / "ons.csv"), "key_space": 100}, 1)
+        protection.run("cellkey", keyed, {"ptable": str(tmp_path / "ons.csv"), "key_space": 100}, 1)
     with pytest.raises(InputError, match="not ons-10-5, maxent or an existing file"):
-        mechanisms.run("cellkey", keyed, {"ptable": "nowhere.csv"}, 1)
+        protection.run("cellkey", keyed, {"ptable": "nowhere.csv"}, 1)
 
 
 def test_swap_then_cell_key(keyed):
-    release = mechanisms.run("cellkey", keyed, {"swap": "swap"}, 1)
+    release = protection.run("cellkey", keyed, {"swap": "swap"}, 1)
     assert release.notes["swap"]["mechanism"] == "swap"
     assert set(release.tables) >= {"P1", "P12", "H1"}
 
 
 def test_card_reports_delta_per_pair_and_the_floor():
-    entry = mechanisms.get("cellkey")
+    entry = protection.get("cellkey")
     card = entry.card(entry.parse({"ptable": "maxent", "bound": 2, "variance": "0.9"}))
     assert card.output_premetric == "approximate DP (D_Mult^delta)"
     rows = {r["epsilon"]: r for r in card.allocation}
@@ -279,7 +279,7 @@ def test_card_reports_delta_per_pair_and_the_floor():
 
 
 def test_exact_integer_path_agrees_with_the_complex_one(keyed, monkeypatch):
-    import sdclab.mechanisms.cellkey as cellkey
+    import sdclab.protection.cellkey as cellkey
 
     fast = keyed_tables(keyed, ["P1", "P6", "P12", "H1"], 256)
     monkeypatch.setattr(cellkey, "EXACT_FLOAT", 1)  # force the two-tabulation path
@@ -319,6 +319,6 @@ def test_record_keys_of_one_table_alone_are_refused_not_replaced():
     keyed = assign_record_keys(population, 256, np.random.default_rng(3))
     only_persons = type(population)(persons=keyed.persons, units=population.units)
     with pytest.raises(InputError, match="persons have a record_key column but the units"):
-        mechanisms.run("cellkey", only_persons, {}, 1)
-    drawn = mechanisms.run("cellkey", only_persons, {"keys": "drawn"}, 1)  # keys not used
+        protection.run("cellkey", only_persons, {}, 1)
+    drawn = protection.run("cellkey", only_persons, {"keys": "drawn"}, 1)  # keys not used
     assert drawn.notes["record_keys"].startswith("drawn uniformly")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sdclab import mechanisms
+from sdclab import protection
 from sdclab.attacks.ckm_risk import (
     canonical_parts,
     ckm_risk,
@@ -18,9 +18,9 @@ from sdclab.attacks.ckm_risk import (
     repeated_queries,
 )
 from sdclab.cli import app
-from sdclab.mechanisms.cellkey import CellKeyParameters, assign_record_keys
 from sdclab.population.io import write_population
 from sdclab.population.synth import synthesize
+from sdclab.protection.cellkey import CellKeyParameters, assign_record_keys
 from sdclab.tables.catalog import CATALOG
 from sdclab.tables.tabulate import tabulate
 
@@ -45,7 +45,7 @@ def test_partitions_follow_the_query_matrices():
 
 
 def test_geographic_tuples_are_children_and_their_parent(population):
-    truth = mechanisms.run("none", population, {}, None)
+    truth = protection.run("none", population, {}, None)
     tuples = geographic_tuples(truth, 2)
     assert len(tuples.values) > 50
     # on exact tables every tuple adds up
@@ -53,7 +53,7 @@ def test_geographic_tuples_are_children_and_their_parent(population):
 
 
 def test_bound_is_never_overestimated_and_pinned_truths_are_right(population):
-    release = mechanisms.run(
+    release = protection.run(
         "cellkey", population, {"ptable": "maxent", "bound": 1, "variance": "0.5", "spsn": False}, 3
     )
     figures = ckm_risk(release, population)
@@ -66,7 +66,7 @@ def test_bound_is_never_overestimated_and_pinned_truths_are_right(population):
 
 
 def test_exact_keys_remove_the_extremes_the_independence_model_expects(population):
-    release = mechanisms.run(
+    release = protection.run(
         "cellkey", population, {"ptable": "maxent", "bound": 3, "variance": 2}, 3
     )
     a = ckm_risk(release)["bound_disclosure"]
@@ -76,7 +76,7 @@ def test_exact_keys_remove_the_extremes_the_independence_model_expects(populatio
 
 
 def test_spsn_counts_fewer_representations_than_independent_noise(population):
-    release = mechanisms.run(
+    release = protection.run(
         "cellkey", population, {"ptable": "maxent", "bound": 3, "variance": 2}, 3
     )
     for level in ("nation", "tract", "block"):
@@ -91,7 +91,7 @@ def test_spsn_counts_fewer_representations_than_independent_noise(population):
 
 
 def test_averaging_exact_truth_on_exact_tables(population):
-    exact = mechanisms.run("none", population, {}, None)
+    exact = protection.run("none", population, {}, None)
     r = redundancy(exact, CATALOG["P12"], "tract", spsn=True)
     truth = tabulate(population, ["P12"])["P12"].counts["tract"][1].toarray()
     assert np.allclose(np.nan_to_num(r.estimate), truth, rtol=0, atol=1e-9)  # all exact

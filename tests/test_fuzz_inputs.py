@@ -30,10 +30,10 @@ from hypothesis import strategies as st
 
 from sdclab.errors import InputError
 from sdclab.experiment import Experiment, load_experiment
-from sdclab.mechanisms import MECHANISMS
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.population.contract import with_optional
 from sdclab.population.io import read_population
+from sdclab.protection import MECHANISMS
 from sdclab.release import Release, exact_release, read_release, write_release
 
 DATA = Path(__file__).parent / "data"

@@ -9,11 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import mechanisms, noise
+from sdclab import noise, protection
 from sdclab.attacks.cellkey_attacks import geometric_tail, laplace_tail
-from sdclab.evaluate import noise_tails, summed_laplace_pmf
-from sdclab.mechanisms.geometric import GeometricParameters, allocation, sensitivity
+from sdclab.evaluation import noise_tails, summed_laplace_pmf
 from sdclab.population.synth import synthesize
+from sdclab.protection.geometric import GeometricParameters, allocation, sensitivity
 from sdclab.tables.catalog import CATALOG
 from sdclab.tables.tabulate import tabulate
 
@@ -59,14 +59,14 @@ def test_budget_split_and_sensitivities():
     assert sensitivity(CATALOG["P1"], "unbounded") == 1
     assert sensitivity(CATALOG["P6"], "unbounded") == 6  # six race tallies
     assert sensitivity(CATALOG["P8"], "bounded") == 2
-    card = mechanisms.get("geometric").card(params)
+    card = protection.get("geometric").card(params)
     assert card.budget.epsilon == pytest.approx(1.35)
     assert card.output_premetric == "pure-DP (D_Mult)"
 
 
 def test_every_cell_gets_noise_of_the_stated_scale(population):
     params = {"epsilon": "40"}
-    release = mechanisms.run("geometric", population, params, 3)
+    release = protection.run("geometric", population, params, 3)
     truth = tabulate(population, ["P8"])["P8"].counts["block"][1].toarray()
     frame = release.table("P8", "block")
     codes = population.geography.blocks
@@ -86,12 +86,12 @@ def test_every_cell_gets_noise_of_the_stated_scale(population):
 
 
 def test_clamped_release_is_non_negative(population):
-    release = mechanisms.run("geometric", population, {"epsilon": "1", "nonnegative": "true"}, 3)
+    release = protection.run("geometric", population, {"epsilon": "1", "nonnegative": "true"}, 3)
     assert all((frame["count"] >= 0).all() for frame in release.tables.values())
 
 
 def test_tail_analysis_sampled_counts_match_the_expectation(population):
-    release = mechanisms.run("geometric", population, {"epsilon": "8"}, 5)
+    release = protection.run("geometric", population, {"epsilon": "8"}, 5)
     tails = noise_tails(release, population)
     checked = 0
     for level in ("block", "block_group"):

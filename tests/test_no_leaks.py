@@ -11,11 +11,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import mechanisms
-from sdclab.evaluate import has_path
-from sdclab.mechanisms.cellkey import assign_record_keys
+from sdclab import protection
+from sdclab.evaluation import has_path
 from sdclab.population.contract import RECORD_KEY
 from sdclab.population.synth import synthesize
+from sdclab.protection.cellkey import assign_record_keys
 from sdclab.release import RELEASE_FILE, write_release
 from sdclab.tables.tabulate import tabulate
 
@@ -50,7 +50,7 @@ def small(population):
 def releases(population, tmp_path_factory):
     out = {}
     for name, settings in QUICK.items():
-        release = mechanisms.run(name, population, settings, 3)
+        release = protection.run(name, population, settings, 3)
         path = tmp_path_factory.mktemp(name)
         write_release(release, path / "rel")
         out[name] = (release, path / "rel")
@@ -58,7 +58,7 @@ def releases(population, tmp_path_factory):
 
 
 def test_every_mechanism_is_covered():
-    assert set(QUICK) | {"none", "gaussian"} == set(mechanisms.MECHANISMS)
+    assert set(QUICK) | {"none", "gaussian"} == set(protection.MECHANISMS)
 
 
 def test_no_release_file_holds_record_keys_or_the_input_ids(releases):
@@ -163,10 +163,10 @@ def unlisted(notes: dict[str, Any], allowed: set[str], prefix: str = "") -> list
 
 
 def test_release_notes_hold_only_publishable_keys(population, releases, tmp_path):
-    assert set(PUBLISHABLE_NOTES) | {"gaussian"} == set(mechanisms.MECHANISMS)  # gaussian: a card
+    assert set(PUBLISHABLE_NOTES) | {"gaussian"} == set(protection.MECHANISMS)  # gaussian: a card
     written = {name: [path] for name, (_, path) in releases.items()}
     for name, settings in NOTE_VARIANTS.items():
-        write_release(mechanisms.run(name, population, settings, 3), tmp_path / name)
+        write_release(protection.run(name, population, settings, 3), tmp_path / name)
         written.setdefault(name, []).append(tmp_path / name)
     assert set(written) == set(PUBLISHABLE_NOTES)
     for name, paths in written.items():
@@ -214,17 +214,17 @@ def test_seeded_releases_are_not_fit_for_publication(releases):
 
 def test_randomness_records_follow_what_was_drawn(small):
     population = small
-    none = mechanisms.run("none", population, {}, None).randomness
+    none = protection.run("none", population, {}, None).randomness
     assert none["fit_for_publication"] is False and none["source"] == "none (deterministic)"
-    from_ids = mechanisms.run("cellkey", population, {"keys": "ids"}, None).randomness
+    from_ids = protection.run("cellkey", population, {"keys": "ids"}, None).randomness
     assert from_ids["fit_for_publication"] is False and from_ids["source"].startswith("record ids")
-    drawn = mechanisms.run("cellkey", population, {"keys": "drawn"}, None).randomness
+    drawn = protection.run("cellkey", population, {"keys": "drawn"}, None).randomness
     assert drawn == {"source": "os-entropy", "fit_for_publication": True}
-    seeded = mechanisms.run("cellkey", population, {"spsn": "false"}, 4).randomness
+    seeded = protection.run("cellkey", population, {"spsn": "false"}, 4).randomness
     assert seeded["source"] == "the population's record_key column and seed"
     assert seeded["fit_for_publication"] is False and seeded["seed"] == 4
-    assert mechanisms.run("suppress", population, {}, 5).randomness["fit_for_publication"]
-    assert mechanisms.run("geometric", population, {"epsilon": "8"}, None).randomness == {
+    assert protection.run("suppress", population, {}, 5).randomness["fit_for_publication"]
+    assert protection.run("geometric", population, {"epsilon": "8"}, None).randomness == {
         "source": "os-entropy",
         "fit_for_publication": True,
     }
@@ -266,9 +266,9 @@ def _toml_entries(table: str, entries: list[dict]) -> str:
 def test_releases_record_the_content_of_setting_files_never_their_paths(small, tmp_path):
     """An attacker is entitled to a strategy, an iteration mapping or a p-table, not to where the
     agency keeps them; execution settings (workers, checkpoint) stay out of the release."""
-    from sdclab.mechanisms import safetab_h
-    from sdclab.mechanisms.ptable import ons_10_5_ptable, write_ptable
-    from sdclab.mechanisms.topdown_strategy import PRODUCTS, strategy_data
+    from sdclab.protection import safetab_h
+    from sdclab.protection.ptable import ons_10_5_ptable, write_ptable
+    from sdclab.protection.topdown_strategy import PRODUCTS, strategy_data
     from sdclab.release import read_release
 
     population = small
@@ -300,7 +300,7 @@ def test_releases_record_the_content_of_setting_files_never_their_paths(small, t
     }
     read = {}
     for name, settings in cases.items():
-        release = mechanisms.run(name, population, settings, 2)
+        release = protection.run(name, population, settings, 2)
         write_release(release, tmp_path / name)
         text = (tmp_path / name / RELEASE_FILE).read_text()
         assert str(tmp_path) not in text, name
@@ -312,15 +312,15 @@ def test_releases_record_the_content_of_setting_files_never_their_paths(small, t
     assert not {"checkpoint", "workers", "executor"} & set(recorded["topdown"])
     assert recorded["safetab_h"]["iterations"] == groups
     assert recorded["safetab_h"]["thresholds"] == cuts
-    topdown_card = mechanisms.get("topdown").card(
-        mechanisms.get("topdown").parse(recorded["topdown"])
+    topdown_card = protection.get("topdown").card(
+        protection.get("topdown").parse(recorded["topdown"])
     )
     assert topdown_card == read["topdown"].card
     published = read_release(tmp_path / "cellkey").artifacts["ptable"]
     assert published.equals(ons_10_5_ptable().to_frame())
     assert "published as artifacts/ptable.parquet" in recorded["cellkey"]["ptable"]
     from sdclab.attacks import ckm_risk  # the risk analysis uses the published table
-    from sdclab.mechanisms.cellkey import CellKeyParameters
+    from sdclab.protection.cellkey import CellKeyParameters
 
     back = read_release(tmp_path / "cellkey")
     params = CellKeyParameters.model_validate(back.parameters)

@@ -10,8 +10,8 @@ import pytest
 from scipy.optimize import brentq, nnls, root
 
 from sdclab.errors import InputError
-from sdclab.mechanisms import ptable
-from sdclab.mechanisms.ptable import (
+from sdclab.protection import ptable
+from sdclab.protection.ptable import (
     FLOOR,
     OnsPTable,
     PTable,

@@ -16,7 +16,7 @@ from sdclab import schema
 from sdclab.attacks.reconstruction import reconstruct, release_counts, stacked_query
 from sdclab.attacks.variability import solution_variability
 from sdclab.cli import app
-from sdclab.evaluate import agreement, block_agebin_agreement
+from sdclab.evaluation import agreement, block_agebin_agreement
 from sdclab.execution import Executor
 from sdclab.fileio import OUTPUT_MARKER
 from sdclab.population import PERSONS, UNITS, Population

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from sdclab.evaluate import EVALUATION_ONLY, TRUTH_BASED_FIELDS, evaluation_only
+from sdclab.evaluation import EVALUATION_ONLY, TRUTH_BASED_FIELDS, evaluation_only
 from sdclab.experiment import REPORT_FILE, RESULTS_FILE, Experiment, run_experiment
 from sdclab.report import CARD, EVALUATION, RELEASE, SOURCES, SUMMARY_COLUMNS
 

@@ -9,9 +9,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import accounting, mechanisms
+from sdclab import accounting, protection
 from sdclab.errors import InputError
-from sdclab.mechanisms.safetab_h import (
+from sdclab.population.synth import synthesize
+from sdclab.protection.safetab_h import (
     Group,
     SafeTabHParameters,
     cell_members,
@@ -23,7 +24,6 @@ from sdclab.mechanisms.safetab_h import (
     true_cells,
     variant,
 )
-from sdclab.population.synth import synthesize
 from sdclab.release import read_release, write_release
 
 
@@ -34,7 +34,7 @@ def population():
 
 @pytest.fixture(scope="module")
 def release(population):
-    return mechanisms.run("safetab_h", population, {}, 2)
+    return protection.run("safetab_h", population, {}, 2)
 
 
 def test_margin_of_error_and_its_calibration():
@@ -66,8 +66,8 @@ def test_stability_of_the_default_mapping_and_of_a_code_in_two_iterations(popula
         )
     )
     with pytest.raises(InputError, match="stability 17 at level 2"):
-        mechanisms.run("safetab_h", population, {"iterations": str(file)}, 1)
-    release = mechanisms.run("safetab_h", population, {"iterations": str(file), "stability": 17}, 1)
+        protection.run("safetab_h", population, {"iterations": str(file)}, 1)
+    release = protection.run("safetab_h", population, {"iterations": str(file), "stability": 17}, 1)
     assert "X1C" in set(release.group_tables["iteration"])
 
 
@@ -118,7 +118,7 @@ def test_household_groups_follow_the_householder(population, release):
 def test_errors_follow_the_discrete_gaussian(population):
     errors = []
     for seed in (1, 2, 3):
-        release = mechanisms.run("safetab_h", population, {}, seed)
+        release = protection.run("safetab_h", population, {}, seed)
         cells = true_cells(population, release).filter(
             ~pl.col("derived") & (pl.col("iteration_level") == 2) & (pl.col("level") == "tract")
         )
@@ -181,14 +181,14 @@ def test_card_budget_and_round_trip(release, tmp_path):
 
 
 def test_noisy_t01001_adds_its_budget(population):
-    release = mechanisms.run("safetab_h", population, {"t01001": "noisy", "t01001_rho": "2"}, 4)
+    release = protection.run("safetab_h", population, {"t01001": "noisy", "t01001_rho": "2"}, 4)
     assert release.group_totals is not None and release.group_totals.height > 0
     assert release.card.budget.rho == pytest.approx(float(SafeTabHParameters().total_rho()) + 2)
 
 
 def test_needs_detailed_codes(tiny_population):
     with pytest.raises(InputError, match="detailed race"):
-        mechanisms.run("safetab_h", tiny_population, {}, 1)
+        protection.run("safetab_h", tiny_population, {}, 1)
 
 
 def test_thresholds_from_a_file(population, tmp_path):
@@ -200,9 +200,9 @@ def test_thresholds_from_a_file(population, tmp_path):
                 f'[[threshold]]\nregion = "{region}"\nlevel = {level}\nT03 = [0, 0, 0]\nT04 = [0]\n'
             )
     file.write_text("".join(lines))
-    release = mechanisms.run("safetab_h", population, {"thresholds": str(file)}, 1)
+    release = protection.run("safetab_h", population, {"thresholds": str(file)}, 1)
     # every group present gets the most detailed variants
     assert set(release.group_tables["table"]) == {"T03004", "T04002"}
     file.write_text(lines[0])
     with pytest.raises(InputError, match="no thresholds for"):
-        mechanisms.run("safetab_h", population, {"thresholds": str(file)}, 1)
+        protection.run("safetab_h", population, {"thresholds": str(file)}, 1)

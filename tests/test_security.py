@@ -14,14 +14,14 @@ import pytest
 from typer.testing import CliRunner
 
 import sdclab.randomness as randomness
-from sdclab import mechanisms
+from sdclab import protection
 from sdclab.cli import app
 from sdclab.errors import InputError
-from sdclab.mechanisms.cellkey import assign_record_keys
-from sdclab.mechanisms.topdown import topdown
-from sdclab.mechanisms.topdown_strategy import PRODUCTION, PRODUCTS
 from sdclab.population.io import write_population
 from sdclab.population.synth import synthesize
+from sdclab.protection.cellkey import assign_record_keys
+from sdclab.protection.topdown import topdown
+from sdclab.protection.topdown_strategy import PRODUCTION, PRODUCTS
 
 ENTROPY = 0x9E3779B9_7F4A7C15_F39CC060_5CEDC834
 """The OS entropy every unseeded run of these tests gets (digits without a pattern that file
@@ -185,7 +185,7 @@ def test_a_checkpoint_is_refused_for_another_population_strategy_or_layout(tmp_p
         )
 
     again(first)  # the same run resumes
-    shuffled = mechanisms.get("topdown").parse(
+    shuffled = protection.get("topdown").parse(
         {"product": "pl94", "strategy": str(_strategy_file(tmp_path / "s.toml"))}
     )
     _, strategy = shuffled.resolve()
@@ -272,7 +272,7 @@ def test_a_setting_naming_a_fifo_or_a_huge_file_is_refused_at_once(tmp_path):
     fifo = tmp_path / "strategy.toml"
     os.mkfifo(fifo)  # opening it for reading would block until a writer came
     with pytest.raises(InputError, match="strategy.toml: the strategy file is not a regular"):
-        mechanisms.get("topdown").parse({"strategy": str(fifo)})
+        protection.get("topdown").parse({"strategy": str(fifo)})
     huge = tmp_path / "exp.toml"
     with huge.open("wb") as handle:
         handle.truncate(fileio.SETTINGS_FILE_LIMIT + 1)

@@ -10,9 +10,9 @@ import scipy.sparse as sp
 
 from conftest import frame, random_population
 from sdclab.errors import InputError
-from sdclab.mechanisms import suppression
 from sdclab.optimize.highs import solve_mip
 from sdclab.population import PERSONS, UNITS, Population
+from sdclab.protection import suppression
 from sdclab.release import Release, read_release, write_release
 from sdclab.tables.catalog import CATALOG
 from sdclab.tables.tabulate import tabulate

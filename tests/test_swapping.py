@@ -14,16 +14,16 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import random_population
-from sdclab import accounting, mechanisms
+from sdclab import accounting, protection
 from sdclab.cli import app
-from sdclab.mechanisms.swapping import (
+from sdclab.population.synth import synthesize
+from sdclab.protection.swapping import (
     Households,
     Swapped,
     psa_partners,
     psa_swap,
     swap_population,
 )
-from sdclab.population.synth import synthesize
 from sdclab.tables.tabulate import tabulate
 
 
@@ -79,12 +79,12 @@ def check_invariants(population, release, exact_from_level: str, sizes_exact: bo
 
 
 def protect(name, population, seed, **settings):
-    return mechanisms.run(name, population, {k: str(v) for k, v in settings.items()}, seed)
+    return protection.run(name, population, {k: str(v) for k, v in settings.items()}, seed)
 
 
 def swap(name, population, seed, **settings) -> Swapped:
     """The swap alone, with its diagnostics (what moved: never in the release)."""
-    params = mechanisms.get(name).parse({k: str(v) for k, v in settings.items()})
+    params = protection.get(name).parse({k: str(v) for k, v in settings.items()})
     run = psa_swap if name == "psa" else swap_population
     return run(population, params, np.random.default_rng(seed))
 
@@ -262,7 +262,7 @@ def test_protect_command(tmp_path):
 
 
 def test_targeted_partners_match_and_live_elsewhere(county):
-    from sdclab.mechanisms.swapping import SWAP_HIGH, SWAP_LOW, targeted_pairs
+    from sdclab.protection.swapping import SWAP_HIGH, SWAP_LOW, targeted_pairs
 
     households = Households(county)
     for entry, seed in ((SWAP_LOW, 1), (SWAP_HIGH, 2)):

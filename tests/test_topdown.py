@@ -12,14 +12,14 @@ import scipy.sparse as sp
 from sdclab import accounting, schema
 from sdclab.execution import Executor
 from sdclab.geography import LEVELS, geoid_strings
-from sdclab.mechanisms import run
-from sdclab.mechanisms.topdown import product_tables, topdown, unit_counts
-from sdclab.mechanisms.topdown_strategy import DHC_DEFAULT, PRODUCTION, PRODUCTS, Strategy
 from sdclab.optimize.least_squares import TOLERANCE, solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
 from sdclab.population import Population
 from sdclab.population.synth import synthesize
+from sdclab.protection import run
+from sdclab.protection.topdown import product_tables, topdown, unit_counts
+from sdclab.protection.topdown_strategy import DHC_DEFAULT, PRODUCTION, PRODUCTS, Strategy
 from sdclab.tables.tabulate import block_histogram
 
 # ---------------------------------------------------------------------------------------------
@@ -388,7 +388,7 @@ def test_dhc_card_converts_to_the_quoted_epsilon():
 
 def test_strategy_file(tmp_path):
     from sdclab.errors import InputError
-    from sdclab.mechanisms.topdown_strategy import load_strategy
+    from sdclab.protection.topdown_strategy import load_strategy
 
     lines = ["rho = '1/2'", "[level_shares]"]
     lines += [f"{level} = '1/6'" for level in LEVELS]
@@ -407,7 +407,7 @@ def test_strategy_file(tmp_path):
 
 
 def test_topdown_resumes_from_its_checkpoint(tmp_path, monkeypatch):
-    import sdclab.mechanisms.topdown as td
+    import sdclab.protection.topdown as td
     from sdclab.execution import TaskFailed
 
     population = two_state_population(3_000, seed=9)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sdclab import accounting, schema
-from sdclab.mechanisms.topdown_strategy import (
+from sdclab.protection.topdown_strategy import (
     PRODUCTION,
     QUERIES,
     QUERY_SHARES,

@@ -168,9 +168,9 @@ def synth(
 ) -> None:
     """Generate a seeded synthetic census population (persons, units, synth.json)."""
     from sdclab.fileio import check_replaceable
-    from sdclab.mechanisms import check_seed
     from sdclab.population.io import POPULATION_KIND, write_population
     from sdclab.population.synth import synthesize
+    from sdclab.protection import check_seed
 
     start = time.perf_counter()
     check_seed(seed)
@@ -217,20 +217,20 @@ def protect(
     ] = None,
 ) -> None:
     """Protect a population with a mechanism and write the release (tables, microdata, card)."""
-    from sdclab import mechanisms
+    from sdclab import protection
     from sdclab.fileio import check_replaceable
     from sdclab.population.io import read_population
     from sdclab.release import RELEASE_KIND, write_release
 
-    entry = mechanisms.get(mechanism)
-    params = mechanisms.parse_settings(settings or [])
+    entry = protection.get(mechanism)
+    params = protection.parse_settings(settings or [])
     parsed = entry.parse(params)  # fail on bad parameters before reading any data
-    mechanisms.check_seed(seed)
+    protection.check_seed(seed)
     check_replaceable(out, RELEASE_KIND, (population,))
     check_checkpoint(getattr(parsed, "checkpoint", None), (population, out))
     pop = read_population(population)
     start = time.perf_counter()
-    release = mechanisms.run(mechanism, pop, params, seed)
+    release = protection.run(mechanism, pop, params, seed)
     write_release(release, out, protect=(population,))
     fit = "" if release.randomness.get("fit_for_publication") else " (not fit for publication)"
     typer.echo(
@@ -269,7 +269,7 @@ def reconstruct(
     from sdclab.attacks.reconstruction import RECONSTRUCTION_KIND, write_reconstruction
     from sdclab.attacks.variability import attack
     from sdclab.fileio import check_replaceable
-    from sdclab.mechanisms import check_seed
+    from sdclab.protection import check_seed
     from sdclab.release import read_release
 
     check_seed(seed)
@@ -323,7 +323,7 @@ def reidentify(
         read_solvar,
     )
     from sdclab.fileio import check_replaceable, output_directory, write_json, write_parquet
-    from sdclab.mechanisms import check_seed, parse_settings
+    from sdclab.protection import check_seed, parse_settings
     from sdclab.randomness import make_rng
     from sdclab.release import read_release
 
@@ -369,7 +369,7 @@ def evaluate(
 ) -> None:
     """Accuracy of a release against the truth, and the risk measured by the attacks on it."""
 
-    from sdclab import evaluate as ev
+    from sdclab import evaluation as ev
     from sdclab.attacks.reconstruction import (
         METRICS_FILE,
         read_reconstruction,
@@ -486,7 +486,7 @@ def audit(
     loss from below (Clopper–Pearson), beside the card's claim. Exit 3 if the bound exceeds it."""
     from sdclab.attacks.audit import audit as run_audit
     from sdclab.fileio import check_output_file, write_output_file
-    from sdclab.mechanisms import check_seed, parse_settings
+    from sdclab.protection import check_seed, parse_settings
 
     check_seed(seed)
     if out is not None:
@@ -522,7 +522,7 @@ def spec(
     """Print a mechanism's DP specification card (all five building blocks)."""
     import json
 
-    from sdclab.mechanisms import get, parse_settings
+    from sdclab.protection import get, parse_settings
 
     entry = get(mechanism)
     card = entry.card(entry.parse(parse_settings(settings or [])))

@@ -38,8 +38,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sdclab import __version__, mechanisms
-from sdclab import evaluate as ev
+from sdclab import __version__, protection
+from sdclab import evaluation as ev
 from sdclab.attacks import linkage
 from sdclab.attacks.ckm_risk import ckm_risk
 from sdclab.attacks.reconstruction import (
@@ -64,9 +64,9 @@ from sdclab.fileio import (
     write_marker,
     write_parquet,
 )
-from sdclab.mechanisms import MECHANISMS
 from sdclab.population.io import read_population, write_population
 from sdclab.population.synth import synthesize
+from sdclab.protection import MECHANISMS
 from sdclab.randomness import MAX_SEED, make_rng
 from sdclab.release import read_release, write_release
 from sdclab.report import render_report
@@ -256,7 +256,7 @@ class Runner:
             rel_digest = _digest("release", pop_digest, m.name, settings, files, m.seed)
 
             def make_release(tmp: Path, m: MechanismSpec = m, settings: dict = settings) -> None:
-                release = mechanisms.run(m.name, truth, settings, m.seed)
+                release = protection.run(m.name, truth, settings, m.seed)
                 write_release(release, tmp / "release")
 
             rel_dir = self.step(f"release:{m.title}", rel_digest, make_release) / "release"

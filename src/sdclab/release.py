@@ -190,7 +190,7 @@ def tabulated_release(
         parameters=parameters,
         card=card,
         tables={name: tc.to_long() for name, tc in tabulate(protected).items()},
-        randomness={},  # the stream alone: completed by mechanisms.run
+        randomness={},  # the stream alone: completed by protection.run
         input_digest=frames_digest(original.persons, original.units),
         geography=original.geography,
         microdata=publishable_microdata(protected, rng),
@@ -497,13 +497,13 @@ def _check_metadata(file: Path, meta: dict[str, Any]) -> None:
 
 def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> None:
     """The mechanism is a registered one and the parameters are valid for it."""
-    from sdclab import mechanisms  # the registry imports this module
+    from sdclab import protection  # the registry imports this module
 
-    if name not in mechanisms.MECHANISMS:
+    if name not in protection.MECHANISMS:
         raise InputError(
-            f"{file}: unknown mechanism {name!r} (known: {', '.join(mechanisms.MECHANISMS)})"
+            f"{file}: unknown mechanism {name!r} (known: {', '.join(protection.MECHANISMS)})"
         )
-    entry = mechanisms.get(name)
+    entry = protection.get(name)
     try:
         entry.parameters.check_recorded(parameters)
         entry.parse(parameters)

@@ -31,11 +31,11 @@ import numpy.typing as npt
 import polars as pl
 from scipy import stats
 
-from sdclab import mechanisms
+from sdclab import protection
 from sdclab.errors import InputError
-from sdclab.mechanisms import gaussian, geometric, topdown
 from sdclab.population import Population
 from sdclab.population.io import validate
+from sdclab.protection import gaussian, geometric, topdown
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG
 
@@ -369,7 +369,7 @@ def audit_gaussian(settings: Mapping[str, Any], trials: int, seed: int) -> Trial
     """A histogram of two cells; one person moves between them (bounded) or is added."""
     given = dict(settings)
     default = {} if "rho" in given or "sigma2" in given else {"rho": "0.5"}
-    p = mechanisms.get("gaussian").parse(default | given)
+    p = protection.get("gaussian").parse(default | given)
     d = np.tile([1, 0], (trials, 1))
     d_prime = np.tile([0, 1] if p.neighbours == "bounded" else [0, 0], (trials, 1))
     rng = np.random.default_rng(seed)
@@ -384,7 +384,7 @@ def audit_geometric(settings: Mapping[str, Any], trials: int, seed: int) -> Tria
     """A block with one group-quarters facility and its resident; D′ has a second resident
     (unbounded) or the resident changed (bounded). The person tables change, the unit tables do
     not; every block-level cell is observed."""
-    p = mechanisms.get("geometric").parse(dict(settings))
+    p = protection.get("geometric").parse(dict(settings))
     units = pl.DataFrame([_unit(0, 0, unit_type=3, tenure=None)])
     resident = _person(0, 0, 0, relationship=5, age=30)
     if p.neighbours == "unbounded":
@@ -393,10 +393,10 @@ def audit_geometric(settings: Mapping[str, Any], trials: int, seed: int) -> Tria
         other = [_person(0, 0, 0, relationship=5, age=70, sex=2, race=2)]
     datasets = [pl.DataFrame(people) for people in ([resident], other)]
     releases = [
-        mechanisms.run("geometric", replicate(people, units, trials), dict(settings), seed + i)
+        protection.run("geometric", replicate(people, units, trials), dict(settings), seed + i)
         for i, people in enumerate(datasets)
     ]
-    exact = [mechanisms.run("none", replicate(people, units, 1), {}, 0) for people in datasets]
+    exact = [protection.run("none", replicate(people, units, 1), {}, 0) for people in datasets]
     d, d_prime, exact_d, exact_dp = copy_matrix(
         [block_outputs(r) for r in releases + exact], trials
     )
@@ -438,7 +438,7 @@ def audit_psa(settings: Mapping[str, Any], trials: int, seed: int) -> Trials:
         ),
     ]  # a household record is its persons and its tenure: D′ exchanges both
     releases = [
-        mechanisms.run(
+        protection.run(
             "psa", replicate(pl.DataFrame(people), pl.DataFrame(units), trials), chosen, seed + i
         )
         for i, (people, units) in enumerate(datasets)
@@ -458,7 +458,7 @@ def audit_psa(settings: Mapping[str, Any], trials: int, seed: int) -> Trials:
 def audit_safetab_h(settings: Mapping[str, Any], trials: int, seed: int) -> Trials:
     """A tract with one household; D′ adds a second household of the same detailed race (so
     the same population groups are present). Observed: every measured tract-level cell."""
-    p = mechanisms.get("safetab_h").parse(dict(settings))
+    p = protection.get("safetab_h").parse(dict(settings))
     if p.t01001 != "exact" or p.thresholds != "production":
         raise InputError(
             "audit safetab_h: only t01001=exact and the production thresholds are audited (with "
@@ -474,7 +474,7 @@ def audit_safetab_h(settings: Mapping[str, Any], trials: int, seed: int) -> Tria
     unit_sets = [[_unit(0, 0), vacant], [_unit(0, 0), _unit(1, 0, tenure=3)]]
     schema_overrides = {f"race_code{i}": pl.Int16 for i in range(1, 9)}
     releases = [
-        mechanisms.run(
+        protection.run(
             "safetab_h",
             replicate(
                 pl.DataFrame(people, schema_overrides=schema_overrides), pl.DataFrame(units), trials
@@ -509,7 +509,7 @@ def audit_safetab_h(settings: Mapping[str, Any], trials: int, seed: int) -> Tria
 def audit_topdown(settings: Mapping[str, Any], trials: int, seed: int) -> Trials:
     """TopDown's block-level noisy measurements of many blocks, each holding one person; in D′
     the person's record is changed to another cell of the same housing type (bounded)."""
-    p = mechanisms.get("topdown").parse({"product": "pl94"} | dict(settings))
+    p = protection.get("topdown").parse({"product": "pl94"} | dict(settings))
     product, strategy = p.resolve()
     allowed = np.flatnonzero(~product.structural_zeros())
     a, b = int(allowed[0]), int(allowed[1])

@@ -32,15 +32,15 @@ from sdclab.attacks import cellkey_attacks as ck
 from sdclab.attacks.reconstruction import release_counts
 from sdclab.errors import InputError
 from sdclab.geography import LEVELS
-from sdclab.mechanisms.cellkey import (
+from sdclab.population import Population
+from sdclab.protection.cellkey import (
     AnyPTable,
     CellKeyParameters,
     blocked,
     cell_noise,
     noise_bound,
 )
-from sdclab.mechanisms.ptable import OnsPTable, ptable_from_frame, symmetry_row
-from sdclab.population import Population
+from sdclab.protection.ptable import OnsPTable, ptable_from_frame, symmetry_row
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.tabulate import tabulate
@@ -476,7 +476,7 @@ def repeated_queries(
     times from a table builder, averaged per cell. Without SPSN each answer carries fresh noise
     and the average converges to the truth; with SPSN every answer is the same. Evaluation only
     (it needs the population to simulate the table builder)."""
-    from sdclab.mechanisms import cellkey
+    from sdclab.protection import cellkey
 
     truth = tabulate(population, list(tables))
     total: dict[str, npt.NDArray[np.float64]] = {}
@@ -553,7 +553,7 @@ def release_ptable(release: Release, params: CellKeyParameters) -> AnyPTable:
     preset its parameters name."""
     if not params.ptable_file:
         return params.table()
-    from sdclab.mechanisms.cellkey import PTABLE_ARTIFACT
+    from sdclab.protection.cellkey import PTABLE_ARTIFACT
     from sdclab.release import artifact_file
 
     if PTABLE_ARTIFACT not in release.artifacts:

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sdclab import schema
 from sdclab.attacks.reconstruction import release_counts
 from sdclab.errors import InputError
-from sdclab.evaluate import (
+from sdclab.evaluation import (
     BLOCK_SIZE_CLASSES,
     size_class_label,
     unknown_attributes,

@@ -6,7 +6,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from sdclab.evaluate import BLOCK_SIZE_CLASSES, evaluation_only, size_class_label
+from sdclab.evaluation import BLOCK_SIZE_CLASSES, evaluation_only, size_class_label
 from sdclab.geography import LEVELS
 
 COLOURS = ("#1b6ca8", "#d1495b", "#e59a1c", "#2e8b57", "#8d6a9f", "#8c564b", "#17becf", "#bcbd22")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from sdclab.accounting import SpecCard, no_protection_card
-from sdclab.mechanisms.base import MechanismEntry, Parameters
 from sdclab.population import Population
+from sdclab.protection.base import MechanismEntry, Parameters
 from sdclab.release import Release, exact_release
 
 

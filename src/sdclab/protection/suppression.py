@@ -44,9 +44,9 @@ from sdclab import schema
 from sdclab.accounting import Budget, SpecCard
 from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS, Geography
-from sdclab.mechanisms.base import MechanismEntry, Parameters
 from sdclab.optimize.highs import quiet_highs
 from sdclab.population import Population
+from sdclab.protection.base import MechanismEntry, Parameters
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef

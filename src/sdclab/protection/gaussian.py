@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, noise
 from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
-from sdclab.mechanisms.base import MechanismEntry, Parameters
+from sdclab.protection.base import MechanismEntry, Parameters
 
 
 class GaussianParameters(Parameters):

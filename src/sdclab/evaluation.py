@@ -335,7 +335,7 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
     direction).
     """
     from sdclab.attacks.reconstruction import release_counts
-    from sdclab.mechanisms.geometric import GeometricParameters, allocation, scale_of
+    from sdclab.protection.geometric import GeometricParameters, allocation, scale_of
 
     params = GeometricParameters.model_validate(release.parameters)
     shares = allocation(params)
@@ -400,7 +400,7 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
 def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
     """Error of a SafeTab-H release's measured and derived cells, by geography and iteration
     level: mean absolute error, and the share of measured cells within their 95% margin."""
-    from sdclab.mechanisms.safetab_h import (
+    from sdclab.protection.safetab_h import (
         REGION_TYPES,
         SafeTabHParameters,
         margin_of_error,
@@ -438,7 +438,7 @@ def diagnostics(release: Release, truth: Population) -> dict[str, Any]:
     ``diagnostics``): a suppression release's shares of non-empty true cells by level, the
     non-empty cells a cell key release leaves below its threshold; empty for the other mechanisms.
     Evaluation only: such figures never go into a release's notes."""
-    from sdclab.mechanisms import MECHANISMS
+    from sdclab.protection import MECHANISMS
 
     entry = MECHANISMS.get(release.mechanism)
     if entry is None or entry.diagnostics is None:

@@ -33,8 +33,8 @@ from sdclab import accounting, noise, schema
 from sdclab.accounting import Budget, SpecCard
 from sdclab.errors import InputError
 from sdclab.geography import truncate
-from sdclab.mechanisms.base import MechanismEntry, Parameters
 from sdclab.population import Population
+from sdclab.protection.base import MechanismEntry, Parameters
 from sdclab.release import Release, tabulated_release
 
 IntArray = npt.NDArray[np.int64]

@@ -35,8 +35,8 @@ from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.geography import Geography, geoid_strings, parse_geoids
-from sdclab.mechanisms.base import MechanismEntry, Parameters, check_budget_range
 from sdclab.population import Population
+from sdclab.protection.base import MechanismEntry, Parameters, check_budget_range
 from sdclab.release import Release
 from sdclab.tables.tabulate import level_step
 

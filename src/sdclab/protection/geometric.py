@@ -28,8 +28,8 @@ from sdclab import accounting, noise, schema
 from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
 from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS
-from sdclab.mechanisms.base import MechanismEntry, Parameters, check_budget_range
 from sdclab.population import Population
+from sdclab.protection.base import MechanismEntry, Parameters, check_budget_range
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.tabulate import TableCounts, tabulate

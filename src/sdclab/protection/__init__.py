@@ -7,7 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from sdclab.errors import InputError
-from sdclab.mechanisms import (
+from sdclab.population import Population
+from sdclab.protection import (
     cellkey,
     gaussian,
     geometric,
@@ -17,8 +18,7 @@ from sdclab.mechanisms import (
     swapping,
     topdown,
 )
-from sdclab.mechanisms.base import MechanismEntry, parse_settings
-from sdclab.population import Population
+from sdclab.protection.base import MechanismEntry, parse_settings
 from sdclab.randomness import MAX_SEED, make_rng, release_randomness, stream_position
 from sdclab.release import Release
 

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from sdclab import mechanisms
+from sdclab import protection
 from sdclab.cli import app
-from sdclab.evaluate import accuracy, diagnostics, evaluation_only, summarise_accuracy
+from sdclab.evaluation import accuracy, diagnostics, evaluation_only, summarise_accuracy
 from sdclab.release import exact_release
 
 
@@ -101,7 +101,7 @@ def test_suppressed_cells_are_neither_exact_nor_violations(tiny_population):
 
 
 def test_diagnostics_are_the_mechanisms_figures_of_the_truth(tiny_population):
-    release = mechanisms.run("suppress", tiny_population, {}, None)
+    release = protection.run("suppress", tiny_population, {}, None)
     figures = diagnostics(release, tiny_population)
     assert set(figures) == {"by_level"} and "by_level" not in release.notes
     assert figures["by_level"]["block"]["populated_geounits"] == 3  # block B: a vacant unit

@@ -46,8 +46,13 @@ from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
 from sdclab.geography import LEVELS, Geography, geoid_strings
-from sdclab.mechanisms.base import MechanismEntry, Parameters, check_budget_range
-from sdclab.mechanisms.topdown_strategy import (
+from sdclab.noise import SIGMA2_RANGE, discrete_gaussian
+from sdclab.optimize.least_squares import solve_l2
+from sdclab.optimize.parent_problem import ParentProblem, check_solution
+from sdclab.optimize.rounding import round_l1
+from sdclab.population import Population
+from sdclab.protection.base import MechanismEntry, Parameters, check_budget_range
+from sdclab.protection.topdown_strategy import (
     PRODUCTS,
     Product,
     Strategy,
@@ -56,11 +61,6 @@ from sdclab.mechanisms.topdown_strategy import (
     strategy_data,
     topdown_card,
 )
-from sdclab.noise import SIGMA2_RANGE, discrete_gaussian
-from sdclab.optimize.least_squares import solve_l2
-from sdclab.optimize.parent_problem import ParentProblem, check_solution
-from sdclab.optimize.rounding import round_l1
-from sdclab.population import Population
 from sdclab.release import Release
 from sdclab.tables.tabulate import block_histogram
 

@@ -31,9 +31,11 @@ from sdclab.accounting import Budget, SpecCard
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.geography import LEVELS
-from sdclab.mechanisms import swapping
-from sdclab.mechanisms.base import MechanismEntry, Parameters
-from sdclab.mechanisms.ptable import (
+from sdclab.population import Population
+from sdclab.population.contract import RECORD_KEY
+from sdclab.protection import swapping
+from sdclab.protection.base import MechanismEntry, Parameters
+from sdclab.protection.ptable import (
     OnsPTable,
     PTable,
     create_ptable,
@@ -42,8 +44,6 @@ from sdclab.mechanisms.ptable import (
     pcv,
     read_ptable,
 )
-from sdclab.population import Population
-from sdclab.population.contract import RECORD_KEY
 from sdclab.release import Release, artifact_file
 from sdclab.tables.catalog import CATALOG, select
 from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate, tabulate_histograms

@@ -72,7 +72,7 @@ class MechanismEntry(Generic[P]):
     """The mechanism itself: population, parameters and random stream → release."""
     diagnostics: Callable[[Population, Release], dict[str, Any]] | None = None
     """Evaluation only: the mechanism's own figures about a release that need the confidential
-    population it was made from (never written into the release; see ``evaluate.diagnostics``)."""
+    population it was made from (never written into the release; see ``evaluation.diagnostics``)."""
 
     def parse(self, settings: Mapping[str, Any]) -> P:
         """Validated parameters from a mapping (strings are converted as pydantic does)."""
