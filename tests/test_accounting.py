@@ -179,7 +179,7 @@ SETTINGS = {
 @pytest.mark.parametrize("name", list(MECHANISMS))
 def test_every_registered_card_renders_all_blocks(name):
     entry = get(name)
-    card = entry.card(entry.parse(parse_settings(SETTINGS.get(name, []))))
+    card = entry.guarantee(entry.parse(parse_settings(SETTINGS.get(name, []))))
     text = card.render()
     assert all(block in text for block in BLOCKS)
     assert card.budget.is_formal or "no formal guarantee" in text
@@ -187,11 +187,11 @@ def test_every_registered_card_renders_all_blocks(name):
 
 def test_psa_and_gaussian_card_budgets():
     psa = get("psa")
-    card = psa.card(psa.parse({"rate": "0.05", "largest_group": "11700"}))
+    card = psa.guarantee(psa.parse({"rate": "0.05", "largest_group": "11700"}))
     assert card.budget.epsilon == pytest.approx(12.312, abs=5e-4)
     assert card.protection_unit == "household record" and card.output_premetric.startswith("pure")
     gauss = get("gaussian")
-    card = gauss.card(gauss.parse({"sigma2": "100", "queries": "3"}))
+    card = gauss.guarantee(gauss.parse({"sigma2": "100", "queries": "3"}))
     assert card.budget.rho == pytest.approx(3 * 2 / 200)  # bounded: Δ₂² = 2 per query
     params = gauss.parse({"rho": "0.03", "queries": "3"})
     assert params.noise_variance() == 100
@@ -217,7 +217,7 @@ def test_bad_parameters_are_input_errors(name, pairs, message):
 def test_psa_card_without_data_needs_the_largest_group():
     psa = get("psa")
     with pytest.raises(InputError, match="largest_group"):
-        psa.card(psa.parse({"rate": "0.1"}))
+        psa.guarantee(psa.parse({"rate": "0.1"}))
 
 
 def test_spec_command():

@@ -270,7 +270,7 @@ def test_swap_then_cell_key(keyed):
 
 def test_card_reports_delta_per_pair_and_the_floor():
     entry = protection.get("cellkey")
-    card = entry.card(entry.parse({"ptable": "maxent", "bound": 2, "variance": "0.9"}))
+    card = entry.guarantee(entry.parse({"ptable": "maxent", "bound": 2, "variance": "0.9"}))
     assert card.output_premetric == "approximate DP (D_Mult^delta)"
     rows = {r["epsilon"]: r for r in card.allocation}
     assert rows[1.0]["delta, symmetry pair"] == pytest.approx(0.155245, abs=1e-6)

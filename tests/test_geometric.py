@@ -59,7 +59,7 @@ def test_budget_split_and_sensitivities():
     assert sensitivity(CATALOG["P1"], "unbounded") == 1
     assert sensitivity(CATALOG["P6"], "unbounded") == 6  # six race tallies
     assert sensitivity(CATALOG["P8"], "bounded") == 2
-    card = protection.get("geometric").card(params)
+    card = protection.get("geometric").guarantee(params)
     assert card.budget.epsilon == pytest.approx(1.35)
     assert card.output_premetric == "pure-DP (D_Mult)"
 

@@ -312,7 +312,7 @@ def test_releases_record_the_content_of_setting_files_never_their_paths(small, t
     assert not {"checkpoint", "workers", "executor"} & set(recorded["topdown"])
     assert recorded["safetab_h"]["iterations"] == groups
     assert recorded["safetab_h"]["thresholds"] == cuts
-    topdown_card = protection.get("topdown").card(
+    topdown_card = protection.get("topdown").guarantee(
         protection.get("topdown").parse(recorded["topdown"])
     )
     assert topdown_card == read["topdown"].card

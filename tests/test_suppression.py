@@ -38,7 +38,7 @@ def build(*groups, vacant: tuple[str, ...] = ()) -> Population:
 
 
 def protect(population: Population, **settings) -> Release:
-    params = suppression.ENTRY.parse(settings)
+    params = suppression.MECHANISM.parse(settings)
     return suppression.protect(population, params, np.random.default_rng(0))
 
 
@@ -192,18 +192,18 @@ def test_diagnostics_count_zeroed_cells_and_suppressed_tables_by_level():
 
 
 def test_parameters_card_and_entry():
-    params = suppression.ENTRY.parse({"small_cells": "3", "complementary": "true"})
+    params = suppression.MECHANISM.parse({"small_cells": "3", "complementary": "true"})
     assert params.small_cells == 3 and params.complementary is True
     assert params.min_persons == 15 and params.group_min == 15
     with pytest.raises(InputError, match="known parameters"):
-        suppression.ENTRY.parse({"threshold": "3"})
+        suppression.MECHANISM.parse({"threshold": "3"})
     with pytest.raises(InputError, match="small_cells"):
-        suppression.ENTRY.parse({"small_cells": "-1"})
-    card = suppression.ENTRY.card(params)
+        suppression.MECHANISM.parse({"small_cells": "-1"})
+    card = suppression.MECHANISM.guarantee(params)
     assert card.output_premetric == "none"
     assert not card.budget.is_formal and "data-dependent" in card.budget.reason_if_none
     assert any("margins considered" in c for c in card.caveats)
-    assert suppression.ENTRY.name == "suppress"
+    assert suppression.MECHANISM.name == "suppress"
 
 
 def test_tables_are_classified_from_their_query_matrices():
@@ -382,7 +382,7 @@ def test_complements_leave_no_positive_primary_cell_recoverable(make, key):
         assert low - 1e-6 <= true <= high + 1e-6
     assert release.notes["complementary"] == {"protects": suppression.PROTECTS}
     # what the run found on the true tables (diagnostics, not in the release)
-    params = suppression.ENTRY.parse({"small_cells": 0, "complementary": True})
+    params = suppression.MECHANISM.parse({"small_cells": 0, "complementary": True})
     tables = tabulate(population)
     _, found = suppression.complementary_suppression(
         tables,

@@ -525,7 +525,7 @@ def spec(
     from sdclab.protection import get, parse_settings
 
     entry = get(mechanism)
-    card = entry.card(entry.parse(parse_settings(settings or [])))
+    card = entry.guarantee(entry.parse(parse_settings(settings or [])))
     if as_json:
         typer.echo(json.dumps(card.to_dict(), indent=2))
     else:

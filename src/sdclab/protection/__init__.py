@@ -18,29 +18,29 @@ from sdclab.protection import (
     swapping,
     topdown,
 )
-from sdclab.protection.base import MechanismEntry, parse_settings
+from sdclab.protection.base import Mechanism, parse_settings
 from sdclab.randomness import MAX_SEED, make_rng, release_randomness, stream_position
 from sdclab.release import Release
 
-MECHANISMS: dict[str, MechanismEntry[Any]] = {
+MECHANISMS: dict[str, Mechanism[Any]] = {
     entry.name: entry
     for entry in (
-        none.ENTRY,
+        none.MECHANISM,
         swapping.PSA,
         swapping.SWAP,
         swapping.SWAP_LOW,
         swapping.SWAP_HIGH,
-        gaussian.ENTRY,
-        topdown.ENTRY,
-        cellkey.ENTRY,
-        geometric.ENTRY,
-        safetab_h.ENTRY,
-        suppression.ENTRY,
+        gaussian.MECHANISM,
+        topdown.MECHANISM,
+        cellkey.MECHANISM,
+        geometric.MECHANISM,
+        safetab_h.MECHANISM,
+        suppression.MECHANISM,
     )
 }
 
 
-def get(name: str) -> MechanismEntry[Any]:
+def get(name: str) -> Mechanism[Any]:
     """The registered mechanism called ``name``; an unknown name is an input error."""
     if name not in MECHANISMS:
         raise InputError(f"unknown mechanism {name!r}; known: {', '.join(MECHANISMS)}")
@@ -82,4 +82,4 @@ def check_seed(seed: int | None, what: str = "--seed") -> None:
         raise InputError(f"{what} {seed}: expected a whole number from 0 to 2^128 - 1")
 
 
-__all__ = ["MECHANISMS", "MechanismEntry", "check_seed", "get", "parse_settings", "run"]
+__all__ = ["MECHANISMS", "Mechanism", "check_seed", "get", "parse_settings", "run"]

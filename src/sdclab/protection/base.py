@@ -1,4 +1,4 @@
-"""What every mechanism declares: its name, its parameters (validated) and its specification card.
+"""What every mechanism carries (:class:`Mechanism`) and how its parameters are validated.
 
 Parameters arrive as ``key=value`` strings from the command line (``--set``) or as values from an
 experiment file; a pydantic model per mechanism validates them once, at the boundary, and bad
@@ -8,7 +8,7 @@ values become one clear :class:`InputError`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -20,8 +20,11 @@ from sdclab.errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
+    import polars as pl
 
+    from sdclab.geography import Geography
     from sdclab.population import Population
+    from sdclab.protection.audit_plans import Trials
     from sdclab.release import Release
 
 P = TypeVar("P", bound=BaseModel)
@@ -60,19 +63,55 @@ class Parameters(BaseModel):
 
 
 @dataclass(frozen=True)
-class MechanismEntry(Generic[P]):
-    """A mechanism as the registry knows it."""
+class Artifact:
+    """A payload a mechanism publishes beside its tables, kept as ``artifacts/<name>.parquet``
+    (an MDF, noisy measurements, population-group tables, a p-table)."""
+
+    name: str
+    meaning: str
+    check: Callable[[pl.DataFrame, Geography], str | None] | None = None
+    """A problem of a frame read from a release (its columns, types, geounits), or None."""
+
+
+@dataclass(frozen=True)
+class NoisePublication:
+    """What a mechanism's release says about its own noise: what an attacker may know."""
+
+    distribution: str
+    """The noise, in words ("discrete Gaussian", "two-sided geometric", "none", ...)."""
+    published: tuple[str, ...] = ()
+    """Where the release states it: parameters, artifacts, notes (e.g. "artifact measurements:
+    the variance of every noisy measurement")."""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    """The figures that determine it (scales, variances, a p-table's bound), from the
+    recorded parameters alone."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mechanism(Generic[P]):
+    """A mechanism and everything it carries: its parameters, its protection, its guarantee,
+    the payloads it publishes, what it says about its noise, how it is evaluated and audited."""
 
     name: str
     summary: str
+    """What it is, in one line."""
     parameters: type[P]
-    card: Callable[[P], SpecCard]
-    """The card from the parameters alone (without data)."""
+    guarantee: Callable[[P], SpecCard]
+    """The specification card from the parameters alone (without data)."""
     protect: Callable[[Population, P, np.random.Generator], Release] | None = None
     """The mechanism itself: population, parameters and random stream → release."""
+    artifacts: tuple[Artifact, ...] = ()
+    """The payloads its releases may carry beside the tables."""
+    noise: Callable[[P], NoisePublication] | None = None
+    """What its release publishes about its own noise."""
     diagnostics: Callable[[Population, Release], dict[str, Any]] | None = None
     """Evaluation only: the mechanism's own figures about a release that need the confidential
-    population it was made from (never written into the release; see ``evaluation.diagnostics``)."""
+    population it was made from (never written into the release)."""
+    risk_analysis: Callable[[Release, Population | None], dict[str, Any]] | None = None
+    """The mechanism's own disclosure-risk analysis of a release (the cell key method's)."""
+    audit_plan: Callable[[Mapping[str, Any], int, int], Trials] | None = None
+    """How a privacy audit observes it: (settings, trials, seed) → outputs on two neighbouring
+    datasets and the guarantee's claim for them."""
 
     def parse(self, settings: Mapping[str, Any]) -> P:
         """Validated parameters from a mapping (strings are converted as pydantic does)."""
@@ -89,6 +128,13 @@ class MechanismEntry(Generic[P]):
                 f"mechanism {self.name}, parameter {where}: {first['msg']} "
                 f"(known parameters: {known})"
             ) from None
+
+    def artifact(self, name: str) -> Artifact | None:
+        """The declared artifact called ``name``, if any."""
+        return next((a for a in self.artifacts if a.name == name), None)
+
+    def __repr__(self) -> str:
+        return f"<mechanism {self.name}: {self.summary}>"
 
 
 def parse_settings(pairs: Sequence[str]) -> dict[str, str]:

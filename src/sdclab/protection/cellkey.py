@@ -34,7 +34,7 @@ from sdclab.geography import LEVELS
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
 from sdclab.protection import swapping
-from sdclab.protection.base import MechanismEntry, Parameters
+from sdclab.protection.base import Mechanism, Parameters
 from sdclab.protection.ptable import (
     OnsPTable,
     PTable,
@@ -541,11 +541,11 @@ def diagnostics(population: Population, release: Release) -> dict[str, Any]:
     return {"suppressed_cells": {lv: n for lv, n in hidden.items() if lv in levels}}
 
 
-ENTRY = MechanismEntry(
-    "cellkey",
-    "cell key method: p-table noise keyed by the contributors (same people, same noise)",
-    CellKeyParameters,
-    lambda p: card(p),
-    protect,
-    diagnostics,
+MECHANISM = Mechanism(
+    name="cellkey",
+    summary="cell key method: p-table noise keyed by the contributors (same people, same noise)",
+    parameters=CellKeyParameters,
+    guarantee=lambda p: card(p),
+    protect=protect,
+    diagnostics=diagnostics,
 )

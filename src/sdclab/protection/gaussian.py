@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, noise
 from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
-from sdclab.protection.base import MechanismEntry, Parameters
+from sdclab.protection.base import Mechanism, Parameters
 
 
 class GaussianParameters(Parameters):
@@ -85,6 +85,9 @@ def card(p: GaussianParameters) -> SpecCard:
     )
 
 
-ENTRY = MechanismEntry(
-    "gaussian", "discrete Gaussian noise on every cell (zCDP)", GaussianParameters, card
+MECHANISM = Mechanism(
+    name="gaussian",
+    summary="discrete Gaussian noise on every cell (zCDP)",
+    parameters=GaussianParameters,
+    guarantee=card,
 )

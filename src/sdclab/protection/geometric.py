@@ -29,7 +29,7 @@ from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
 from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS
 from sdclab.population import Population
-from sdclab.protection.base import MechanismEntry, Parameters, check_budget_range
+from sdclab.protection.base import Mechanism, Parameters, check_budget_range
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.tabulate import TableCounts, tabulate
@@ -159,10 +159,10 @@ def card(p: GeometricParameters) -> SpecCard:
     )
 
 
-ENTRY = MechanismEntry(
-    "geometric",
-    "per-cell two-tailed geometric noise (pure epsilon-DP)",
-    GeometricParameters,
-    card,
-    protect,
+MECHANISM = Mechanism(
+    name="geometric",
+    summary="per-cell two-tailed geometric noise (pure epsilon-DP)",
+    parameters=GeometricParameters,
+    guarantee=card,
+    protect=protect,
 )

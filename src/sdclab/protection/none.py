@@ -6,7 +6,7 @@ import numpy as np
 
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.population import Population
-from sdclab.protection.base import MechanismEntry, Parameters
+from sdclab.protection.base import Mechanism, Parameters
 from sdclab.release import Release, exact_release
 
 
@@ -22,4 +22,10 @@ def protect(population: Population, _: NoneParameters, __: np.random.Generator) 
     return exact_release(population)
 
 
-ENTRY = MechanismEntry("none", "exact tables, no protection", NoneParameters, card, protect)
+MECHANISM = Mechanism(
+    name="none",
+    summary="exact tables, no protection",
+    parameters=NoneParameters,
+    guarantee=card,
+    protect=protect,
+)

@@ -36,7 +36,7 @@ from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.geography import Geography, geoid_strings, parse_geoids
 from sdclab.population import Population
-from sdclab.protection.base import MechanismEntry, Parameters, check_budget_range
+from sdclab.protection.base import Mechanism, Parameters, check_budget_range
 from sdclab.release import Release
 from sdclab.tables.tabulate import level_step
 
@@ -754,10 +754,10 @@ def card(p: SafeTabHParameters) -> SpecCard:
     )
 
 
-ENTRY = MechanismEntry(
-    "safetab_h",
-    "SafeTab-H: household tables by detailed race and ethnicity (zCDP, adaptive detail)",
-    SafeTabHParameters,
-    card,
-    protect,
+MECHANISM = Mechanism(
+    name="safetab_h",
+    summary="SafeTab-H: household tables by detailed race and ethnicity (zCDP, adaptive detail)",
+    parameters=SafeTabHParameters,
+    guarantee=card,
+    protect=protect,
 )

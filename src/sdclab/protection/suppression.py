@@ -46,7 +46,7 @@ from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS, Geography
 from sdclab.optimize.highs import quiet_highs
 from sdclab.population import Population
-from sdclab.protection.base import MechanismEntry, Parameters
+from sdclab.protection.base import Mechanism, Parameters
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
@@ -1106,11 +1106,11 @@ def card(p: SuppressionParameters) -> SpecCard:
     )
 
 
-ENTRY = MechanismEntry(
-    "suppress",
-    "1980-style cell and table suppression (no formal guarantee)",
-    SuppressionParameters,
-    card,
-    protect,
-    diagnostics,
+MECHANISM = Mechanism(
+    name="suppress",
+    summary="1980-style cell and table suppression (no formal guarantee)",
+    parameters=SuppressionParameters,
+    guarantee=card,
+    protect=protect,
+    diagnostics=diagnostics,
 )

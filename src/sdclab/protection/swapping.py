@@ -34,7 +34,7 @@ from sdclab.accounting import Budget, SpecCard
 from sdclab.errors import InputError
 from sdclab.geography import truncate
 from sdclab.population import Population
-from sdclab.protection.base import MechanismEntry, Parameters
+from sdclab.protection.base import Mechanism, Parameters
 from sdclab.release import Release, tabulated_release
 
 IntArray = npt.NDArray[np.int64]
@@ -267,12 +267,12 @@ def _psa_card_without_data(params: PsaParameters) -> SpecCard:
     return psa_card(params)
 
 
-PSA = MechanismEntry(
-    "psa",
-    "Permutation Swapping Algorithm (provable swapping)",
-    PsaParameters,
-    _psa_card_without_data,
-    protect_psa,
+PSA = Mechanism(
+    name="psa",
+    summary="Permutation Swapping Algorithm (provable swapping)",
+    parameters=PsaParameters,
+    guarantee=_psa_card_without_data,
+    protect=protect_psa,
 )
 
 
@@ -529,7 +529,7 @@ def swap_population(
     return Swapped(swapped, notes, diagnostics)
 
 
-def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> MechanismEntry[SwapParameters]:
+def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> Mechanism[SwapParameters]:
     """A registry entry for targeted swapping with preset defaults (still overridable)."""
 
     class Preset(SwapParameters):
@@ -545,7 +545,13 @@ def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> MechanismEnt
     ) -> Release:
         return protect_swap(population, params, rng, name)
 
-    return MechanismEntry(name, summary, Preset, lambda p: swap_card(p, name), protect)
+    return Mechanism(
+        name=name,
+        summary=summary,
+        parameters=Preset,
+        guarantee=lambda p: swap_card(p, name),
+        protect=protect,
+    )
 
 
 SWAP = _swap_entry("swap", "targeted household swapping (no formal guarantee)", {})

@@ -51,7 +51,7 @@ from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
 from sdclab.population import Population
-from sdclab.protection.base import MechanismEntry, Parameters, check_budget_range
+from sdclab.protection.base import Mechanism, Parameters, check_budget_range
 from sdclab.protection.topdown_strategy import (
     PRODUCTS,
     Product,
@@ -715,10 +715,10 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
     )
 
 
-ENTRY = MechanismEntry(
-    "topdown",
-    "the 2020 census TopDown Algorithm (zCDP measurements + consistent integer post-processing)",
-    TopDownParameters,
-    card,
-    protect,
+MECHANISM = Mechanism(
+    name="topdown",
+    summary="the 2020 census TopDown Algorithm (zCDP measurements, consistent integer tables)",
+    parameters=TopDownParameters,
+    guarantee=card,
+    protect=protect,
 )
