@@ -1,3 +1,97 @@
-"""sdclab: a laboratory for statistical disclosure control of census tables."""
+"""sdclab: a laboratory for statistical disclosure control of census tables.
+
+Protect one population with the mechanisms statistical offices use (the TopDown Algorithm,
+SafeTab-H, the cell key method, swapping, suppression, noise), attack each release as the Census
+Bureau attacked its 2010 tables, and compare what each costs in accuracy and leaves exposed.
+The functions here are the whole public API; see ``docs/python.md``.
+"""
 
 __version__ = "0.1.0"
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sdclab.api import (
+        MechanismInfo,
+        ParameterInfo,
+        audit,
+        evaluate,
+        mechanisms,
+        protect,
+        read_population,
+        read_reconstruction,
+        read_release,
+        reconstruct,
+        reidentify,
+        run_experiment,
+        synthesize,
+        write_population,
+        write_release,
+    )
+    from sdclab.attacks.audit import AuditResult
+    from sdclab.errors import InputError
+    from sdclab.population import Population
+    from sdclab.release import Release
+    from sdclab.results import (
+        Evaluation,
+        Figure,
+        NotMeasured,
+        ReconstructionResult,
+        Reidentification,
+    )
+
+__all__ = [
+    "AuditResult",
+    "Evaluation",
+    "Figure",
+    "InputError",
+    "MechanismInfo",
+    "NotMeasured",
+    "ParameterInfo",
+    "Population",
+    "ReconstructionResult",
+    "Reidentification",
+    "Release",
+    "__version__",
+    "audit",
+    "evaluate",
+    "mechanisms",
+    "protect",
+    "read_population",
+    "read_reconstruction",
+    "read_release",
+    "reconstruct",
+    "reidentify",
+    "run_experiment",
+    "synthesize",
+    "write_population",
+    "write_release",
+]
+
+_HOMES = {
+    "AuditResult": "sdclab.attacks.audit",
+    "InputError": "sdclab.errors",
+    "Population": "sdclab.population",
+    "Release": "sdclab.release",
+    **dict.fromkeys(
+        ("Evaluation", "Figure", "NotMeasured", "ReconstructionResult", "Reidentification"),
+        "sdclab.results",
+    ),
+}
+"""Where each exported name is defined (the functions: :mod:`sdclab.api`)."""
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first use so that ``import sdclab`` stays quick (the
+    command line and spawned workers import only what they run)."""
+    if name not in __all__ or name == "__version__":
+        raise AttributeError(f"module 'sdclab' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_HOMES.get(name, "sdclab.api")), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -145,24 +145,31 @@ class Experiment(_Strict):
 def load_experiment(path: Path) -> Experiment:
     """Read and validate an experiment file; any problem is one clear InputError."""
     data = read_toml(Path(path), "experiment file")
+    return parse_experiment(data, str(path), Path(path).parent)
+
+
+def parse_experiment(data: Any, source: str, base: Path) -> Experiment:
+    """Validate an experiment's content (``source`` names it in messages; a relative
+    ``population.path`` is taken from ``base``)."""
     population = data.get("population") if isinstance(data, dict) else None
     if isinstance(population, dict) and isinstance(population.get("path"), str):
+        population = data["population"] = dict(population)
         shown = repr(population["path"])
         try:
-            population["path"] = shown = str((Path(path).parent / population["path"]).resolve())
+            population["path"] = shown = str((base / population["path"]).resolve())
             is_dir = Path(population["path"]).is_dir()
         except (OSError, ValueError):  # a NUL character, a name too long for the system
             is_dir = False
         if not is_dir:
-            raise InputError(f"{path}: population.path: {shown} is not a directory")
+            raise InputError(f"{source}: population.path: {shown} is not a directory")
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "experiment"
-        raise InputError(f"{path}: {where}: {first['msg']}") from None
+        raise InputError(f"{source}: {where}: {first['msg']}") from None
     except InputError as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise InputError(f"{source}: {exc}") from None
 
 
 def _digest(*parts: Any) -> str:

@@ -1,0 +1,383 @@
+"""The public Python API: every step of a study as one function with keyword settings.
+
+```python
+import sdclab
+
+truth = sdclab.synthesize(5_000, seed=1)
+release = sdclab.protect(truth, "topdown", seed=2, rho=4)
+records = sdclab.reconstruct(release)
+links = sdclab.reidentify(records, release, truth, attacker="census", seed=3)
+figures = sdclab.evaluate(release, truth, reconstruction=records, reidentification=links)
+figures.by_level["block"].mean_mae, links.reconstruction.nonmodal.precision
+```
+
+The command line is a thin layer over these functions: it parses arguments, calls them and writes
+the files. Bad input raises :class:`sdclab.InputError` with one line in the user's words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sdclab import protection
+from sdclab.attacks.audit import AuditResult
+from sdclab.errors import InputError
+from sdclab.population import Population
+from sdclab.release import Release
+from sdclab.results import (
+    NO_MICRODATA,
+    NO_RECONSTRUCTION,
+    Agreement,
+    Evaluation,
+    LevelAccuracy,
+    NotMeasured,
+    ReconstructionResult,
+    Reidentification,
+    TableAccuracy,
+    Value,
+    measured,
+)
+
+
+def synthesize(persons: int = 20_000, *, seed: int | None = None) -> Population:
+    """A synthetic census population of exactly ``persons`` persons (seeded: reproducible)."""
+    from sdclab.population.synth import synthesize as generate
+
+    protection.check_seed(seed, "seed")
+    if isinstance(persons, bool) or not isinstance(persons, int) or persons < 1:
+        raise InputError(f"persons {persons!r}: expected a whole number of at least 1")
+    population, _ = generate(persons, seed)
+    return population
+
+
+def read_population(path: str | Path) -> Population:
+    """The population in directory ``path`` (persons and units, Parquet or CSV), validated."""
+    from sdclab.population.io import read_population as read
+
+    return read(Path(path))
+
+
+def write_population(population: Population, path: str | Path) -> None:
+    """Write ``population`` as ``path/persons.parquet`` and ``units.parquet``, atomically (only
+    an absent or empty directory or an earlier population is replaced)."""
+    from sdclab.fileio import check_replaceable
+    from sdclab.population.io import POPULATION_KIND
+    from sdclab.population.io import write_population as write
+
+    check_replaceable(Path(path), POPULATION_KIND)
+    write(population, Path(path))
+
+
+def protect(
+    population: Population, mechanism: str, *, seed: int | None = None, **parameters: Any
+) -> Release:
+    """Protect ``population`` with ``mechanism`` (see :func:`mechanisms`); parameters as keywords
+    (numbers as numbers: ``rho=4``). Without a seed the noise comes from OS entropy and the
+    release is fit for publication; a seeded release is reproducible and marked not fit."""
+    return protection.run(mechanism, population, parameters, seed)
+
+
+def read_release(path: str | Path) -> Release:
+    """The release in directory ``path``, every file checked against its recorded digest."""
+    from sdclab.release import read_release as read
+
+    return read(Path(path))
+
+
+def write_release(release: Release, path: str | Path) -> None:
+    """Write ``release`` as a directory, atomically (only an absent or empty directory or an
+    earlier release is replaced)."""
+    from sdclab.release import write_release as write
+
+    write(release, Path(path))
+
+
+def reconstruct(
+    release: Release,
+    *,
+    workers: int | None = None,
+    executor: str | None = None,
+    seed: int = 0,
+    time_limit: float = 300.0,
+    variability: bool = False,
+    checkpoint: str | Path | None = None,
+) -> ReconstructionResult:
+    """Rebuild block-level person records from the release's tables alone (one integer program
+    per tract), and with ``variability`` measure how many blocks have one solution only.
+
+    ``workers``: local processes (default all cores); ``executor``: ``local``,
+    ``dask://HOST:PORT`` or ``dask-local[:N]``; ``checkpoint``: a directory keeping finished
+    tracts, from which a re-run resumes."""
+    from sdclab.attacks.variability import attack
+    from sdclab.execution import Executor
+
+    protection.check_seed(seed, "seed")
+    if not time_limit > 0:
+        raise InputError(f"time_limit {time_limit!r}: expected seconds above 0")
+    where = Executor.parse(executor, workers)
+    directory = Path(checkpoint) if checkpoint is not None else None
+    records, metrics, solvar = attack(release, where, seed, time_limit, variability, directory)
+    return ReconstructionResult(
+        mechanism=release.mechanism,
+        persons=records.persons,
+        tracts=records.tracts,
+        metrics=metrics,
+        solvar=solvar,
+    )
+
+
+def read_reconstruction(path: str | Path) -> ReconstructionResult:
+    """A reconstruction directory written by ``sdclab reconstruct``, checked."""
+    from sdclab.attacks.reconstruction import (
+        read_reconstruction as read,
+    )
+    from sdclab.attacks.reconstruction import (
+        read_reconstruction_metrics,
+        read_solvar,
+    )
+
+    path = Path(path)
+    records = read(path)
+    metrics = read_reconstruction_metrics(path)
+    return ReconstructionResult(
+        mechanism=str(metrics.get("mechanism", "unknown")),
+        persons=records.persons,
+        tracts=records.tracts,
+        metrics=metrics,
+        solvar=read_solvar(path),
+    )
+
+
+def reidentify(
+    reconstruction: ReconstructionResult,
+    release: Release,
+    truth: Population,
+    *,
+    attacker: str = "commercial",
+    seed: int | None = None,
+    **attacker_parameters: float,
+) -> Reidentification:
+    """Link reconstructed records to a simulated attacker file (``census``: the census's own
+    identities; ``commercial``: a commercial file's coverage and errors; keywords override
+    ``coverage``, ``extra_records``, ``moved``, ``age_error``, ``sex_error``), and confirm the
+    links against ``truth``; also scores the two baselines made from the published tables."""
+    from sdclab.attacks.linkage import attacker_parameters as parameters
+    from sdclab.attacks.linkage import reidentify as link
+    from sdclab.digest import check_same_input
+    from sdclab.randomness import make_rng
+
+    protection.check_seed(seed, "seed")
+    check_same_input(
+        release.input_digest, truth.persons, truth.units, what="truth and release"
+    )
+    params = parameters(attacker, dict(attacker_parameters))
+    figures, links = link(
+        reconstruction.persons, release, truth, params, make_rng(seed), reconstruction.solvar
+    )
+    result = Reidentification.from_dict({"attacker_preset": attacker, **figures})
+    return Reidentification(
+        attacker=result.attacker,
+        attacker_parameters=result.attacker_parameters,
+        attacker_records=result.attacker_records,
+        attacker_match_share=result.attacker_match_share,
+        reconstruction=result.reconstruction,
+        mdg=result.mdg,
+        prg=result.prg,
+        links=links,
+    )
+
+
+def evaluate(
+    release: Release,
+    truth: Population,
+    *,
+    reconstruction: ReconstructionResult | None = None,
+    reidentification: Reidentification | Mapping[str, Reidentification | NotMeasured] | None = None,
+    risk: bool = False,
+) -> Evaluation:
+    """Accuracy of ``release`` against ``truth`` and the risk the attacks measured on it
+    (evaluation only: these figures use the confidential data). ``risk`` also runs the
+    mechanism's own risk analysis, when it has one (the cell key method's)."""
+    from sdclab.digest import check_same_input
+
+    check_same_input(release.input_digest, truth.persons, truth.units, what="truth and release")
+    if isinstance(reidentification, Reidentification):
+        reidentification = {reidentification.attacker: reidentification}
+    mechanism = protection.get(release.mechanism)
+    if mechanism.risk_analysis is None:
+        analysis: Mapping[str, Any] | NotMeasured = NotMeasured(
+            f"the {mechanism.name} mechanism has no risk analysis of its own"
+        )
+    elif risk:
+        analysis = mechanism.risk_analysis(release, truth)
+    else:
+        analysis = NotMeasured("not asked for (risk=True runs it)")
+    return evaluation(release, truth, reconstruction, reidentification or {}, analysis)
+
+
+def evaluation(
+    release: Release,
+    truth: Population,
+    reconstruction: ReconstructionResult | None,
+    reidentification: Mapping[str, Reidentification | NotMeasured],
+    risk: Mapping[str, Any] | NotMeasured,
+) -> Evaluation:
+    """The figures of :func:`evaluate` from inputs already checked to belong together."""
+    from sdclab import evaluation as ev
+
+    figures = ev.accuracy(release, truth)
+    mechanism = protection.get(release.mechanism)
+    persons = release.person_microdata
+    microdata: Agreement | NotMeasured = NotMeasured(NO_MICRODATA)
+    if persons is not None and ev.has_person_attributes(persons):
+        microdata = Agreement.from_dict(ev.agreement(persons, truth))
+    recon_agreement: Agreement | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
+    block_sex: Value = NotMeasured(NO_RECONSTRUCTION)
+    if reconstruction is not None:
+        recon_agreement = Agreement.from_dict(ev.agreement(reconstruction.persons, truth))
+        block_sex = measured(
+            ev.block_agebin_agreement(reconstruction.persons, truth),
+            "the release's tables do not determine sex or age",
+        )
+    return Evaluation(
+        mechanism=release.mechanism,
+        guarantee=release.card.to_dict(),
+        accuracy={
+            name: {
+                level: TableAccuracy.from_dict(name, level, values)
+                for level, values in levels.items()
+                if level != "additivity"
+            }
+            for name, levels in figures.items()
+        },
+        additivity={
+            name: {k: measured(v, NO_CHILDREN) for k, v in levels["additivity"].items()}
+            for name, levels in figures.items()
+        },
+        by_level={
+            level: LevelAccuracy(level, float(v["mean_mae"]), int(v["tables"]))
+            for level, v in ev.summarise_accuracy(figures).items()
+        },
+        microdata_agreement=microdata,
+        reconstruction=(
+            NotMeasured(NO_RECONSTRUCTION) if reconstruction is None else reconstruction.metrics
+        ),
+        reconstruction_agreement=recon_agreement,
+        block_sex_agebin_agreement=block_sex,
+        reidentification=dict(reidentification),
+        diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else {},
+        risk=risk,
+    )
+
+
+NO_CHILDREN = "no parent cell whose children are all shown"
+
+
+def audit(
+    mechanism: str,
+    *,
+    trials: int = 10_000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    **parameters: Any,
+) -> AuditResult:
+    """Run ``mechanism`` ``trials`` times on each of two neighbouring datasets and bound its
+    privacy loss from below with confidence 1 − ``alpha``, beside its guarantee's claim."""
+    from sdclab.attacks.audit import audit as run_audit
+
+    protection.check_seed(seed, "seed")
+    return run_audit(mechanism, parameters, trials, seed, alpha)
+
+
+def run_experiment(
+    experiment: str | Path | Mapping[str, Any],
+    out: str | Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or finish) an experiment — a TOML file or the same content as a mapping — into
+    directory ``out``; returns its results (also written as ``out/results.json`` beside
+    ``out/report.html``). Finished steps found in ``out`` are reused."""
+    from sdclab.experiment import load_experiment, parse_experiment
+    from sdclab.experiment import run_experiment as run
+
+    inputs: tuple[Path, ...] = ()
+    if isinstance(experiment, Mapping):
+        spec = parse_experiment(dict(experiment), "experiment", Path.cwd())
+    else:
+        spec = load_experiment(Path(experiment))
+        inputs = (Path(experiment),)
+    return run(spec, Path(out), progress or (lambda _: None), inputs)
+
+
+@dataclass(frozen=True)
+class ParameterInfo:
+    """One parameter of a mechanism: its name, default, kind, unit and meaning."""
+
+    name: str
+    default: Any
+    kind: str
+    unit: str | None
+    meaning: str
+
+    def __repr__(self) -> str:
+        unit = f" [{self.unit}]" if self.unit else ""
+        return f"{self.name}={self.default!r}{unit}: {self.meaning}"
+
+
+@dataclass(frozen=True)
+class MechanismInfo:
+    """A mechanism as :func:`mechanisms` lists it."""
+
+    name: str
+    summary: str
+    parameters: tuple[ParameterInfo, ...]
+    protects: bool
+    """Whether it protects data (``gaussian`` has a guarantee and an audit only)."""
+    auditable: bool
+
+    def __repr__(self) -> str:
+        names = ", ".join(p.name for p in self.parameters) or "no parameters"
+        return f"<mechanism {self.name}: {self.summary} ({names})>"
+
+
+def mechanisms() -> list[MechanismInfo]:
+    """Every mechanism with its parameters, their defaults, units and one-line meanings."""
+    return [describe(m) for m in protection.MECHANISMS.values()]
+
+
+def describe(mechanism: protection.Mechanism[Any]) -> MechanismInfo:
+    """A mechanism's description from its parameter model."""
+    execution = mechanism.parameters.EXECUTION
+    params = []
+    for name, field in mechanism.parameters.model_fields.items():
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        default = None if field.is_required() else field.get_default(call_default_factory=True)
+        meaning = field.description or "(no description)"
+        if name in execution:
+            meaning += " (where the run executes: not recorded in the release)"
+        params.append(
+            ParameterInfo(
+                name=name,
+                default=default,
+                kind=_kind(field.annotation),
+                unit=str(extra["unit"]) if "unit" in extra else None,
+                meaning=meaning,
+            )
+        )
+    return MechanismInfo(
+        name=mechanism.name,
+        summary=mechanism.summary,
+        parameters=tuple(params),
+        protects=mechanism.protect is not None,
+        auditable=mechanism.audit_plan is not None,
+    )
+
+
+def _kind(annotation: Any) -> str:
+    """A parameter's type in words."""
+    text = getattr(annotation, "__name__", None) or str(annotation)
+    return text.replace("typing.", "").replace("NoneType", "None")

@@ -1,0 +1,585 @@
+"""Typed results: what the attacks and an evaluation measure, as values with attributes.
+
+The command line, experiments and the report read the same objects; ``metrics.json`` and
+``results.json`` are written from them (:meth:`to_dict`, with :data:`SCHEMA_VERSION`). A figure
+that was not measured or does not apply is a :class:`NotMeasured` carrying its reason, never 0 and
+never a bare null. :class:`Figure` is one figure in long form with the dimensions a comparison
+needs: setting, replicate, level, block-size class, table and an interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import polars as pl
+
+SCHEMA_VERSION = 1
+"""Version of the layout of ``metrics.json`` and ``results.json``."""
+
+
+@dataclass(frozen=True)
+class NotMeasured:
+    """A figure that was not measured, or does not apply, and why."""
+
+    reason: str
+
+    def __repr__(self) -> str:
+        return f"n/a ({self.reason})"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"not_measured": self.reason}
+
+
+Value: TypeAlias = float | int | NotMeasured
+"""A figure, or why there is none."""
+
+
+def measured(value: float | int | None, reason: str) -> Value:
+    """``value``, or :class:`NotMeasured` with ``reason`` when it is None or NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NotMeasured(reason)
+    return value
+
+
+def as_json(value: Any) -> Any:
+    """A result (or a figure, a list, a mapping of them) in JSON form."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {str(k): as_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_json(v) for v in value]
+    return value
+
+
+def from_json(value: Any, reason: str = "not recorded") -> Value:
+    """A figure read back from JSON: ``{"not_measured": why}`` and null become NotMeasured."""
+    if isinstance(value, Mapping) and "not_measured" in value:
+        return NotMeasured(str(value["not_measured"]))
+    if value is None:
+        return NotMeasured(reason)
+    return value  # type: ignore[no-any-return]
+
+
+def number(value: Any) -> float | None:
+    """A figure as a plain number for display or a chart (None when not measured)."""
+    value = from_json(value)
+    return None if isinstance(value, NotMeasured) else float(value)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure in long form, with the dimensions along which figures are compared."""
+
+    metric: str
+    value: Value
+    setting: str | None = None
+    """The mechanism as configured (an experiment's label)."""
+    replicate: int | None = None
+    level: str | None = None
+    size_class: str | None = None
+    table: str | None = None
+    interval: tuple[float, float] | None = None
+    """A confidence or variability interval around ``value``, when one is known."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "value": as_json(self.value),
+            "setting": self.setting,
+            "replicate": self.replicate,
+            "level": self.level,
+            "size_class": self.size_class,
+            "table": self.table,
+            "interval": list(self.interval) if self.interval is not None else None,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Reidentification
+# ---------------------------------------------------------------------------------------------
+
+NO_RECORDS = "no attacker record falls in this group"
+NO_LINKS = "no putative link in this group"
+
+
+@dataclass(frozen=True)
+class LinkRates:
+    """Putative and confirmed links of one linkage method over one group of attacker records."""
+
+    attacker_records: int
+    putative: int
+    confirmed: int
+
+    @property
+    def putative_rate(self) -> Value:
+        return (
+            self.putative / self.attacker_records
+            if self.attacker_records
+            else NotMeasured(NO_RECORDS)
+        )
+
+    @property
+    def confirmed_rate(self) -> Value:
+        return (
+            self.confirmed / self.attacker_records
+            if self.attacker_records
+            else NotMeasured(NO_RECORDS)
+        )
+
+    @property
+    def precision(self) -> Value:
+        """Confirmed among putative links: how far an attacker can trust a link."""
+        return self.confirmed / self.putative if self.putative else NotMeasured(NO_LINKS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attacker_records": self.attacker_records,
+            "putative": self.putative,
+            "confirmed": self.confirmed,
+            "putative_rate": as_json(self.putative_rate),
+            "confirmed_rate": as_json(self.confirmed_rate),
+            "precision": as_json(self.precision),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LinkRates:
+        return cls(int(data["attacker_records"]), int(data["putative"]), int(data["confirmed"]))
+
+
+@dataclass(frozen=True)
+class Linkage:
+    """One linkage method's rates by group of attacker records (``all``, ``modal``, ``nonmodal``,
+    ``unique``, ``nonmodal_unique``, by block size, ...)."""
+
+    method: str
+    groups: Mapping[str, LinkRates]
+
+    @property
+    def all(self) -> LinkRates:
+        return self.groups["all"]
+
+    @property
+    def nonmodal(self) -> LinkRates:
+        """Census records whose race and ethnicity are not their block's most common."""
+        return self.groups["nonmodal"]
+
+    @property
+    def modal(self) -> LinkRates:
+        return self.groups["modal"]
+
+    def group(self, name: str) -> LinkRates:
+        if name not in self.groups:
+            raise KeyError(f"no group {name!r}; groups: {', '.join(self.groups)}")
+        return self.groups[name]
+
+    def __repr__(self) -> str:
+        return (
+            f"<Linkage {self.method}: precision {_show(self.all.precision)}, nonmodal "
+            f"{_show(self.nonmodal.precision)}>"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: rates.to_dict() for name, rates in self.groups.items()}
+
+    @classmethod
+    def from_dict(cls, method: str, data: Mapping[str, Any]) -> Linkage:
+        return cls(method, {k: LinkRates.from_dict(v) for k, v in data.items()})
+
+
+@dataclass(frozen=True)
+class Reidentification:
+    """Links of reconstructed records (and of the two baselines) to an attacker's file."""
+
+    attacker: str
+    """The attacker file's preset (census, commercial) or "custom"."""
+    attacker_parameters: Mapping[str, Any]
+    attacker_records: int
+    attacker_match_share: float
+    """Share of attacker records that match a census record on identity, block, sex and age."""
+    reconstruction: Linkage
+    mdg: Linkage | NotMeasured
+    """Baseline: records drawn from the published block tables (the 2010 study's MDG)."""
+    prg: Linkage | NotMeasured
+    """Baseline: a guess from the published tract totals (PRG)."""
+    links: pl.DataFrame | None = field(default=None, repr=False, compare=False)
+    """The reconstruction's links (attacker id, block, confirmed)."""
+
+    def methods(self) -> dict[str, Linkage]:
+        """The methods measured, by name."""
+        return {
+            m.method: m for m in (self.reconstruction, self.mdg, self.prg) if isinstance(m, Linkage)
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"<Reidentification by the {self.attacker} attacker: "
+            f"{self.attacker_records:,} records, reconstruction precision "
+            f"{_show(self.reconstruction.all.precision)} (nonmodal "
+            f"{_show(self.reconstruction.nonmodal.precision)})>"
+        )
+
+    def figures(self, **dims: Any) -> Iterator[Figure]:
+        for method in self.methods().values():
+            for group, rates in method.groups.items():
+                for metric in ("putative_rate", "confirmed_rate", "precision"):
+                    yield Figure(
+                        f"reidentification.{self.attacker}.{method.method}.{group}.{metric}",
+                        getattr(rates, metric),
+                        **dims,
+                    )
+
+    def to_dict(self) -> dict[str, Any]:
+        baselines = self.mdg.reason if isinstance(self.mdg, NotMeasured) else "computed"
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "attacker_preset": self.attacker,
+            "attacker": dict(self.attacker_parameters),
+            "attacker_records": self.attacker_records,
+            "attacker_match_share": self.attacker_match_share,
+            "baselines": baselines,
+            **{name: m.to_dict() for name, m in self.methods().items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Reidentification:
+        def method(name: str) -> Linkage | NotMeasured:
+            if name in data:
+                return Linkage.from_dict(name, data[name])
+            return NotMeasured(str(data.get("baselines", "not computed")))
+
+        reconstruction = method("reconstruction")
+        assert isinstance(reconstruction, Linkage), "a reidentification links reconstructed records"
+        return cls(
+            attacker=str(data.get("attacker_preset", "custom")),
+            attacker_parameters=dict(data.get("attacker", {})),
+            attacker_records=int(data["attacker_records"]),
+            attacker_match_share=float(data["attacker_match_share"]),
+            reconstruction=reconstruction,
+            mdg=method("mdg"),
+            prg=method("prg"),
+        )
+
+
+def _show(value: Value) -> str:
+    return "n/a" if isinstance(value, NotMeasured) else f"{value:.1%}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reconstruction
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variability:
+    """Solution variability: how many blocks have one reconstruction only (solvar = 0)."""
+
+    blocks: int
+    share_blocks_solvar_zero: float
+    share_persons_solvar_zero: float
+    cumulative_share_of_blocks: Mapping[str, Value]
+    """Share of blocks with solvar at most each key."""
+    seconds: float
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Variability:
+        return cls(
+            blocks=int(data["blocks"]),
+            share_blocks_solvar_zero=float(data["share_blocks_solvar_zero"]),
+            share_persons_solvar_zero=float(data["share_persons_solvar_zero"]),
+            cumulative_share_of_blocks={
+                k: from_json(v, "no block with a finite solvar")
+                for k, v in data.get("cumulative_share_of_blocks", {}).items()
+            },
+            seconds=float(data.get("seconds", 0.0)),
+        )
+
+
+@dataclass(frozen=True)
+class ReconstructionResult:
+    """Person records rebuilt from a release's tables, with the attack's own figures."""
+
+    mechanism: str
+    """The mechanism of the attacked release."""
+    persons: pl.DataFrame = field(repr=False)
+    """Reconstructed persons: block, sex, age, age_min, age_max, race, hispanic (null where the
+    tables do not determine an attribute)."""
+    tracts: pl.DataFrame = field(repr=False)
+    """One row per tract: status, mode, deviation, seconds, program size."""
+    metrics: Mapping[str, Any] = field(repr=False)
+    """The figures as ``metrics.json`` records them."""
+    solvar: pl.DataFrame | None = field(default=None, repr=False)
+    """Solution variability per block, when measured."""
+
+    @property
+    def n_persons(self) -> int:
+        return self.persons.height
+
+    @property
+    def n_tracts(self) -> int:
+        return self.tracts.height
+
+    @property
+    def seconds(self) -> float:
+        return float(self.metrics.get("seconds", 0.0))
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        """Tracts by solver status (optimal, time limit, ...)."""
+        return dict(self.metrics.get("statuses", {}))
+
+    @property
+    def unknown_attributes(self) -> list[str]:
+        """Person attributes the release's tables determine for no record."""
+        return list(self.metrics.get("unknown_attributes", []))
+
+    @property
+    def variability(self) -> Variability | NotMeasured:
+        data = self.metrics.get("variability")
+        if data is None:
+            return NotMeasured("solution variability was not asked for")
+        return Variability.from_dict(data)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ReconstructionResult of a {self.mechanism} release: {self.n_persons:,} persons in "
+            f"{self.n_tracts:,} tracts, {self.seconds:.1f} s>"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, **self.metrics}
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+# ---------------------------------------------------------------------------------------------
+
+NO_SHOWN_CELLS = "every cell of the table is suppressed at this level"
+NO_POSITIVE_CELLS = "no cell has a positive true count"
+
+
+@dataclass(frozen=True)
+class TableAccuracy:
+    """Error of one published table at one level against the exact tabulation of the truth,
+    over the cells a user can read (suppressed cells are counted apart)."""
+
+    table: str
+    level: str
+    cells: int
+    shown_cells: int
+    mae: Value
+    rmse: Value
+    max_abs_error: float
+    negative_share: Value
+    suppressed_share: float
+    share_rel_error_above: Mapping[str, Value]
+    """Over shown cells with a positive true count: share whose relative error exceeds each
+    threshold ("10pct", "50pct", "100pct")."""
+    false_positive_cells: int
+    """Cells whose true count is 0 but published otherwise."""
+
+    @classmethod
+    def from_dict(cls, table: str, level: str, data: Mapping[str, Any]) -> TableAccuracy:
+        prefix = "share_rel_error_above_"
+        return cls(
+            table=table,
+            level=level,
+            cells=int(data["cells"]),
+            shown_cells=int(data["shown_cells"]),
+            mae=from_json(data["mae"], NO_SHOWN_CELLS),
+            rmse=from_json(data["rmse"], NO_SHOWN_CELLS),
+            max_abs_error=float(data["max_abs_error"]),
+            negative_share=from_json(data["negative_share"], NO_SHOWN_CELLS),
+            suppressed_share=float(data["suppressed_share"]),
+            share_rel_error_above={
+                k.removeprefix(prefix): from_json(v, NO_POSITIVE_CELLS)
+                for k, v in data.items()
+                if k.startswith(prefix)
+            },
+            false_positive_cells=int(data["false_positive_cells"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cells": self.cells,
+            "shown_cells": self.shown_cells,
+            "mae": as_json(self.mae),
+            "rmse": as_json(self.rmse),
+            "max_abs_error": self.max_abs_error,
+            "negative_share": as_json(self.negative_share),
+            "suppressed_share": self.suppressed_share,
+            **{
+                f"share_rel_error_above_{k}": as_json(v)
+                for k, v in self.share_rel_error_above.items()
+            },
+            "false_positive_cells": self.false_positive_cells,
+        }
+
+
+@dataclass(frozen=True)
+class LevelAccuracy:
+    """Mean absolute error at one level, averaged over the tables published there."""
+
+    level: str
+    mean_mae: float
+    tables: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mean_mae": self.mean_mae, "tables": self.tables}
+
+
+@dataclass(frozen=True)
+class AgreementRates:
+    """Share of true persons matched one-to-one by released or reconstructed records."""
+
+    blocks: int
+    persons: int
+    agree_exact_age: Value
+    agree_agebin: Value
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AgreementRates:
+        reason = "no true person in this group"
+        return cls(
+            blocks=int(data["blocks"]),
+            persons=int(data["persons"]),
+            agree_exact_age=from_json(data["agree_exact_age"], reason),
+            agree_agebin=from_json(data["agree_agebin"], reason),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "blocks": self.blocks,
+            "persons": self.persons,
+            "agree_exact_age": as_json(self.agree_exact_age),
+            "agree_agebin": as_json(self.agree_agebin),
+        }
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement of records with the truth, overall and by block-size class."""
+
+    all: AgreementRates
+    by_block_size: Mapping[str, AgreementRates]
+    records: int
+    """Records compared (released or reconstructed)."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Agreement | NotMeasured:
+        if "not_applicable" in data:
+            return NotMeasured(str(data["not_applicable"]))
+        return cls(
+            all=AgreementRates.from_dict(data["all"]),
+            by_block_size={
+                k: AgreementRates.from_dict(v) for k, v in data["by_block_size"].items()
+            },
+            records=int(data["reconstructed_persons"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "all": self.all.to_dict(),
+            "reconstructed_persons": self.records,
+            "by_block_size": {k: v.to_dict() for k, v in self.by_block_size.items()},
+        }
+
+
+NO_RECONSTRUCTION = "no reconstruction of this release was given"
+NO_MICRODATA = "the release publishes no person records"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Accuracy of a release and the risk the attacks measured on it: evaluation only (every
+    figure but the guarantee and the attack's own solver figures used the truth)."""
+
+    mechanism: str
+    guarantee: Mapping[str, Any] = field(repr=False)
+    """The release's specification card, as data."""
+    accuracy: Mapping[str, Mapping[str, TableAccuracy]] = field(repr=False)
+    """By table, then level."""
+    additivity: Mapping[str, Mapping[str, Value]] = field(repr=False)
+    """By table, then parent level: share of parent cells whose children do not add up."""
+    by_level: Mapping[str, LevelAccuracy] = field(repr=False)
+    microdata_agreement: Agreement | NotMeasured = field(repr=False)
+    reconstruction: Mapping[str, Any] | NotMeasured = field(repr=False)
+    """The attack's own figures (not truth-based), when a reconstruction was given."""
+    reconstruction_agreement: Agreement | NotMeasured = field(repr=False)
+    block_sex_agebin_agreement: Value = field(repr=False)
+    """Share of true persons matched on block, sex and agebin alone."""
+    reidentification: Mapping[str, Reidentification | NotMeasured] = field(repr=False)
+    """By attacker."""
+    diagnostics: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The mechanism's own figures about the release that need the truth."""
+    risk: Mapping[str, Any] | NotMeasured = field(
+        default=NotMeasured("the mechanism has no risk analysis of its own"), repr=False
+    )
+    """The mechanism's own risk analysis (the cell key method's), when it has one."""
+
+    def table(self, name: str, level: str) -> TableAccuracy:
+        """The accuracy of table ``name`` at ``level``."""
+        if name not in self.accuracy or level not in self.accuracy[name]:
+            raise KeyError(f"no accuracy of table {name!r} at level {level!r}")
+        return self.accuracy[name][level]
+
+    def __repr__(self) -> str:
+        block = self.by_level.get("block")
+        mae = f"{block.mean_mae:.3f}" if block is not None else "n/a"
+        agree = self.reconstruction_agreement
+        shown = _show(agree.all.agree_agebin) if isinstance(agree, Agreement) else "n/a"
+        return f"<Evaluation of a {self.mechanism} release: block MAE {mae}, agreement {shown}>"
+
+    def figures(self, **dims: Any) -> Iterator[Figure]:
+        """Every figure in long form (``dims``: setting, replicate)."""
+        for name, levels in self.accuracy.items():
+            for level, acc in levels.items():
+                for metric in ("mae", "rmse", "negative_share"):
+                    yield Figure(
+                        f"accuracy.{metric}", getattr(acc, metric), level=level, table=name, **dims
+                    )
+        for level, summary in self.by_level.items():
+            yield Figure("accuracy.mean_mae", summary.mean_mae, level=level, **dims)
+        for what in ("microdata_agreement", "reconstruction_agreement"):
+            agreement = getattr(self, what)
+            if isinstance(agreement, NotMeasured):
+                yield Figure(f"{what}.agree_agebin", agreement, **dims)
+                continue
+            yield Figure(f"{what}.agree_agebin", agreement.all.agree_agebin, **dims)
+            for size, rates in agreement.by_block_size.items():
+                yield Figure(f"{what}.agree_agebin", rates.agree_agebin, size_class=size, **dims)
+        for attacker, reid in self.reidentification.items():
+            if isinstance(reid, NotMeasured):
+                yield Figure(f"reidentification.{attacker}", reid, **dims)
+            else:
+                yield from reid.figures(**dims)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, as ``metrics.json`` and an experiment's ``results.json`` hold it."""
+        out: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "mechanism": self.mechanism,
+            "specification": dict(self.guarantee),
+            "accuracy_by_level": {k: v.to_dict() for k, v in self.by_level.items()},
+            "accuracy": {
+                name: {
+                    **{level: acc.to_dict() for level, acc in levels.items()},
+                    "additivity": as_json(self.additivity.get(name, {})),
+                }
+                for name, levels in self.accuracy.items()
+            },
+            "microdata_agreement": as_json(self.microdata_agreement),
+            "reconstruction_agreement": as_json(self.reconstruction_agreement),
+            "reconstruction_block_sex_agebin": as_json(self.block_sex_agebin_agreement),
+            "reidentification": as_json(self.reidentification),
+        }
+        if not isinstance(self.reconstruction, NotMeasured):
+            out["reconstruction"] = dict(self.reconstruction)
+        if self.diagnostics:
+            out["diagnostics"] = dict(self.diagnostics)
+        if not isinstance(self.risk, NotMeasured):
+            out["risk"] = dict(self.risk)
+        return out
