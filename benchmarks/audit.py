@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from sdclab import noise
-from sdclab.attacks.audit import AUDITS, audit
+from sdclab import noise, protection
+from sdclab.attacks.audit import audit
 from sdclab.protection import gaussian
 
 CASES: list[tuple[str, dict[str, str], int, float | None]] = [
@@ -42,8 +42,10 @@ NAIVE_TRIALS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 def naive_seconds_per_trial(mechanism: str, settings: dict[str, str]) -> float:
     """The plain audit: one run of the mechanism per trial (both datasets)."""
     start = time.perf_counter()
+    plan = protection.get(mechanism).audit_plan
+    assert plan is not None
     for seed in range(NAIVE_TRIALS):
-        AUDITS[mechanism](settings, 1, 1000 + seed)
+        plan(settings, 1, 1000 + seed)
     return (time.perf_counter() - start) / NAIVE_TRIALS
 
 

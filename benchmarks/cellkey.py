@@ -28,6 +28,7 @@ from sdclab.protection.cellkey import assign_record_keys, keyed_tables, perturb
 from sdclab.protection.ptable import ons_10_5_ptable
 from sdclab.schema import PERSON
 from sdclab.tables.catalog import CATALOG, PERSON_TABLES
+from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import record_cells
 
 THRESHOLD = 10
@@ -52,7 +53,9 @@ def main() -> None:
     plain, keys = keyed_tables(population, names, 256)
     published = perturb(plain, keys, table, 256, THRESHOLD)
     ours_seconds = time.perf_counter() - start
-    ours = {name: tc.to_long() for name, tc in published.items()}
+    ours = {
+        name: PublishedTable.from_counts(tc).frame(labels=False) for name, tc in published.items()
+    }
 
     ptable = table.to_frame().to_pandas()
     record_key = population.persons["record_key"].to_numpy()

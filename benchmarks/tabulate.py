@@ -19,6 +19,7 @@ import pandas_peer  # noqa: E402
 
 from sdclab.population.synth import synthesize  # noqa: E402
 from sdclab.tables.catalog import PERSON_TABLES  # noqa: E402
+from sdclab.tables.published import PublishedTable  # noqa: E402
 from sdclab.tables.tabulate import tabulate  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
@@ -28,7 +29,10 @@ def main() -> None:
     population, _ = synthesize(N, seed=1)
 
     start = time.perf_counter()
-    ours = {name: t.to_long() for name, t in tabulate(population, PERSON_TABLES).items()}
+    ours = {
+        name: PublishedTable.from_counts(t).frame(labels=False)
+        for name, t in tabulate(population, PERSON_TABLES).items()
+    }
     ours_seconds = time.perf_counter() - start
 
     persons = population.persons.to_pandas()

@@ -28,7 +28,7 @@ from sdclab.protection.topdown import topdown
 from sdclab.protection.topdown_strategy import PRODUCTS
 
 PEER_VCPU_MS_PER_PERSON = 0.6
-"""The 2018 end-to-end test's cost (specs/topdown-safetab-h.md A.7)."""
+"""The Census Bureau's 2018 end-to-end test's cost (docs/topdown.md, *Performance*)."""
 TARGET_SECONDS = 600
 WORKERS = 2
 RHO = {"pl94": Fraction(263, 100), "dhc": None}

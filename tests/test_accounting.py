@@ -21,14 +21,16 @@ BLOCKS = ("1. Domain", "2. Multiverse", "3. Input premetric", "4. Output premetr
 
 
 def test_standard_conversion_of_the_2020_person_budget():
-    # ρ = 55.371 ↔ ε = 126.78 at δ = 1e-10 (specs/swapping-dp.md §4)
+    # ρ = 55.371 ↔ ε = 126.78 at δ = 1e-10: the 2020 budget as Bailie, Gong & Meng, "A Refreshment
+    # Stirred, Not Shaken (III): Can Swapping Be Differentially Private?" state it
     assert acc.epsilon_standard(55.371, 1e-10) == pytest.approx(126.78, abs=0.005)
     # the DHC default ρ = 15.30 converts to the 52.83 quoted for the 2020 person products
     assert acc.epsilon_standard(15.30, 1e-10) == pytest.approx(52.83, abs=0.01)
 
 
 def test_tight_conversion_of_the_pl94_production_budget():
-    # ρ_global = (542/339)² reported as ε ≈ 17.14 at δ = 1e-10 (specs/topdown-safetab-h.md A.3)
+    # ρ_global = (542/339)² reported as ε ≈ 17.14 at δ = 1e-10 by the 2020 production certificate
+    # (docs/topdown.md, *Production values*)
     rho = float(Fraction(542, 339) ** 2)
     assert acc.epsilon_for_delta(rho, 1e-10) == pytest.approx(17.14, abs=0.005)
     assert acc.epsilon_for_delta(rho, 1e-10) < acc.epsilon_standard(rho, 1e-10)

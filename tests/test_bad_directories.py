@@ -522,7 +522,7 @@ def test_release_without_digests_is_refused(release: Path) -> None:
 FORGERIES = [
     (lambda m: m.update(mechanism="nonesuch"), "release.json: unknown mechanism 'nonesuch'"),
     (lambda m: m.update(mechanism=""), "release.json: unknown mechanism ''"),
-    (lambda m: m["parameters"].update(epsilon=1), "mechanism none, parameter epsilon"),
+    (lambda m: m["parameters"].update(epsilon=1), "mechanism none: unknown parameter 'epsilon'"),
     (
         lambda m: m.update(mechanism="cellkey", parameters={"bound": "x"}),
         "mechanism cellkey, parameter bound",

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sdclab import evaluation, protection
+from sdclab import protection
 from sdclab.errors import InputError
 from sdclab.population.io import read_population, write_population
 from sdclab.population.synth import synthesize
@@ -20,6 +20,7 @@ from sdclab.protection.cellkey import (
 )
 from sdclab.protection.ptable import create_ptable, ons_10_5_ptable, write_ptable
 from sdclab.protection.swapping import swap_units
+from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
 
 
@@ -30,18 +31,22 @@ def keyed():
 
 
 def published(release, name):
-    return release.tables[name].sort("level", "geoid", "cell")
+    return release.tables[name].frame(labels=False).sort("level", "geoid", "cell")
 
 
 def joined_with_truth(population, release, name):
-    truth = tabulate(population, [name])[name].to_long().rename({"count": "true"})
+    exact = PublishedTable.from_counts(tabulate(population, [name])[name])
+    truth = exact.frame(labels=False).rename({"count": "true"})
     return truth.join(
-        release.tables[name], on=["level", "geoid", "cell"], how="full", coalesce=True
+        release.tables[name].frame(labels=False),
+        on=["level", "geoid", "cell"],
+        how="full",
+        coalesce=True,
     )
 
 
 # ---------------------------------------------------------------------------------------------
-# ONS: the package's documented cases (specs/cell-key-method.md §5)
+# ONS: the cases of cell-key-perturbation 3.1.0's documentation and tests (docs/cellkey.md)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -229,13 +234,15 @@ def test_ons_release_agrees_with_the_ons_function_on_one_table(keyed):
         county=pl.col("block").str.slice(0, 5), sex_code=pl.col("sex")
     )
     ons = ons_perturbed_table(persons, ons_10_5_ptable(), ["county"], [], "record_key")
-    p1 = release.tables["P1"].filter(pl.col("level") == "county").sort("geoid")
+    p1 = release.tables["P1"].frame("county").sort("geoid")
     expected = ons.filter(pl.col("count").is_not_null()).sort("county")
     assert p1["count"].to_list() == expected["count"].to_list()
     assert p1["geoid"].to_list() == expected["county"].to_list()
     # non-empty cells below the threshold: counted at evaluation, not in the release's notes
     assert "suppressed_cells" not in release.notes
-    assert evaluation.diagnostics(release, keyed)["suppressed_cells"]["block"] > 0
+    diagnostics = protection.get("cellkey").diagnostics
+    assert diagnostics is not None
+    assert diagnostics(keyed, release)["suppressed_cells"]["block"] > 0
 
 
 def test_stored_keys_are_used_and_survive_a_round_trip(keyed, tmp_path):
@@ -317,7 +324,10 @@ def test_ons_function_equals_the_package_on_random_tables(n, seed, threshold, sh
 def test_record_keys_of_one_table_alone_are_refused_not_replaced():
     population, _ = synthesize(600, seed=12)
     keyed = assign_record_keys(population, 256, np.random.default_rng(3))
-    only_persons = type(population)(persons=keyed.persons, units=population.units)
+    with pytest.raises(InputError, match="persons: has a record_key column but units has none"):
+        type(population)(persons=keyed.persons, units=population.units)  # validated when made
+    # the mechanism's own guard, for a population made without the contract's check
+    only_persons = type(population)._trusted(persons=keyed.persons, units=population.units)
     with pytest.raises(InputError, match="persons have a record_key column but the units"):
         protection.run("cellkey", only_persons, {}, 1)
     drawn = protection.run("cellkey", only_persons, {"keys": "drawn"}, 1)  # keys not used

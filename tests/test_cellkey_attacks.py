@@ -1,6 +1,9 @@
 """Cell key risk analyses: E disclosure, pinned tuples, IRR averaging and unbounded-noise tails.
 
-Vectors from specs/cell-key-method.md §5 ("Risk"); ★ marks those computed from the spec's formulas.
+Vectors: the numbers that F. Bach's "Differential privacy and noisy confidentiality concepts for
+European population statistics" prints, and (marked ★) values we computed from the formulas of
+docs/cellkey.md as regression values; docs/cellkey.md, *Where the test vectors come from*, lists
+which is which.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from sdclab.attacks import cellkey_attacks as ck
 
 
 def symmetry_row(bound: int, variance: float) -> ck.Pmf:
-    """Max-entropy symmetry row p(v) ∝ r^{v²} on −E..E with variance V (spec §2.4)."""
+    """Max-entropy symmetry row p(v) ∝ r^{v²} on −E..E with variance V (docs/cellkey.md)."""
     if variance >= bound * (bound + 1) / 3:
         return uniform_row(bound)  # the uniform limit: the variance constraint is slack
     v = np.arange(-bound, bound + 1, dtype=np.int64)
@@ -33,7 +36,7 @@ def uniform_row(bound: int) -> ck.Pmf:
 
 
 def test_symmetry_row_matches_the_spec_row():
-    # D=5, V=3 symmetry row ★ (spec §5, p-table)
+    # D=5, V=3 symmetry row ★ (the same values as tests/test_ptable.py)
     _, p = symmetry_row(5, 3)
     expected = [0.00379186, 0.01659093, 0.05229263, 0.11873037, 0.19419346, 0.22880150]
     assert p[:6] == pytest.approx(expected, abs=1e-8)
@@ -82,7 +85,7 @@ def test_tuple_sum_pmf_handles_gaps_and_the_reversed_total():
         (5, 3, 1.231e-5, 5e-9),
         (10, 4, 5.34e-16, 5e-19),
     ],
-)
+)  # ★; the paper gives only O(10⁻⁷) for (5, 2) and "practically zero" for (10, 4)
 def test_cell_key_p1_from_the_symmetry_row(bound, variance, p1, half_unit):
     row = symmetry_row(bound, variance)
     assert ck.p1_independent(row, row, row, bound) == pytest.approx(p1, rel=0, abs=half_unit)
@@ -94,6 +97,7 @@ def test_germany_disclosure_risk_and_the_grid():
     # V ≤ E(E+1)/3: E=1 only allows V ≤ 2/3
     assert pairs == [(2, 1), (2, 2), (5, 1), (5, 2), (5, 4), (10, 1), (10, 2), (10, 4)]
     assert grid[1]["p1"] == pytest.approx(ck.p1_uniform(2))  # V = E(E+1)/3 is the uniform row
+    # the paper's 2.8e7 sex 3-tuples of Germany; the risk 0.986 ★
     germany = next(r for r in grid if (r["bound"], r["variance"]) == (5, 2))
     assert germany["risk"] == pytest.approx(0.986, abs=5e-4)
     assert not germany["below_constraint"]
@@ -134,7 +138,7 @@ def sorted_lookup(row: ck.Pmf, key_space: int) -> ck.NoiseLookup:
 def test_exact_mode_with_sorted_intervals_has_no_extreme_patterns():
     row = symmetry_row(3, 2)
     assert ck.p1_independent(row, row, row, 3) == pytest.approx(5.658e-3, rel=1e-3)
-    assert ck.p1_exact(sorted_lookup(row, 256), 100, 100, 256, 3) == 0.0
+    assert ck.p1_exact(sorted_lookup(row, 256), 100, 100, 256, 3) == 0.0  # ★
 
 
 def test_exact_mode_counts_key_pairs():
@@ -150,6 +154,7 @@ def test_exact_mode_counts_key_pairs():
 
 
 def test_paper_example_is_pinned():
+    # the paper's example: (3, 2, 11) with E = 2 has S = −3E, so the truth is (5, 4, 9)
     out = ck.pinned_tuples(np.array([[3, 2, 11]]), bound=2)
     assert out["s"].tolist() == [-6]
     assert out["feasible"].tolist() == [1]
@@ -214,6 +219,7 @@ def test_irr_counts_sex_by_age():
 
 
 def test_irr_counts_two_tables_with_and_without_spsn():
+    # ★ (the single-table counts above are the paper's example)
     tables = [frozenset({SEX, AGE}), frozenset({SEX, EDU})]
     total = ck.irr_counts(tables, CATS, frozenset())
     assert total == {"t_spsn": 6, "k_spsn": 18, "t_independent": 8, "k_independent": 21}
@@ -225,7 +231,7 @@ def test_averaging_vectors():
     ratio = 0.0867  # k/t² of Luxembourg AGE.M
     assert ck.averaging_success(ratio, 1, 3) == pytest.approx(0.673, abs=5e-4)
     assert ck.averaging_success(ratio, 1, 3) < ck.RISK_CONSTRAINT
-    # V* = 2.88 in the spec is the shortcut ξ²/(k/t²); the exact Gaussian root is 1.1% higher
+    # the paper's V* = 2.88 is the shortcut ξ²/(k/t²); the exact Gaussian root is 1.1% higher
     assert 0.25 / ratio == pytest.approx(2.88, abs=5e-3)
     exact = ck.variance_for_success(ratio, 1)
     assert exact == pytest.approx(2.9157, abs=5e-4)
@@ -249,7 +255,7 @@ def test_laplace_and_geometric_tails():
     tail = ck.laplace_tail(0.1, 40)
     assert tail == pytest.approx(0.01832, abs=5e-6)
     assert tail * 11_680 == pytest.approx(213.9, abs=0.05)
-    assert ck.geometric_tail(0.1, 40) == pytest.approx(0.01740, abs=5e-6)
+    assert ck.geometric_tail(0.1, 40) == pytest.approx(0.01740, abs=5e-6)  # ★
     k = np.arange(-2000, 2001)
     pmf = ck.geometric_pmf(0.1, k)
     assert pmf.sum() == pytest.approx(1, abs=1e-12)
@@ -297,13 +303,13 @@ def test_epsilon_table_split():
 @pytest.mark.parametrize(
     ("t", "alpha", "epsilon"),
     [(35_000, 0.95, 0.67), (68, 0.68, 0.26), (68, 0.95, 0.36)],
-)
+)  # ★; the paper: ≳ 0.6 for t = 35,000 and ≳ 0.3 for Malta (t = 68)
 def test_utility_epsilon_eq16(t, alpha, epsilon):
     assert ck.utility_epsilon(t, alpha, 20) == pytest.approx(epsilon, abs=0.005)
 
 
 def test_utility_epsilon_eq16_large_country_at_68_percent():
-    # The spec's 0.58 is the shortcut ln(t/(1−α))/E; Eq. 16 itself gives 0.571
+    # 0.58 is the shortcut ln(t/(1−α))/E; Eq. 16 itself gives 0.571
     assert ck.utility_epsilon(35_000, 0.68, 20) == pytest.approx(0.5708, abs=5e-4)
     assert math.log(35_000 / 0.32) / 20 == pytest.approx(0.58, abs=0.005)
 

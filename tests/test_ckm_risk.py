@@ -13,7 +13,6 @@ from sdclab.attacks.ckm_risk import (
     canonical_parts,
     ckm_risk,
     geographic_tuples,
-    partitions,
     redundancy,
     repeated_queries,
 )
@@ -22,6 +21,7 @@ from sdclab.population.io import write_population
 from sdclab.population.synth import synthesize
 from sdclab.protection.cellkey import CellKeyParameters, assign_record_keys
 from sdclab.tables.catalog import CATALOG
+from sdclab.tables.relations import partitions
 from sdclab.tables.tabulate import tabulate
 
 
@@ -148,5 +148,5 @@ def test_cli_ckm_risk(population, tmp_path):
     assert result.exit_code == 0
     result = runner.invoke(app, ["ckm-risk", str(tmp_path / "ex"), "--out", str(tmp_path / "r2")])
     assert result.exit_code == 2
-    assert "needs a cellkey release" in result.output
+    assert "risk analysis of its own (cellkey)" in result.output
     assert not (tmp_path / "r2").exists()

@@ -31,7 +31,7 @@ def test_synth_then_tabulate(tmp_path):
     assert result.exit_code == 0, result.output
     release = read_release(rel)
     assert set(release.tables) == {"P1", "P12", "H1"}
-    assert release.table("P1", "nation")["count"].to_list() == [3000]
+    assert release.table("P1").frame("nation")["count"].to_list() == [3000]
 
 
 def test_synth_is_reproducible_per_seed(tmp_path):

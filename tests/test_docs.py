@@ -1,5 +1,8 @@
 """Generated reference docs stay in step with the code they describe."""
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 from sdclab.population.contract import contract_markdown
@@ -14,3 +17,23 @@ def test_table_docs_list_the_catalogue():
 
 def test_data_docs_state_the_contract():
     assert contract_markdown() in (DOCS / "data.md").read_text(), "regenerate docs/data.md"
+
+
+def python_blocks(page: Path) -> list[str]:
+    """The ```python code blocks of a Markdown page, in order."""
+    return re.findall(r"^```python\n(.*?)^```$", page.read_text(), flags=re.S | re.M)
+
+
+def test_the_python_guide_runs_as_a_plain_script(tmp_path):
+    # every block, in order, as one script without a main guard (as a notebook runs them):
+    # the guide cannot rot, and the worker processes it starts must not re-run it
+    blocks = python_blocks(DOCS / "python.md")
+    assert len(blocks) >= 6
+    script = tmp_path / "guide.py"
+    script.write_text("\n".join(blocks))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "nonmodal precision" in done.stdout
+    assert done.stdout.count("<mechanism ") >= 10  # sdclab.mechanisms() printed every one

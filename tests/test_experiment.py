@@ -107,7 +107,7 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
         and "http" not in (report.replace('xmlns="http://www.w3.org/2000/svg"', ""))
     )
     results = json.loads((out / "results.json").read_text())
-    assert set(results) == {"population", "mechanisms", "steps"}
+    assert set(results) == {"schema_version", "population", "mechanisms", "steps"}
     for title in ("none", "swap-high", "psa-10"):
         assert title in report
         entry = results["mechanisms"][title]
@@ -125,15 +125,16 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
     pl94 = results["mechanisms"]["topdown-pl94"]
     assert "topdown-pl94" in report
     assert set(pl94["reidentification"]) == {"census", "commercial"}
-    assert "sex, age" in pl94["reidentification"]["census"]["not_applicable"]
-    ckm = results["mechanisms"]["cellkey"]["ckm_risk"]
+    assert "sex, age" in pl94["reidentification"]["census"]["not_measured"]
+    ckm = results["mechanisms"]["cellkey"]["risk"]
     assert {"bound_disclosure", "pinned", "averaging", "design", "repeated_queries"} <= set(ckm)
     assert "Cell key method: cellkey" in report and "Choosing (D, V)" in report
-    assert "block" in results["mechanisms"]["geometric"]["tails"]
+    assert "block" in results["mechanisms"]["geometric"]["diagnostics"]["tails"]
     assert "Tails of per-cell noise: geometric" in report
     safetab = results["mechanisms"]["safetab_h"]
-    assert safetab["group_accuracy"] and "Population-group tables: safetab_h" in report
-    assert "no person tables" in safetab["reidentification"]["census"]["not_applicable"]
+    assert safetab["diagnostics"]["group_accuracy"]
+    assert "Population-group tables: safetab_h" in report
+    assert "no person tables" in safetab["reidentification"]["census"]["not_measured"]
     assert "reconstruction" in results["mechanisms"]["suppress"]
     assert "Suppression: suppress" in report
     assert results["steps"]["reused"] == []

@@ -654,3 +654,77 @@ def test_cli_rejects_bad_input_with_one_line(tmp_path: Path, name: str) -> None:
     assert len(lines) == 1
     assert expected_message(case) in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# A CSV file separated by semicolons; a Population validates itself when made
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_semicolon_separated_csv_says_so(tmp_path: Path, tiny_population: Population) -> None:
+    tiny_population.persons.write_csv(tmp_path / "persons.csv", separator=";")
+    tiny_population.units.write_csv(tmp_path / "units.csv")
+    with pytest.raises(InputError) as info:
+        read_population(tmp_path)
+    message = info.value.one_line()
+    assert message.startswith("persons.csv: the header reads as 1 column, 'person_id;unit_id;")
+    assert "the file seems to use ';' as its delimiter, and sdclab reads comma-separated" in message
+    assert "\n" not in message
+    # a comma-separated file with a ';' in an extra column's name is read as usual
+    tiny_population.persons.with_columns(pl.lit(1).alias("a;b")).write_csv(tmp_path / "persons.csv")
+    assert read_population(tmp_path).n_persons == tiny_population.n_persons
+
+
+def test_a_population_made_of_invalid_frames_is_refused(tiny_population: Population) -> None:
+    old = tiny_population.persons
+    persons = old.with_columns(age=pl.when(pl.col("person_id") == 3).then(999).otherwise("age"))
+    with pytest.raises(InputError) as info:
+        Population(persons, tiny_population.units)
+    assert str(info.value) == "persons row 3, column age: 999 is out of range (expected 0–115)"
+    with pytest.raises(InputError, match="persons row 2, column unit_id: 99 is not a unit_id"):
+        Population(
+            old.with_columns(
+                unit_id=pl.when(pl.col("person_id") == 2).then(99).otherwise("unit_id")
+            ),
+            tiny_population.units,
+        )
+    with pytest.raises(InputError, match="two polars DataFrames"):
+        Population(old.to_dict(), tiny_population.units)  # type: ignore[arg-type]
+
+
+def test_a_population_is_kept_in_the_contract_dtypes(tiny_population: Population) -> None:
+    wide = tiny_population.persons.with_columns(pl.col("age").cast(pl.Int64), note=pl.lit("x"))
+    population = Population(wide, tiny_population.units)
+    assert population.persons.equals(tiny_population.persons)
+    assert_contract(population)
+
+
+def test_a_population_shows_its_size(tiny_population: Population) -> None:
+    assert repr(tiny_population) == "<Population: 10 persons, 6 units in 4 blocks>"
+    population, _ = synth.synthesize(5000, seed=3)
+    assert repr(population).startswith("<Population: 5,000 persons, ")
+
+
+def test_populations_the_library_derives_are_valid() -> None:
+    """The generator and the derivations that skip the check (Population._trusted) keep the
+    contract: each output validates, unchanged."""
+    import numpy as np
+
+    from sdclab import protection
+    from sdclab.protection.cellkey import assign_record_keys, keys_from_ids
+    from sdclab.protection.swapping import swap_population
+    from sdclab.release import publishable_microdata
+
+    population, _ = synth.synthesize(3000, seed=5)
+    rng = np.random.default_rng(1)
+    derived = [
+        population,
+        assign_record_keys(population, 256, rng),
+        keys_from_ids(population, 4096),
+        swap_population(population, protection.get("swap-high").parse({}), rng).population,
+        publishable_microdata(population, rng),
+    ]
+    for made in derived:
+        checked = validate(made.persons, made.units)
+        assert checked.persons.equals(made.persons)
+        assert checked.units.equals(made.units)

@@ -1,4 +1,9 @@
-"""P-tables of the cell key method: spec section 5 vectors, lookup, ONS format, files, δ(ε)."""
+"""P-tables of the cell key method: reference rows, lookup, ONS format, files, δ(ε).
+
+Reference rows: ptable's and cellKey's examples and tests; the worked example D = 2, V = 0.9 and
+the symmetry row D = 5, V = 3 we computed from the closed form (docs/cellkey.md, *Where the test
+vectors come from*).
+"""
 
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ SYMMETRY_D5_V3 = SYMMETRY_D5_V3_HALF + SYMMETRY_D5_V3_HALF[-2::-1]
 ROW2_D2_V09 = [0.05154609, 0.24381564, 0.40927654, 0.24381564, 0.05154609]
 ROW2_D2_V09_UB = [0.05154609, 0.29536173, 0.70463827, 0.94845391, 1.0]
 TOL = 1e-6
-"""Per-probability agreement the spec requires with the reference construction."""
+"""Per-probability agreement required with the reference construction (ptable's SLSQP)."""
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +74,7 @@ def variance(table: PTable, n: int) -> float:
 
 
 def lookup_reference(table: PTable, n: np.ndarray, u: np.ndarray, strict: bool) -> np.ndarray:
-    """Spec 2.2 cell by cell: the first entry of the row (ascending j) with u < ub (or ≤)."""
+    """cellKey's lookup cell by cell: the first entry of the row (ascending j), u < ub (or ≤)."""
     out = np.zeros(n.size, dtype=np.int64)
     for k, (count, key) in enumerate(zip(n, u, strict=True)):
         if count == 0:
@@ -81,7 +86,7 @@ def lookup_reference(table: PTable, n: np.ndarray, u: np.ndarray, strict: bool) 
 
 
 # ---------------------------------------------------------------------------------------------
-# Construction (spec 2.3, 2.5 and the p-table rows of section 5)
+# Construction (docs/cellkey.md: the row program, the worked example and the reference rows)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -327,11 +332,11 @@ def test_symmetry_row_d5_v3_from_table_and_closed_form(d5_v3):
     assert symmetry_row(5, 3) @ np.arange(-5, 6) ** 2 == pytest.approx(3, abs=1e-12)
 
 
-def test_symmetry_row_d2_v09_matches_section_2_5():
+def test_symmetry_row_d2_v09_matches_section_2_5():  # the worked example of docs/cellkey.md
     q = symmetry_row(2, 0.9)
     np.testing.assert_allclose(q, ROW2_D2_V09, rtol=0, atol=5e-9)
-    # λ = 0.517979 as the spec gives it; r = e^{-λ} = 0.595723 (the spec prints r as 0.59573,
-    # which is not e^{-0.517979} rounded to 5 decimals: 0.59572)
+    # λ = 0.517979 as docs/cellkey.md gives it; r = e^{-λ} = 0.595723, which rounds to 0.59572
+    # (not 0.59573) at 5 decimals
     assert -np.log(q[3] / q[2]) == pytest.approx(0.517979, abs=5e-7)
     assert q[3] / q[2] == pytest.approx(0.595723, abs=5e-7)
 
@@ -410,7 +415,7 @@ def test_ptable_is_immutable(d2_v09):
 
 
 # ---------------------------------------------------------------------------------------------
-# Lookup (spec 2.2 and 2.5)
+# Lookup (cellKey's rule and the worked example of docs/cellkey.md)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -478,7 +483,7 @@ def test_row_of_large_counts_is_the_symmetry_row(d2_v09):
 
 
 # ---------------------------------------------------------------------------------------------
-# ONS format (spec 3)
+# ONS format (cell-key-perturbation 3.1.0)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -539,7 +544,7 @@ def test_to_ons_looks_up_ckey_over_k(d2_v09):
 
 
 # ---------------------------------------------------------------------------------------------
-# (ε, δ) of neighbouring counts (spec 4(d))
+# (ε, δ) of neighbouring counts (docs/cellkey.md, *The card*)
 # ---------------------------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from conftest import frame
 from sdclab import schema
-from sdclab.attacks.reconstruction import reconstruct, release_counts, stacked_query
+from sdclab.attacks.reconstruction import reconstruct, stacked_query
 from sdclab.attacks.variability import solution_variability
 from sdclab.cli import app
 from sdclab.evaluation import agreement, block_agebin_agreement
@@ -82,11 +82,13 @@ def test_worked_example_sixteen_person_block_is_unique():
 
 def brute_force_solvar(truth: Population, release) -> float:
     """Largest share of records that can differ, by enumerating every consistent block."""
-    from sdclab.attacks.variability import agebin_query
+    from sdclab.attacks.reconstruction import stacked_query
+    from sdclab.attacks.variability import representative_cells
 
     tables = tuple(n for n in PERSON_TABLES if n in release.tables)
-    q = agebin_query(tables).toarray()
-    counts = release_counts(release, tables, "block", release.geography.blocks)[0]
+    # the block tables' rows over agebin-level cells (every row is constant within an agebin)
+    q = stacked_query(tables)[:, representative_cells()].toarray()
+    counts = published_counts(release, tables, "block")[0]
     allowed = np.flatnonzero(q[counts <= 0].sum(axis=0) == 0)
     n = truth.n_persons
     solutions = []
@@ -143,8 +145,30 @@ def test_exact_release_is_reproduced_cell_by_cell(synthetic):
             rows = tract_of_block[block_index]
         ones = np.ones(len(rows))
         hist = sp.csr_matrix((ones, (rows, cells)), shape=(len(codes), schema.PERSON.size))
-        published = release_counts(release, names, bottom, codes)
+        published = published_counts(release, names, bottom)
+        assert published.shape[0] == len(codes)
         assert np.array_equal((hist @ q.T).toarray(), published), bottom
+
+
+def published_counts(release, names, level):
+    """The tables ``names`` at ``level`` side by side (geounits × their cells; NaN suppressed)."""
+    return np.hstack([release.tables[n].dense(level, suppressed=np.nan) for n in names])
+
+
+def with_noise(release, rng):
+    """Every published (non-zero) count of every table plus −1, 0 or +1 (0 with p = 0.8)."""
+    tables = {}
+    for name, table in release.tables.items():
+        n = sum(table.matrix(level).nnz for level in table.levels)
+        noise = rng.integers(-1, 2, n) * (rng.random(n) < 0.2)
+        counts, start = {}, 0
+        for level in table.levels:
+            matrix = table.matrix(level).copy()
+            matrix.data = matrix.data + noise[start : start + matrix.nnz]
+            start += matrix.nnz
+            counts[level] = matrix
+        tables[name] = table.with_counts(counts)
+    return replace(release, tables=tables)
 
 
 def _bottom(name: str) -> str:
@@ -163,12 +187,7 @@ def test_agreement_on_block_sex_agebin_is_total(synthetic):
 def test_noisy_release_reconstructs_with_reported_deviation():
     population, _ = synthesize(1_200, seed=9)
     release = exact_release(population)
-    rng = np.random.default_rng(3)
-    noisy_tables = {}
-    for name, table in release.tables.items():
-        noise = rng.integers(-1, 2, table.height) * (rng.random(table.height) < 0.2)
-        noisy_tables[name] = table.with_columns(pl.col("count") + pl.Series(noise))
-    noisy = replace(release, tables=noisy_tables, mechanism="test-noise")
+    noisy = replace(with_noise(release, np.random.default_rng(3)), mechanism="test-noise")
     recon = reconstruct(noisy, workers=1, time_limit=10)
     assert set(recon.tracts["mode"]) == {"deviation"}
     assert recon.metrics()["total_absolute_deviation"] > 0
@@ -218,17 +237,7 @@ def test_reconstruct_command(tmp_path):
 def test_variability_is_not_applicable_to_least_deviation_tracts():
     population, _ = synthesize(1_200, seed=9)
     release = exact_release(population)
-    rng = np.random.default_rng(3)
-    noisy = replace(
-        release,
-        tables={
-            name: t.with_columns(
-                pl.col("count")
-                + pl.Series(rng.integers(-1, 2, t.height) * (rng.random(t.height) < 0.2))
-            )
-            for name, t in release.tables.items()
-        },
-    )
+    noisy = with_noise(release, np.random.default_rng(3))
     recon = reconstruct(noisy, workers=1, time_limit=10)
     assert set(recon.tracts["mode"]) == {"deviation"}
     assert solution_variability(noisy, recon, workers=2).height == 0

@@ -9,13 +9,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import accounting, protection
+from sdclab import accounting, protection, schema
 from sdclab.errors import InputError
 from sdclab.population.synth import synthesize
 from sdclab.protection.safetab_h import (
+    VARIANTS,
     Group,
     SafeTabHParameters,
-    cell_members,
     default_groups,
     iterations,
     margin_of_error,
@@ -38,7 +38,7 @@ def release(population):
 
 
 def test_margin_of_error_and_its_calibration():
-    # spec B.3: ρ = 1.96²·s/(2·MOE²) = 17.287/MOE² for s = 9 gives the MOE back
+    # docs/safetab_h.md, *Card*: ρ = 1.96²·s/(2·MOE²) = 17.287/MOE² for s = 9 gives the MOE back
     assert rho_for_margin(50, 9) == pytest.approx(17.287 / 2500, rel=1e-4)
     for moe in (1, 3, 11, 50, 100, 999):
         assert margin_of_error(Fraction(rho_for_margin(moe, 9)), 9) == moe
@@ -68,7 +68,7 @@ def test_stability_of_the_default_mapping_and_of_a_code_in_two_iterations(popula
     with pytest.raises(InputError, match="stability 17 at level 2"):
         protection.run("safetab_h", population, {"iterations": str(file)}, 1)
     release = protection.run("safetab_h", population, {"iterations": str(file), "stability": 17}, 1)
-    assert "X1C" in set(release.group_tables["iteration"])
+    assert "X1C" in set(release.artifacts["group_tables"]["iteration"])
 
 
 def test_membership_against_a_direct_reading_of_the_rules():
@@ -136,7 +136,7 @@ def test_errors_follow_the_discrete_gaussian(population):
 
 
 def test_variants_derived_cells_and_absent_groups(population, release):
-    tables = release.group_tables
+    tables = release.artifacts["group_tables"]
     assert set(tables["table"]) <= {"T03001", "T03002", "T03003", "T03004", "T04001", "T04002"}
     kinds = tables.with_columns(kind=pl.col("table").str.slice(0, 3))
     one_variant = kinds.group_by("level", "geoid", "iteration", "kind").agg(
@@ -159,7 +159,11 @@ def test_variants_derived_cells_and_absent_groups(population, release):
                 assert (wide[total] == sum(wide[c] for c in parts)).all(), (name, total)
                 checked += 1
     assert checked >= 3
-    assert cell_members("T03", 3, 0) == (1, 2, 3, 4, 5)
+    # a cell is a query row over household type × tenure: T03004's cell 0 is every household
+    every = VARIANTS["T03"][3]
+    row = every.table.query[every.cells.index(0)]
+    assert set(schema.HOUSEHOLD.decode(row.indices)["household_type"]) == {1, 2, 3, 4, 5}
+    assert row.nnz == 5 * schema.TENURE.size
     # only groups with persons (T01001 > 0) get tables
     truth = true_cells(population, release)
     assert truth.height == tables.height
@@ -177,12 +181,17 @@ def test_card_budget_and_round_trip(release, tmp_path):
     assert moes[2, "USA"] == 3 and moes[2, "TRACT"] == 11
     write_release(release, tmp_path / "rel")
     again = read_release(tmp_path / "rel")
-    assert again.group_tables is not None and again.group_tables.equals(release.group_tables)
+    assert again.artifacts["group_tables"].equals(release.artifacts["group_tables"])
+    assert sorted(again.artifacts) == ["group_tables"]  # T01001 exact: no group totals
+    assert (tmp_path / "rel" / "artifacts" / "group_tables.parquet").is_file()
 
 
-def test_noisy_t01001_adds_its_budget(population):
+def test_noisy_t01001_adds_its_budget(population, tmp_path):
     release = protection.run("safetab_h", population, {"t01001": "noisy", "t01001_rho": "2"}, 4)
-    assert release.group_totals is not None and release.group_totals.height > 0
+    assert release.artifacts["group_totals"].height > 0
+    write_release(release, tmp_path / "rel")
+    back = read_release(tmp_path / "rel").artifacts["group_totals"]
+    assert back.equals(release.artifacts["group_totals"])
     assert release.card.budget.rho == pytest.approx(float(SafeTabHParameters().total_rho()) + 2)
 
 
@@ -202,7 +211,7 @@ def test_thresholds_from_a_file(population, tmp_path):
     file.write_text("".join(lines))
     release = protection.run("safetab_h", population, {"thresholds": str(file)}, 1)
     # every group present gets the most detailed variants
-    assert set(release.group_tables["table"]) == {"T03004", "T04002"}
+    assert set(release.artifacts["group_tables"]["table"]) == {"T03004", "T04002"}
     file.write_text(lines[0])
     with pytest.raises(InputError, match="no thresholds for"):
         protection.run("safetab_h", population, {"thresholds": str(file)}, 1)

@@ -24,7 +24,8 @@ from sdclab.protection.swapping import (
     psa_swap,
     swap_population,
 )
-from sdclab.tables.tabulate import tabulate
+from sdclab.tables.published import PublishedTable
+from sdclab.tables.tabulate import TableCounts, tabulate
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +54,10 @@ def person_attributes(population) -> Counter:
 
 
 def table_at(release_or_tables, name, levels):
-    frame = release_or_tables[name]
-    frame = frame.to_long() if hasattr(frame, "to_long") else frame
+    table = release_or_tables[name]
+    if isinstance(table, TableCounts):  # an exact tabulation
+        table = PublishedTable.from_counts(table)
+    frame = table.frame(labels=False)
     return frame.filter(pl.col("level").is_in(levels)).sort("level", "geoid", "cell")
 
 

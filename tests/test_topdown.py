@@ -201,7 +201,7 @@ def pl94_run(states):
 
 
 def check_run(run, population: Population) -> None:
-    """Every invariant and constraint of spec A.4 on a run's histograms."""
+    """Every invariant and constraint of docs/topdown.md (*Constraints*) on a run's histograms."""
     product = run.product
     geography = population.geography
     blocks = run.histograms["block"]
@@ -309,9 +309,10 @@ def test_one_and_two_workers_and_dask_give_identical_output():
 
 
 def test_county_and_tract_totals_are_as_accurate_as_the_noise():
-    """Spec A.7: the raw total measurement alone has E|error| = σ·√(2/π) ≈ 1.7 (county) and 2.0
-    (tract); post-processed totals, which also borrow from the other queries, must be of that
-    order. Over 6 seeds, the mean absolute error must stay below 3σ√(2/π) (and exceed 0: noise)."""
+    """docs/topdown.md: the raw total measurement alone has E|error| = σ·√(2/π) ≈ 1.7 (county)
+    and 2.0 (tract); post-processed totals, which also borrow from the other queries, must be of
+    that order. Over 6 seeds, the mean absolute error must stay below 3σ√(2/π) (and exceed 0:
+    noise)."""
     population = two_state_population(12_000, seed=8)
     geography = population.geography
     errors = {"county": [], "tract": []}
@@ -363,8 +364,10 @@ def test_release_through_the_registry(states, tmp_path):
     release = run("topdown", states, {"product": "pl94"}, seed=11)
     assert release.card.budget.rho == pytest.approx(float(PRODUCTION.total_rho()))
     assert "17.14" in release.card.render()
-    assert release.mdf is not None and release.mdf.height == states.n_persons
-    assert set(release.mdf.columns) == {
+    mdf = release.artifacts["mdf"]
+    assert mdf.height == states.n_persons and release.person_microdata is mdf
+    assert sorted(release.artifacts) == ["mdf", "measurements"]
+    assert set(mdf.columns) == {
         "person_id",
         "block",
         "unit_type",
@@ -374,8 +377,11 @@ def test_release_through_the_registry(states, tmp_path):
     }
     write_release(release, tmp_path / "rel")
     back = read_release(tmp_path / "rel")
-    assert back.mdf.equals(release.mdf) and back.measurements.height == release.measurements.height
-    p1 = back.table("P1", "state").sort("geoid")
+    assert back.artifacts["mdf"].equals(mdf)
+    assert back.artifacts["measurements"].equals(release.artifacts["measurements"])
+    assert (tmp_path / "rel" / "artifacts" / "mdf.parquet").is_file()
+    assert not (tmp_path / "rel" / "microdata").exists()
+    p1 = back.table("P1").frame("state").sort("geoid")
     exact = states.persons.group_by(pl.col("block").str.slice(0, 2)).len().sort("block")
     assert p1["count"].to_list() == exact["len"].to_list()  # state totals are invariant
 

@@ -1,4 +1,4 @@
-"""TopDown's production measurement strategy: queries, shares and budgets against the spec."""
+"""TopDown's production strategy: queries, shares, budgets (docs/topdown.md, Production values)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 
 from sdclab import accounting, schema
 from sdclab.protection.topdown_strategy import (
+    PL94_QUERIES,
     PRODUCTION,
-    QUERIES,
+    PRODUCTS,
     QUERY_SHARES,
     Strategy,
-    pl94_card,
-    query_matrix,
+    topdown_card,
 )
 
 
@@ -35,14 +35,14 @@ def test_every_query_partitions_the_2016_cells():
         "hhgq*hispanic": 16,  # rounder-only queries
         "hhgq*hispanic*cenrace": 1008,
     }
-    for name in QUERIES:
-        matrix = query_matrix(name)
+    for name in PL94_QUERIES:
+        matrix = PRODUCTS["pl94"].query_matrix(name)
         assert matrix.shape == (sizes[name], 2016), name
         assert (np.asarray(matrix.sum(axis=0)) == 1).all(), name
 
 
 def test_hhinstlevels_groups_the_gq_types():
-    matrix = query_matrix("hhinstlevels").toarray()
+    matrix = PRODUCTS["pl94"].query_matrix("hhinstlevels").toarray()
     hhgq = schema.PL94.decode(np.arange(2016))["unit_type"]
     assert (matrix[0] == (hhgq == 0)).all()
     assert (matrix[1] == np.isin(hhgq, [1, 2, 3, 4])).all()
@@ -83,7 +83,7 @@ def test_budget_adds_up_and_converts_to_the_published_epsilon():
     assert "total" not in QUERY_SHARES["nation"]  # the national total is invariant
     rho = float(PRODUCTION.total_rho())
     assert accounting.epsilon_for_delta(rho, 1e-10) == pytest.approx(17.14, abs=0.005)
-    assert "17.14" in pl94_card().render()
+    assert "17.14" in topdown_card(PRODUCTS["pl94"], PRODUCTION).render()
 
 
 def test_a_strategy_whose_shares_do_not_add_up_is_rejected():
@@ -93,7 +93,7 @@ def test_a_strategy_whose_shares_do_not_add_up_is_rejected():
 
 
 def test_the_card_carries_the_budget_table_and_survives_a_round_trip():
-    card = pl94_card()
+    card = topdown_card(PRODUCTS["pl94"], PRODUCTION)
     assert sum(row["rho"] for row in card.allocation) == pytest.approx(card.budget.rho, rel=1e-12)
     assert "Budget allocation:" in card.render()
     back = type(card).from_dict(card.to_dict())

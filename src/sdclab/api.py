@@ -18,7 +18,7 @@ the files. Bad input raises :class:`sdclab.InputError` with one line in the user
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from sdclab import protection
 from sdclab.attacks.audit import AuditResult
 from sdclab.errors import InputError
 from sdclab.population import Population
+from sdclab.protection.base import unit_of
 from sdclab.release import Release
 from sdclab.results import (
     NO_MICRODATA,
@@ -170,24 +171,13 @@ def reidentify(
     from sdclab.randomness import make_rng
 
     protection.check_seed(seed, "seed")
-    check_same_input(
-        release.input_digest, truth.persons, truth.units, what="truth and release"
-    )
+    check_same_input(release.input_digest, truth.persons, truth.units, what="truth and release")
     params = parameters(attacker, dict(attacker_parameters))
     figures, links = link(
         reconstruction.persons, release, truth, params, make_rng(seed), reconstruction.solvar
     )
     result = Reidentification.from_dict({"attacker_preset": attacker, **figures})
-    return Reidentification(
-        attacker=result.attacker,
-        attacker_parameters=result.attacker_parameters,
-        attacker_records=result.attacker_records,
-        attacker_match_share=result.attacker_match_share,
-        reconstruction=result.reconstruction,
-        mdg=result.mdg,
-        prg=result.prg,
-        links=links,
-    )
+    return replace(result, links=links)
 
 
 def evaluate(
@@ -322,6 +312,10 @@ class ParameterInfo:
     kind: str
     unit: str | None
     meaning: str
+    required: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
     def __repr__(self) -> str:
         unit = f" [{self.unit}]" if self.unit else ""
@@ -339,6 +333,15 @@ class MechanismInfo:
     """Whether it protects data (``gaussian`` has a guarantee and an audit only)."""
     auditable: bool
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "summary": self.summary,
+            "protects": self.protects,
+            "auditable": self.auditable,
+            "parameters": [p.to_dict() for p in self.parameters],
+        }
+
     def __repr__(self) -> str:
         names = ", ".join(p.name for p in self.parameters) or "no parameters"
         return f"<mechanism {self.name}: {self.summary} ({names})>"
@@ -352,11 +355,15 @@ def mechanisms() -> list[MechanismInfo]:
 def describe(mechanism: protection.Mechanism[Any]) -> MechanismInfo:
     """A mechanism's description from its parameter model."""
     execution = mechanism.parameters.EXECUTION
+    try:  # the defaults as the mechanism applies them (a preset's, validated)
+        defaults: dict[str, Any] = mechanism.parse({}).model_dump(mode="json")
+    except InputError:  # parameters that must be given (gaussian: sigma2 or rho)
+        defaults = {}
     params = []
     for name, field in mechanism.parameters.model_fields.items():
-        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-        default = None if field.is_required() else field.get_default(call_default_factory=True)
-        meaning = field.description or "(no description)"
+        default = defaults.get(name, None if field.is_required() else field.get_default())
+        # the meaning is an attribute docstring: its lines joined into one
+        meaning = " ".join((field.description or "(no description)").split())
         if name in execution:
             meaning += " (where the run executes: not recorded in the release)"
         params.append(
@@ -364,8 +371,9 @@ def describe(mechanism: protection.Mechanism[Any]) -> MechanismInfo:
                 name=name,
                 default=default,
                 kind=_kind(field.annotation),
-                unit=str(extra["unit"]) if "unit" in extra else None,
+                unit=unit_of(field),
                 meaning=meaning,
+                required=field.is_required(),
             )
         )
     return MechanismInfo(

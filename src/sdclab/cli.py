@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from sdclab.errors import InputError, escape_control
+from sdclab.results import NotMeasured, Value
 
 
 class OneLineErrors(TyperGroup):
@@ -148,6 +149,41 @@ def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
     return population
 
 
+def percent(value: Value) -> str:
+    """A share for a line of output ("n/a" when not measured)."""
+    return "n/a" if isinstance(value, NotMeasured) else f"{value:.1%}"
+
+
+def read_reidentification(file: Path) -> Any:
+    """A reidentification's metrics.json as typed figures; a malformed file is an input error."""
+    from sdclab.fileio import read_json_object
+    from sdclab.results import Reidentification
+
+    data = read_json_object(file)
+    try:
+        return Reidentification.from_dict(data)
+    except (KeyError, TypeError, ValueError, AssertionError, AttributeError) as exc:
+        raise InputError(
+            f"{file}: not the figures of a reidentification (sdclab reidentify writes them; "
+            f"{type(exc).__name__}: {exc})"
+        ) from None
+
+
+MECHANISM_NAMES = (
+    "none, psa, swap, swap-low, swap-high, gaussian, topdown, cellkey, geometric, safetab_h, "
+    "suppress"
+)
+"""The registered mechanisms, for the help text (kept equal to the registry by a test, so that
+``sdclab --help`` need not import them)."""
+MechanismOption = Annotated[
+    str,
+    typer.Option(
+        "--mechanism",
+        "-m",
+        help=f"Mechanism: {MECHANISM_NAMES} (their parameters: sdclab mechanisms).",
+    ),
+]
+
 TruthOption = Annotated[Path, typer.Option("--truth", help="The confidential population.")]
 SetOption = Annotated[
     list[str] | None, typer.Option("--set", help="Parameter as key=value (repeatable).")
@@ -167,16 +203,17 @@ def synth(
     seed: Annotated[int | None, typer.Option(help="Seed (omit for OS entropy).")] = None,
 ) -> None:
     """Generate a seeded synthetic census population (persons, units, synth.json)."""
+    from sdclab import api
     from sdclab.fileio import check_replaceable
     from sdclab.population.io import POPULATION_KIND, write_population
-    from sdclab.population.synth import synthesize
+    from sdclab.population.synth import build_report
     from sdclab.protection import check_seed
 
     start = time.perf_counter()
     check_seed(seed)
     check_replaceable(out, POPULATION_KIND)
-    population, report = synthesize(persons, seed)
-    write_population(population, out, {"synth.json": report})
+    population = api.synthesize(persons, seed=seed)
+    write_population(population, out, {"synth.json": build_report(population, persons, seed)})
     typer.echo(
         f"wrote {population.n_persons:,} persons and {population.n_units:,} units to {out} "
         f"in {time.perf_counter() - start:.1f} s"
@@ -210,27 +247,25 @@ def tabulate(
 def protect(
     population: Annotated[Path, typer.Argument(help="Population directory (persons + units).")],
     out: OutOption,
-    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism name.")],
+    mechanism: MechanismOption,
     settings: SetOption = None,
     seed: Annotated[
         int | None, typer.Option(help="Seed (reproducible, not fit for publication).")
     ] = None,
 ) -> None:
     """Protect a population with a mechanism and write the release (tables, microdata, card)."""
-    from sdclab import protection
+    from sdclab import api, protection
     from sdclab.fileio import check_replaceable
-    from sdclab.population.io import read_population
     from sdclab.release import RELEASE_KIND, write_release
 
-    entry = protection.get(mechanism)
     params = protection.parse_settings(settings or [])
-    parsed = entry.parse(params)  # fail on bad parameters before reading any data
+    parsed = protection.get(mechanism).parse(params)  # bad parameters fail before any reading
     protection.check_seed(seed)
     check_replaceable(out, RELEASE_KIND, (population,))
     check_checkpoint(getattr(parsed, "checkpoint", None), (population, out))
-    pop = read_population(population)
+    pop = api.read_population(population)
     start = time.perf_counter()
-    release = protection.run(mechanism, pop, params, seed)
+    release = api.protect(pop, mechanism, seed=seed, **params)
     write_release(release, out, protect=(population,))
     fit = "" if release.randomness.get("fit_for_publication") else " (not fit for publication)"
     typer.echo(
@@ -266,32 +301,38 @@ def reconstruct(
     ] = 300.0,
 ) -> None:
     """Reconstruct block-level person records from a release's tables alone."""
+    from sdclab import api
     from sdclab.attacks.reconstruction import RECONSTRUCTION_KIND, write_reconstruction
-    from sdclab.attacks.variability import attack
+    from sdclab.execution import Executor
     from sdclab.fileio import check_replaceable
     from sdclab.protection import check_seed
-    from sdclab.release import read_release
 
     check_seed(seed)
     check_replaceable(out, RECONSTRUCTION_KIND, (release,))
     check_checkpoint(checkpoint, (release, out))
-    from sdclab.execution import Executor
-
-    where = Executor.parse(executor, workers)
-    rel = read_release(release)
-    result, figures, solvar = attack(rel, where, seed, time_limit, variability, checkpoint)
-    metrics = {"release": str(release.resolve()), **figures, "workers": workers}
-    write_reconstruction(out, result, metrics, solvar, protect=(release,))
-    statuses = ", ".join(f"{k}: {v}" for k, v in metrics["statuses"].items())
-    typer.echo(
-        f"reconstructed {result.persons.height:,} persons in {metrics['tracts']} tracts in "
-        f"{metrics['seconds']:.1f} s ({statuses})"
+    Executor.parse(executor, workers)  # a bad executor fails before the release is read
+    rel = api.read_release(release)
+    result = api.reconstruct(
+        rel,
+        workers=workers,
+        executor=executor,
+        seed=seed,
+        time_limit=time_limit,
+        variability=variability,
+        checkpoint=checkpoint,
     )
-    if solvar is not None:
-        summary = metrics["variability"]
+    metrics = {"release": str(release.resolve()), **result.to_dict(), "workers": workers}
+    write_reconstruction(out, result, metrics, result.solvar, protect=(release,))
+    statuses = ", ".join(f"{k}: {v}" for k, v in result.statuses.items())
+    typer.echo(
+        f"reconstructed {result.n_persons:,} persons in {result.n_tracts} tracts in "
+        f"{result.seconds:.1f} s ({statuses})"
+    )
+    summary = result.variability
+    if not isinstance(summary, NotMeasured):
         typer.echo(
-            f"solution variability: {summary['share_blocks_solvar_zero']:.1%} of blocks "
-            f"({summary['share_persons_solvar_zero']:.1%} of persons) have a unique reconstruction"
+            f"solution variability: {summary.share_blocks_solvar_zero:.1%} of blocks "
+            f"({summary.share_persons_solvar_zero:.1%} of persons) have a unique reconstruction"
         )
     typer.echo(f"written to {out}")
 
@@ -314,46 +355,34 @@ def reidentify(
     ] = None,
 ) -> None:
     """Link reconstructed records to an attacker's file; score them and the MDG/PRG baselines."""
+    from sdclab import api
     from sdclab.attacks.linkage import attacker_parameters
-    from sdclab.attacks.linkage import reidentify as run_linkage
-    from sdclab.attacks.reconstruction import (
-        METRICS_FILE,
-        attacked_release,
-        read_reconstruction,
-        read_solvar,
-    )
+    from sdclab.attacks.reconstruction import METRICS_FILE, attacked_release
     from sdclab.fileio import check_replaceable, output_directory, write_json, write_parquet
     from sdclab.protection import check_seed, parse_settings
-    from sdclab.randomness import make_rng
-    from sdclab.release import read_release
 
-    params = attacker_parameters(attacker, parse_settings(settings or []))
+    overrides = parse_settings(settings or [])
+    attacker_parameters(attacker, overrides)  # bad parameters fail before any reading
     check_seed(seed)
     check_replaceable(out, REIDENTIFICATION_KIND, (recon, truth))
-    reconstruction = read_reconstruction(recon)
-    solvar = read_solvar(recon)
+    reconstruction = api.read_reconstruction(recon)
     if release is None:
         release = attacked_release(recon)
-    rel = read_release(release)
+    rel = api.read_release(release)
     population = read_truth(truth, rel, release)
-    figures, links = run_linkage(
-        reconstruction.persons, rel, population, params, make_rng(seed), solvar
+    result = api.reidentify(
+        reconstruction, rel, population, attacker=attacker, seed=seed, **overrides
     )
-    figures = {"attacker_preset": attacker, "release": str(release), "seed": seed, **figures}
+    figures = {**result.to_dict(), "release": str(release), "seed": seed}
+    assert result.links is not None
     with output_directory(out, REIDENTIFICATION_KIND, (recon, truth)) as tmp:
-        write_parquet(links, tmp / "links.parquet")
+        write_parquet(result.links, tmp / "links.parquet")
         write_json(figures, tmp / METRICS_FILE)
-
-    def percent(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.1%}"
-
-    for method in ("reconstruction", "mdg", "prg"):
-        if method not in figures:
-            continue
-        row = figures[method]["all"]
+    for name, method in result.methods().items():
+        rates = method.all
         typer.echo(
-            f"{method:>14}: putative {percent(row['putative_rate'])}, confirmed "
-            f"{percent(row['confirmed_rate'])}, precision {percent(row['precision'])}"
+            f"{name:>14}: putative {percent(rates.putative_rate)}, confirmed "
+            f"{percent(rates.confirmed_rate)}, precision {percent(rates.precision)}"
         )
     typer.echo(f"written to {out}")
 
@@ -368,56 +397,26 @@ def evaluate(
     reid: Annotated[Path | None, typer.Option(help="Reidentification results.")] = None,
 ) -> None:
     """Accuracy of a release against the truth, and the risk measured by the attacks on it."""
-
-    from sdclab import evaluation as ev
-    from sdclab.attacks.reconstruction import (
-        METRICS_FILE,
-        read_reconstruction,
-        read_reconstruction_metrics,
-    )
-    from sdclab.fileio import check_replaceable, output_directory, read_json_object, write_json
-    from sdclab.release import read_release
+    from sdclab import api
+    from sdclab.attacks.reconstruction import METRICS_FILE
+    from sdclab.evaluation import EVALUATION_ONLY, evaluation_only
+    from sdclab.fileio import check_replaceable, output_directory, write_json
 
     inputs = tuple(p for p in (release, truth, recon, reid) if p is not None)
     check_replaceable(out, EVALUATION_KIND, inputs)
-    rel = read_release(release)
+    rel = api.read_release(release)
     population = read_truth(truth, rel, release)
     # every input is read and checked before anything is computed
-    reconstruction = read_reconstruction(recon) if recon is not None else None
-    recon_metrics = read_reconstruction_metrics(recon) if recon is not None else None
-    reid_metrics = read_json_object(reid / METRICS_FILE) if reid is not None else None
-    figures = ev.accuracy(rel, population)
-    metrics: dict[str, Any] = {
-        "release": str(release),
-        "mechanism": rel.mechanism,
-        "specification": rel.card.to_dict(),
-        "accuracy_summary": ev.summarise_accuracy(figures),
-        "accuracy": figures,
-    }
-    if rel.mechanism == "geometric":
-        metrics["tails"] = ev.noise_tails(rel, population)
-    if rel.group_tables is not None:
-        metrics["group_accuracy"] = ev.group_accuracy(rel, population)
-    diagnostics = ev.diagnostics(rel, population)
-    if diagnostics:
-        metrics["diagnostics"] = diagnostics
-    persons = rel.person_microdata
-    if persons is not None and ev.has_person_attributes(persons):
-        metrics["microdata_agreement"] = ev.agreement(persons, population)
-    if reconstruction is not None:
-        metrics["reconstruction"] = recon_metrics
-        metrics["reconstruction_agreement"] = ev.agreement(reconstruction.persons, population)
-        metrics["reconstruction_block_sex_agebin"] = ev.block_agebin_agreement(
-            reconstruction.persons, population
-        )
-    if reid_metrics is not None:
-        metrics["reidentification"] = reid_metrics
-    metrics[ev.EVALUATION_ONLY] = ev.evaluation_only(metrics)
+    reconstruction = api.read_reconstruction(recon) if recon is not None else None
+    links = read_reidentification(reid / METRICS_FILE) if reid is not None else None
+    result = api.evaluate(rel, population, reconstruction=reconstruction, reidentification=links)
+    metrics = {"release": str(release), **result.to_dict()}
+    metrics[EVALUATION_ONLY] = evaluation_only(metrics)
     with output_directory(out, EVALUATION_KIND, inputs) as tmp:
         write_json(metrics, tmp / METRICS_FILE)
-    for level, values in metrics["accuracy_summary"].items():
+    for level, values in result.by_level.items():
         typer.echo(
-            f"{level:>12}: mean absolute error {values['mean_mae']:.3f} ({values['tables']} tables)"
+            f"{level:>12}: mean absolute error {values.mean_mae:.3f} ({values.tables} tables)"
         )
     typer.echo(f"written to {out}")
 
@@ -434,16 +433,19 @@ def ckm_risk(
 ) -> None:
     """The cell key method's risk analyses: noise-bound disclosure from additive tuples, tuples
     whose truth is pinned, redundant representations and the averaging attack."""
-    from sdclab.attacks.ckm_risk import ckm_risk as analyse
+    from sdclab import api, protection
     from sdclab.attacks.reconstruction import METRICS_FILE
     from sdclab.fileio import check_replaceable, output_directory, write_json
-    from sdclab.release import read_release
 
     inputs = tuple(p for p in (release, truth) if p is not None)
     check_replaceable(out, CKM_RISK_KIND, inputs)
-    rel = read_release(release)
-    if rel.mechanism != "cellkey":
-        raise InputError(f"{release}: a {rel.mechanism} release; ckm-risk needs a cellkey release")
+    rel = api.read_release(release)
+    analyse = protection.get(rel.mechanism).risk_analysis
+    if analyse is None:
+        raise InputError(
+            f"{release}: a {rel.mechanism} release; ckm-risk needs a release of a mechanism with "
+            "a risk analysis of its own (cellkey)"
+        )
     figures = analyse(rel, read_truth(truth, rel, release) if truth is not None else None)
     with output_directory(out, CKM_RISK_KIND, inputs) as tmp:
         write_json({"release": str(release), **figures}, tmp / METRICS_FILE)
@@ -515,7 +517,7 @@ def audit(
 @app.command()
 @reports_input_errors
 def spec(
-    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism name.")],
+    mechanism: MechanismOption,
     settings: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the card as JSON.")] = False,
 ) -> None:
@@ -530,6 +532,32 @@ def spec(
         typer.echo(json.dumps(card.to_dict(), indent=2))
     else:
         typer.echo(card.render())
+
+
+@app.command("mechanisms")
+@reports_input_errors
+def list_mechanisms(
+    name: Annotated[str | None, typer.Argument(help="One mechanism (default: all).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
+) -> None:
+    """List every mechanism with its parameters: defaults, units and what each means."""
+    import json
+
+    from sdclab import api, protection
+
+    found = [api.describe(protection.get(name))] if name is not None else api.mechanisms()
+    if as_json:
+        typer.echo(json.dumps([info.to_dict() for info in found], indent=2, default=str))
+        return
+    for info in found:
+        can = [] if info.protects else ["a guarantee and an audit only: it protects no data"]
+        typer.echo(f"{info.name}: {info.summary}" + "".join(f" ({c})" for c in can))
+        for p in info.parameters:
+            unit = f" [{p.unit}]" if p.unit else ""
+            default = "required" if p.default is None and p.required else f"default {p.default}"
+            typer.echo(f"    {p.name}{unit} ({default}): {p.meaning}")
+        if not info.parameters:
+            typer.echo("    (no parameters)")
 
 
 @app.command()
@@ -558,20 +586,20 @@ def demo(
 ) -> None:
     """The built-in experiment: a synthetic county of 50,000 persons, every mechanism, attacked."""
     from sdclab.experiment import DEMO, run_experiment
+    from sdclab.results import from_json
 
     start = time.perf_counter()
     results = run_experiment(DEMO, out, progress)
     typer.echo(f"{'mechanism':>13}  {'guarantee':<24} {'block MAE':>9}  nonmodal precision")
     for title, entry in results["mechanisms"].items():
-        census = entry["reidentification"]["census"].get("reconstruction", {}).get("nonmodal")
+        census = entry["reidentification"].get("census", {})
+        nonmodal = census.get("reconstruction", {}).get("nonmodal", {})
         budget = entry["specification"]["budget"]
         guarantee = budget["summary"] if "epsilon" in budget or "rho" in budget else "none"
         block = entry["accuracy_by_level"].get("block")
-        mae = "–" if block is None else f"{block['mean_mae']:.3f}"
-        precision = (
-            "not applicable" if census is None else f"{100 * (census['precision'] or 0):.1f}%"
-        )
-        typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9}  {precision}")
+        mae = "n/a" if block is None else f"{block['mean_mae']:.3f}"
+        shown = percent(from_json(nonmodal.get("precision", census), "not measured"))
+        typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9}  {shown}")
     typer.echo(f"done in {time.perf_counter() - start:.0f} s")
     typer.echo(f"report: {(out / 'report.html').resolve()}")
 

@@ -6,12 +6,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import scipy.sparse as sp
 
 from sdclab import schema
-from sdclab.geography import GEOID_LENGTH
+from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG
+from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
 
 BLOCK_SIZE_CLASSES = ((1, 9), (10, 49), (50, 99), (100, 249), (250, 499), (500, 999), (1000, None))
@@ -182,50 +184,52 @@ def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[st
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name, counts in exact.items():
         published = release.table(name)
-        true_long = counts.to_long()
         table = CATALOG[name]
         out[name] = {}
         for level in table.levels:
-            n_units = release.geography.n_units(level)
+            true = counts.counts[level][1]
+            if true.shape != published.matrix(level).shape:
+                raise ValueError(
+                    f"{name} at {level}: the population has {true.shape[0]} geounits, the "
+                    f"release {published.matrix(level).shape[0]}: not the release's population"
+                )
             out[name][level] = _level_errors(
-                published.filter(pl.col("level") == level),
-                true_long.filter(pl.col("level") == level),
-                n_units * table.n_cells,
+                published.matrix(level), published.suppressed(level), true
             )
-        out[name]["additivity"] = _additivity(published, table.levels)
+        out[name]["additivity"] = _additivity(published, release.geography)
     return out
 
 
-def _level_errors(published: pl.DataFrame, true: pl.DataFrame, n_cells: int) -> dict[str, Any]:
-    """Errors over the cells a user can read: suppressed cells are counted apart, not as exact."""
-    key = ["geoid", "cell"]
-    joined = (
-        published.select(
-            *key, released=pl.col("count").cast(pl.Float64), suppressed=pl.col("count").is_null()
-        )
-        .join(
-            true.select(*key, truth=pl.col("count").cast(pl.Float64)),
-            on=key,
-            how="full",
-            coalesce=True,
-        )
-        .with_columns(pl.col("truth").fill_null(0.0), pl.col("suppressed").fill_null(False))
-    )
-    n_suppressed = int(joined["suppressed"].sum())
-    shown = joined.filter(~pl.col("suppressed")).with_columns(pl.col("released").fill_null(0.0))
+def _level_errors(
+    published: sp.csr_matrix, suppressed: sp.csr_matrix, true: sp.csr_matrix
+) -> dict[str, Any]:
+    """Errors over the cells a user can read: suppressed cells are counted apart, not as exact.
+
+    ``published`` holds 0 at the ``suppressed`` cells; ``true`` is the exact tabulation."""
+    n_cells = published.shape[0] * published.shape[1]
+    n_suppressed = suppressed.nnz
     n_shown = n_cells - n_suppressed
-    error = (shown["released"] - shown["truth"]).to_numpy()
-    truth_values = shown["truth"].to_numpy()
+    released = published.astype(np.float64)
+    truth = sp.csr_matrix(true, dtype=np.float64)
+    truth = truth - truth.multiply(suppressed)  # the true counts of the shown cells
+    truth.eliminate_zeros()
+    error = (released - truth).tocsr()  # 0 wherever a cell is suppressed
+    rows, cols = truth.nonzero()
+    truth_values = _values(truth, rows, cols)
     positive = truth_values > 0
-    relative = np.abs(error[positive]) / truth_values[positive]
+    shown_error = _values(error, rows, cols)[positive]
+    relative = np.abs(shown_error) / truth_values[positive]
     n_positive = int(positive.sum())
+    abs_error = np.abs(error.data)
+    # cells published non-zero whose true count is 0
+    false_positive = (released != 0).nnz - (released != 0).multiply(truth != 0).nnz
     return {
         "cells": n_cells,
         "shown_cells": n_shown,
-        "mae": float(np.abs(error).sum() / n_shown) if n_shown else None,
-        "rmse": float(np.sqrt((error**2).sum() / n_shown)) if n_shown else None,
-        "max_abs_error": float(np.abs(error).max(initial=0.0)),
-        "negative_share": float((shown["released"] < 0).sum() / n_shown) if n_shown else None,
+        "mae": float(abs_error.sum() / n_shown) if n_shown else None,
+        "rmse": float(np.sqrt((error.data**2).sum() / n_shown)) if n_shown else None,
+        "max_abs_error": float(abs_error.max(initial=0.0)),
+        "negative_share": float((released.data < 0).sum() / n_shown) if n_shown else None,
         "suppressed_share": n_suppressed / n_cells if n_cells else 0.0,
         **{
             f"share_rel_error_above_{int(t * 100)}pct": float((relative > t).sum() / n_positive)
@@ -233,45 +237,42 @@ def _level_errors(published: pl.DataFrame, true: pl.DataFrame, n_cells: int) -> 
             else None
             for t in RELATIVE_ERROR_THRESHOLDS
         },
-        "false_positive_cells": int(((truth_values == 0) & (error != 0)).sum()),
+        "false_positive_cells": int(false_positive),
     }
 
 
-def _additivity(published: pl.DataFrame, levels: tuple[str, ...]) -> dict[str, float | None]:
+def _additivity(published: PublishedTable, geography: Geography) -> dict[str, float | None]:
     """Share of parent cells that differ from the sum of their children's cells, per level.
 
-    Only cells where the parent and all its children are shown are compared (a suppressed cell
-    is not a violation); None when there is no such cell.
+    Only cells published (non-zero or suppressed) at the parent or at one of its children are
+    counted, and of those only where the parent and all its children are shown (a suppressed
+    cell is not a violation); None when there is no such cell.
     """
     out: dict[str, float | None] = {}
+    levels = published.levels
     for parent, child in zip(levels[:-1], levels[1:], strict=True):
-        digits = GEOID_LENGTH[parent]
-        children = (
-            published.filter(pl.col("level") == child)
-            .with_columns(geoid=pl.col("geoid").str.slice(0, digits) if digits else pl.lit("US"))
-            .group_by("geoid", "cell")
-            .agg(
-                children=pl.col("count").cast(pl.Float64).sum(),
-                hidden=pl.col("count").is_null().any(),
-            )
-        )
-        parents = published.filter(pl.col("level") == parent).select(
-            "geoid",
-            "cell",
-            parent_count=pl.col("count").cast(pl.Float64),
-            parent_hidden=pl.col("count").is_null(),
-        )
-        joined = (
-            parents.join(children, on=["geoid", "cell"], how="full", coalesce=True)
-            .with_columns(
-                pl.col("parent_count", "children").fill_null(0.0),
-                pl.col("hidden", "parent_hidden").fill_null(False),
-            )
-            .filter(~pl.col("hidden") & ~pl.col("parent_hidden"))
-        )
-        differs = (joined["parent_count"] != joined["children"]).to_numpy()
-        out[parent] = float(differs.mean()) if joined.height else None
+        step = geography.containment(parent, child)
+        child_hidden = published.suppressed(child).astype(np.int64)
+        child_rows = (published.matrix(child) != 0).astype(np.int64) + child_hidden
+        parent_rows = (published.matrix(parent) != 0) + published.suppressed(parent)
+        present = ((step @ child_rows) != 0) + parent_rows
+        hidden = ((step @ child_hidden) != 0) + published.suppressed(parent)
+        compared = present.astype(np.int8) - present.multiply(hidden).astype(np.int8)
+        compared.eliminate_zeros()
+        rows, cols = compared.nonzero()
+        difference = published.matrix(parent).astype(np.float64) - step @ published.matrix(
+            child
+        ).astype(np.float64)
+        differs = _values(difference.tocsr(), rows, cols) != 0
+        out[parent] = float(differs.mean()) if len(rows) else None
     return out
+
+
+def _values(matrix: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The entries of a sparse matrix at (rows, cols), as a flat array."""
+    if not len(rows):
+        return np.zeros(0, dtype=matrix.dtype)
+    return np.asarray(matrix[rows, cols]).ravel()
 
 
 def summarise_accuracy(
@@ -289,164 +290,6 @@ def summarise_accuracy(
 
 
 # ---------------------------------------------------------------------------------------------
-# Tails of unbounded per-cell noise (Bach §§4.1–4.2), for the geometric mechanism
-# ---------------------------------------------------------------------------------------------
-
-TAIL_SIZE_CLASSES = ((1, 9), (10, 49), (50, 99), (100, 499), (500, None))
-"""Size classes of the true total of an area, for the tail analysis."""
-RELATIVE_ERRORS = (0.5, 1.0)
-TAIL_BOUND = 20
-"""E of the paper's tail probability Pr(|x| > E) reported per level (its E_α = 20)."""
-
-
-def summed_laplace_pmf(scale: float, terms: int) -> tuple[np.ndarray, np.ndarray]:
-    """pmf of the sum of ``terms`` independent discrete Laplace noises of ``scale`` (by FFT, on
-    a window holding all but a negligible mass)."""
-    reach = int(40 * scale * np.sqrt(terms)) + 40
-    size = 1 << int(np.ceil(np.log2(2 * reach + 1)))
-    k = np.arange(size)
-    k = np.where(k <= size // 2, k, k - size)  # circular layout: 0, 1, …, −1
-    single = np.tanh(1 / (2 * scale)) * np.exp(-np.abs(k) / scale)
-    summed = np.fft.irfft(np.fft.rfft(single) ** terms, n=size)
-    order = np.argsort(k)
-    values, probs = k[order], np.clip(summed[order], 0, None)
-    keep = np.abs(values) <= reach
-    return values[keep], probs[keep] / probs[keep].sum()
-
-
-def _tails(values: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(values, Pr(x ≥ value)) of a pmf."""
-    return values, np.cumsum(probs[::-1])[::-1]
-
-
-def _upper(values: np.ndarray, tail: np.ndarray, threshold: np.ndarray) -> np.ndarray:
-    """Pr(x ≥ threshold), elementwise, from :func:`_tails`."""
-    position = np.searchsorted(values, np.ceil(threshold - 1e-9))
-    return np.where(position < len(values), tail[np.minimum(position, len(values) - 1)], 0.0)
-
-
-def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
-    """Analytic and sampled tail figures of a geometric release, by level and size class.
-
-    T is the P1 total of an area; F and M are its females and males, summed from the 23 P12 cells
-    of each sex (so their noise is a sum of 23 cell noises). Per class: areas; expected and sampled
-    areas whose T is off by at least 50% / 100% of the truth; "depopulated" areas (true T > 0,
-    published ≤ 0); broadband distortions (F, M and T all off by at least 50% / 100% in the same
-    direction).
-    """
-    from sdclab.attacks.reconstruction import release_counts
-    from sdclab.protection.geometric import GeometricParameters, allocation, scale_of
-
-    params = GeometricParameters.model_validate(release.parameters)
-    shares = allocation(params)
-    exact = tabulate(truth, ["P1", "P12"])
-    labels = CATALOG["P12"].cell_labels
-    male = np.array([lab.startswith("male") for lab in labels])
-    female = np.array([lab.startswith("female") for lab in labels])
-    out: dict[str, Any] = {}
-    for level in CATALOG["P1"].levels:
-        codes = truth.geography.codes(level)
-        true_t = exact["P1"].counts[level][1].toarray()[:, 0]
-        true_p12 = exact["P12"].counts[level][1].toarray()
-        published_t = np.nan_to_num(release_counts(release, ("P1",), level, codes))[:, 0]
-        published_p12 = np.nan_to_num(release_counts(release, ("P12",), level, codes))
-        truth_fmt = np.stack([true_p12[:, female].sum(1), true_p12[:, male].sum(1), true_t])
-        noisy_fmt = np.stack(
-            [published_p12[:, female].sum(1), published_p12[:, male].sum(1), published_t]
-        )
-        scale_t = float(scale_of(CATALOG["P1"], shares["P1", level], params.neighbours))
-        scale_c = float(scale_of(CATALOG["P12"], shares["P12", level], params.neighbours))
-        by_terms = {
-            k: _tails(*summed_laplace_pmf(scale_c, k)) for k in {int(female.sum()), int(male.sum())}
-        }
-        pmfs = [
-            by_terms[int(female.sum())],
-            by_terms[int(male.sum())],
-            _tails(*summed_laplace_pmf(scale_t, 1)),
-        ]
-        values, tail = pmfs[2]
-        rows = []
-        for low, high in TAIL_SIZE_CLASSES:
-            inside = (true_t >= low) & (true_t <= (high if high is not None else true_t.max()))
-            if not inside.any():
-                continue
-            n = truth_fmt[:, inside].astype(float)
-            x = (noisy_fmt[:, inside] - truth_fmt[:, inside]).astype(float)
-            row: dict[str, Any] = {"class": size_class_label(low, high), "areas": int(inside.sum())}
-            for r in RELATIVE_ERRORS:
-                up = _upper(values, tail, r * n[2])
-                row[f"T_error_{r:g}_expected"] = float(2 * up.sum())
-                row[f"T_error_{r:g}_sampled"] = int((np.abs(x[2]) >= r * n[2]).sum())
-                # all three up, or all three down: equally likely for symmetric noise
-                expected = 2 * np.prod(
-                    [_upper(v, p, r * n[c]) for c, (v, p) in enumerate(pmfs)], axis=0
-                )
-                row[f"broadband_{r:g}_expected"] = float(expected.sum())
-                same_up = (x >= r * n).all(axis=0)
-                same_down = (x <= -r * n).all(axis=0)
-                row[f"broadband_{r:g}_sampled"] = int((same_up | same_down).sum())
-            row["depopulated_expected"] = float(_upper(values, tail, n[2]).sum())
-            row["depopulated_sampled"] = int((noisy_fmt[2, inside] <= 0).sum())
-            rows.append(row)
-        out[level] = {
-            "scale_total": scale_t,
-            "tail_probability": float(2 * _upper(values, tail, np.array([TAIL_BOUND + 1]))[0]),
-            "tail_bound": TAIL_BOUND,
-            "classes": rows,
-        }
-    return out
-
-
-def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
-    """Error of a SafeTab-H release's measured and derived cells, by geography and iteration
-    level: mean absolute error, and the share of measured cells within their 95% margin."""
-    from sdclab.protection.safetab_h import (
-        REGION_TYPES,
-        SafeTabHParameters,
-        margin_of_error,
-        stability,
-        true_cells,
-    )
-
-    params = SafeTabHParameters.model_validate(release.parameters)
-    groups = params.groups()
-    cells = true_cells(truth, release).with_columns(error=pl.col("count") - pl.col("true"))
-    region_of = {level: region for region, level in REGION_TYPES.items()}
-    rows = []
-    for (level, it_level), part in cells.group_by("level", "iteration_level", maintain_order=True):
-        level, it_level = str(level), int(str(it_level))
-        moe = margin_of_error(params.rho(region_of[level], it_level), stability(groups, it_level))
-        derived = part["derived"].to_numpy()
-        error = np.abs(part["error"].to_numpy())
-        rows.append(
-            {
-                "level": level,
-                "iteration_level": it_level,
-                "groups": part.select("geoid", "iteration").unique().height,
-                "measured_cells": int((~derived).sum()),
-                "mae_measured": float(error[~derived].mean()) if (~derived).any() else None,
-                "mae_derived": float(error[derived].mean()) if derived.any() else None,
-                "moe": moe,
-                "within_moe": float((error[~derived] <= moe).mean()) if (~derived).any() else None,
-            }
-        )
-    return rows
-
-
-def diagnostics(release: Release, truth: Population) -> dict[str, Any]:
-    """What the release's mechanism measures about it on the confidential data (its entry's
-    ``diagnostics``): a suppression release's shares of non-empty true cells by level, the
-    non-empty cells a cell key release leaves below its threshold; empty for the other mechanisms.
-    Evaluation only: such figures never go into a release's notes."""
-    from sdclab.protection import MECHANISMS
-
-    entry = MECHANISMS.get(release.mechanism)
-    if entry is None or entry.diagnostics is None:
-        return {}
-    return entry.diagnostics(truth, release)
-
-
-# ---------------------------------------------------------------------------------------------
 # Which figures are evaluation only
 # ---------------------------------------------------------------------------------------------
 
@@ -456,7 +299,6 @@ EVALUATION_ONLY = "evaluation_only"
 
 TRUTH_BASED_FIELDS = (
     "accuracy",
-    "accuracy_summary",
     "accuracy_by_level",
     "microdata_agreement",
     "reconstruction_agreement",
@@ -479,9 +321,9 @@ def evaluation_only(figures: dict[str, Any]) -> list[str]:
     the :data:`TRUTH_BASED_FIELDS` present and what ckm-risk lists under :data:`EVALUATION_ONLY`;
     only paths present in ``figures``."""
     paths = [name for name in TRUTH_BASED_FIELDS if name in figures]
-    risk = figures.get("ckm_risk")
+    risk = figures.get("risk")
     if isinstance(risk, dict):
-        paths += [f"ckm_risk.{path}" for path in risk.get(EVALUATION_ONLY, [])]
+        paths += [f"risk.{path}" for path in risk.get(EVALUATION_ONLY, [])]
     return [path for path in paths if has_path(figures, path)]
 
 

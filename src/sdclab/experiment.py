@@ -30,26 +30,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sdclab import __version__, protection
-from sdclab import evaluation as ev
+from sdclab import __version__, api, protection
 from sdclab.attacks import linkage
-from sdclab.attacks.ckm_risk import ckm_risk
-from sdclab.attacks.reconstruction import (
-    read_reconstruction,
-    read_reconstruction_metrics,
-    read_solvar,
-    write_reconstruction,
-)
-from sdclab.attacks.variability import attack
+from sdclab.attacks.reconstruction import METRICS_FILE, write_reconstruction
 from sdclab.errors import InputError
+from sdclab.evaluation import EVALUATION_ONLY, evaluation_only
 from sdclab.execution import Executor
 from sdclab.fileio import (
     OUTPUT_MARKER,
@@ -64,12 +60,15 @@ from sdclab.fileio import (
     write_marker,
     write_parquet,
 )
+from sdclab.population import Population
 from sdclab.population.io import read_population, write_population
 from sdclab.population.synth import synthesize
 from sdclab.protection import MECHANISMS
-from sdclab.randomness import MAX_SEED, make_rng
-from sdclab.release import read_release, write_release
+from sdclab.protection.base import EXPECTED, did_you_mean, shown
+from sdclab.randomness import MAX_SEED
+from sdclab.release import Release, read_release, write_release
 from sdclab.report import render_report
+from sdclab.results import SCHEMA_VERSION, NotMeasured, ReconstructionResult, Reidentification
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -137,7 +136,7 @@ class Experiment(_Strict):
         for m in self.mechanisms:
             if m.name not in MECHANISMS:
                 raise ValueError(f"unknown mechanism {m.name!r}; known: {', '.join(MECHANISMS)}")
-            MECHANISMS[m.name].parse({k: str(v) for k, v in m.settings.items()})
+            MECHANISMS[m.name].parse(m.settings)
         Executor.parse(self.attacks.executor)  # a bad executor is an input error before any work
         return self
 
@@ -165,11 +164,65 @@ def parse_experiment(data: Any, source: str, base: Path) -> Experiment:
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "experiment"
-        raise InputError(f"{source}: {where}: {first['msg']}") from None
+        # a misspelt key first: the likeliest cause of a missing one
+        first = min(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        raise InputError(f"{source}: {experiment_problem(first)}") from None
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
+
+
+def experiment_problem(error: Any) -> str:
+    """One problem of an experiment file in the project's words: where (a dotted key), what was
+    given and what was expected, with a "did you mean" for a misspelt key or choice."""
+    loc = error["loc"]
+    # entries of a list counted from 1, as a reader counts the [[mechanisms]] of the file
+    where = "".join(f"[{p + 1}]" if isinstance(p, int) else f".{p}" for p in loc)
+    where = where.removeprefix(".") or "experiment"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        keys = list(_model_at(loc[:-1]).model_fields)
+        return (
+            f"unknown key {where}{did_you_mean(str(loc[-1]), keys)} "
+            f"(keys {'here' if loc[:-1] else 'of an experiment'}: {', '.join(keys)})"
+        )
+    if kind == "missing":
+        return f"missing key {where}"
+    if kind in ("value_error", "assertion_error"):
+        return f"{where}: {str(error['msg']).removeprefix('Value error, ')}"
+    given = shown(error.get("input"))
+    if kind == "literal_error":
+        choices = re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+        hint = did_you_mean(str(error.get("input")), choices)
+        return f"{where}: expected one of {', '.join(choices)}, got {given}{hint}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        bound = error.get("ctx", {})
+        words = {"gt": "above", "ge": "at least", "lt": "below", "le": "at most"}
+        limit = next(f"{words[k]} {v}" for k, v in bound.items() if k in words)
+        return f"{where}: expected a number {limit}, got {given}"
+    if kind == "too_short":
+        return f"{where}: expected at least one entry"
+    if kind == "string_pattern_mismatch":
+        return f"{where}: expected letters, digits, '.', '%', '+' or '-' (1 to 64), got {given}"
+    expected = EXPECTED.get(kind)
+    if expected is None:
+        text = str(error["msg"]).rstrip(".")
+        return f"{where}: {text[:1].lower()}{text[1:]}, got {given}"
+    expected = {"whole": "a whole number", "number": "a number"}.get(expected, expected)
+    return f"{where}: expected {expected}, got {given}"
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel]:
+    """The model of the experiment file that holds the keys at ``loc``."""
+    model: type[BaseModel] = Experiment
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        annotation = model.model_fields[str(part)].annotation
+        inner = [
+            a for a in (annotation, *getattr(annotation, "__args__", ())) if isinstance(a, type)
+        ]
+        model = next((a for a in inner if issubclass(a, BaseModel)), model)
+    return model
 
 
 def _digest(*parts: Any) -> str:
@@ -178,11 +231,13 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _settings_files_digest(settings: dict[str, str]) -> dict[str, str]:
+def _settings_files_digest(settings: dict[str, Any]) -> dict[str, str]:
     """SHA-256 of every file a setting names (a strategy, an iteration file, a p-table), so that
     a step is redone when such a file changes, not only when its path does."""
     digests = {}
     for key, value in settings.items():
+        if not isinstance(value, str):
+            continue
         path = Path(value)
         with contextlib.suppress(OSError, ValueError):  # not a path, or not a file
             if path.is_file():
@@ -204,155 +259,180 @@ def _directory_digest(path: str | None) -> str | None:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class Step:
+    """One step of an experiment: what it makes, for which mechanism, from which inputs."""
+
+    kind: str
+    """population, release, risk, reconstruction or reidentification."""
+    title: str
+    """What it is about: ``release:topdown-dhc``, ``reidentify:psa:census``."""
+    digest: str
+    """Of its own settings and of the digests of its inputs."""
+
+    def directory(self, root: Path) -> Path:
+        return root / "steps" / f"{self.title}-{self.digest}"
+
+
+@dataclass
+class StepCache:
+    """The finished steps of an experiment directory: a step found complete is reused."""
+
+    root: Path
+    say: Callable[[str], None]
+    reused: list[str] = field(default_factory=list)
+    computed: list[str] = field(default_factory=list)
+    made: list[Path] = field(default_factory=list)
+    """The step directories this run wrote (removed again if the run fails on bad input)."""
+
+    def get(self, step: Step, make: Callable[[Path], None]) -> Path:
+        """The directory of ``step``, made by ``make`` unless an earlier run left it complete."""
+        target = step.directory(self.root)
+        if (target / ".complete").exists():
+            self.reused.append(step.title)
+            return target
+        start = time.perf_counter()
+        self.say(f"{step.title} ...")
+        with atomic_directory(target) as tmp:
+            make(tmp)
+            (tmp / ".complete").write_text("")
+        self.computed.append(step.title)
+        self.made.append(target)
+        self.say(f"{step.title}: {time.perf_counter() - start:.1f} s")
+        return target
+
+
+def _make_population(spec: PopulationSpec, tmp: Path) -> None:
+    if spec.path is not None:
+        write_population(read_population(Path(spec.path)), tmp)
+    else:
+        population, report = synthesize(spec.persons or 0, spec.seed)
+        write_population(population, tmp, {"synth.json": report})
+
+
+def _make_release(truth: Population, m: MechanismSpec, tmp: Path) -> None:
+    write_release(api.protect(truth, m.name, seed=m.seed, **m.settings), tmp / "release")
+
+
+def _make_risk(release: Release, truth: Population, tmp: Path) -> None:
+    analysis = protection.get(release.mechanism).risk_analysis
+    assert analysis is not None, "only a mechanism with a risk analysis has this step"
+    write_json(analysis(release, truth), tmp / METRICS_FILE)
+
+
+def _make_reconstruction(release: Release, attacks: AttackSpec, tmp: Path) -> None:
+    result = api.reconstruct(
+        release,
+        workers=attacks.workers,
+        executor=attacks.executor,
+        seed=attacks.seed,
+        time_limit=attacks.time_limit,
+        variability=attacks.variability,
+    )
+    write_reconstruction(tmp / "recon", result, result.to_dict(), result.solvar)
+
+
+def _make_reidentification(
+    recon: ReconstructionResult,
+    release: Release,
+    truth: Population,
+    preset: str,
+    seed: int,
+    tmp: Path,
+) -> None:
+    result = api.reidentify(recon, release, truth, attacker=preset, seed=seed)
+    assert result.links is not None
+    write_parquet(result.links, tmp / "links.parquet")
+    write_json(result.to_dict(), tmp / METRICS_FILE)
+
+
+NOTHING_TO_RECONSTRUCT = "the release publishes no person tables to reconstruct from"
+
+
 class Runner:
     """Runs the steps of an experiment, reusing finished steps found on disk."""
 
     def __init__(self, experiment: Experiment, out: Path, say: Callable[[str], None]) -> None:
         self.experiment = experiment
-        self.out = Path(out)
-        self.say = say
-        self.reused: list[str] = []
-        self.computed: list[str] = []
-        self.made: list[Path] = []
-        """The step directories this run wrote (removed again if the run fails on bad input)."""
-
-    def step(self, name: str, digest: str, make: Callable[[Path], None]) -> Path:
-        """The directory of a step, made by ``make`` unless an earlier run left it complete."""
-        target = self.out / "steps" / f"{name}-{digest}"
-        if (target / ".complete").exists():
-            self.reused.append(name)
-            return target
-        start = time.perf_counter()
-        self.say(f"{name} ...")
-        with atomic_directory(target) as tmp:
-            make(tmp)
-            (tmp / ".complete").write_text("")
-        self.computed.append(name)
-        self.made.append(target)
-        self.say(f"{name}: {time.perf_counter() - start:.1f} s")
-        return target
+        self.steps = StepCache(Path(out), say)
 
     def run(self) -> dict[str, Any]:
-        exp = self.experiment
-        spec = exp.population
+        spec = self.experiment.population
         pop_digest = _digest("population", spec.model_dump(), _directory_digest(spec.path))
-
-        def make_population(tmp: Path) -> None:
-            if spec.path is not None:
-                population = read_population(Path(spec.path))
-                write_population(population, tmp)
-            else:
-                population, report = synthesize(spec.persons or 0, spec.seed)
-                write_population(population, tmp, {"synth.json": report})
-
-        pop_dir = self.step("population", pop_digest, make_population)
-        truth = read_population(pop_dir)
-        attacks = exp.attacks
+        step = Step("population", "population", pop_digest)
+        truth = read_population(self.steps.get(step, partial(_make_population, spec)))
         results: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
             "population": {
                 "source": spec.source(),
                 "persons": truth.n_persons,
                 "units": truth.n_units,
                 "geography": truth.geography.summary,
             },
-            "mechanisms": {},
+            "mechanisms": {
+                m.title: self.mechanism(m, truth, pop_digest) for m in self.experiment.mechanisms
+            },
         }
-        for m in exp.mechanisms:
-            settings = {k: str(v) for k, v in m.settings.items()}
-            files = _settings_files_digest(settings)
-            rel_digest = _digest("release", pop_digest, m.name, settings, files, m.seed)
-
-            def make_release(tmp: Path, m: MechanismSpec = m, settings: dict = settings) -> None:
-                release = protection.run(m.name, truth, settings, m.seed)
-                write_release(release, tmp / "release")
-
-            rel_dir = self.step(f"release:{m.title}", rel_digest, make_release) / "release"
-            release = read_release(rel_dir)
-            entry: dict[str, Any] = {
-                "mechanism": m.name,
-                "settings": MECHANISMS[m.name].parse(settings).recorded(),
-                "notes": release.notes,
-                "specification": release.card.to_dict(),
-                "budget": release.card.budget.text(),
-            }
-            figures = ev.accuracy(release, truth)
-            entry["accuracy_by_level"] = ev.summarise_accuracy(figures)
-            diagnostics = ev.diagnostics(release, truth)
-            if diagnostics:
-                entry["diagnostics"] = diagnostics
-            persons = release.person_microdata
-            if persons is not None and ev.has_person_attributes(persons):
-                entry["microdata_agreement"] = ev.agreement(persons, truth)
-            if m.name == "geometric":
-                entry["tails"] = ev.noise_tails(release, truth)
-            if release.group_tables is not None:
-                entry["group_accuracy"] = ev.group_accuracy(release, truth)
-            if attacks.reconstruct and not release.tables:
-                reason = "the release publishes no person tables to reconstruct from"
-                entry["reidentification"] = {
-                    a: {"not_applicable": reason} for a in attacks.attackers
-                }
-            if m.name == "cellkey":
-                risk_digest = _digest("ckm-risk", rel_digest)
-
-                def make_risk(tmp: Path, release: Any = release) -> None:
-                    write_json(ckm_risk(release, truth), tmp / "metrics.json")
-
-                risk_dir = self.step(f"ckm-risk:{m.title}", risk_digest, make_risk)
-                entry["ckm_risk"] = read_json_object(risk_dir / "metrics.json")
-            if attacks.reconstruct and release.tables:
-                rec_digest = _digest(
-                    "reconstruction",
-                    rel_digest,
-                    attacks.seed,
-                    attacks.variability,
-                    attacks.time_limit,
-                )
-
-                def make_recon(tmp: Path, release: Any = release) -> None:
-                    recon, metrics, solvar = attack(
-                        release,
-                        Executor.parse(attacks.executor, attacks.workers),
-                        attacks.seed,
-                        attacks.time_limit,
-                        attacks.variability,
-                    )
-                    write_reconstruction(tmp / "recon", recon, metrics, solvar)
-
-                rec_dir = self.step(f"reconstruction:{m.title}", rec_digest, make_recon) / "recon"
-                recon = read_reconstruction(rec_dir)
-                recon_metrics = read_reconstruction_metrics(rec_dir)
-                entry["reconstruction"] = recon_metrics
-                entry["reconstruction_agreement"] = ev.agreement(recon.persons, truth)
-                solvar = read_solvar(rec_dir)
-                entry["reidentification"] = {}
-                unlinkable = linkage.not_linkable(recon.persons)
-                for preset in attacks.attackers:
-                    if unlinkable is not None:
-                        entry["reidentification"][preset] = {"not_applicable": unlinkable}
-                        continue
-                    reid_digest = _digest("reid", rec_digest, preset, attacks.seed)
-
-                    def make_reid(
-                        tmp: Path,
-                        preset: str = preset,
-                        recon: Any = recon,
-                        release: Any = release,
-                        solvar: Any = solvar,
-                    ) -> None:
-                        params = linkage.ATTACKER_PRESETS[preset]
-                        figures_, links = linkage.reidentify(
-                            recon.persons, release, truth, params, make_rng(attacks.seed), solvar
-                        )
-                        write_parquet(links, tmp / "links.parquet")
-                        write_json(figures_, tmp / "metrics.json")
-
-                    reid_dir = self.step(f"reidentify:{m.title}:{preset}", reid_digest, make_reid)
-                    entry["reidentification"][preset] = read_json_object(reid_dir / "metrics.json")
-            entry[ev.EVALUATION_ONLY] = ev.evaluation_only(entry)
-            results["mechanisms"][m.title] = entry
-        results["steps"] = {"computed": self.computed, "reused": self.reused}
+        results["steps"] = {"computed": self.steps.computed, "reused": self.steps.reused}
         return results
+
+    def mechanism(self, m: MechanismSpec, truth: Population, pop_digest: str) -> dict[str, Any]:
+        """One mechanism's release, its attacks and its evaluation (an entry of results.json)."""
+        mechanism = protection.get(m.name)
+        files = _settings_files_digest(m.settings)
+        settings = {k: str(v) for k, v in m.settings.items()}
+        rel_digest = _digest("release", pop_digest, m.name, settings, files, m.seed)
+        step = Step("release", f"release:{m.title}", rel_digest)
+        release = read_release(self.steps.get(step, partial(_make_release, truth, m)) / "release")
+        risk: dict[str, Any] | NotMeasured = NotMeasured(
+            f"the {m.name} mechanism has no risk analysis of its own"
+        )
+        if mechanism.risk_analysis is not None:
+            step = Step("risk", f"risk:{m.title}", _digest("risk", rel_digest))
+            made = self.steps.get(step, partial(_make_risk, release, truth))
+            risk = read_json_object(made / METRICS_FILE)
+        reconstruction, reidentification = self.attacks(m, release, truth, rel_digest)
+        figures = api.evaluation(release, truth, reconstruction, reidentification, risk)
+        entry = {
+            "mechanism": m.name,
+            "settings": mechanism.parse(m.settings).recorded(),
+            "notes": release.notes,
+            "budget": release.card.budget.text(),
+            **figures.to_dict(),
+        }
+        entry[EVALUATION_ONLY] = evaluation_only(entry)
+        return entry
+
+    def attacks(
+        self, m: MechanismSpec, release: Release, truth: Population, rel_digest: str
+    ) -> tuple[ReconstructionResult | None, dict[str, Reidentification | NotMeasured]]:
+        """The reconstruction of a release and the reidentification by each attacker."""
+        attacks = self.experiment.attacks
+        if not attacks.reconstruct:
+            return None, {}
+        if not release.tables:
+            return None, {a: NotMeasured(NOTHING_TO_RECONSTRUCT) for a in attacks.attackers}
+        rec_digest = _digest(
+            "reconstruction", rel_digest, attacks.seed, attacks.variability, attacks.time_limit
+        )
+        step = Step("reconstruction", f"reconstruction:{m.title}", rec_digest)
+        made = self.steps.get(step, partial(_make_reconstruction, release, attacks))
+        recon = api.read_reconstruction(made / "recon")
+        unlinkable = linkage.not_linkable(recon.persons)
+        links: dict[str, Reidentification | NotMeasured] = {}
+        for preset in attacks.attackers:
+            if unlinkable is not None:
+                links[preset] = NotMeasured(unlinkable)
+                continue
+            step = Step(
+                "reidentification",
+                f"reidentify:{m.title}:{preset}",
+                _digest("reid", rec_digest, preset, attacks.seed),
+            )
+            make = partial(_make_reidentification, recon, release, truth, preset, attacks.seed)
+            made = self.steps.get(step, make)
+            links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
+        return recon, links
 
 
 def run_experiment(
@@ -370,7 +450,7 @@ def run_experiment(
     inputs = (*protect, *([Path(experiment.population.path)] if experiment.population.path else []))
     check_replaceable(out, EXPERIMENT_KIND, inputs)
     for m in experiment.mechanisms:
-        parsed = MECHANISMS[m.name].parse({k: str(v) for k, v in m.settings.items()})
+        parsed = MECHANISMS[m.name].parse(m.settings)
         checkpoint = getattr(parsed, "checkpoint", None)
         if checkpoint is not None:
             check_checkpoint_directory(checkpoint, (*inputs, out))
@@ -382,7 +462,7 @@ def run_experiment(
     try:
         results = runner.run()
     except InputError:
-        for step in runner.made:
+        for step in runner.steps.made:
             shutil.rmtree(step, ignore_errors=True)
         if created:
             shutil.rmtree(out, ignore_errors=True)

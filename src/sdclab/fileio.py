@@ -103,12 +103,6 @@ def _marker(target: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("kind"), str) else None
 
 
-def output_kind(target: Path) -> str | None:
-    """The kind of sdclab output in the directory ``target`` (None: no readable marker)."""
-    marker = _marker(target)
-    return None if marker is None else str(marker["kind"])
-
-
 def check_replaceable(
     target: Path, kind: str, protect: tuple[Path, ...] = (), option: str = "--out"
 ) -> None:

@@ -33,9 +33,9 @@ from numbers import Rational
 import numpy as np
 import numpy.typing as npt
 
+from sdclab.arrays import BoolArray, IntArray
+
 Scalar = int | float | Fraction | Decimal
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 SIGMA2_RANGE = (Fraction(1, 10**9), Fraction(10**8))
 """Variances the discrete Gaussian sampler supports (the tests cover both ends). Tiny variances

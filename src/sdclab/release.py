@@ -6,8 +6,14 @@ release.json            mechanism, parameters, specification card, tables (with 
 geography.parquet       the published blocks (every block with a housing unit or facility)
 tables/<TABLE>.parquet  long form: level, geoid, cell, count (rows absent = 0; null = suppressed)
 microdata/persons.parquet, units.parquet   only for mechanisms that output microdata
+artifacts/<NAME>.parquet   what else the mechanism publishes, each declared by it (TopDown's mdf
+                        and measurements, SafeTab-H's group_tables and group_totals, a p-table)
 ```
 A release never holds confidential values unless its mechanism is ``none``, whose card says so.
+
+In memory a table is a :class:`~sdclab.tables.published.PublishedTable`: count matrices and
+suppressed-cell masks by level. The long form above is written by :func:`write_release` and read
+by :func:`read_release` only.
 
 ``release.json`` also records ``digests``: the SHA-256 of every other file of the release and of
 its own content (every key but ``digests``). Reading checks them, so a release edited after it was
@@ -20,13 +26,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
+import scipy.sparse as sp
 
 from sdclab import __version__
 from sdclab.accounting import SpecCard, no_protection_card
@@ -45,62 +52,82 @@ from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
 from sdclab.randomness import exact_record
 from sdclab.tables.catalog import CATALOG, TableDef
-from sdclab.tables.tabulate import LONG_SCHEMA, tabulate
+from sdclab.tables.published import LONG_SCHEMA, PublishedTable
+from sdclab.tables.tabulate import tabulate
 
-FORMAT_VERSION = 1
+if TYPE_CHECKING:
+    from sdclab.protection.base import Artifact
+
+FORMAT_VERSION = 2
+"""2: mechanism payloads (the MDF, measurements, group tables) are artifacts/<name>.parquet."""
 RELEASE_FILE = "release.json"
 RELEASE_KIND = "release"
 GEOGRAPHY_FILE = "geography.parquet"
-MDF_FILE = "microdata/persons.parquet"
-MEASUREMENTS_FILE = "measurements.parquet"
-GROUP_TABLES_FILE = "groups.parquet"
-GROUP_TOTALS_FILE = "t01001.parquet"
-MEASUREMENT_COLUMNS = ["level", "geoid", "query", "cell", "noisy", "variance"]
+MDF_ARTIFACT = "mdf"
+"""The artifact of a histogram mechanism's person records (TopDown's Microdata Detail File)."""
 DIGESTS_KEY = "digests"
 DIGEST_ALGORITHM = "sha256"
 
 
 @dataclass(frozen=True)
 class Release:
-    """Published tables (long form, by table name) with the metadata that explains them."""
+    """Published tables (by table name) with the metadata that explains them."""
 
     mechanism: str
     parameters: dict[str, Any]
-    card: SpecCard
-    tables: dict[str, pl.DataFrame]
-    randomness: dict[str, Any]
-    input_digest: str
-    geography: Geography
-    microdata: Population | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
-    mdf: pl.DataFrame | None = None
-    """Person-only microdata of a histogram mechanism (TopDown's MDF): block and the product's
-    attributes, no units."""
-    measurements: pl.DataFrame | None = None
-    """Noisy measurements a mechanism publishes: level, geoid, query, cell, noisy, variance."""
-    group_tables: pl.DataFrame | None = None
-    """Population-group tables (SafeTab-H): level, geoid, iteration_level, iteration, table,
-    cell, count, derived."""
-    group_totals: pl.DataFrame | None = None
-    """Published population-group totals (a noisy T01001): level, geoid, iteration_level,
-    iteration, count."""
-    artifacts: dict[str, pl.DataFrame] = field(default_factory=dict)
-    """What else the mechanism publishes about itself, by name (``artifacts/<name>.parquet``):
-    e.g. the cell key method's p-table when it came from a file."""
+    card: SpecCard = field(repr=False)
+    tables: Mapping[str, PublishedTable] = field(repr=False)
+    randomness: dict[str, Any] = field(repr=False)
+    input_digest: str = field(repr=False)
+    geography: Geography = field(repr=False)
+    microdata: Population | None = field(default=None, repr=False)
+    notes: dict[str, Any] = field(default_factory=dict, repr=False)
+    artifacts: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
+    """What else the mechanism publishes, by name (``artifacts/<name>.parquet``), each declared
+    in its :attr:`~sdclab.protection.base.Mechanism.artifacts`: TopDown's ``mdf`` and
+    ``measurements``, SafeTab-H's ``group_tables`` and ``group_totals``, the cell key method's
+    ``ptable`` when it came from a file."""
+
+    def __post_init__(self) -> None:
+        for name, table in self.tables.items():
+            if not isinstance(table, PublishedTable) or table.name != name:
+                raise TypeError(f"release table {name!r} must be the PublishedTable {name}")
+            for level in table.levels:
+                if len(table.geoids(level)) != self.geography.n_units(level):
+                    raise ValueError(
+                        f"table {name} at {level}: {len(table.geoids(level))} geounits, the "
+                        f"release's geography has {self.geography.n_units(level)}"
+                    )
 
     @property
     def person_microdata(self) -> pl.DataFrame | None:
-        """The released person records (protected microdata or MDF), if any."""
+        """The released person records (protected microdata or the MDF artifact), if any."""
         if self.microdata is not None:
             return self.microdata.persons
-        return self.mdf
+        return self.artifacts.get(MDF_ARTIFACT)
 
-    def table(self, name: str, level: str | None = None) -> pl.DataFrame:
-        """A table in long form, optionally only one level."""
+    def table(self, name: str) -> PublishedTable:
+        """The published table ``name``."""
         if name not in self.tables:
             raise KeyError(f"release has no table {name!r}; it has {', '.join(self.tables)}")
-        frame = self.tables[name]
-        return frame if level is None else frame.filter(pl.col("level") == level)
+        return self.tables[name]
+
+    def __repr__(self) -> str:
+        parts = [f"{len(self.tables)} table{'s' if len(self.tables) != 1 else ''}"]
+        if self.microdata is not None:
+            parts.append(f"microdata of {self.microdata.persons.height:,} persons")
+        if self.artifacts:
+            parts.append(f"artifacts {', '.join(sorted(self.artifacts))}")
+        budget = self.card.budget
+        if budget.rho is not None:
+            guarantee = f"zCDP rho={budget.rho:g}"
+        elif budget.epsilon is not None:
+            guarantee = f"epsilon={budget.epsilon:g}" + (
+                f", delta={budget.delta:g}" if budget.delta else ""
+            )
+        else:
+            guarantee = "no formal guarantee"
+        return f"<Release {self.mechanism}: {', '.join(parts)}; {guarantee}>"
 
     def metadata(self) -> dict[str, Any]:
         """The content of ``release.json``."""
@@ -115,10 +142,6 @@ class Release:
             "zeros": "omitted",
             "tables": {name: table_metadata(CATALOG[name]) for name in self.tables},
             "microdata": self.microdata is not None,
-            "mdf": None if self.mdf is None else self.mdf.columns,
-            "measurements": self.measurements is not None,
-            "group_tables": self.group_tables is not None,
-            "group_totals": self.group_totals is not None,
             "artifacts": sorted(self.artifacts),
             "notes": self.notes,
         }
@@ -142,7 +165,7 @@ def exact_release(population: Population, names: Sequence[str] | None = None) ->
         mechanism="none",
         parameters={},
         card=no_protection_card(),
-        tables={name: tc.to_long() for name, tc in counts.items()},
+        tables={name: PublishedTable.from_counts(tc) for name, tc in counts.items()},
         randomness=exact_record(),
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
@@ -157,7 +180,7 @@ def publishable_microdata(population: Population, rng: np.random.Generator) -> P
     sequential ids in block order, with a random order inside each block. Record keys of the cell
     key method are dropped: with them anyone could recompute the cell keys.
     """
-    population = Population(
+    population = Population._trusted(  # a valid population without its optional keys
         persons=population.persons.drop(RECORD_KEY.name, strict=False),
         units=population.units.drop(RECORD_KEY.name, strict=False),
     )
@@ -172,7 +195,7 @@ def publishable_microdata(population: Population, rng: np.random.Generator) -> P
         person_id=pl.Series(np.arange(persons.height)),
         unit_id=pl.Series(new_unit_id[population.person_unit_row[person_order]]),
     )
-    return Population(persons=new_persons, units=new_units)
+    return Population._trusted(persons=new_persons, units=new_units)  # renumbered, reordered
 
 
 def tabulated_release(
@@ -189,7 +212,7 @@ def tabulated_release(
         mechanism=mechanism,
         parameters=parameters,
         card=card,
-        tables={name: tc.to_long() for name, tc in tabulate(protected).items()},
+        tables={name: PublishedTable.from_counts(tc) for name, tc in tabulate(protected).items()},
         randomness={},  # the stream alone: completed by protection.run
         input_digest=frames_digest(original.persons, original.units),
         geography=original.geography,
@@ -203,25 +226,17 @@ def write_release(release: Release, out: Path, *, protect: tuple[Path, ...] = ()
 
     Only an absent or empty directory or an earlier release may be replaced, never ``protect``.
     """
+    _check_declared(release)
     with output_directory(Path(out), RELEASE_KIND, protect) as tmp:
         (tmp / "tables").mkdir()
-        for name, frame in release.tables.items():
-            write_parquet(frame, tmp / "tables" / f"{name}.parquet")
+        for name, table in release.tables.items():
+            write_parquet(table.frame(labels=False), tmp / "tables" / f"{name}.parquet")
         blocks = geoid_strings(release.geography.blocks, "block").alias("block")
         write_parquet(blocks.to_frame(), tmp / GEOGRAPHY_FILE)
         if release.microdata is not None:
             (tmp / "microdata").mkdir()
             write_parquet(release.microdata.persons, tmp / "microdata" / "persons.parquet")
             write_parquet(release.microdata.units, tmp / "microdata" / "units.parquet")
-        if release.mdf is not None:
-            (tmp / "microdata").mkdir()
-            write_parquet(release.mdf, tmp / MDF_FILE)
-        if release.measurements is not None:
-            write_parquet(release.measurements, tmp / MEASUREMENTS_FILE)
-        if release.group_tables is not None:
-            write_parquet(release.group_tables, tmp / GROUP_TABLES_FILE)
-        if release.group_totals is not None:
-            write_parquet(release.group_totals, tmp / GROUP_TOTALS_FILE)
         for name, frame in release.artifacts.items():
             write_parquet(frame, tmp / artifact_file(name))
         # the metadata as a reader will see it (JSON types, NaN as null), then its digests
@@ -277,8 +292,9 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
     _check_metadata(path / RELEASE_FILE, meta)
     geography = _read_geography(path / GEOGRAPHY_FILE)
     valid = _valid_geoids(geography)
+    geoids = {level: geoid_strings(geography.codes(level), level) for level in LEVELS}
     tables = {
-        name: _read_table(path / "tables" / f"{name}.parquet", name, valid)
+        name: _read_table(path / "tables" / f"{name}.parquet", name, valid, geoids)
         for name in meta["tables"]
     }
     microdata = None
@@ -291,33 +307,11 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
             persons_source=str(path / "microdata" / "persons.parquet"),
             units_source=str(path / "microdata" / "units.parquet"),
         )
-    mdf = _read_mdf(path, meta.get("mdf"), valid)
-    measurements = None
-    if meta.get("measurements"):
-        measurements = read_input_parquet(path / MEASUREMENTS_FILE)
-        if measurements.columns != MEASUREMENT_COLUMNS:
-            raise InputError(
-                f"{path / MEASUREMENTS_FILE}: columns {measurements.columns}, expected "
-                f"{MEASUREMENT_COLUMNS}"
-            )
-    groups = {
-        key: read_input_parquet(path / name) if meta.get(key) else None
-        for key, name in (("group_tables", GROUP_TABLES_FILE), ("group_totals", GROUP_TOTALS_FILE))
-    }
-    artifacts = {name: read_input_parquet(path / artifact_file(name)) for name in _artifacts(meta)}
+    artifacts = _read_artifacts(path, meta, geography)
     read = [path / GEOGRAPHY_FILE, *(path / "tables" / f"{name}.parquet" for name in tables)]
     read += [path / artifact_file(name) for name in artifacts]
     if microdata is not None:
         read += [path / "microdata" / "persons.parquet", path / "microdata" / "units.parquet"]
-    if mdf is not None:
-        read.append(path / MDF_FILE)
-    if measurements is not None:
-        read.append(path / MEASUREMENTS_FILE)
-    read += [
-        path / name
-        for key, name in (("group_tables", GROUP_TABLES_FILE), ("group_totals", GROUP_TOTALS_FILE))
-        if groups[key] is not None
-    ]
     _unrecorded(path, meta, read)
     return Release(
         mechanism=meta["mechanism"],
@@ -329,10 +323,6 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         geography=geography,
         microdata=microdata,
         notes=meta.get("notes", {}),
-        mdf=mdf,
-        measurements=measurements,
-        group_tables=groups["group_tables"],
-        group_totals=groups["group_totals"],
         artifacts=artifacts,
     )
 
@@ -357,30 +347,90 @@ def _artifacts(meta: dict[str, Any]) -> list[str]:
     return names
 
 
-def _read_mdf(path: Path, columns: Any, valid: pl.DataFrame) -> pl.DataFrame | None:
-    """The MDF, checked: the declared columns, integer attributes, blocks of this release."""
-    if columns is None:
+def _declared(mechanism: str) -> dict[str, Artifact]:
+    """The artifacts mechanism ``mechanism`` declares, by name (none for an unregistered one)."""
+    from sdclab import protection  # the registry imports this module
+
+    entry = protection.MECHANISMS.get(mechanism)
+    return {} if entry is None else {a.name: a for a in entry.artifacts}
+
+
+def _check_declared(release: Release) -> None:
+    """A release carries only the artifacts its mechanism declares (a registered one)."""
+    declared = _declared(release.mechanism)
+    undeclared = sorted(set(release.artifacts) - set(declared))
+    if undeclared:
+        raise ValueError(
+            f"mechanism {release.mechanism} declares no artifact {', '.join(undeclared)} "
+            f"(it declares: {', '.join(declared) or 'none'})"
+        )
+
+
+def _read_artifacts(
+    path: Path, meta: dict[str, Any], geography: Geography
+) -> dict[str, pl.DataFrame]:
+    """The artifacts release.json lists, each declared by the release's mechanism and checked
+    by its declaration."""
+    declared = _declared(meta["mechanism"])
+    artifacts = {}
+    for name in _artifacts(meta):
+        artifact = declared.get(name)
+        if artifact is None:
+            raise InputError(
+                f"{path / RELEASE_FILE}: artifact {name!r} is not one mechanism "
+                f"{meta['mechanism']} publishes (it declares: {', '.join(declared) or 'none'})"
+            )
+        file = path / artifact_file(name)
+        frame = read_input_parquet(file)
+        problem = artifact.check(frame, geography) if artifact.check is not None else None
+        if problem is not None:
+            raise InputError(f"{file}: {problem}")
+        artifacts[name] = frame
+    return artifacts
+
+
+def frame_problem(frame: pl.DataFrame, columns: Mapping[str, str]) -> str | None:
+    """Whether ``frame`` has exactly ``columns``, in order, each of its kind — ``string``,
+    ``integer``, ``number`` (integer or float) or ``boolean`` — and no missing value; the first
+    problem as text, or None. For the checks of artifacts."""
+    if frame.columns != list(columns):
+        return f"columns {frame.columns}, expected {list(columns)}"
+    kinds = {
+        "string": lambda t: t == pl.String,
+        "integer": lambda t: t.is_integer(),
+        "number": lambda t: t.is_integer() or t.is_float(),
+        "boolean": lambda t: t == pl.Boolean,
+    }
+    for name, kind in columns.items():
+        if not kinds[kind](frame.schema[name]):
+            return f"column {name} is {frame.schema[name]}, expected {kind}"
+    missing = [c for c in columns if frame[c].null_count()]
+    if missing:
+        return f"column {missing[0]} has missing values"
+    return None
+
+
+def geoid_problem(
+    frame: pl.DataFrame, geography: Geography, *, level: str | None = None, column: str = "geoid"
+) -> str | None:
+    """Whether every geoid of ``frame`` (``column``, string) is a geounit of ``geography`` — at
+    ``level``, or at the level its row's ``level`` column names; the first that is not as text,
+    or None. For the checks of artifacts."""
+    if level is not None:
+        valid = geoid_strings(geography.codes(level), level)
+        unknown = frame.filter(~pl.col(column).is_in(valid.implode()))
+        if unknown.height:
+            return f"{column} {unknown[column][0]!r} is not a {level} of this release's geography"
         return None
-    file = path / MDF_FILE
-    if not isinstance(columns, list) or "block" not in columns:
-        raise InputError(
-            f"{path / RELEASE_FILE}: mdf must list the MDF's columns, block among them"
-        )
-    frame = read_input_parquet(file)
-    if frame.columns != columns:
-        raise InputError(f"{file}: columns {frame.columns}, expected {columns}")
-    bad = [c for c in columns if c != "block" and not frame.schema[c].is_integer()]
-    if bad or frame.schema["block"] != pl.String:
-        raise InputError(
-            f"{file}: block must be a string and {', '.join(bad) or 'the rest'} integers"
-        )
-    blocks = valid.filter(pl.col("level") == "block").get_column("geoid")
-    unknown = frame.filter(~pl.col("block").is_in(blocks.implode()))
+    bad = frame.filter(~pl.col("level").is_in(list(LEVELS)))
+    if bad.height:
+        return f"level {bad['level'][0]!r} is not one of {list(LEVELS)}"
+    keys = frame.select("level", geoid=pl.col(column))
+    unknown = keys.join(_valid_geoids(geography), on=["level", "geoid"], how="anti")
     if unknown.height:
-        raise InputError(
-            f"{file}: block {unknown['block'][0]!r} is not in this release's geography"
-        )
-    return frame
+        row = unknown.row(0, named=True)
+        return f"geoid {row['geoid']!r} is not a {row['level']} of this release's geography"
+    return None
 
 
 _REQUIRED_KEYS = {
@@ -507,7 +557,7 @@ def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> None:
     try:
         entry.parameters.check_recorded(parameters)
         entry.parse(parameters)
-    except InputError as exc:  # "mechanism NAME, parameter KEY: what is wrong (known …)"
+    except InputError as exc:  # "mechanism NAME, parameter KEY: expected …, got …"
         raise InputError(f"{file}: parameters: {exc}") from None
 
 
@@ -532,7 +582,10 @@ def _valid_geoids(geography: Geography) -> pl.DataFrame:
     return pl.concat(frames).select("level", "geoid").unique()
 
 
-def _read_table(file: Path, name: str, valid: pl.DataFrame) -> pl.DataFrame:
+def _read_table(
+    file: Path, name: str, valid: pl.DataFrame, geoids: Mapping[str, pl.Series]
+) -> PublishedTable:
+    """A table file, checked, as the published table it holds (rows: ``geoids`` by level)."""
     frame = read_input_parquet(file)
     if set(frame.columns) != set(LONG_SCHEMA):
         raise InputError(f"{file}: columns {frame.columns}, expected {list(LONG_SCHEMA)}")
@@ -573,4 +626,31 @@ def _read_table(file: Path, name: str, valid: pl.DataFrame) -> pl.DataFrame:
         )
     if frame.select(pl.struct("level", "geoid", "cell").is_duplicated().any()).item():
         raise InputError(f"{file}: a (level, geoid, cell) appears more than once")
-    return frame
+    if count_type == pl.Float64 and not frame["count"].is_finite().fill_null(True).all():
+        raise InputError(f"{file}: column count has NaN or infinite values (null = suppressed)")
+    return _published(frame, CATALOG[name], geoids)
+
+
+def _published(
+    frame: pl.DataFrame, table: TableDef, geoids: Mapping[str, pl.Series]
+) -> PublishedTable:
+    """The long form of a checked table file as count matrices and suppressed-cell masks."""
+    counts, suppressed = {}, {}
+    for level in table.levels:
+        index = geoids[level].to_frame("geoid").with_row_index("row")
+        part = frame.filter(pl.col("level") == level).join(index, on="geoid", how="inner")
+        shape = (len(geoids[level]), table.n_cells)
+        shown = part.filter(pl.col("count").is_not_null())
+        hidden = part.filter(pl.col("count").is_null())
+        counts[level] = sp.csr_matrix(
+            (shown["count"].to_numpy(), (shown["row"].to_numpy(), shown["cell"].to_numpy())),
+            shape=shape,
+        )
+        suppressed[level] = sp.csr_matrix(
+            (
+                np.ones(hidden.height, dtype=bool),
+                (hidden["row"].to_numpy(), hidden["cell"].to_numpy()),
+            ),
+            shape=shape,
+        )
+    return PublishedTable(table, geoids, counts, suppressed)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
 SCHEMA_VERSION = 1
 """Version of the layout of ``metrics.json`` and ``results.json``."""
@@ -53,6 +54,13 @@ def as_json(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [as_json(v) for v in value]
     return value
+
+
+def fields_json(result: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A result dataclass's fields (but ``exclude``), in order, in JSON form."""
+    return {
+        f.name: as_json(getattr(result, f.name)) for f in fields(result) if f.name not in exclude
+    }
 
 
 def from_json(value: Any, reason: str = "not recorded") -> Value:
@@ -106,6 +114,11 @@ NO_RECORDS = "no attacker record falls in this group"
 NO_LINKS = "no putative link in this group"
 
 
+def _share(part: int, whole: int, reason: str) -> Value:
+    """``part / whole``, or not measured for ``reason`` when ``whole`` is 0."""
+    return part / whole if whole else NotMeasured(reason)
+
+
 @dataclass(frozen=True)
 class LinkRates:
     """Putative and confirmed links of one linkage method over one group of attacker records."""
@@ -116,24 +129,16 @@ class LinkRates:
 
     @property
     def putative_rate(self) -> Value:
-        return (
-            self.putative / self.attacker_records
-            if self.attacker_records
-            else NotMeasured(NO_RECORDS)
-        )
+        return _share(self.putative, self.attacker_records, NO_RECORDS)
 
     @property
     def confirmed_rate(self) -> Value:
-        return (
-            self.confirmed / self.attacker_records
-            if self.attacker_records
-            else NotMeasured(NO_RECORDS)
-        )
+        return _share(self.confirmed, self.attacker_records, NO_RECORDS)
 
     @property
     def precision(self) -> Value:
         """Confirmed among putative links: how far an attacker can trust a link."""
-        return self.confirmed / self.putative if self.putative else NotMeasured(NO_LINKS)
+        return _share(self.confirmed, self.putative, NO_LINKS)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -284,6 +289,12 @@ class Variability:
     """Share of blocks with solvar at most each key."""
     seconds: float
 
+    def __repr__(self) -> str:
+        return (
+            f"<Variability: {self.share_blocks_solvar_zero:.1%} of {self.blocks:,} blocks "
+            f"({self.share_persons_solvar_zero:.1%} of persons) have one reconstruction only>"
+        )
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Variability:
         return cls(
@@ -403,20 +414,12 @@ class TableAccuracy:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "cells": self.cells,
-            "shown_cells": self.shown_cells,
-            "mae": as_json(self.mae),
-            "rmse": as_json(self.rmse),
-            "max_abs_error": self.max_abs_error,
-            "negative_share": as_json(self.negative_share),
-            "suppressed_share": self.suppressed_share,
-            **{
-                f"share_rel_error_above_{k}": as_json(v)
-                for k, v in self.share_rel_error_above.items()
-            },
-            "false_positive_cells": self.false_positive_cells,
-        }
+        """The figures as ``metrics.json`` holds them (one key per relative-error threshold)."""
+        out = fields_json(self, exclude=("table", "level"))
+        shares = out.pop("share_rel_error_above")
+        false_positives = out.pop("false_positive_cells")
+        out |= {f"share_rel_error_above_{k}": v for k, v in shares.items()}
+        return out | {"false_positive_cells": false_positives}
 
 
 @dataclass(frozen=True)
@@ -451,12 +454,7 @@ class AgreementRates:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "blocks": self.blocks,
-            "persons": self.persons,
-            "agree_exact_age": as_json(self.agree_exact_age),
-            "agree_agebin": as_json(self.agree_agebin),
-        }
+        return fields_json(self)
 
 
 @dataclass(frozen=True)

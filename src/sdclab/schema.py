@@ -15,10 +15,10 @@ from itertools import combinations
 import numpy as np
 import numpy.typing as npt
 
-IntArray = npt.NDArray[np.int64]
+from sdclab.arrays import IntArray
 
 # ---------------------------------------------------------------------------------------------
-# Code lists (DESIGN.md §4)
+# Code lists (docs/data.md, *Population*)
 # ---------------------------------------------------------------------------------------------
 
 SEX_LABELS = {1: "male", 2: "female"}
@@ -451,3 +451,7 @@ race (63): 233,856 cells. It keeps sex and age, so every person table can be tab
 
 UNIT = Schema("unit", (UNIT_TYPE, OCCUPIED, TENURE, HOUSEHOLD_SIZE))
 """Units by type × occupancy × tenure × household size: 512 cells."""
+
+HOUSEHOLD = Schema("household", (HOUSEHOLD_TYPE, TENURE))
+"""Units by HOUSEHOLD_TYPE × tenure: 24 cells, the domain of SafeTab-H's household tables (T03
+household type, T04 tenure); a unit that is no household has type 0 and tenure 0."""

@@ -1,8 +1,10 @@
 """Risk analyses of the cell key method and of unbounded ε-DP noise (paper §§3.2–4.2).
 
-specs/cell-key-method.md §4 (a), (b), (c) and (e). Every function here is a pure analysis of a
-noise distribution or of published numbers: nothing reads a release, so the same code serves the
-p-table grids of the paper (Figs. 1, 2 and 5) and attacks on a concrete output once it is wired in.
+The paper is F. Bach, "Differential privacy and noisy confidentiality concepts for European
+population statistics"; docs/cellkey.md (*Risk analyses*) describes the analyses. Every function
+here is a pure analysis of a noise distribution or of published numbers: nothing reads a release,
+so the same code serves the p-table grids of the paper (Figs. 1, 2 and 5) and the attacks on a
+release in :mod:`sdclab.attacks.ckm_risk`.
 A noise pmf is a pair ``(v, p)``: ascending integer noise values and their probabilities, e.g. a
 p-table symmetry row over v = −E..E.
 
@@ -94,7 +96,7 @@ def _threshold(bound: int) -> int:
 def p1_independent(f: Pmf, m: Pmf, t: Pmf, bound: int) -> float:
     """Per-tuple chance Pr[|S| ≥ 3E − 2] of revealing E with independent noises (paper's model).
 
-    Both tails count: the constant 20 of the uniform case needs them (spec §4(a)).
+    Both tails count: the paper's constant 20 for uniform noise needs them.
     """
     s, probs = tuple_sum_pmf(f, m, t)
     return float(probs[np.abs(s) >= _threshold(bound)].sum())
@@ -115,7 +117,7 @@ def p1_exact(noise: NoiseLookup, n_f: int, n_m: int, key_space: int, bound: int)
     """Exact p1 for integer cell keys: the share of all K² pairs (ck_F, ck_M) with |S| ≥ 3E − 2.
 
     The total's key is ck_T = (ck_F + ck_M) mod K and its count n_F + n_M, so the three noises are
-    dependent; with sorted p-table intervals the extreme patterns vanish (spec §4(a), exact mode).
+    dependent; with sorted p-table intervals the extreme patterns vanish (docs/cellkey.md).
     Pairs are enumerated in chunks of whole ck_F rows.
     """
     if key_space < 1:
@@ -290,7 +292,10 @@ def _cells(variables: frozenset[str], categories: Mapping[str, int]) -> int:
 def irr_counts(
     tables: Sequence[frozenset[str]], categories: Mapping[str, int], statistic: frozenset[str]
 ) -> dict[str, int]:
-    """Representations t and noise terms k of a statistic over the output's tables (spec §4(c) [R]).
+    """Representations t and noise terms k of a statistic over the output's tables (paper §3.3).
+
+    The counting rules below are our formulation of the paper's description; they reproduce the
+    paper's example (t = 4, k = 9 for the total of SEX × AGE).
 
     A representation sums a cross-tab U ⊇ S over U∖S, with k_U = Π_{w∈U∖S} c_w noise terms.
     With SPSN the candidates are 𝒰 = ∪_m P(A_m) (a margin shared by tables is one cell key):
@@ -324,9 +329,10 @@ def _check_averaging(k: float, t: float, variance: float, xi: float) -> None:
 
 
 def averaging_success(k: float, t: float, variance: float, xi: float = 0.5) -> float:
-    """Gaussian chance erf(ξ / √(2kV/t²)) that the mean of t IRRs lies within ξ of the truth (B.3).
+    """Gaussian chance erf(ξ / √(2kV/t²)) that the mean of t IRRs lies within ξ of the truth.
 
-    The mean's noise sums k terms of variance V divided by t; ξ = 0.5 is exact integer recovery.
+    The paper's Eq. B.3. The mean's noise sums k terms of variance V divided by t; ξ = 0.5 is exact
+    integer recovery.
     """
     _check_averaging(k, t, variance, xi)
     if variance == 0:

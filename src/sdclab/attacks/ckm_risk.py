@@ -1,4 +1,4 @@
-"""The cell key method's risk analyses run on a release (specs/cell-key-method.md §4 (a)–(c)).
+"""The cell key method's risk analyses run on a release (docs/cellkey.md, *Risk analyses*).
 
 What an attacker can do with a CKM release and the public method (p-table and noise bound):
 
@@ -15,6 +15,9 @@ What an attacker can do with a CKM release and the public method (p-table and no
 Only person tables on the person schema enter (c); the representations of a cell are every
 partition of it by the cells of a table (found from the query matrices: the table's cells that
 meet the statistic must lie inside it and cover it) at its own level or any level below.
+
+The cells, the tuples (the geography relations with c parts) and the partitions are those of
+:mod:`sdclab.tables.relations`, shared with complementary suppression.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import scipy.sparse as sp
 
 from sdclab import schema
 from sdclab.attacks import cellkey_attacks as ck
-from sdclab.attacks.reconstruction import release_counts
 from sdclab.errors import InputError
 from sdclab.geography import LEVELS
 from sdclab.population import Population
@@ -43,6 +45,7 @@ from sdclab.protection.cellkey import (
 from sdclab.protection.ptable import OnsPTable, ptable_from_frame, symmetry_row
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.tables.relations import PublishedCells, partitions
 from sdclab.tables.tabulate import tabulate
 
 IntArray = npt.NDArray[np.int64]
@@ -50,14 +53,6 @@ ATTACK_TARGETS = ("P1", "P8", "P12", "P14")
 """Tables whose cells the averaging attack estimates (representations come from every table)."""
 LARGE_COUNT = 1_000
 """A count in every p-table's symmetry row (used for p1)."""
-
-
-def level_matrix(release: Release, name: str, level: str) -> sp.csr_matrix:
-    """Published counts of a table at a level as geounits × cells (absent rows and suppressed
-    cells are 0)."""
-    codes = release.geography.codes(level)
-    dense = np.nan_to_num(release_counts(release, (name,), level, codes))
-    return sp.csr_matrix(dense.astype(np.int64))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,69 +70,40 @@ class Tuples:
     """The parent's level."""
     parent: IntArray
     cell: IntArray
+    members: IntArray
+    """The numbers of the tuple's cells (children, then parent) in the release's
+    :class:`~sdclab.tables.relations.PublishedCells`."""
 
 
 def geographic_tuples(release: Release, components: int = 2) -> Tuples:
     """Every cell of every parent geounit with exactly ``components`` children, in every table
-    published at both levels, where the parent's published count is positive."""
-    parts: list[tuple[IntArray, str, str, IntArray, IntArray]] = []
-    geography = release.geography
-    for name in release.tables:
-        levels = [lv for lv in CATALOG[name].levels]
-        for parent_level, child_level in zip(levels[:-1], levels[1:], strict=True):
-            parent_of = geography.parents(parent_level, child_level)
-            n_children = np.bincount(parent_of, minlength=geography.n_units(parent_level))
-            chosen = np.flatnonzero(n_children == components)
-            if not len(chosen):
-                continue
-            order = np.argsort(parent_of, kind="stable")
-            start = np.concatenate([[0], np.cumsum(n_children)])[chosen]
-            kids = order[start[:, None] + np.arange(components)[None, :]]
-            parents = level_matrix(release, name, parent_level)[chosen].toarray()
-            children = level_matrix(release, name, child_level)[kids.ravel()].toarray()
-            children = children.reshape(len(chosen), components, -1)
-            rows, cells = np.nonzero(parents > 0)
-            values = np.column_stack([children[rows, :, cells], parents[rows, cells]])
-            parts.append((values, name, parent_level, chosen[rows], cells))
-    if not parts:
-        empty = np.zeros((0, components + 1), dtype=np.int64)
-        return Tuples(
-            empty,
-            np.array([], str),
-            np.array([], str),
-            np.array([], np.int64),
-            np.array([], np.int64),
-        )
+    published at both levels, where the parent's published count is positive: the geography
+    relations of the release's cells with that many parts."""
+    cells = PublishedCells.from_release(release)
+    relations = cells.geography_relations(children=components)
+    relations = relations.select(cells.values_at(relations.whole) > 0)  # a suppressed cell is 0
+    members = relations.members() if len(relations) else np.zeros((0, components + 1), np.int64)
+    where = cells.locate(relations.whole)
     return Tuples(
-        np.concatenate([p[0] for p in parts]).astype(np.int64),
-        np.concatenate([np.full(len(p[0]), p[1]) for p in parts]),
-        np.concatenate([np.full(len(p[0]), p[2]) for p in parts]),
-        np.concatenate([p[3] for p in parts]),
-        np.concatenate([p[4] for p in parts]),
+        cells.values_at(members).astype(np.int64),
+        np.array(cells.names, dtype=str)[where.table],
+        np.array(LEVELS, dtype=str)[where.level],
+        where.row,
+        where.cell,
+        members,
     )
 
 
-def true_values(tuples: Tuples, truth: Population, release: Release, components: int) -> IntArray:
+def true_values(tuples: Tuples, truth: Population, release: Release) -> IntArray:
     """The true counts of each tuple's members (evaluation only)."""
-    out = np.zeros_like(tuples.values)
+    cells = PublishedCells.from_release(release)
     exact = tabulate(truth, sorted(set(tuples.table.tolist())))
-    geography = release.geography
-    for name in np.unique(tuples.table):
-        for level in np.unique(tuples.level[tuples.table == name]):
-            mine = (tuples.table == name) & (tuples.level == level)
-            child_level = LEVELS[LEVELS.index(level) + 1]
-            parent_of = geography.parents(level, child_level)
-            order = np.argsort(parent_of, kind="stable")
-            n_children = np.bincount(parent_of, minlength=geography.n_units(level))
-            start = np.concatenate([[0], np.cumsum(n_children)])[tuples.parent[mine]]
-            kids = order[start[:, None] + np.arange(components)[None, :]]
-            parent_counts = exact[name].counts[level][1].tocsr()
-            child_counts = exact[name].counts[child_level][1].tocsr()
-            cells = tuples.cell[mine]
-            out[mine, -1] = np.asarray(parent_counts[tuples.parent[mine], cells]).ravel()
-            for j in range(components):
-                out[mine, j] = np.asarray(child_counts[kids[:, j], cells]).ravel()
-    return out
+    truth_cells = PublishedCells.from_tabulation(exact, release.geography)
+    where = cells.locate(tuples.members)
+    names = np.array(cells.names, dtype=str)[where.table]
+    return truth_cells.values_at(
+        truth_cells.index(names, where.level, where.row, where.cell)
+    ).astype(np.int64)
 
 
 EXACT_KEYS_MAX = 4096
@@ -221,7 +187,7 @@ def pinned_counts(
     }
     if truth is not None and pinned.any():
         kept = Tuples(*(getattr(tuples, f.name)[pinned] for f in fields(Tuples)))
-        truth_values = true_values(kept, truth, release, 2)
+        truth_values = true_values(kept, truth, release)
         out["pinned_correct"] = int(
             (truth_values == result["true_values"][pinned]).all(axis=1).sum()
         )
@@ -235,28 +201,6 @@ def pinned_counts(
 
 def person_tables(release: Release) -> list[TableDef]:
     return [CATALOG[n] for n in release.tables if CATALOG[n].schema is schema.PERSON]
-
-
-def partitions(target: TableDef, tables: list[TableDef]) -> dict[str, sp.csr_matrix]:
-    """For each table whose cells partition some of the target's cells: the 0/1 matrix
-    (table cells × target cells) of which of its cells lie inside which target cell, restricted
-    to the target cells it partitions exactly."""
-    q = target.query.astype(np.int64)
-    size = np.asarray(q.sum(axis=1)).ravel()
-    out = {}
-    for table in tables:
-        r = table.query.astype(np.int64)
-        r_size = np.asarray(r.sum(axis=1)).ravel()
-        if np.asarray(r.sum(axis=0)).max() > 1:
-            continue  # overlapping cells (race tallies): not a partition
-        overlap = (r @ q.T).toarray()
-        inside = (overlap == r_size[:, None]) & (r_size[:, None] > 0)
-        partial = (overlap > 0) & ~inside
-        covered = (inside * r_size[:, None]).sum(axis=0)
-        ok = ~partial.any(axis=0) & (covered == size) & (size > 0)
-        if ok.any():
-            out[table.name] = sp.csr_matrix(inside & ok[None, :], dtype=np.int64)
-    return out
 
 
 def canonical_parts(tables: list[TableDef]) -> dict[str, IntArray]:
@@ -358,7 +302,7 @@ def redundancy(release: Release, target: TableDef, level: str, spsn: bool) -> Re
         """Per geounit, the sums over its descendants at ``lv`` of the table's published cells
         and of their non-zero indicators."""
         if (name, lv) not in cache:
-            values = level_matrix(release, name, lv)
+            values = release.tables[name].matrix(lv)  # a suppressed cell is 0
             nonzero = (values > 0).astype(np.int64)
             m = down.get(lv)
             cache[name, lv] = (values, nonzero) if m is None else (m @ values, m @ nonzero)
@@ -417,7 +361,7 @@ def averaging(
         target = CATALOG[name]
         for level in target.levels:
             r = redundancy(release, target, level, params.spsn)
-            published = level_matrix(release, name, level).toarray()
+            published = release.tables[name].matrix(level).toarray()  # suppressed: 0
             shown = published > 0
             ratio = np.where(shown, r.k / np.maximum(r.t, 1) ** 2, np.inf)
             ratios.append(ratio[shown])
@@ -567,9 +511,8 @@ def ckm_risk(
     release: Release, truth: Population | None = None, *, seed: int | None = 0
 ) -> dict[str, Any]:
     """All release-level analyses of a cell key release. With the truth, the attacks are scored
-    (evaluation only) and the repeated-query attack is simulated with and without SPSN."""
-    if release.mechanism != "cellkey":
-        raise ValueError(f"ckm-risk needs a cellkey release, not {release.mechanism!r}")
+    (evaluation only) and the repeated-query attack is simulated with and without SPSN. The
+    cell key mechanism offers it as its risk analysis (``Mechanism.risk_analysis``)."""
     params = CellKeyParameters.model_validate(release.parameters)
     table = release_ptable(release, params)
     tuples = usable_tuples(release, params)

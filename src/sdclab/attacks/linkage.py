@@ -1,6 +1,7 @@
 """Reidentification: link reconstructed records to an attacker's file of names and addresses.
 
-specs/reconstruction-reidentification.md §5. An attacker file holds an identifier and
+As in Abowd et al., "A Simulated Reconstruction and Reidentification Attack on the 2010 U.S.
+Census" (docs/reidentification.md). An attacker file holds an identifier and
 {block, sex, age} with realistic defects. Reconstructed records are linked to it one-to-one on
 {block, sex, age}, then the leftovers on {block, sex, agebin}; ties are broken in a seeded random
 order. A link is *putative*; it is *confirmed* when the attacker's identifier belongs to a census
@@ -30,7 +31,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sdclab import schema
-from sdclab.attacks.reconstruction import release_counts
+from sdclab.arrays import IntArray
 from sdclab.errors import InputError
 from sdclab.evaluation import (
     BLOCK_SIZE_CLASSES,
@@ -41,8 +42,8 @@ from sdclab.evaluation import (
 from sdclab.geography import truncate
 from sdclab.population import Population
 from sdclab.release import Release
+from sdclab.tables.published import PublishedTable
 
-IntArray = npt.NDArray[np.int64]
 RACE_ETHNICITIES = 63 * 2
 """Race (63) × Hispanic origin: 126 combinations, one of them modal in a block."""
 BASELINE_TABLES = ("P8", "P9", "P12", "P14")
@@ -236,8 +237,8 @@ def confirm(links: pl.DataFrame, truth: Population) -> pl.DataFrame:
 def block_race_ethnicity(release: Release, level: str = "block") -> tuple[IntArray, IntArray]:
     """(geounit codes, geounits × 126 race-ethnicity counts) from P8 and P9 (Hispanic = P8 − P9)."""
     codes = release.geography.codes(level)
-    p8 = _dense(release, "P8", level, codes)
-    p9 = _dense(release, "P9", level, codes)
+    p8 = _whole(_table(release, "P8").dense(level, suppressed=0))
+    p9 = _whole(_table(release, "P9").dense(level, suppressed=0))
     order = np.array(schema.race_codes_by_bit_count()) - 1  # P8 cell k → race − 1
     counts = np.zeros((len(codes), RACE_ETHNICITIES), dtype=np.int64)
     counts[:, order * 2] = p9[:, 1:]  # not Hispanic, by race
@@ -245,19 +246,22 @@ def block_race_ethnicity(release: Release, level: str = "block") -> tuple[IntArr
     return codes, counts
 
 
-def _dense(release: Release, name: str, level: str, codes: IntArray) -> IntArray:
-    """A table as geounits × cells, rounded, clipped at 0 (noise), suppressed cells as 0."""
+def _table(release: Release, name: str) -> PublishedTable:
     if name not in release.tables:
         raise InputError(f"the baselines need table {name} in the release")
-    counts = np.nan_to_num(release_counts(release, (name,), level, codes))
+    return release.tables[name]
+
+
+def _whole(counts: npt.NDArray[Any]) -> IntArray:
+    """Published counts as counts of persons: rounded, and clipped at 0 (noise)."""
     return np.maximum(np.rint(counts), 0).astype(np.int64)
 
 
 def block_sex_agebins(release: Release) -> pl.DataFrame:
     """Persons by block, sex and agebin from P12 + P14, as records (age = the bin's first year)."""
     blocks = release.geography.blocks
-    p12 = _dense(release, "P12", "block", blocks)
-    p14 = _dense(release, "P14", "block", blocks)
+    p12 = _whole(_table(release, "P12").dense("block", suppressed=0))
+    p14 = _whole(_table(release, "P14").dense("block", suppressed=0))
     n_bins = len(schema.AGEBIN38)
     counts = np.zeros((len(blocks), 2, n_bins), dtype=np.int64)
     for s in range(2):

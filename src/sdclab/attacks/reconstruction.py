@@ -1,6 +1,7 @@
 """The reconstruction attack: published person tables → block-level microdata.
 
-As the Census Bureau did with the 2010 tables (specs/reconstruction-reidentification.md §2), but
+As the Census Bureau did with the 2010 tables (Abowd et al., "A Simulated Reconstruction and
+Reidentification Attack on the 2010 U.S. Census"; docs/reconstruction.md), but
 with a far smaller integer program: one per tract, with a non-negative integer variable
 x[block, sex, age, race, hisp] per *count* of records (not per person slot), and only for the cells
 that no published zero rules out. Every published cell of a block table (at its block) and of a
@@ -34,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
 from sdclab import schema
+from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
@@ -49,14 +50,10 @@ from sdclab.fileio import (
     write_json,
     write_parquet,
 )
-from sdclab.geography import geoid_strings, parse_geoids
+from sdclab.geography import geoid_strings
 from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, PERSON_TABLES
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 BLOCK_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "block")
 TRACT_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "tract")
@@ -157,21 +154,6 @@ def person_tables(release: Release) -> tuple[tuple[str, ...], tuple[str, ...]]:
         tuple(n for n in BLOCK_TABLES if n in release.tables),
         tuple(n for n in TRACT_TABLES if n in release.tables),
     )
-
-
-def release_counts(
-    release: Release, names: tuple[str, ...], level: str, codes: IntArray
-) -> FloatArray:
-    """Published counts as a dense geounits × (cells of all ``names``) array (NaN = suppressed)."""
-    widths = [CATALOG[n].n_cells for n in names]
-    offsets = np.cumsum([0, *widths])
-    out = np.zeros((len(codes), int(offsets[-1])))
-    for name, offset in zip(names, offsets[:-1], strict=False):
-        frame = release.table(name, level)
-        rows = np.searchsorted(codes, parse_geoids(frame["geoid"], level))
-        counts = frame["count"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
-        out[rows, offset + frame["cell"].to_numpy()] = counts
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,9 +361,16 @@ def tract_problems(
         )
     geography = release.geography
     blocks = geography.blocks
-    block_counts = release_counts(release, block_tables, "block", blocks)
     tract_codes, tract_of_block = geography.units("tract")
-    tract_counts = release_counts(release, tract_tables, "tract", tract_codes)
+    # geounits × the cells of every table side by side; a suppressed cell is NaN (no constraint)
+    block_counts = np.hstack(
+        [np.zeros((len(blocks), 0))]
+        + [release.tables[n].dense("block", suppressed=np.nan) for n in block_tables]
+    )
+    tract_counts = np.hstack(
+        [np.zeros((len(tract_codes), 0))]
+        + [release.tables[n].dense("tract", suppressed=np.nan) for n in tract_tables]
+    )
     order = np.argsort(tract_of_block, kind="stable")
     bounds = np.searchsorted(tract_of_block[order], np.arange(len(tract_codes) + 1))
     children = np.random.SeedSequence(seed).spawn(len(tract_codes))
@@ -423,7 +412,12 @@ def reconstruct(
     saved = None
     if checkpoint is not None:
         identity = json.dumps(
-            [frames_digest(*release.tables.values()), release.parameters, seed, time_limit],
+            [
+                frames_digest(*(t.frame(labels=False) for t in release.tables.values())),
+                release.parameters,
+                seed,
+                time_limit,
+            ],
             sort_keys=True,
             default=str,
         )
@@ -475,23 +469,15 @@ def tract_frame(results: list[TractResult]) -> pl.DataFrame:
             "variables": [r.variables for r in results],
             "constraints": [r.constraints for r in results],
         },
-        schema={
-            "tract": pl.String,
-            "status": pl.String,
-            "mode": pl.String,
-            "persons": pl.Int64,
-            "deviation": pl.Float64,
-            "seconds": pl.Float64,
-            "variables": pl.Int64,
-            "constraints": pl.Int64,
-        },
+        schema={name: WRITTEN_AS[kind] for name, kind in TRACT_COLUMNS.items()},
     )
 
 
 METRICS_FILE = "metrics.json"
 RECONSTRUCTION_KIND = "reconstruction"
 AGE_BOUNDS = ("age_min", "age_max")
-"""Reconstructions older than these columns are still read."""
+"""The youngest and oldest age the tables allow for each reconstructed person: optional columns
+of persons.parquet (both or neither) when it is read."""
 
 
 def write_reconstruction(
@@ -561,6 +547,14 @@ _JSON_TYPES = {
     dict: "a JSON object",
     type(None): "null",
 }
+WRITTEN_AS: dict[str, type[pl.DataType]] = {
+    "string": pl.String,
+    "integer": pl.Int64,
+    "number": pl.Float64,
+    "boolean": pl.Boolean,
+}
+"""The type a column of each kind has in the files sdclab writes (reading accepts any integer
+type as integer, and integers as numbers)."""
 _COLUMN_KINDS: dict[str, Callable[[pl.DataType], bool]] = {
     "string": lambda t: t == pl.String,
     "integer": lambda t: t.is_integer(),

@@ -3,7 +3,7 @@
 For a block with N persons and a first reconstruction x*, a second program looks for another
 solution x of the same block constraints that shares as few records with x* as possible:
 minimise Σ_c min(x_c, x*_c). Then solvar = (N − Σ_c min(x_c, x*_c)) / N is the largest share of
-the block's records that can differ (specs/reconstruction-reidentification.md §3). solvar = 0
+the block's records that can differ (docs/reconstruction.md, *Solution variability*). solvar = 0
 proves the reconstruction of that block is the only one: an attacker knows those records are right
 without seeing any confidential data.
 
@@ -29,28 +29,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
 from sdclab import schema
+from sdclab.arrays import FloatArray, IntArray
 from sdclab.attacks.reconstruction import (
     Reconstruction,
     class_query,
     column_minimum,
     person_tables,
     reconstruct,
-    release_counts,
     resolution,
-    stacked_query,
 )
 from sdclab.execution import Executor, run_tasks
 from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
 from sdclab.release import Release
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 AGEBIN_CELLS = 2 * len(schema.AGEBIN38) * 63 * 2
 """Cells of sex × agebin (38) × race (63) × Hispanic origin: the classes of a release with every
@@ -67,16 +62,6 @@ def representative_cells() -> IntArray:
     return schema.PERSON.cell_index(
         {"sex": sex + 1, "age": ages, "race": race + 1, "hispanic": hisp}
     )
-
-
-@lru_cache(maxsize=8)
-def agebin_query(names: tuple[str, ...]) -> sp.csc_matrix:
-    """The block tables' rows over agebin-level cells (every row is constant within an agebin).
-
-    With every block table published this is ``class_query(names, names)``; the program uses the
-    latter, which also fits releases that publish fewer attributes.
-    """
-    return stacked_query(names)[:, representative_cells()].tocsc()
 
 
 @dataclass(frozen=True)
@@ -164,7 +149,10 @@ def variability_problems(
     tables, _ = person_tables(release)
     geography = release.geography
     blocks = geography.blocks
-    counts = release_counts(release, tables, "block", blocks)
+    counts = np.hstack(  # blocks × the cells of every block table; suppressed cells NaN
+        [np.zeros((len(blocks), 0))]
+        + [release.tables[n].dense("block", suppressed=np.nan) for n in tables]
+    )
     persons = reconstruction.persons
     first = (
         persons.with_columns(

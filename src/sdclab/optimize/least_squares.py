@@ -1,6 +1,6 @@
 """TopDown's L2 step: multi-pass weighted non-negative least squares per parent (a sparse QP).
 
-Per pass (specs/topdown-safetab-h.md A.5) the children's continuous histograms x_c ≥ 0 minimise
+Per pass (docs/topdown.md, *Post-processing*) the children's continuous histograms x_c ≥ 0 minimise
 Σ_q Σ_c w_{q,c} ||Q_q x_c − ỹ_{q,c}||² over the pass's queries, subject to Σ_c x_c = parent, the
 children's invariant totals and hhgq bounds, and — for every query of an earlier pass — the
 tolerance |Q_q x_c − ŷ_{q,c}| ≤ τ around the values that pass chose.
@@ -24,11 +24,10 @@ import numpy as np
 import osqp
 import scipy.sparse as sp
 
+from sdclab.arrays import FloatArray, IntArray
 from sdclab.optimize.parent_problem import (
     ZERO_BELOW,
-    FloatArray,
     InfeasibleProblem,
-    IntArray,
     ParentProblem,
     cell_sum_operator,
     child_operator,
@@ -53,24 +52,24 @@ OSQP_EPS = 1e-5
 """OSQP's ADMM stops at this tolerance; its polish step then solves the KKT system of the active
 set it found exactly, and only a successfully polished solution is accepted (else Clarabel runs at
 the production tolerances). On TopDown's block problems the polished objective agrees with the
-one at 10⁻⁷ to eight significant digits, 30% sooner."""
+one at 10⁻⁷ to eight significant digits, and is reached sooner."""
 OSQP_ITERATIONS = 1500
 """OSQP solves TopDown's sibling problems in a few hundred iterations; one that needs more (the
 root's single large histogram converges slowly) goes to the interior point method instead."""
 ROOT_OSQP_MAX_VARIABLES = 50_000
 """A root (one histogram, no parent) with more variables goes straight to the interior point
-method: on the dhc nation (229,320 cells) OSQP spent 12 s reaching its iteration limit before
-Clarabel solved it in 20 s."""
+method: on a root this large (the dhc nation has 229,320 cells) OSQP reaches its iteration limit,
+and the time it spends getting there is lost."""
 DIRECT_MAX_CELLS = 1500
 """Sibling problems on more support cells than this go to the structured ADMM: the general
 solvers' KKT factorisation fills in over the cells the children share (a county of 25 tracts on
 4,198 cells did not finish factoring in several minutes)."""
 SMALL_CHILD = 500
 """Children holding at most this many persons on average (blocks) go to ADMM on any number of
-cells: OSQP's factorisation grows with the number of children sharing the cells (53 blocks on
-1,034 cells: 8 s to factor, 209 s in all, against 0.8 s by ADMM, whose polish is cheap on small
-children), while on a few large children (69 tracts of a PL94 county on 808 cells) OSQP is the
-faster."""
+cells: OSQP's factorisation grows with the number of children sharing the cells (a block group
+of 53 blocks on 1,034 cells is hundreds of times slower by OSQP than by ADMM, whose polish is
+cheap on small children), while on a few large children (69 tracts of a PL94 county on 808
+cells) OSQP is the faster."""
 DIRECT_MAX_VARIABLES = 4000
 """Problems with at most this many (child, cell) variables always go to OSQP."""
 DIRECT_ROW_CELLS = 8

@@ -1,6 +1,6 @@
 """One TopDown post-processing problem: a parent geounit and all its children, on its support.
 
-TopDown solves the children of one parent jointly (specs/topdown-safetab-h.md A.2, A.5). Only the
+TopDown solves the children of one parent jointly (docs/topdown.md, *Post-processing*). Only the
 cells where the parent's histogram is positive can be positive in a child, so a problem lives on the
 parent's *support* (n cells); a child may also exclude cells (structural zeros: no facility of that
 type in the child, no minors in nursing facilities). The L2 step (:mod:`least_squares`) and the
@@ -15,12 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 import scipy.sparse as sp
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
+from sdclab.arrays import BoolArray, FloatArray, IntArray
 
 ZERO_BELOW = 1e-7
 """L2 entries below this are set to zero (production's threshold)."""

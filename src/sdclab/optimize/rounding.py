@@ -2,7 +2,7 @@
 
 Each child keeps the floor f_c of its continuous histogram; the parent's leftover
 d = parent − Σ_c f_c (a non-negative integer per cell) is handed out as binaries b_c
-(Σ_c b_c = d), so every child gets f_c or f_c + 1 per cell (specs/topdown-safetab-h.md A.5).
+(Σ_c b_c = d), so every child gets f_c or f_c + 1 per cell (docs/topdown.md, *Rounder*).
 Pass by pass, b minimises Σ_q Σ_c ||Q_q b_c − round(Q_q r_c)||₁ (r_c = x_c − f_c the fractional
 parts) with the queries of earlier passes held at the values those passes chose; the children's
 invariant totals and hhgq bounds are kept on f_c + b_c. Solved by HiGHS.
@@ -22,12 +22,11 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from sdclab.arrays import FloatArray, IntArray
 from sdclab.optimize.highs import INF, solve_mip
 from sdclab.optimize.parent_problem import (
     INTEGRAL_WITHIN,
-    FloatArray,
     InfeasibleProblem,
-    IntArray,
     ParentProblem,
     cell_sum_operator,
     child_operator,
@@ -51,8 +50,8 @@ number of workers."""
 
 INTERIOR_POINT_ABOVE = 5000
 """Relaxations with more columns than this are solved by HiGHS's interior point method with
-crossover (a vertex, as simplex gives): the rounder's LPs are highly degenerate, and on a county's
-55 tracts (38,000 columns) dual simplex took 98 s where the interior point method took 19 s."""
+crossover (a vertex, as simplex gives): the rounder's LPs are highly degenerate, and on large
+ones (a county's 55 tracts: 38,000 columns) dual simplex is about five times slower."""
 
 
 def round_l1(problem: ParentProblem, x: FloatArray) -> IntArray:

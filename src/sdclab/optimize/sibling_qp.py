@@ -1,6 +1,6 @@
 """A structure-exploiting ADMM for TopDown's sibling least-squares problems.
 
-Every L2 pass of TopDown (specs/topdown-safetab-h.md A.5) is the convex QP
+Every L2 pass of TopDown (docs/topdown.md, *L2 step*) is the convex QP
 
     minimise   Σ_c Σ_j d_cj (x_cj − s_cj)²  +  Σ_c Σ_r w_cr (A_r x_c − t_cr)²
     subject to x ≥ 0,  x_cj = 0 where child c may not hold cell j,
@@ -38,7 +38,8 @@ import numpy.typing as npt
 import scipy.linalg as la
 import scipy.sparse as sp
 
-from sdclab.optimize.parent_problem import BoolArray, FloatArray, InfeasibleProblem
+from sdclab.arrays import BoolArray, FloatArray
+from sdclab.optimize.parent_problem import InfeasibleProblem
 
 ABSOLUTE, RELATIVE = 1e-7, 1e-8
 """Stopping tolerances on the primal and dual residuals (in persons)."""

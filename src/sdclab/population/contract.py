@@ -134,12 +134,44 @@ def block_codes(frame: pl.DataFrame) -> npt.NDArray[np.int64]:
     return frame.get_column("block").cast(pl.Int64).to_numpy()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Population:
-    """A validated persons table and units table (polars frames in the contract's dtypes)."""
+    """A validated persons table and units table (polars frames in the contract's dtypes).
+
+    Making one validates the frames: ``Population(persons, units)`` runs every check of
+    :func:`sdclab.population.io.validate` (vectorised) and keeps the frames as it returns them,
+    in the contract's columns, order and dtypes; bad data is one :class:`~sdclab.errors.InputError`
+    naming the table, row, column and value (``persons row 3, column age: 999 is out of range
+    (expected 0–115)``).
+    """
 
     persons: pl.DataFrame
     units: pl.DataFrame
+
+    def __post_init__(self) -> None:
+        from sdclab.population.io import checked_frames  # io builds on this module
+
+        persons, units = checked_frames(self.persons, self.units)
+        object.__setattr__(self, "persons", persons)
+        object.__setattr__(self, "units", units)
+
+    @classmethod
+    def _trusted(cls, persons: pl.DataFrame, units: pl.DataFrame) -> Population:
+        """A population of frames the library made valid by construction, without checking them
+        again: those :func:`sdclab.population.io.validate` returns, the synthetic generator's,
+        and those derived from a valid population by steps that keep the contract (new ids and
+        order, households moved between units, record keys added). Tests validate each such
+        output; anything else (a user's frames) goes through ``Population(persons, units)``."""
+        population = object.__new__(cls)
+        object.__setattr__(population, "persons", persons)
+        object.__setattr__(population, "units", units)
+        return population
+
+    def __repr__(self) -> str:
+        return (
+            f"<Population: {self.n_persons:,} persons, {self.n_units:,} units in "
+            f"{self.units.get_column('block').n_unique():,} blocks>"
+        )
 
     @cached_property
     def geography(self) -> Geography:

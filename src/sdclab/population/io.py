@@ -418,6 +418,7 @@ def read_csv(file: Path) -> pl.DataFrame:
     except OSError as err:
         raise input_error(f"cannot read {file}: {err.strerror or err}") from None
     if header is not None:
+        check_semicolons(header, file.name)
         check_header(header, f"{file.name} header").raise_if_any()
     try:
         frame = pl.read_csv(source, infer_schema=False, empty_string_is_null=False)
@@ -429,6 +430,30 @@ def read_csv(file: Path) -> pl.DataFrame:
     if may_have_short_rows(frame):
         field_counts(source, file.name, len(frame.columns), frame.height).raise_if_any()
     return frame
+
+
+CONTRACT_NAMES = frozenset(
+    [spec.name for spec in (*PERSONS, *UNITS, RECORD_KEY)] + list(DETAILED_RACE_ETHNICITY_COLUMNS)
+)
+"""Every column name the contract knows, to tell a header split at the wrong delimiter."""
+
+
+def check_semicolons(header: Sequence[str], name: str) -> None:
+    """Refuse a CSV file separated by semicolons (as spreadsheets write CSV where the decimal mark
+    is a comma): its header, split at commas, names fewer contract columns than split at ';'."""
+    by_comma = sum(field.strip() in CONTRACT_NAMES for field in header)
+    by_semicolon = sum(
+        part.strip() in CONTRACT_NAMES for field in header for part in field.split(";")
+    )
+    if by_semicolon <= by_comma:
+        return
+    shown = show(",".join(header), quote=True)
+    columns = "1 column" if len(header) == 1 else f"{len(header)} columns"
+    raise input_error(
+        f"{name}: the header reads as {columns}, {shown} (expected comma-separated column "
+        "names); the file seems to use ';' as its delimiter, and sdclab reads comma-separated "
+        "files: save it with ',' as the delimiter"
+    )
 
 
 def csv_source(file: Path) -> CsvSource:
@@ -663,8 +688,28 @@ def validate(
     ``*_source`` name the tables in messages (usually their file names). The result has exactly
     the contract's columns, in its order and dtypes, plus the optional detailed race and
     Hispanic origin columns and ``record_key`` when present; other columns are dropped. Raises
-    :class:`InputError` listing up to :data:`MAX_SHOWN` problems.
+    :class:`InputError` listing up to :data:`MAX_SHOWN` problems. (``Population(persons, units)``
+    runs the same checks, naming the tables persons and units.)
     """
+    frames = checked_frames(
+        persons, units, persons_source=persons_source, units_source=units_source
+    )
+    return Population._trusted(*frames)
+
+
+def checked_frames(
+    persons: pl.DataFrame,
+    units: pl.DataFrame,
+    *,
+    persons_source: str = "persons",
+    units_source: str = "units",
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The persons and units frames checked and typed as :func:`validate` returns them."""
+    if not isinstance(persons, pl.DataFrame) or not isinstance(units, pl.DataFrame):
+        kinds = ", ".join(type(f).__name__ for f in (persons, units))
+        raise input_error(
+            f"a population is made of two polars DataFrames (persons, units); got {kinds}"
+        )
     tables = (
         Table(persons, with_optional(PERSONS, persons.columns), persons_source, 0),
         Table(units, with_optional(UNITS, units.columns), units_source, 1),
@@ -679,7 +724,7 @@ def validate(
         + detailed_race_ethnicity(typed_persons, tables[0])
     ).raise_if_any()
     links(typed_persons, typed_units, persons_source, units_source).raise_if_any()
-    return Population(persons=typed_persons.drop(ROW), units=typed_units.drop(ROW))
+    return typed_persons.drop(ROW), typed_units.drop(ROW)
 
 
 def record_keys_in_both(persons: Table, units: Table) -> Findings:
@@ -764,6 +809,8 @@ def convert(table: Table) -> tuple[pl.DataFrame, Findings]:
     frame = table.frame.select(
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(ROW), *[s.name for s in table.specs]
     )
+    if typed_and_in_range(frame, table.specs):
+        return frame, Findings()
     kinds = {spec.name: dtype_kind(frame.schema[spec.name]) for spec in table.specs}
     found = Findings()
     conversions: list[tuple[ColumnSpec, Conversion]] = []
@@ -789,6 +836,27 @@ def convert(table: Table) -> tuple[pl.DataFrame, Findings]:
     return typed, found
 
 
+def typed_and_in_range(frame: pl.DataFrame, specs: Sequence[ColumnSpec]) -> bool:
+    """Whether every contract column already has its dtype and every value passes the checks of
+    :func:`convert` (present where required, in range, a block geocode of a state), found in one
+    pass of aggregates: a frame the library made (or a typed Parquet file) then needs no
+    conversion. Otherwise the conversion runs and words every problem."""
+    if any(frame.schema[s.name] != _dtype(s) for s in specs):
+        return False
+    checks = []
+    for spec in specs:
+        column = pl.col(spec.name)
+        if not spec.nullable:
+            checks.append(column.null_count() == 0)
+        if spec.name == "block":
+            checks.append(column.str.contains(BLOCK_PATTERN).all())
+            checks.append(column.str.head(STATE_DIGITS).is_in(STATE_PREFIXES).all())
+        elif spec.low is not None and spec.high is not None:
+            checks.append((column.min() >= spec.low).fill_null(True))
+            checks.append((column.max() <= spec.high).fill_null(True))
+    return not checks or bool(frame.select(pl.all_horizontal(checks)).item())
+
+
 def cleaned(name: str, kind: str) -> pl.Expr | None:
     """Stage one: any text type as String, floats as Float64 with NaN as null."""
     if kind == "text":
@@ -798,15 +866,22 @@ def cleaned(name: str, kind: str) -> pl.Expr | None:
     return None
 
 
+def needing(
+    checked: pl.DataFrame, candidates: Sequence[tuple[ColumnSpec, Conversion, pl.Expr]]
+) -> list[tuple[ColumnSpec, Conversion]]:
+    """The candidate columns where some row of ``checked`` needs a costly step (each candidate's
+    expression is true on those rows), found in one pass over the frame."""
+    if not candidates:
+        return []
+    needed = checked.select([rows.any() for _, _, rows in candidates]).row(0)
+    return [(spec, c) for (spec, c, _), need in zip(candidates, needed, strict=True) if need]
+
+
 def with_stripped_text(
     checked: pl.DataFrame, conversions: Sequence[tuple[ColumnSpec, Conversion]]
 ) -> pl.DataFrame:
     """Strip surrounding spaces and convert again, in the text columns where some row needs it."""
-    candidates = [(spec, c) for spec, c in conversions if c.retry is not None]
-    if not candidates:
-        return checked
-    needed = checked.select([c.retry.any() for _, c in candidates if c.retry is not None]).row(0)
-    redo = [(spec, c) for (spec, c), need in zip(candidates, needed, strict=True) if need]
+    redo = needing(checked, [(s, c, c.retry) for s, c in conversions if c.retry is not None])
     if not redo:
         return checked
     stripped = checked.with_columns(
@@ -819,18 +894,15 @@ def with_fallbacks(
     checked: pl.DataFrame, conversions: Sequence[tuple[ColumnSpec, Conversion]]
 ) -> pl.DataFrame:
     """Apply each column's fallback conversion, but only to columns where some row needs it."""
-    candidates = [(spec, c) for spec, c in conversions if c.fallback is not None]
-    if not candidates:
-        return checked
-    needed = checked.select(
-        [(pl.col(value_column(s.name)).is_null() & ~c.missing).any() for s, c in candidates]
-    ).row(0)
+    unconverted = [
+        (s, c, pl.col(value_column(s.name)).is_null() & ~c.missing)
+        for s, c in conversions
+        if c.fallback is not None
+    ]
     return checked.with_columns(
-        [
-            pl.coalesce(pl.col(value_column(spec.name)), c.fallback).alias(value_column(spec.name))
-            for (spec, c), need in zip(candidates, needed, strict=True)
-            if need and c.fallback is not None
-        ]
+        pl.coalesce(pl.col(value_column(s.name)), c.fallback).alias(value_column(s.name))
+        for s, c in needing(checked, unconverted)
+        if c.fallback is not None
     )
 
 

@@ -28,6 +28,7 @@ import polars as pl
 from scipy import special
 
 from sdclab import schema
+from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.geography import truncate
 from sdclab.population.contract import (
     HISPANIC_ORIGIN,
@@ -37,10 +38,6 @@ from sdclab.population.contract import (
     Population,
 )
 from sdclab.randomness import make_rng
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 GENERATOR_VERSION = "1.1"
 """Bumped whenever a change alters the output for a given seed. 1.1 added the detailed race and
@@ -1294,7 +1291,7 @@ def assemble(
         ],
         pl.Series(HISPANIC_ORIGIN.name, detailed.origin, dtype=pl.Int16),
     )
-    return Population(persons=person_frame, units=unit_frame)
+    return Population._trusted(persons=person_frame, units=unit_frame)  # valid by construction
 
 
 def geography_counts(population: Population) -> dict[str, int]:

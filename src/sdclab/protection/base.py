@@ -1,19 +1,41 @@
 """What every mechanism carries (:class:`Mechanism`) and how its parameters are validated.
 
-Parameters arrive as ``key=value`` strings from the command line (``--set``) or as values from an
-experiment file; a pydantic model per mechanism validates them once, at the boundary, and bad
-values become one clear :class:`InputError`.
+Parameters arrive as ``key=value`` strings from the command line (``--set``), as values from an
+experiment file or as Python values (int, float, bool, str, Fraction, Decimal, lists, mappings);
+a pydantic model per mechanism validates them once, at the boundary. A value given as a number and
+the same value given as its text validate alike (a float becomes the decimal it prints as: 0.05 is
+Decimal("0.05")), and bad values become one clear :class:`InputError` in the project's words,
+naming the mechanism, the parameter, what was given and what was expected.
 """
 
 from __future__ import annotations
 
+import difflib
+import math
+import os
+import re
+import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+import annotated_types
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from sdclab.accounting import SpecCard
 from sdclab.errors import InputError
@@ -28,12 +50,27 @@ if TYPE_CHECKING:
     from sdclab.release import Release
 
 P = TypeVar("P", bound=BaseModel)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A parameter's unit, as ``sdclab mechanisms`` shows it, declared with the field's type:
+    ``rate: Annotated[Decimal, Unit("share 0–1")] = Field(Decimal("0.05"), gt=0, lt=1)``."""
+
+    text: str
+
+
+def unit_of(field: FieldInfo) -> str | None:
+    """A parameter's unit: the :class:`Unit` among its metadata, else None."""
+    return next((item.text for item in field.metadata if isinstance(item, Unit)), None)
 
 
 class Parameters(BaseModel):
-    """Base of every mechanism's parameter model: unknown keys are errors."""
+    """Base of every mechanism's parameter model: unknown keys are errors. A parameter's meaning
+    is its attribute docstring (the string on the line after it), its unit a :class:`Unit`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     EXECUTION: ClassVar[frozenset[str]] = frozenset()
     """Settings of where and how a run executes (workers, a checkpoint directory): they change
@@ -55,11 +92,24 @@ class Parameters(BaseModel):
                     "of such a file instead"
                 )
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _python_value(cls, value: Any, info: ValidationInfo) -> Any:
+        """A Python value as the field's text would validate (see :func:`python_value`)."""
+        if info.field_name is None or info.field_name not in cls.model_fields:
+            return value
+        return python_value(value, cls.model_fields[info.field_name].annotation)
+
     def recorded(self) -> dict[str, Any]:
         """The parameters as a release records them: without the execution settings, and with
         the content of any file they name in place of its path (a mechanism with file settings
         extends this), since a path is local and an attacker is entitled to the content."""
         return self.model_dump(mode="json", exclude=set(self.EXECUTION))
+
+
+ArtifactCheck = Callable[["pl.DataFrame", "Geography"], "str | None"]
+"""A problem of an artifact's frame read from a release (its columns, types, geounits), or
+None."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +119,7 @@ class Artifact:
 
     name: str
     meaning: str
-    check: Callable[[pl.DataFrame, Geography], str | None] | None = None
-    """A problem of a frame read from a release (its columns, types, geounits), or None."""
+    check: ArtifactCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -87,21 +136,34 @@ class NoisePublication:
     recorded parameters alone."""
 
 
-@dataclass(frozen=True, kw_only=True)
+def _undefined_guarantee(_: Any) -> SpecCard:
+    raise NotImplementedError("the mechanism defines no guarantee (@MECHANISM.define)")
+
+
+@dataclass(frozen=True)
 class Mechanism(Generic[P]):
     """A mechanism and everything it carries: its parameters, its protection, its guarantee,
-    the payloads it publishes, what it says about its noise, how it is evaluated and audited."""
+    the payloads it publishes, what it says about its noise, how it is evaluated and audited.
+
+    A mechanism's module makes the object from its name, summary and parameter model, and marks
+    the functions that play each role with :meth:`define`::
+
+        MECHANISM = Mechanism("geometric", "per-cell noise (pure epsilon-DP)", GeometricParameters)
+
+        @MECHANISM.define("guarantee")
+        def card(p: GeometricParameters) -> SpecCard: ...
+    """
 
     name: str
     summary: str
     """What it is, in one line."""
     parameters: type[P]
-    guarantee: Callable[[P], SpecCard]
+    artifacts: tuple[Artifact, ...] = ()
+    """The payloads its releases may carry beside the tables."""
+    guarantee: Callable[[P], SpecCard] = _undefined_guarantee
     """The specification card from the parameters alone (without data)."""
     protect: Callable[[Population, P, np.random.Generator], Release] | None = None
     """The mechanism itself: population, parameters and random stream → release."""
-    artifacts: tuple[Artifact, ...] = ()
-    """The payloads its releases may carry beside the tables."""
     noise: Callable[[P], NoisePublication] | None = None
     """What its release publishes about its own noise."""
     diagnostics: Callable[[Population, Release], dict[str, Any]] | None = None
@@ -113,21 +175,73 @@ class Mechanism(Generic[P]):
     """How a privacy audit observes it: (settings, trials, seed) → outputs on two neighbouring
     datasets and the guarantee's claim for them."""
 
+    def define(self, role: str) -> Callable[[F], F]:
+        """A decorator: the function it decorates plays ``role`` (guarantee, protect, noise,
+        diagnostics, risk_analysis or audit_plan) for this mechanism; each role is defined once."""
+        if role not in ROLES:
+            raise ValueError(f"mechanism {self.name}: no role {role!r} (roles: {', '.join(ROLES)})")
+
+        def register(function: F) -> F:
+            if getattr(self, role) not in (None, _undefined_guarantee):
+                raise ValueError(f"mechanism {self.name}: {role} is defined twice")
+            object.__setattr__(self, role, function)
+            return function
+
+        return register
+
+    def publishes(self, name: str, meaning: str) -> Callable[[ArtifactCheck], ArtifactCheck]:
+        """A decorator: this mechanism's releases may carry the artifact ``name``, and the
+        function it decorates checks such a frame read from a release."""
+
+        def register(check: ArtifactCheck) -> ArtifactCheck:
+            if self.artifact(name) is not None:
+                raise ValueError(f"mechanism {self.name}: artifact {name} is declared twice")
+            object.__setattr__(self, "artifacts", (*self.artifacts, Artifact(name, meaning, check)))
+            return check
+
+        return register
+
     def parse(self, settings: Mapping[str, Any]) -> P:
-        """Validated parameters from a mapping (strings are converted as pydantic does)."""
+        """Validated parameters from a mapping of text (``--set``) or Python values.
+
+        A problem is one :class:`InputError`: its message is the first problem in words
+        (:func:`problems`), its details the others.
+        """
         try:
             return self.parameters.model_validate(dict(settings))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            known = ", ".join(self.parameters.model_fields) or "none: it takes no parameters"
-            if not first["loc"]:  # a check of the parameters together
-                message = str(first["msg"]).removeprefix("Value error, ")
-                raise InputError(f"mechanism {self.name}: {message}") from None
-            where = ".".join(str(p) for p in first["loc"])
+            found = problems(self.name, self.parameters, exc.errors())
+            raise InputError(found[0], found[1:MAX_PROBLEMS]) from None
+
+    def run(self, population: Population, settings: Mapping[str, Any], seed: int | None) -> Release:
+        """Protect ``population``; the release records its randomness.
+
+        Without a seed the random stream comes from OS entropy; with one the release is
+        reproducible and marked not fit for publication. A run that keeps checkpoints needs a
+        seed: its checkpoints must not hold what regenerates the noise of a publishable release,
+        and an unseeded run could not resume from them anyway (it draws new entropy each time).
+        """
+        from dataclasses import replace
+
+        from sdclab.randomness import make_rng, release_randomness, stream_position
+
+        params = self.parse(settings)
+        if self.protect is None:
             raise InputError(
-                f"mechanism {self.name}, parameter {where}: {first['msg']} "
-                f"(known parameters: {known})"
-            ) from None
+                f"mechanism {self.name!r} has a guarantee and an audit but protects no data"
+            )
+        check_seed(seed)
+        if getattr(params, "checkpoint", None) is not None and seed is None:
+            raise InputError(
+                f"mechanism {self.name}: checkpoint needs a seed (--seed): an unseeded run draws "
+                "new entropy each time, so it cannot resume, and its checkpoints must not hold "
+                "that entropy"
+            )
+        rng = make_rng(seed)
+        before = stream_position(rng)
+        release = self.protect(population, params, rng)
+        drew = stream_position(rng) != before
+        return replace(release, randomness=release_randomness(release.randomness, seed, drew))
 
     def artifact(self, name: str) -> Artifact | None:
         """The declared artifact called ``name``, if any."""
@@ -135,6 +249,20 @@ class Mechanism(Generic[P]):
 
     def __repr__(self) -> str:
         return f"<mechanism {self.name}: {self.summary}>"
+
+
+ROLES = ("guarantee", "protect", "noise", "diagnostics", "risk_analysis", "audit_plan")
+"""What a mechanism's functions may be (:meth:`Mechanism.define`)."""
+
+
+def check_seed(seed: int | None, what: str = "--seed") -> None:
+    """A seed is a whole number in 0..2¹²⁸ − 1 (or None for OS entropy)."""
+    from sdclab.randomness import MAX_SEED
+
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InputError(f"{what} {seed}: expected a whole number from 0 to 2^128 - 1")
 
 
 def parse_settings(pairs: Sequence[str]) -> dict[str, str]:
@@ -148,6 +276,278 @@ def parse_settings(pairs: Sequence[str]) -> dict[str, str]:
             raise InputError(f"--set {key.strip()} given twice")
         settings[key.strip()] = value.strip()
     return settings
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters given as Python values
+# ---------------------------------------------------------------------------------------------
+
+
+def python_value(value: Any, annotation: Any) -> Any:
+    """``value`` as a field of type ``annotation`` takes it: as its text would validate.
+
+    A boolean is no number (the text ``true`` is none either); a float becomes the decimal it
+    prints as (0.05 is Decimal("0.05"), not its binary expansion) and a Fraction the decimal equal
+    to it (an error if there is none, as for 1/3); an infinity or NaN is refused wherever a number
+    is expected; a path is text; where a list is expected, a text is its comma-separated items
+    (``risk_keys=sex,race``) and a tuple a list. Anything else is left to the field's type.
+    """
+    kinds = field_kinds(annotation)
+    if isinstance(value, bool):
+        if kinds & {int, float, Decimal} and bool not in kinds:
+            raise PydanticCustomError("bool_not_number", "a boolean is not a number")
+        return value
+    if kinds & {float, Decimal} and not _finite(value):
+        raise PydanticCustomError("finite_number", "Input should be a finite number")
+    if Decimal in kinds and isinstance(value, float):
+        return Decimal(repr(value))
+    if Decimal in kinds and isinstance(value, Fraction):
+        return exact_decimal(value)
+    if isinstance(value, os.PathLike) and str in kinds:
+        return os.fspath(value)
+    if isinstance(value, str) and tuple in kinds and str not in kinds:
+        return tuple(part.strip() for part in value.split(",")) if value.strip() else ()
+    if isinstance(value, tuple) and list in kinds:
+        return list(value)
+    return value
+
+
+def field_kinds(annotation: Any) -> set[Any]:
+    """The types a field's annotation admits: ``Decimal | None`` → {Decimal, NoneType};
+    ``Literal[...]`` → {Literal}; ``list[dict[str, Any]]`` → {list}."""
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return set().union(*(field_kinds(arg) for arg in get_args(annotation)))
+    if origin is Annotated:
+        return field_kinds(get_args(annotation)[0])
+    return {origin if origin is not None else annotation}
+
+
+def _finite(value: Any) -> bool:
+    """Whether a number (or a number's text) is finite; anything else counts as finite here."""
+    if isinstance(value, Decimal):
+        return value.is_finite()
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        try:
+            return Decimal(value.strip().replace("_", "")).is_finite()
+        except ArithmeticError:
+            return True  # not a number at all: the field's type says so
+    return True
+
+
+def exact_decimal(value: Fraction) -> Decimal:
+    """The decimal equal to a fraction whose denominator has no prime factor but 2 and 5."""
+    rest, twos, fives = value.denominator, 0, 0
+    while rest % 2 == 0:
+        rest, twos = rest // 2, twos + 1
+    while rest % 5 == 0:
+        rest, fives = rest // 5, fives + 1
+    if rest != 1:
+        raise PydanticCustomError(
+            "inexact_decimal", "{value} has no exact decimal form", {"value": str(value)}
+        )
+    places = max(twos, fives)
+    return Decimal(f"{value.numerator * 10**places // value.denominator}E-{places}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems with parameters, in words
+# ---------------------------------------------------------------------------------------------
+
+MAX_PROBLEMS = 5
+"""How many problems with the parameters one error states (the first in its message)."""
+SHOWN_LENGTH = 40
+"""Longest given value a message shows whole."""
+
+EXPECTED = {
+    **dict.fromkeys(("int_parsing", "int_from_float", "int_type", "int_parsing_size"), "whole"),
+    **dict.fromkeys(
+        (
+            "float_parsing",
+            "float_type",
+            "decimal_parsing",
+            "decimal_type",
+            "decimal_max_digits",
+            "decimal_max_places",
+            "decimal_whole_digits",
+        ),
+        "number",
+    ),
+    "finite_number": "a finite number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "text",
+    "string_unicode": "text",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "dict_type": "a table",
+    "path_type": "a file path",
+    "inexact_decimal": "a decimal number (a fraction such as 1/3 has no exact decimal form)",
+}
+"""What the value of a field should have been, by pydantic's error type ("whole" and "number":
+the field's own words, e.g. "a whole number")."""
+RANGE_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def problems(mechanism: str, model: type[BaseModel], errors: Sequence[ErrorDetails]) -> list[str]:
+    """Every problem pydantic found with a mechanism's parameters, as one line each.
+
+    ``mechanism topdown: unknown parameter 'rh'; did you mean 'rho'? (parameters: …)``,
+    ``mechanism geometric, parameter epsilon: expected a number above 0 and at most 1000, got
+    -1``, ``… parameter split: expected one of census2020, even, got 'evn'; did you mean
+    'even'?``; a check of the parameters together reads ``mechanism X: what is wrong``. The
+    errors of one union-typed field (one per branch) make one problem stating every branch.
+    """
+    grouped: dict[tuple[Any, ...], list[ErrorDetails]] = {}
+    for n, error in enumerate(errors):
+        loc = error["loc"]
+        if not loc:
+            key: tuple[Any, ...] = ("", n)
+        elif any(isinstance(part, str) for part in loc[1:]):  # a union's branch tag
+            key = (loc[0], "union")
+        else:
+            key = tuple(loc)
+        grouped.setdefault(key, []).append(error)
+    # an unknown name first: a misspelt parameter is the likeliest cause of the others
+    ordered = sorted(grouped.values(), key=lambda g: g[0]["type"] != "extra_forbidden")
+    return [_problem(mechanism, model, group) for group in ordered]
+
+
+def _problem(mechanism: str, model: type[BaseModel], group: list[ErrorDetails]) -> str:
+    first = group[0]
+    loc, kind = first["loc"], first["type"]
+    fields = list(model.model_fields)
+    if not loc:  # a check of the parameters together
+        return f"mechanism {mechanism}: {_validator_text(first)}"
+    name = str(loc[0])
+    if kind == "extra_forbidden":
+        return f"mechanism {mechanism}: unknown parameter {name!r}{did_you_mean(name, fields)} " + (
+            f"(parameters: {', '.join(fields)})" if fields else "(it takes no parameters)"
+        )
+    if kind == "missing":
+        return f"mechanism {mechanism}: missing required parameter {name}"
+    info = model.model_fields.get(name)
+    annotation = info.annotation if info is not None else Any
+    where = f"mechanism {mechanism}, parameter {name}"
+    if len(group) > 1 or any(isinstance(part, str) for part in loc[1:]):
+        given = min(group, key=lambda e: len(e["loc"]))["input"]
+        return f"{where}: expected {expected_words(annotation)}, got {shown(given)}"
+    where += "".join(f", item {part + 1}" for part in loc[1:] if isinstance(part, int))
+    value, hint = first["input"], ""
+    if kind in ("value_error", "assertion_error"):
+        return f"{where}: {_validator_text(first)}"
+    if kind in RANGE_ERRORS and info is not None:
+        expected = f"{_noun(annotation)} {range_words(info.metadata)}"
+    elif kind == "literal_error":
+        choices = literal_choices(annotation) or re.findall(
+            r"'([^']*)'", str(first.get("ctx", {}).get("expected", ""))
+        )
+        expected = f"one of {', '.join(choices)}"
+        if isinstance(value, str):
+            hint = did_you_mean(value, choices)
+    elif kind == "bool_not_number":
+        expected = _noun(annotation)
+    elif kind in EXPECTED:
+        expected = {"whole": "a whole number", "number": "a number"}.get(
+            EXPECTED[kind], EXPECTED[kind]
+        )
+    else:  # a type of error our models have not met: pydantic's words, made to fit
+        text = str(first["msg"]).rstrip(".")
+        return f"{where}: {text[:1].lower()}{text[1:]}, got {shown(value)}"
+    return f"{where}: expected {expected}, got {shown(value)}{hint}"
+
+
+def _validator_text(error: ErrorDetails) -> str:
+    """The message of a check of ours (a ValueError or an assert), without pydantic's prefix."""
+    return str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def did_you_mean(given: str, choices: Sequence[str]) -> str:
+    """``; did you mean 'x'?`` for a near-miss of one of ``choices``, else nothing."""
+    folded = {c.lower(): c for c in choices}
+    text = given.strip().lower()
+    close = difflib.get_close_matches(text, list(folded), n=1, cutoff=0.6)
+    match = folded.get(text) or (folded[close[0]] if close else None)
+    return f"; did you mean {match!r}?" if match is not None and match != given else ""
+
+
+def _noun(annotation: Any) -> str:
+    """The number a numeric field holds: "a whole number" or "a number"."""
+    kinds = field_kinds(annotation)
+    return "a whole number" if int in kinds and not kinds & {float, Decimal} else "a number"
+
+
+def range_words(metadata: Sequence[Any]) -> str:
+    """A field's bounds in words: "above 0", "from 0 to 1", "above 0 and at most 1000"."""
+    bounds = {}
+    for item in metadata:
+        for name in ("gt", "ge", "lt", "le"):
+            if isinstance(item, getattr(annotated_types, name.title())):
+                bounds[name] = _bound(getattr(item, name))
+    if "ge" in bounds and "le" in bounds:
+        return f"from {bounds['ge']} to {bounds['le']}"
+    words = {"gt": "above", "ge": "at least", "lt": "below", "le": "at most"}
+    text = " and ".join(f"{words[name]} {bound}" for name, bound in bounds.items())
+    return f"of {text}" if text.startswith("at ") else text
+
+
+def _bound(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def expected_words(annotation: Any) -> str:
+    """What a field takes, in words: "a file path or a table", "text or a list of tables"."""
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        branches = [expected_words(arg) for arg in get_args(annotation) if arg is not type(None)]
+        return " or ".join(dict.fromkeys(branches))
+    if origin is Literal:
+        return f"one of {', '.join(literal_choices(annotation))}"
+    kind = origin if origin is not None else annotation
+    if kind is list and "dict" in str(annotation):
+        return "a list of tables"
+    if isinstance(kind, type) and issubclass(kind, os.PathLike):
+        return "a file path"
+    return {
+        int: "a whole number",
+        float: "a number",
+        Decimal: "a number",
+        bool: "true or false",
+        str: "text",
+        list: "a list",
+        tuple: "a list",
+        dict: "a table",
+    }.get(kind, str(kind))
+
+
+def literal_choices(annotation: Any) -> list[str]:
+    """The values of every ``Literal`` in an annotation (nested ones too), as text."""
+    if get_origin(annotation) is Literal:
+        return [str(arg) for arg in get_args(annotation)]
+    return [choice for arg in get_args(annotation) for choice in literal_choices(arg)]
+
+
+def shown(value: Any) -> str:
+    """A given value as a message shows it: numbers bare, text quoted, long values shortened."""
+    if isinstance(value, str):
+        text = value if len(value) <= SHOWN_LENGTH else value[:SHOWN_LENGTH] + "…"
+        try:
+            Decimal(value.strip())
+        except ArithmeticError:
+            return repr(text)
+        return text if value.strip() == value and value else repr(text)
+    if isinstance(value, bool | int | float | Decimal | Fraction) or value is None:
+        return str(value)
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, os.PathLike):
+        return repr(os.fspath(value))
+    text = repr(value)
+    return text if len(text) <= SHOWN_LENGTH else f"{text[:SHOWN_LENGTH]}…"
 
 
 def check_budget_range(

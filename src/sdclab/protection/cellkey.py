@@ -2,7 +2,7 @@
 
 Every record carries a fixed key rk (``record_key``, integer 0..K−1). A published cell's key is the
 sum of its contributors' keys modulo K; the p-table maps (true count, cell key) to a bounded
-integer noise (specs/cell-key-method.md §§1–3). Because the noise depends only on the contributor
+integer noise (docs/cellkey.md, *How it works*). Because the noise depends only on the contributor
 set, identical cells get identical noise in every table and margin (SPSN), repeating a query gains
 an attacker nothing, and zeros stay zero.
 
@@ -18,23 +18,24 @@ The ESS 2021 recipe — targeted record swapping, then CKM on the swapped tables
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
 from pydantic import Field, model_validator
 
 from sdclab import schema
 from sdclab.accounting import Budget, SpecCard
+from sdclab.arrays import IntArray
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
-from sdclab.geography import LEVELS
+from sdclab.geography import LEVELS, Geography
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
 from sdclab.protection import swapping
-from sdclab.protection.base import Mechanism, Parameters
+from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.ptable import (
     OnsPTable,
     PTable,
@@ -42,13 +43,14 @@ from sdclab.protection.ptable import (
     delta_pairs,
     ons_10_5_ptable,
     pcv,
+    ptable_from_frame,
     read_ptable,
 )
 from sdclab.release import Release, artifact_file
 from sdclab.tables.catalog import CATALOG, select
+from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate, tabulate_histograms
 
-IntArray = npt.NDArray[np.int64]
 AnyPTable = PTable | OnsPTable
 
 ONS_KEY_SPACE = 4096
@@ -64,34 +66,36 @@ PTABLE_ARTIFACT = "ptable"
 class CellKeyParameters(Parameters):
     """The p-table (a preset, a max-entropy design or a file), suppression, keys and swapping."""
 
-    ptable: str = Field(
-        "ons-10-5",
-        description='"ons-10-5" (the ONS 10/5 table), "maxent" (built from bound and variance) '
-        "or the path of a p-table CSV (long format or ONS format)",
+    ptable: str = "ons-10-5"
+    """"ons-10-5" (the ONS 10/5 table), "maxent" (built from bound and variance) or the path of a
+    p-table CSV (long format or ONS format)"""
+    bound: Annotated[int | None, Unit("count")] = Field(None, ge=1, le=100)
+    """maxent (required there): D, the largest noise a cell can get (±D)"""
+    variance: Annotated[Decimal | None, Unit("variance of a cell's noise")] = Field(
+        None, gt=0, allow_inf_nan=False
     )
-    bound: int | None = Field(None, ge=1, le=100, description="maxent: maximum noise D")
-    variance: Decimal | None = Field(None, gt=0, allow_inf_nan=False, description="maxent: V")
-    js: int = Field(0, ge=0, le=100, description="maxent: counts 1..js are never published")
-    pstay: Decimal | None = Field(None, gt=0, lt=1, description="maxent: lower bound p(i→i)")
-    threshold: int = Field(0, ge=0, description="published counts below this are suppressed")
-    key_space: int | None = Field(
-        None, ge=2, le=2**32, description="K (default: the ONS table's, else 256)"
-    )
-    keys: Literal["stored", "drawn", "ids"] = Field(
-        "stored",
-        description="stored: the population's record_key (drawn once if it has none); drawn: "
-        "fresh keys; ids: person_id / unit_id mod K, as ONS derives keys from ons_id",
-    )
-    swap: Literal["none", "swap", "swap-low", "swap-high"] = Field(
-        "none", description="targeted record swapping first (the ESS 2021 recipe)"
-    )
-    epsilon: float = Field(1.0, gt=0, le=50, description="ε at which the card's δ is stated")
-    spsn: bool = Field(
-        True,
-        description="same participants, same noise; false gives every published cell an "
-        "independent uniform cell key (the no-SPSN baseline of the averaging attack; research "
-        "only)",
-    )
+    """maxent (required there): V, the most noise variance a p-table row may have"""
+    js: Annotated[int, Unit("count")] = Field(0, ge=0, le=100)
+    """maxent: counts 1..js are never published (0: none excluded)"""
+    pstay: Annotated[Decimal | None, Unit("probability 0–1")] = Field(None, gt=0, lt=1)
+    """maxent: lower bound of p(i→i), the probability a count is published unchanged (default: no
+    bound)"""
+    threshold: Annotated[int, Unit("count")] = Field(0, ge=0)
+    """published counts below this are suppressed, omitted like zeros (0: none)"""
+    key_space: Annotated[int | None, Unit("keys")] = Field(None, ge=2, le=2**32)
+    """K: record keys are 0..K−1 and a cell key is their sum mod K (default: the ONS table's, else
+    256)"""
+    keys: Literal["stored", "drawn", "ids"] = "stored"
+    """stored: the population's record_key (drawn once if it has none); drawn: fresh keys; ids:
+    person_id / unit_id mod K, as ONS derives keys from ons_id"""
+    swap: Literal["none", "swap", "swap-low", "swap-high"] = "none"
+    """none, or targeted record swapping first with the defaults of swap, swap-low or swap-high,
+    record keys travelling along (the ESS 2021 recipe)"""
+    epsilon: Annotated[float, Unit("epsilon ((ε, δ)-DP)")] = Field(1.0, gt=0, le=50)
+    """ε at which the card's δ is stated"""
+    spsn: bool = True
+    """same participants, same noise; false gives every published cell an independent uniform cell
+    key (the no-SPSN baseline of the averaging attack; research only)"""
 
     @model_validator(mode="after")
     def _maxent_needs_design(self) -> CellKeyParameters:
@@ -99,6 +103,13 @@ class CellKeyParameters(Parameters):
             raise ValueError("ptable=maxent needs bound and variance")
         if self.ptable != "maxent" and (self.bound is not None or self.variance is not None):
             raise ValueError("bound and variance apply only with ptable=maxent")
+        if self.ptable != "maxent" and (self.js or self.pstay is not None):
+            raise ValueError(
+                "js and pstay apply only with ptable=maxent (they shape a max-entropy p-table; "
+                f"ptable={self.ptable} would ignore them)"
+            )
+        if self.bound is not None and self.variance is not None:
+            check_reachable_variance(self.bound, self.variance)
         return self
 
     def table(self) -> AnyPTable:
@@ -137,6 +148,36 @@ class CellKeyParameters(Parameters):
         return self.key_space or 256
 
 
+MECHANISM = Mechanism(
+    "cellkey",
+    "cell key method: p-table noise keyed by the contributors (same people, same noise)",
+    CellKeyParameters,
+)
+
+
+def check_reachable_variance(bound: int, variance: Decimal) -> None:
+    """Refuse a variance the max-entropy p-table cannot reach at ``bound`` (it is not clamped).
+
+    The construction bounds each row's variance by V, and the entropy of zero-mean noise on
+    −D..D is largest for the uniform distribution, of variance D(D+1)/3: a larger V leaves the
+    constraint slack and the table uniform, with less variance than asked for. A ValueError
+    states the limit and what to change.
+    """
+    largest = Fraction(bound * (bound + 1), 3)
+    target = Fraction(variance)
+    if target <= largest:
+        return
+    whole = largest.denominator == 1
+    shown = str(largest.numerator) if whole else f"{int(largest * 10**4) / 10**4:.4f}"  # down
+    needed = next((d for d in range(bound + 1, 101) if Fraction(d * (d + 1), 3) >= target), None)
+    raise ValueError(
+        f"ptable=maxent cannot reach variance={variance} with bound={bound}: the largest variance "
+        f"of a max-entropy p-table with bound={bound} is {'' if whole else 'just above '}{shown}, "
+        f"D(D+1)/3, the uniform noise on -{bound}..{bound}; lower variance to at most {shown}"
+        + (f" or raise bound to {needed} or more" if needed is not None else "")
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Keys and perturbation
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +187,7 @@ def assign_record_keys(
     population: Population, key_space: int, rng: np.random.Generator
 ) -> Population:
     """The population with a uniform ``record_key`` in 0..K−1 on every person and unit."""
-    return Population(
+    return Population._trusted(
         persons=population.persons.with_columns(
             pl.Series(RECORD_KEY.name, rng.integers(0, key_space, population.n_persons))
         ),
@@ -158,7 +199,7 @@ def assign_record_keys(
 
 def keys_from_ids(population: Population, key_space: int) -> Population:
     """Record keys as id mod K (ONS derives them from ``ons_id`` mod 4096)."""
-    return Population(
+    return Population._trusted(
         persons=population.persons.with_columns(
             (pl.col("person_id") % key_space).alias(RECORD_KEY.name)
         ),
@@ -325,6 +366,7 @@ def check_published(
 # ---------------------------------------------------------------------------------------------
 
 
+@MECHANISM.define("protect")
 def protect(population: Population, p: CellKeyParameters, rng: np.random.Generator) -> Release:
     """Every catalogue table at every level, perturbed by the p-table (after swapping, if asked)."""
     table = p.table()
@@ -371,7 +413,7 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
         notes["spsn"] = "off: every published cell has an independent uniform cell key"
     published = perturb(plain, cell_keys, table, key_space, p.threshold)
     notes["key_space"] = key_space
-    notes["ptable"] = describe(table)
+    notes["ptable"] = describe(table, p.pstay)
     if p.threshold:
         notes["absent_rows"] = (
             f"a cell absent from a table was published as 0 or was below the threshold "
@@ -381,7 +423,7 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
         mechanism="cellkey",
         parameters=p.recorded(),
         card=card(p, table),
-        tables={name: tc.to_long() for name, tc in published.items()},
+        tables={name: PublishedTable.from_counts(tc) for name, tc in published.items()},
         randomness=randomness,
         artifacts={PTABLE_ARTIFACT: table.to_frame()} if p.ptable_file else {},
         input_digest=frames_digest(population.persons, population.units),
@@ -401,15 +443,48 @@ def check_stored_keys(population: Population, key_space: int) -> None:
             )
 
 
-def describe(table: AnyPTable) -> dict[str, object]:
-    """What the release notes say about its p-table."""
+def describe(table: AnyPTable, pstay: Decimal | None = None) -> dict[str, object]:
+    """What the release notes say about its p-table, including where it does not honour its
+    parameters: rows whose variance stays below V, rows where p(i→i) fell below ``pstay``."""
     if isinstance(table, OnsPTable):
         return {"format": "ONS", "key_space": table.key_space, "bound": noise_bound(table)}
-    return {"format": "long", "D": table.D, "V": table.V, "js": table.js}
+    out: dict[str, object] = {"format": "long", "D": table.D, "V": table.V, "js": table.js}
+    if table.flagged:
+        rows = "row i = {} has" if len(table.flagged) == 1 else "rows i = {} have"
+        out["rows_below_V"] = (
+            f"{rows.format(row_list(table.flagged))} a variance below V = {table.V:g}: the noise "
+            "of a small count cannot reach below -count"
+        )
+    if pstay is not None:
+        stays = {}
+        for i in range(1, table.i_max + 1):
+            v, p = table.row(i)
+            stays[i] = float(p[v == 0].sum())
+        # the intervals are rounded to 8 decimals, so a bound met exactly may read 1e-8 below
+        relaxed = [i for i, stay in stays.items() if stay < float(pstay) - 1e-8]
+        if relaxed:
+            out["pstay_relaxed"] = (
+                f"p(i→i) is below pstay = {pstay} in rows i = {row_list(relaxed)} (down to "
+                f"{min(stays[i] for i in relaxed):.4g}): the bound is relaxed in steps of 0.05 "
+                "until the row reaches variance V, as the ptable package does"
+            )
+    return out
 
 
+def row_list(rows: tuple[int, ...] | list[int]) -> str:
+    """``[1, 2, 3, 5]`` → ``"1-3, 5"``."""
+    runs: list[list[int]] = []
+    for row in sorted(rows):
+        if runs and row == runs[-1][-1] + 1:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+@MECHANISM.define("guarantee")
 def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
-    """(ε, δ) per released cell from the p-table's neighbouring count pairs (spec §4(d))."""
+    """(ε, δ) per released cell from the p-table's neighbouring count pairs (docs/cellkey.md)."""
     table = table or p.table()
     rows: list[dict[str, object]] = []
     for eps in dict.fromkeys((*REPORTED_EPSILONS, p.epsilon)):
@@ -464,7 +539,7 @@ def ons_perturbed_table(
     use_existing_ons_id: bool = True,
     threshold: int = 10,
 ) -> pl.DataFrame:
-    """One perturbed frequency table exactly as the ONS package computes it (spec §3).
+    """One perturbed frequency table exactly as the ONS package 3.1.0 computes it.
 
     Rows: the Cartesian product of the observed levels of every variable, ascending; columns
     geog…, tab_vars…, pre_sdc_count, ckey, pcv, pvalue, count (null below ``threshold``).
@@ -525,27 +600,59 @@ def ons_record_keys(
     return keys
 
 
+@MECHANISM.define("diagnostics")
 def diagnostics(population: Population, release: Release) -> dict[str, Any]:
     """Evaluation only: with a threshold, the non-empty true cells the release does not show, by
     level (published below the threshold — or emptied by a swap first). A reader cannot tell them
     from empty cells, so the release does not say how many there are."""
     if not CellKeyParameters.model_validate(release.parameters).threshold:
         return {}
-    key = ["level", "geoid", "cell"]
     hidden = {level: 0 for level in LEVELS}
     for name, tc in tabulate(population, list(release.tables)).items():
-        absent = tc.to_long().join(release.table(name).select(key), on=key, how="anti")
-        for level, n in absent.group_by("level").len().iter_rows():
-            hidden[level] += n
+        table = release.table(name)
+        for level, (_, truth) in tc.counts.items():
+            nonempty = truth != 0
+            # published: a non-zero count or a suppressed cell (a null row of the file)
+            shown = (table.matrix(level) != 0).maximum(table.suppressed(level))
+            hidden[level] += nonempty.nnz - nonempty.multiply(shown).nnz
     levels = {level for name in release.tables for level in CATALOG[name].levels}
     return {"suppressed_cells": {lv: n for lv, n in hidden.items() if lv in levels}}
 
 
-MECHANISM = Mechanism(
-    name="cellkey",
-    summary="cell key method: p-table noise keyed by the contributors (same people, same noise)",
-    parameters=CellKeyParameters,
-    guarantee=lambda p: card(p),
-    protect=protect,
-    diagnostics=diagnostics,
+@MECHANISM.define("noise")
+def published_noise(p: CellKeyParameters) -> NoisePublication:
+    design = {"ptable": p.ptable} if p.ptable in PTABLE_PRESETS else {}
+    if p.ptable == "maxent":
+        design |= {"bound": p.bound, "variance": float(p.variance or 0), "js": p.js}
+    return NoisePublication(
+        distribution="integer noise looked up in the p-table by each cell's key (the sum of "
+        "its contributors' record keys): the same contributors get the same noise"
+        + ("" if p.spsn else "; spsn=false: every published cell draws its own key"),
+        published=(
+            "parameters: the p-table's design (a preset, or maxent's bound and variance)",
+            f"artifact {PTABLE_ARTIFACT}: the p-table itself, when it came from a file",
+            "not published: the record keys",
+        ),
+        parameters=design | {"threshold": p.threshold},
+    )
+
+
+@MECHANISM.define("risk_analysis")
+def risk_analysis(release: Release, truth: Population | None) -> dict[str, Any]:
+    """The cell key method's own risk analyses of a release (``sdclab.attacks.ckm_risk``)."""
+    from sdclab.attacks.ckm_risk import ckm_risk
+
+    return ckm_risk(release, truth)
+
+
+@MECHANISM.publishes(
+    PTABLE_ARTIFACT, "the p-table, when it came from a file (a preset is named by the parameters)"
 )
+def check_ptable(frame: pl.DataFrame, _: Geography | None = None) -> str | None:
+    """Whether the frame is a p-table, checked as a p-table file is; the problem, or None."""
+    where = Path(artifact_file(PTABLE_ARTIFACT))
+    try:
+        ptable_from_frame(frame, where)
+    except InputError as exc:
+        return exc.one_line().removeprefix(f"{where}: ")
+    return None

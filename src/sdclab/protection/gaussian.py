@@ -6,9 +6,10 @@ The plainest zCDP counts mechanism, and the building block of TopDown's measurem
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +17,8 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, noise
 from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
-from sdclab.protection.base import Mechanism, Parameters
+from sdclab.protection import audit_plans
+from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 
 
 class GaussianParameters(Parameters):
@@ -25,11 +27,20 @@ class GaussianParameters(Parameters):
     Both are decimals, so that "0.03" means exactly 3/100 in the budget arithmetic.
     """
 
-    sigma2: Decimal | None = Field(None, gt=0, allow_inf_nan=False)
-    rho: Decimal | None = Field(None, gt=0, allow_inf_nan=False)
-    queries: int = Field(1, ge=1, description="number of histogram queries, composed sequentially")
+    sigma2: Annotated[Decimal | None, Unit("variance of a cell's noise")] = Field(
+        None, gt=0, allow_inf_nan=False
+    )
+    """σ², the noise variance of every cell (give exactly one of sigma2 and rho)"""
+    rho: Annotated[Decimal | None, Unit("zCDP rho")] = Field(None, gt=0, allow_inf_nan=False)
+    """total budget, spent evenly over the queries: it sets σ² (give exactly one of sigma2 and
+    rho)"""
+    queries: Annotated[int, Unit("queries")] = Field(1, ge=1)
+    """number of histogram queries, composed sequentially"""
     neighbours: Literal["bounded", "unbounded"] = "bounded"
-    delta: float = Field(1e-10, gt=0, lt=1, description="δ at which (ε, δ) is also reported")
+    """bounded: neighbours differ by replacing one record; unbounded: by adding or removing one (the
+    sensitivity, hence the budget a σ² costs)"""
+    delta: Annotated[float, Unit("delta (approximate DP)")] = Field(1e-10, gt=0, lt=1)
+    """δ at which (ε, δ) is also reported"""
 
     @model_validator(mode="after")
     def _one_scale(self) -> GaussianParameters:
@@ -51,6 +62,11 @@ class GaussianParameters(Parameters):
         return accounting.compose_rho(*[per_query] * self.queries)
 
 
+MECHANISM = Mechanism(
+    "gaussian", "discrete Gaussian noise on every cell (zCDP)", GaussianParameters
+)
+
+
 def noisy_histogram(
     counts: npt.NDArray[np.int64], p: GaussianParameters, rng: np.random.Generator
 ) -> npt.NDArray[np.int64]:
@@ -60,6 +76,7 @@ def noisy_histogram(
     return counts + noise.discrete_gaussian(p.noise_variance(), counts.shape, rng)
 
 
+@MECHANISM.define("guarantee")
 def card(p: GaussianParameters) -> SpecCard:
     rho = float(p.total_rho())
     sigma2 = p.noise_variance()
@@ -85,9 +102,26 @@ def card(p: GaussianParameters) -> SpecCard:
     )
 
 
-MECHANISM = Mechanism(
-    name="gaussian",
-    summary="discrete Gaussian noise on every cell (zCDP)",
-    parameters=GaussianParameters,
-    guarantee=card,
-)
+@MECHANISM.define("noise")
+def published_noise(p: GaussianParameters) -> NoisePublication:
+    return NoisePublication(
+        distribution="discrete Gaussian, independent per cell",
+        published=("parameters: sigma2, or rho and queries, fix the variance of every cell",),
+        parameters={"variance": float(p.noise_variance())},
+    )
+
+
+@MECHANISM.define("audit_plan")
+def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_plans.Trials:
+    """A histogram of two cells; one person moves between them (bounded) or is added."""
+    given = dict(settings)
+    default = {} if "rho" in given or "sigma2" in given else {"rho": "0.5"}
+    p = MECHANISM.parse(default | given)
+    d = np.tile([1, 0], (trials, 1))
+    d_prime = np.tile([0, 1] if p.neighbours == "bounded" else [0, 0], (trials, 1))
+    rng = np.random.default_rng(seed)
+    claim = audit_plans.Claim(
+        "zcdp", float(p.total_rho()) / p.queries, "one histogram query of two cells", p.neighbours
+    )
+    noisy = [noisy_histogram(x, p, rng).astype(float) for x in (d, d_prime)]
+    return audit_plans.Trials(claim, noisy[0], noisy[1], shift=(d[0] - d_prime[0]).astype(float))

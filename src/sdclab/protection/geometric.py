@@ -16,22 +16,33 @@ unit tables.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
+import polars as pl
 import scipy.sparse as sp
 from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
 from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
 from sdclab.digest import frames_digest
+from sdclab.evaluation import size_class_label
 from sdclab.geography import LEVELS
 from sdclab.population import Population
-from sdclab.protection.base import Mechanism, Parameters, check_budget_range
-from sdclab.release import Release
+from sdclab.protection import audit_plans
+from sdclab.protection.base import (
+    Mechanism,
+    NoisePublication,
+    Parameters,
+    Unit,
+    check_budget_range,
+)
+from sdclab.release import Release, exact_release
 from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, tabulate
 
 PERSON_SHARE = Fraction(675, 1000)
@@ -41,10 +52,19 @@ PERSON_SHARE = Fraction(675, 1000)
 class GeometricParameters(Parameters):
     """Total ε, how it is split, the neighbouring relation and the optional clamp at zero."""
 
-    epsilon: Decimal = Field(Decimal(1), gt=0, le=1000, allow_inf_nan=False)
+    epsilon: Annotated[Decimal, Unit("epsilon (pure DP)")] = Field(
+        Decimal(1), gt=0, le=1000, allow_inf_nan=False
+    )
+    """total budget, split evenly over the geography levels, then over each level's tables by
+    split"""
     split: Literal["census2020", "even"] = "census2020"
+    """census2020: 67.5% of a level's budget to the person tables and 32.5% to the unit tables, each
+    part evenly over its tables; even: every table of a level alike"""
     neighbours: Literal["bounded", "unbounded"] = "unbounded"
-    nonnegative: bool = Field(False, description="post-process negative counts to 0")
+    """unbounded: neighbours differ by adding or removing one record; bounded: by replacing one
+    (doubles every sensitivity, hence the noise)"""
+    nonnegative: bool = False
+    """true: post-process negative noisy counts to 0; false: keep them"""
 
     @model_validator(mode="after")
     def _within_sampler_range(self) -> GeometricParameters:
@@ -54,6 +74,11 @@ class GeometricParameters(Parameters):
         ]
         check_budget_range("epsilon", self.epsilon, scales, noise.SCALE_RANGE, "scale")
         return self
+
+
+MECHANISM = Mechanism(
+    "geometric", "per-cell two-tailed geometric noise (pure epsilon-DP)", GeometricParameters
+)
 
 
 def sensitivity(table: TableDef, neighbours: str) -> int:
@@ -91,6 +116,7 @@ def scale_of(table: TableDef, eps: Fraction, neighbours: str) -> Fraction:
     return Fraction(sensitivity(table, neighbours)) / eps
 
 
+@MECHANISM.define("protect")
 def protect(population: Population, p: GeometricParameters, rng: np.random.Generator) -> Release:
     """Every cell of every table at every level (zeros included) plus discrete Laplace noise."""
     shares = allocation(p)
@@ -110,7 +136,7 @@ def protect(population: Population, p: GeometricParameters, rng: np.random.Gener
         mechanism="geometric",
         parameters=p.recorded(),
         card=card(p),
-        tables={name: tc.to_long() for name, tc in published.items()},
+        tables={name: PublishedTable.from_counts(tc) for name, tc in published.items()},
         randomness={},
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
@@ -118,6 +144,7 @@ def protect(population: Population, p: GeometricParameters, rng: np.random.Gener
     )
 
 
+@MECHANISM.define("guarantee")
 def card(p: GeometricParameters) -> SpecCard:
     """Pure ε-DP by sequential composition over the tables and levels."""
     shares = allocation(p)
@@ -159,10 +186,164 @@ def card(p: GeometricParameters) -> SpecCard:
     )
 
 
-MECHANISM = Mechanism(
-    name="geometric",
-    summary="per-cell two-tailed geometric noise (pure epsilon-DP)",
-    parameters=GeometricParameters,
-    guarantee=card,
-    protect=protect,
-)
+@MECHANISM.define("noise")
+def published_noise(p: GeometricParameters) -> NoisePublication:
+    scales = {
+        f"{name} {level}": float(scale_of(CATALOG[name], epsilon, p.neighbours))
+        for (name, level), epsilon in allocation(p).items()
+    }
+    return NoisePublication(
+        distribution="two-tailed geometric (discrete Laplace), independent per cell"
+        + ("; negative counts then set to 0" if p.nonnegative else ""),
+        published=(
+            "parameters: epsilon, split and neighbours fix the scale of every table at every level",
+        ),
+        parameters={"scale": scales},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation only: the tails of the unbounded per-cell noise (Bach §§4.1–4.2)
+# ---------------------------------------------------------------------------------------------
+
+TAIL_SIZE_CLASSES = ((1, 9), (10, 49), (50, 99), (100, 499), (500, None))
+"""Size classes of the true total of an area, for the tail analysis."""
+RELATIVE_ERRORS = (0.5, 1.0)
+TAIL_BOUND = 20
+"""E of the paper's tail probability Pr(|x| > E) reported per level (its E_α = 20)."""
+
+
+def summed_laplace_pmf(scale: float, terms: int) -> tuple[np.ndarray, np.ndarray]:
+    """pmf of the sum of ``terms`` independent discrete Laplace noises of ``scale`` (by FFT, on
+    a window holding all but a negligible mass)."""
+    reach = int(40 * scale * np.sqrt(terms)) + 40
+    size = 1 << int(np.ceil(np.log2(2 * reach + 1)))
+    k = np.arange(size)
+    k = np.where(k <= size // 2, k, k - size)  # circular layout: 0, 1, …, −1
+    single = np.tanh(1 / (2 * scale)) * np.exp(-np.abs(k) / scale)
+    summed = np.fft.irfft(np.fft.rfft(single) ** terms, n=size)
+    order = np.argsort(k)
+    values, probs = k[order], np.clip(summed[order], 0, None)
+    keep = np.abs(values) <= reach
+    return values[keep], probs[keep] / probs[keep].sum()
+
+
+def _tails(values: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values, Pr(x ≥ value)) of a pmf."""
+    return values, np.cumsum(probs[::-1])[::-1]
+
+
+def _upper(values: np.ndarray, tail: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """Pr(x ≥ threshold), elementwise, from :func:`_tails`."""
+    position = np.searchsorted(values, np.ceil(threshold - 1e-9))
+    return np.where(position < len(values), tail[np.minimum(position, len(values) - 1)], 0.0)
+
+
+def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
+    """Analytic and sampled tail figures of a geometric release, by level and size class.
+
+    T is the P1 total of an area; F and M are its females and males, summed from the 23 P12 cells
+    of each sex (so their noise is a sum of 23 cell noises). Per class: areas; expected and sampled
+    areas whose T is off by at least 50% / 100% of the truth; "depopulated" areas (true T > 0,
+    published ≤ 0); broadband distortions (F, M and T all off by at least 50% / 100% in the same
+    direction).
+    """
+    params = GeometricParameters.model_validate(release.parameters)
+    shares = allocation(params)
+    exact = tabulate(truth, ["P1", "P12"])
+    labels = CATALOG["P12"].cell_labels
+    male = np.array([lab.startswith("male") for lab in labels])
+    female = np.array([lab.startswith("female") for lab in labels])
+    out: dict[str, Any] = {}
+    for level in CATALOG["P1"].levels:
+        true_t = exact["P1"].counts[level][1].toarray()[:, 0]
+        true_p12 = exact["P12"].counts[level][1].toarray()
+        published_t = release.table("P1").dense(level, suppressed=0.0)[:, 0]
+        published_p12 = release.table("P12").dense(level, suppressed=0.0)
+        truth_fmt = np.stack([true_p12[:, female].sum(1), true_p12[:, male].sum(1), true_t])
+        noisy_fmt = np.stack(
+            [published_p12[:, female].sum(1), published_p12[:, male].sum(1), published_t]
+        )
+        scale_t = float(scale_of(CATALOG["P1"], shares["P1", level], params.neighbours))
+        scale_c = float(scale_of(CATALOG["P12"], shares["P12", level], params.neighbours))
+        by_terms = {
+            k: _tails(*summed_laplace_pmf(scale_c, k)) for k in {int(female.sum()), int(male.sum())}
+        }
+        pmfs = [
+            by_terms[int(female.sum())],
+            by_terms[int(male.sum())],
+            _tails(*summed_laplace_pmf(scale_t, 1)),
+        ]
+        values, tail = pmfs[2]
+        rows = []
+        for low, high in TAIL_SIZE_CLASSES:
+            inside = (true_t >= low) & (true_t <= (high if high is not None else true_t.max()))
+            if not inside.any():
+                continue
+            n = truth_fmt[:, inside].astype(float)
+            x = (noisy_fmt[:, inside] - truth_fmt[:, inside]).astype(float)
+            row: dict[str, Any] = {"class": size_class_label(low, high), "areas": int(inside.sum())}
+            for r in RELATIVE_ERRORS:
+                up = _upper(values, tail, r * n[2])
+                row[f"T_error_{r:g}_expected"] = float(2 * up.sum())
+                row[f"T_error_{r:g}_sampled"] = int((np.abs(x[2]) >= r * n[2]).sum())
+                # all three up, or all three down: equally likely for symmetric noise
+                expected = 2 * np.prod(
+                    [_upper(v, p, r * n[c]) for c, (v, p) in enumerate(pmfs)], axis=0
+                )
+                row[f"broadband_{r:g}_expected"] = float(expected.sum())
+                same_up = (x >= r * n).all(axis=0)
+                same_down = (x <= -r * n).all(axis=0)
+                row[f"broadband_{r:g}_sampled"] = int((same_up | same_down).sum())
+            row["depopulated_expected"] = float(_upper(values, tail, n[2]).sum())
+            row["depopulated_sampled"] = int((noisy_fmt[2, inside] <= 0).sum())
+            rows.append(row)
+        out[level] = {
+            "scale_total": scale_t,
+            "tail_probability": float(2 * _upper(values, tail, np.array([TAIL_BOUND + 1]))[0]),
+            "tail_bound": TAIL_BOUND,
+            "classes": rows,
+        }
+    return out
+
+
+@MECHANISM.define("diagnostics")
+def diagnostics(truth: Population, release: Release) -> dict[str, object]:
+    """Evaluation only: the tails of the unbounded noise on small areas, expected and sampled."""
+    return {"tails": noise_tails(release, truth)}
+
+
+@MECHANISM.define("audit_plan")
+def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_plans.Trials:
+    """A block with one group-quarters facility and its resident; D′ has a second resident
+    (unbounded) or the resident changed (bounded). The person tables change, the unit tables do
+    not; every block-level cell is observed."""
+    p = MECHANISM.parse(dict(settings))
+    units = pl.DataFrame([audit_plans.unit(0, 0, unit_type=3, tenure=None)])
+    resident = audit_plans.person(0, 0, 0, relationship=5, age=30)
+    if p.neighbours == "unbounded":
+        other = [resident, audit_plans.person(1, 0, 0, relationship=5, age=70, sex=2, race=2)]
+    else:
+        other = [audit_plans.person(0, 0, 0, relationship=5, age=70, sex=2, race=2)]
+    datasets = [pl.DataFrame(people) for people in ([resident], other)]
+    releases = [
+        MECHANISM.run(audit_plans.replicate(people, units, trials), settings, seed + i)
+        for i, people in enumerate(datasets)
+    ]
+    exact = [exact_release(audit_plans.replicate(people, units, 1)) for people in datasets]
+    d, d_prime, exact_d, exact_dp = audit_plans.copy_matrix(
+        [audit_plans.block_outputs(r) for r in releases + exact], trials
+    )
+    shares = allocation(p)
+    claimed = sum(
+        (
+            e
+            for (name, level), e in shares.items()
+            if level == "block" and is_person_table(CATALOG[name])
+        ),
+        Fraction(0),
+    )
+    claim = audit_plans.Claim(
+        "pure", float(claimed), "every block-level table (person tables change)", p.neighbours
+    )
+    return audit_plans.Trials(claim, d, d_prime, shift=exact_d[0] - exact_dp[0])

@@ -6,7 +6,7 @@ import numpy as np
 
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.population import Population
-from sdclab.protection.base import Mechanism, Parameters
+from sdclab.protection.base import Mechanism, NoisePublication, Parameters
 from sdclab.release import Release, exact_release
 
 
@@ -14,18 +14,19 @@ class NoneParameters(Parameters):
     """The exact release takes no parameters."""
 
 
+MECHANISM = Mechanism("none", "exact tables, no protection", NoneParameters)
+
+
+@MECHANISM.define("guarantee")
 def card(_: NoneParameters) -> SpecCard:
     return no_protection_card()
 
 
+@MECHANISM.define("protect")
 def protect(population: Population, _: NoneParameters, __: np.random.Generator) -> Release:
     return exact_release(population)
 
 
-MECHANISM = Mechanism(
-    name="none",
-    summary="exact tables, no protection",
-    parameters=NoneParameters,
-    guarantee=card,
-    protect=protect,
-)
+@MECHANISM.define("noise")
+def published_noise(_: NoneParameters) -> NoisePublication:
+    return NoisePublication(distribution="none: every count is exact", published=("the card",))

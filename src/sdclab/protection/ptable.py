@@ -46,12 +46,9 @@ import numpy.typing as npt
 import polars as pl
 from scipy import optimize, sparse
 
+from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.errors import InputError
 from sdclab.fileio import atomic_file, read_settings_file
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 FLOOR = 1e-8
 """Lower bound of every transition probability (ptable's ``epsilon``)."""
@@ -148,7 +145,7 @@ class PTable:
         return self.v[rows].copy(), self.p[rows].copy()
 
     def noise(self, n: npt.ArrayLike, u: npt.ArrayLike, strict: bool = True) -> IntArray:
-        """Noise of cells with true counts ``n`` and cell keys ``u`` ∈ [0, 1) (spec 2.2).
+        """Noise of cells with true counts ``n`` and cell keys ``u`` ∈ [0, 1) (cellKey's lookup).
 
         0 where n = 0; otherwise v of the first entry of row min(n, i_max), by ascending j, with
         u < p_int_ub (``strict``) or u ≤ p_int_ub (legacy). One ``searchsorted`` finds the entry
@@ -659,7 +656,7 @@ def create_ptable(
     mono: bool | Sequence[bool] = True,
     optim: int = 1,
 ) -> PTable:
-    """The maximum-entropy p-table of ptable's ``create_cnt_ptable`` (spec 2.3).
+    """The maximum-entropy p-table of ptable's ``create_cnt_ptable`` (docs/cellkey.md).
 
     Rows i = 1..i_max with i_max = D if js = 0, else D + js + 1; ``pstay`` and ``mono`` are
     scalars or one value per row; ``optim`` 1–3 bound the variance by V (the three differ only in
@@ -716,7 +713,7 @@ def create_ptable(
 
 
 def symmetry_row(D: int, V: float) -> FloatArray:
-    """Closed form of the symmetry row (spec 2.4): p(v) ∝ r^{v²} on v = −D..D with variance V.
+    """Closed form of the symmetry row: p(v) ∝ r^{v²} on v = −D..D with variance V.
 
     r = e^{−λ} is found by a root finder; V ≥ D(D+1)/3 gives the uniform row. Probabilities below
     the 1e-8 floor are raised to it and the row is renormalised.
@@ -1046,7 +1043,7 @@ def _row_matrix(table: PTable | OnsPTable, counts: IntArray) -> tuple[FloatArray
 
 
 def delta_pairs(table: PTable | OnsPTable, epsilon: float) -> FloatArray:
-    """δ_n(ε) of the neighbouring counts (n, n + 1), n = 0..N (spec 4(d)).
+    """δ_n(ε) of the neighbouring counts (n, n + 1), n = 0..N (docs/cellkey.md, *The card*).
 
     N = i_max for a long-format table (the last pair is two symmetry-row outputs, which every
     larger pair repeats) and 1000 for an ONS table (pcv repeats with period 250 above 750).

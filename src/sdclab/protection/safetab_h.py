@@ -1,6 +1,7 @@
 """SafeTab-H: household tables by detailed race and ethnicity, with adaptive detail, under zCDP.
 
-The 2020 Detailed DHC-B (specs/topdown-safetab-h.md part B). A *population group* is a geounit
+The 2020 Detailed DHC-B (the SafeTab-H paper, Sexton et al. 2025, arXiv 2505.03072;
+docs/safetab_h.md). A *population group* is a geounit
 (nation, state, county, tract) and a characteristic iteration — a race group "alone", "alone or in
 any combination", or an ethnicity group — at an iteration level (1 regional, 2 detailed). A
 household belongs to the iterations of its householder's detailed codes: the "alone" iterations
@@ -17,11 +18,13 @@ noisy from a simple SafeTab-P-like release whose budget the card adds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,9 +39,17 @@ from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.geography import Geography, geoid_strings, parse_geoids
 from sdclab.population import Population
-from sdclab.protection.base import Mechanism, Parameters, check_budget_range
-from sdclab.release import Release
-from sdclab.tables.tabulate import level_step
+from sdclab.protection import audit_plans
+from sdclab.protection.base import (
+    Mechanism,
+    NoisePublication,
+    Parameters,
+    Unit,
+    check_budget_range,
+)
+from sdclab.release import Release, frame_problem, geoid_problem
+from sdclab.tables.catalog import Dimension, Part, TableDef
+from sdclab.tables.tabulate import level_step, record_cells
 
 IntArray = npt.NDArray[np.int64]
 
@@ -48,7 +59,7 @@ MAX_RACE_CODES = schema.DETAILED_RACE_MAX
 Z95 = Fraction(196, 100)
 
 # The measured cells of every variant (cell code → HOUSEHOLD_TYPE or tenure codes) and the
-# derived cells (cell code → measured or derived cells summed), spec B.2.
+# derived cells (cell code → measured or derived cells summed); docs/safetab_h.md, *Variants*.
 T3_VARIANTS: tuple[dict[int, tuple[int, ...]], ...] = (
     {0: (1, 2, 3, 4, 5)},
     {1: (1, 2, 3), 6: (4, 5)},
@@ -140,9 +151,9 @@ def parse_groups(entries: Any, where: str) -> tuple[Group, ...]:
             group = Group(
                 str(entry["code"]),
                 str(entry["name"]),
-                int(entry["level"]),
+                _whole(entry["level"]),
                 entry["kind"],
-                tuple(int(c) for c in entry["codes"]),
+                tuple(_whole(c) for c in entry["codes"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(
@@ -164,6 +175,22 @@ def parse_groups(entries: Any, where: str) -> tuple[Group, ...]:
     return tuple(groups)
 
 
+def _whole(value: Any) -> int:
+    """A whole number of an entry: an integer, its text or a number equal to one (2.0); 1.5 or
+    true is an error, not a count rounded towards zero."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal | Fraction):
+        raise TypeError(f"{value!r} is not a whole number")
+    if isinstance(value, int | str):
+        return int(value)
+    try:
+        whole = int(value)
+    except (OverflowError, ValueError):
+        raise ValueError(f"{value!r} is not a whole number") from None
+    if whole != value:
+        raise ValueError(f"{value!r} is not a whole number")
+    return whole
+
+
 def load_thresholds(path: Path) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
     """Thresholds from a TOML file: one ``[[threshold]]`` per region type (USA, STATE, COUNTY,
     TRACT) and iteration level (1, 2) with ``T03`` (three increasing counts) and ``T04`` (one)."""
@@ -178,8 +205,8 @@ def parse_thresholds(entries: Any, where: str) -> dict[tuple[str, int], dict[str
     table: dict[tuple[str, int], dict[str, tuple[int, ...]]] = {}
     for n, entry in enumerate(entries, start=1):
         try:
-            key = (str(entry["region"]), int(entry["level"]))
-            t3, t4 = tuple(int(v) for v in entry["T03"]), tuple(int(v) for v in entry["T04"])
+            key = (str(entry["region"]), _whole(entry["level"]))
+            t3, t4 = tuple(_whole(v) for v in entry["T03"]), tuple(_whole(v) for v in entry["T04"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(
                 f"{where}: threshold {n}: expected region, level, T03, T04 ({exc})"
@@ -245,25 +272,31 @@ def rho_for_margin(moe: float, s: int) -> float:
 class SafeTabHParameters(Parameters):
     """Budgets per iteration level and region, the iteration file, stability, T01001, clamp."""
 
-    rho_regional: Decimal = Field(Decimal("0.006915"), ge=0, description="level 1, every region")
-    rho_detailed_national: Decimal = Field(
-        Decimal("1.9208"), ge=0, description="level 2, USA/STATE"
-    )
-    rho_detailed_local: Decimal = Field(
-        Decimal("0.142869"), ge=0, description="level 2, COUNTY/TRACT"
-    )
-    stability: int = Field(9, ge=1, le=1000, description="the s the budget is spent for")
-    iterations: str | list[dict[str, Any]] = Field(
-        "default",
-        description='"default" or a TOML iteration file (in a release: its [[group]] entries)',
-    )
+    rho_regional: Annotated[Decimal, Unit("zCDP rho")] = Field(Decimal("0.006915"), ge=0)
+    """budget of each of T03 and T04 for level 1 (regional) iterations, at every region type
+    (0: not measured)"""
+    rho_detailed_national: Annotated[Decimal, Unit("zCDP rho")] = Field(Decimal("1.9208"), ge=0)
+    """budget of each of T03 and T04 for level 2 (detailed) iterations at the nation and the
+    states (0: not measured)"""
+    rho_detailed_local: Annotated[Decimal, Unit("zCDP rho")] = Field(Decimal("0.142869"), ge=0)
+    """budget of each of T03 and T04 for level 2 (detailed) iterations at counties and
+    tracts (0: not measured)"""
+    stability: Annotated[int, Unit("groups")] = Field(9, ge=1, le=1000)
+    """s the budget is spent for: the most groups of a level one household may be in (a
+    mapping with a larger s is refused)"""
+    iterations: str | list[dict[str, Any]] = "default"
+    """"default" (iterations from the code lists) or a TOML iteration file (in a release:
+    its [[group]] entries)"""
     t01001: Literal["exact", "noisy"] = "exact"
-    t01001_rho: Decimal = Field(Decimal("1"), gt=0, description="noisy T01001: its total rho")
-    clamp: bool = Field(False, description="negative measured cells to 0 (production kept them)")
-    thresholds: str | list[dict[str, Any]] = Field(
-        "production",
-        description='"production" or a TOML file of [[threshold]] entries (in a release: them)',
-    )
+    """exact: the true group person totals choose the tables (an assumption the card
+    states); noisy: measured here with t01001_rho"""
+    t01001_rho: Annotated[Decimal, Unit("zCDP rho")] = Field(Decimal("1"), gt=0)
+    """t01001=noisy only: the total budget of the noisy T01001, added to the card"""
+    clamp: bool = False
+    """true: set negative measured cells to 0; false: keep them (as production did)"""
+    thresholds: str | list[dict[str, Any]] = "production"
+    """"production" (the production thresholds per region type and level) or a TOML file of
+    [[threshold]] entries (in a release: them)"""
 
     FILE_SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {
         "iterations": ("default",),
@@ -307,7 +340,13 @@ class SafeTabHParameters(Parameters):
     def _within_sampler_range(self) -> SafeTabHParameters:
         """A ρ of 0 leaves its region types and level unmeasured (the card lists no row for
         them); every other ρ must give noise the exact sampler supports."""
+        if self.t01001 == "exact" and self.t01001_rho != 1:
+            raise ValueError(
+                f"t01001_rho={self.t01001_rho} applies only with t01001=noisy (with t01001=exact "
+                "T01001 is exact input and no budget is spent on it)"
+            )
         groups = self.groups()
+        self.threshold_table()  # bad thresholds are an error here, before any data is read
         if not self.total_rho():
             raise ValueError("every rho is 0: no household table would be measured")
         for name, level, region in (
@@ -327,6 +366,13 @@ class SafeTabHParameters(Parameters):
                 "t01001_rho", self.t01001_rho, variances, noise.SIGMA2_RANGE, "variance"
             )
         return self
+
+
+MECHANISM = Mechanism(
+    "safetab_h",
+    "SafeTab-H: household tables by detailed race and ethnicity (zCDP, adaptive detail)",
+    SafeTabHParameters,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,7 +454,112 @@ def person_codes(population: Population) -> tuple[npt.NDArray[np.int16], IntArra
 
 
 # ---------------------------------------------------------------------------------------------
-# The mechanism
+# The tables: every variant of T03 and T04 a linear query over the household schema
+# ---------------------------------------------------------------------------------------------
+
+CELL_LABELS = {
+    "T03": {
+        0: "all households",
+        1: "family households",
+        2: "married-couple family",
+        3: "other family",
+        4: "other family, male householder, no spouse present",
+        5: "other family, female householder, no spouse present",
+        6: "non-family households",
+        7: "householder living alone",
+        8: "householder not living alone",
+    },
+    "T04": {0: "all households", **{c: schema.TENURE_LABELS[c] for c in (1, 2, 3)}},
+}
+"""The label of every cell code of T03 and T04 (docs/safetab_h.md, *Variants*)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant of T03 or T04 (T03001 … T04002) as a linear query over
+    :data:`sdclab.schema.HOUSEHOLD`: one 0/1 query row per published cell, measured and derived,
+    in cell-code order. Each row is a Kronecker product — the cell's HOUSEHOLD_TYPE codes × every
+    tenure (T03), or every household type × the cell's tenure codes (T04) — within households.
+    A group's cells are ``histogram @ table.query.T``."""
+
+    table: TableDef
+    """The variant as a table: name (T03001 …), cells and query matrix."""
+    cells: tuple[int, ...]
+    """The published cell code of every query row."""
+    measured: tuple[bool, ...]
+    """Whether each cell is measured (noisy) or derived (a sum of measured cells)."""
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+    @cached_property
+    def measured_query(self) -> sp.csr_matrix:
+        """The query rows of the measured cells, in cell-code order (the order of the draws)."""
+        return self.table.query[np.flatnonzero(self.measured)]
+
+    @cached_property
+    def derivation(self) -> sp.csr_matrix:
+        """Cells × measured cells, 0/1: the measured cells every cell sums (itself for a measured
+        cell), read from the query rows. The measured cells partition the households, so a cell
+        is exactly the sum of the measured cells inside it."""
+        q, m = self.table.query, self.measured_query
+        size = np.asarray(m.sum(axis=1)).ravel()
+        inside = sp.csr_matrix((q @ m.T).toarray() == size[None, :], dtype=np.int64)
+        if (inside @ m != q).nnz:
+            raise AssertionError(f"{self.name}: a cell is not a sum of measured cells")
+        return inside
+
+
+def _variant(
+    table: str, k: int, measured: dict[int, tuple[int, ...]], derived: dict[int, tuple[int, ...]]
+) -> Variant:
+    """Variant ``k`` of ``table`` from its cell definitions: the measured cells' codes, each
+    derived cell the sum of the cells it lists."""
+    if list(measured) != sorted(measured):
+        raise AssertionError(f"{table} variant {k + 1}: measured cells out of order (the draws')")
+    attribute = schema.HOUSEHOLD_TYPE if table == "T03" else schema.TENURE
+    members = {
+        cell: np.isin(attribute.codes, codes).astype(np.int8) for cell, codes in measured.items()
+    }
+    for cell, parts in derived.items():  # parts precede the cells they are summed into
+        members[cell] = np.sum([members[c] for c in parts], axis=0).astype(np.int8)
+    cells = tuple(sorted(members))
+    membership = np.array([members[c] for c in cells], dtype=np.int8)
+    if membership.max() > 1:
+        raise AssertionError(f"{table} variant {k + 1}: a derived cell sums overlapping cells")
+    labels = tuple(CELL_LABELS[table][c] for c in cells)
+    households = {"household_type": schema.HOUSEHOLD_TYPE.codes > 0}
+    title = "Household type" if table == "T03" else "Tenure"
+    definition = TableDef(
+        f"{table}00{k + 1}",
+        f"{title} (variant {k + 1})",
+        "households",
+        schema.HOUSEHOLD,
+        (Part((Dimension(attribute.name, labels, membership),), households),),
+        top="nation",
+        bottom="tract",
+    )
+    return Variant(definition, cells, tuple(c in measured for c in cells))
+
+
+VARIANTS: dict[str, tuple[Variant, ...]] = {
+    table: tuple(
+        _variant(table, k, m, d) for k, (m, d) in enumerate(zip(measured, derived, strict=True))
+    )
+    for table, (measured, derived) in {
+        "T03": (T3_VARIANTS, T3_DERIVED),
+        "T04": (T4_VARIANTS, T4_DERIVED),
+    }.items()
+}
+"""The variants of T03 (4) and T04 (2), in order: a group whose size reaches k thresholds gets
+variant k."""
+VARIANT_TABLES: dict[str, Variant] = {v.name: v for vs in VARIANTS.values() for v in vs}
+"""Every variant by its published table name (T03001 … T04002)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The histograms of the population groups
 # ---------------------------------------------------------------------------------------------
 
 
@@ -418,17 +569,24 @@ def variant(counts: npt.NDArray[np.float64], thresholds: tuple[int, ...]) -> Int
 
 
 @dataclass(frozen=True)
-class LevelCounts:
-    """True counts at one iteration level and region type: T01001 and, per table, the household
-    counts by HOUSEHOLD_TYPE (T03) or tenure (T04) value, each geounits × iterations."""
+class GroupHistograms:
+    """The population groups of one iteration level at one region type: T01001 and the groups'
+    household histograms, from which every variant's true cells are ``households @ query.T``."""
 
     level: int
     region: str
     geo_level: str
     codes: list[str]
-    """The level's iteration codes (the columns of the count matrices)."""
+    """The level's iteration codes."""
     t01001: IntArray
-    by_value: dict[str, dict[int, IntArray]]
+    """Persons of every group: geounits × iterations."""
+    households: sp.csr_matrix
+    """Households of every group over :data:`sdclab.schema.HOUSEHOLD`: one row per group,
+    geounit-major (row ``geounit · len(codes) + iteration``)."""
+
+    def cells(self, v: Variant, rows: npt.NDArray[np.intp]) -> IntArray:
+        """The true cells of ``v`` for the groups at ``rows``: groups × cells."""
+        return np.asarray((self.households[rows] @ v.table.query.T).toarray(), dtype=np.int64)
 
 
 CODE_BITS = 13
@@ -461,84 +619,99 @@ def combinations(
     return ids.to_numpy().astype(np.int64), race_unique, origin_unique
 
 
-def level_counts(population: Population, groups: tuple[Group, ...]) -> list[LevelCounts]:
-    """The true counts behind every table SafeTab-H measures: records are counted by tract and
-    combination of codes, combinations are mapped to iterations, tracts summed up to the nation
-    (sparse products, no loops over records)."""
+@dataclass(frozen=True)
+class _Records:
+    """Records (persons, or households by their householder's codes) counted once by tract ×
+    combination of codes × domain cell: a tracts × (combinations · cells) matrix."""
+
+    by_tract: sp.csr_matrix
+    race: npt.NDArray[np.int16]
+    origin: IntArray
+    n_cells: int
+
+    @classmethod
+    def count(
+        cls,
+        tract: IntArray,
+        race: npt.NDArray[np.int16],
+        origin: IntArray,
+        cell: IntArray,
+        n_tracts: int,
+        n_cells: int,
+    ) -> _Records:
+        ids, race_unique, origin_unique = combinations(race, origin)
+        by_tract = sp.csr_matrix(
+            (np.ones(len(ids), dtype=np.int64), (tract, ids * n_cells + cell)),
+            shape=(n_tracts, len(race_unique) * n_cells),
+        )
+        return cls(by_tract, race_unique, origin_unique, n_cells)
+
+    def by_group(self, membership: sp.csr_matrix, geography: Geography) -> dict[str, sp.csr_matrix]:
+        """Counts by population group and cell at every region's level, geounits × (iterations ·
+        cells): combinations map to their iterations (``membership ⊗ I``), tracts are summed up
+        the geography."""
+        identity = sp.identity(self.n_cells, dtype=np.int64, format="csr")
+        out = {"tract": (self.by_tract @ sp.kron(membership, identity, format="csr")).tocsr()}
+        for lv, below in (("county", "tract"), ("state", "county"), ("nation", "state")):
+            out[lv] = (level_step(geography, lv) @ out[below]).tocsr()
+        return out
+
+
+def group_histograms(population: Population, groups: tuple[Group, ...]) -> list[GroupHistograms]:
+    """The true counts behind every table SafeTab-H measures, for both iteration levels and every
+    region type: persons (T01001) and households (over :data:`sdclab.schema.HOUSEHOLD`) counted
+    once by tract, combination of codes and cell, combinations mapped to iterations, tracts summed
+    up to the nation (sparse products, no loops over records)."""
     race, origin = person_codes(population)
     households = np.flatnonzero(population.household_type > 0)
-    h_rows = population.householder_row[households]
-    values = {
-        "T03": population.household_type[households].astype(np.int64),
-        "T04": population.units.get_column("tenure").to_numpy()[households].astype(np.int64),
-    }
+    heads = population.householder_row[households]
     geography = population.geography
     tract = geography.units("tract")[1]
     n_tracts = geography.n_units("tract")
-    p_ids, p_race, p_origin = combinations(race, origin)
-    h_ids, h_race, h_origin = combinations(race[h_rows], origin[h_rows])
-    p_tract = tract[population.person_block_index]
-    h_tract = tract[population.unit_block_index[households]]
-    persons = _counts(p_tract, p_ids, n_tracts, len(p_race))
-    by_combination = {
-        table: {
-            int(v): _counts(h_tract[vals == v], h_ids[vals == v], n_tracts, len(h_race))
-            for v in np.unique(vals)
-        }
-        for table, vals in values.items()
-    }
-    steps = {lv: level_step(geography, lv) for lv in ("county", "state", "nation")}
-
-    def up(by_tract: sp.csr_matrix) -> dict[str, IntArray]:
-        """Counts at every region's level from the tract counts."""
-        out = {"tract": by_tract}
-        for lv, below in (("county", "tract"), ("state", "county"), ("nation", "state")):
-            out[lv] = (steps[lv] @ out[below]).tocsr()
-        return {lv: m.toarray() for lv, m in out.items()}
-
+    persons = _Records.count(
+        tract[population.person_block_index],
+        race,
+        origin,
+        np.zeros(len(race), dtype=np.int64),
+        n_tracts,
+        1,
+    )
+    homes = _Records.count(
+        tract[population.unit_block_index[households]],
+        race[heads],
+        origin[heads],
+        record_cells(population, schema.HOUSEHOLD)[households],
+        n_tracts,
+        schema.HOUSEHOLD.size,
+    )
     out = []
     for level in (1, 2):
-        p_its = iterations(groups, level, p_race, p_origin)
-        h_its = iterations(groups, level, h_race, h_origin)
-        t01001 = up(persons @ p_its.membership)
-        by_value = {
-            table: {v: up(m @ h_its.membership) for v, m in counts.items()}
-            for table, counts in by_combination.items()
-        }
+        p_its = iterations(groups, level, persons.race, persons.origin)
+        h_its = iterations(groups, level, homes.race, homes.origin)
+        t01001 = persons.by_group(p_its.membership, geography)
+        by_group = homes.by_group(h_its.membership, geography)
+        n_its = len(p_its.codes)
         for region, geo_level in REGION_TYPES.items():
+            n_geo = geography.n_units(geo_level)
             out.append(
-                LevelCounts(
+                GroupHistograms(
                     level,
                     region,
                     geo_level,
                     p_its.codes,
-                    t01001[geo_level],
-                    {t: {v: d[geo_level] for v, d in c.items()} for t, c in by_value.items()},
+                    t01001[geo_level].toarray(),
+                    by_group[geo_level].reshape((n_geo * n_its, schema.HOUSEHOLD.size)).tocsr(),
                 )
             )
     return out
 
 
-def _counts(rows: IntArray, columns: IntArray, n_rows: int, n_columns: int) -> sp.csr_matrix:
-    """Sparse counts of (row, column) pairs."""
-    return sp.csr_matrix(
-        (np.ones(len(rows), dtype=np.int64), (rows, columns)), shape=(n_rows, n_columns)
-    )
+# ---------------------------------------------------------------------------------------------
+# The mechanism
+# ---------------------------------------------------------------------------------------------
 
 
-TABLES = {"T03": (T3_VARIANTS, T3_DERIVED), "T04": (T4_VARIANTS, T4_DERIVED)}
-
-
-def cell_members(table: str, variant_index: int, cell: int) -> tuple[int, ...]:
-    """The HOUSEHOLD_TYPE or tenure values a cell of a table variant counts (derived cells too)."""
-    measured, derived = (part[variant_index] for part in TABLES[table])
-    if cell in measured:
-        return measured[cell]
-    return tuple(
-        sorted({v for part in derived[cell] for v in cell_members(table, variant_index, part)})
-    )
-
-
+@MECHANISM.define("protect")
 def protect(population: Population, p: SafeTabHParameters, rng: np.random.Generator) -> Release:
     """Measure T03 and T04 of every population group present in T01001, at every region type and
     iteration level, with the variant its size selects."""
@@ -552,39 +725,36 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
             )
     thresholds = p.threshold_table()
     frames, totals = [], []
-    for lc in level_counts(population, groups):
-        s = stability(groups, lc.level)
-        t01001 = lc.t01001
+    for gh in group_histograms(population, groups):
+        s = stability(groups, gh.level)
+        t01001 = gh.t01001
         if p.t01001 == "noisy":
             # ρ split evenly over the 2 iteration levels × 4 region types
             share = Fraction(p.t01001_rho) / (2 * len(REGION_TYPES))
             t01001 = t01001 + noise.discrete_gaussian(Fraction(s) / (2 * share), t01001.shape, rng)
-            totals.append(_group_frame(t01001, lc, population.geography))
-        if not p.rho(lc.region, lc.level):
+            totals.append(_group_frame(t01001, gh, population.geography))
+        if not p.rho(gh.region, gh.level):
             continue  # a ρ of 0: this region type and level are not measured
-        present = t01001 > 0
-        sigma2 = Fraction(s) / (2 * p.rho(lc.region, lc.level))
-        for table, (variants, derived) in TABLES.items():
-            cuts = thresholds[lc.region, lc.level][table]
-            chosen = np.where(present, variant(t01001.astype(float), cuts), -1)
-            by_value = lc.by_value[table]
-            for k, (cells, sums) in enumerate(zip(variants, derived, strict=True)):
-                where = np.nonzero(chosen == k)
-                if not len(where[0]):
+        present = (t01001 > 0).ravel()
+        sigma2 = Fraction(s) / (2 * p.rho(gh.region, gh.level))
+        for table, variants in VARIANTS.items():
+            cuts = thresholds[gh.region, gh.level][table]
+            chosen = np.where(present, variant(t01001.astype(float).ravel(), cuts), -1)
+            for k, v in enumerate(variants):
+                where = np.flatnonzero(chosen == k)
+                if not len(where):
                     continue
-                zero = np.zeros(len(where[0]), dtype=np.int64)
-                noisy = {
-                    cell: sum((by_value[v][where] for v in members if v in by_value), zero)
-                    + noise.discrete_gaussian(sigma2, len(zero), rng)
-                    for cell, members in cells.items()
-                }
+                measured = gh.households[where] @ v.measured_query.T
+                noisy = measured.toarray().astype(np.int64) + np.column_stack(
+                    [
+                        noise.discrete_gaussian(sigma2, len(where), rng)
+                        for _ in range(measured.shape[1])
+                    ]
+                )  # one draw per measured cell, in cell order
                 if p.clamp:
-                    noisy = {cell: np.maximum(v, 0) for cell, v in noisy.items()}
-                for cell, parts in sums.items():
-                    noisy[cell] = sum((noisy[c] for c in parts), zero)
-                frames.append(
-                    _variant_frame(noisy, set(sums), where, lc, f"{table}00{k + 1}", population)
-                )
+                    noisy = np.maximum(noisy, 0)
+                every = np.asarray(v.derivation @ noisy.T, dtype=np.int64).T
+                frames.append(_variant_frame(every, v, where, gh, population))
     group_tables = pl.concat(frames) if frames else pl.DataFrame(schema=GROUP_SCHEMA)
     notes: dict[str, Any] = {
         "stability": {str(lv): stability(groups, lv) for lv in (1, 2)},
@@ -602,37 +772,39 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
         notes=notes,
-        group_tables=group_tables,
-        group_totals=pl.concat(totals) if totals else None,
+        artifacts={
+            GROUP_TABLES_ARTIFACT: group_tables,
+            **({GROUP_TOTALS_ARTIFACT: pl.concat(totals)} if totals else {}),
+        },
     )
 
 
 def true_cells(population: Population, release: Release) -> pl.DataFrame:
     """The release's group tables with a ``true`` column: what each cell counts in the truth
     (evaluation only)."""
-    assert release.group_tables is not None
+    group_tables = release.artifacts[GROUP_TABLES_ARTIFACT]
     p = SafeTabHParameters.model_validate(release.parameters)
     parts = []
-    for lc in level_counts(population, p.groups()):
-        rows = release.group_tables.filter(
-            (pl.col("level") == lc.geo_level) & (pl.col("iteration_level") == lc.level)
+    for gh in group_histograms(population, p.groups()):
+        rows = group_tables.filter(
+            (pl.col("level") == gh.geo_level) & (pl.col("iteration_level") == gh.level)
         )
         if not rows.height:
             continue
-        codes = population.geography.codes(lc.geo_level)
-        geo = np.searchsorted(codes, parse_geoids(rows["geoid"], lc.geo_level))
-        column = {c: i for i, c in enumerate(lc.codes)}
-        it = np.array([column[c] for c in rows["iteration"].to_list()], dtype=np.int64)
+        codes = population.geography.codes(gh.geo_level)
+        geo = np.searchsorted(codes, parse_geoids(rows["geoid"], gh.geo_level))
+        iteration_codes = np.array(gh.codes)
+        order = np.argsort(iteration_codes)
+        it = order[np.searchsorted(iteration_codes[order], rows["iteration"].to_numpy())]
+        group = geo * len(gh.codes) + it
         truth = np.zeros(rows.height, dtype=np.int64)
         tables = rows["table"].to_numpy()
         cells = rows["cell"].to_numpy()
         for name in np.unique(tables):
-            for cell in np.unique(cells[tables == name]):
-                mine = (tables == name) & (cells == cell)
-                by_value = lc.by_value[name[:3]]
-                for v in cell_members(name[:3], int(name[-1]) - 1, int(cell)):
-                    if v in by_value:
-                        truth[mine] += by_value[v][geo[mine], it[mine]]
+            mine = np.flatnonzero(tables == name)
+            v = VARIANT_TABLES[str(name)]
+            column = np.searchsorted(v.cells, cells[mine])
+            truth[mine] = gh.cells(v, group[mine])[np.arange(len(mine)), column]
         parts.append(rows.with_columns(true=pl.Series(truth)))
     return pl.concat(parts)
 
@@ -648,42 +820,80 @@ GROUP_SCHEMA = {
     "derived": pl.Boolean,
 }
 """Columns of the published population-group tables."""
+GROUP_TOTALS_SCHEMA = {
+    "level": pl.String,
+    "geoid": pl.String,
+    "iteration_level": pl.Int8,
+    "iteration": pl.String,
+    "count": pl.Int64,
+}
+"""Columns of the published population-group totals (a noisy T01001)."""
+GROUP_TABLES_ARTIFACT = "group_tables"
+GROUP_TOTALS_ARTIFACT = "group_totals"
+
+
+def _kinds(columns: dict[str, Any]) -> dict[str, str]:
+    """The kind :func:`sdclab.release.frame_problem` checks of each column of a schema."""
+    return {
+        name: "string" if t == pl.String else "boolean" if t == pl.Boolean else "integer"
+        for name, t in columns.items()
+    }
+
+
+@MECHANISM.publishes(
+    GROUP_TABLES_ARTIFACT,
+    "T03 and T04 of every population group present in T01001: level, geoid, "
+    "iteration_level, iteration, table (its variant), cell, noisy count, derived",
+)
+def check_group_tables(frame: pl.DataFrame, geography: Geography) -> str | None:
+    """The group tables' columns and kinds; their geounits this release's."""
+    return frame_problem(frame, _kinds(GROUP_SCHEMA)) or geoid_problem(frame, geography)
+
+
+@MECHANISM.publishes(
+    GROUP_TOTALS_ARTIFACT,
+    "the noisy population-group totals (T01001, with t01001=noisy): level, geoid, "
+    "iteration_level, iteration, count",
+)
+def check_group_totals(frame: pl.DataFrame, geography: Geography) -> str | None:
+    """The group totals' columns and kinds; their geounits this release's."""
+    return frame_problem(frame, _kinds(GROUP_TOTALS_SCHEMA)) or geoid_problem(frame, geography)
 
 
 def _variant_frame(
-    noisy: dict[int, IntArray],
-    derived: set[int],
-    where: tuple[npt.NDArray[np.intp], ...],
-    lc: LevelCounts,
-    table: str,
+    values: IntArray,
+    v: Variant,
+    where: npt.NDArray[np.intp],
+    gh: GroupHistograms,
     population: Population,
 ) -> pl.DataFrame:
-    keys = pl.DataFrame(
+    """The cells (``values``: groups × cells) of the groups at ``where`` (rows of
+    ``gh.households``) in one variant, cell by cell."""
+    n_its, n_cells = len(gh.codes), len(v.cells)
+    geoids = geoid_strings(population.geography.codes(gh.geo_level), gh.geo_level)
+    return pl.DataFrame(
         {
-            "geoid": geoid_strings(population.geography.codes(lc.geo_level), lc.geo_level).gather(
-                where[0]
+            "geoid": geoids.gather(np.tile(where // n_its, n_cells)),
+            "iteration": pl.Series(gh.codes, dtype=pl.String).gather(
+                np.tile(where % n_its, n_cells)
             ),
-            "iteration": pl.Series(lc.codes).gather(where[1]),
+            "cell": pl.Series(np.repeat(v.cells, len(where)), dtype=pl.Int8),
+            "count": pl.Series(values.T.ravel(), dtype=pl.Int64),
+            "derived": pl.Series(np.repeat(~np.array(v.measured), len(where)), dtype=pl.Boolean),
         }
-    )
-    return pl.concat(
-        [
-            keys.select(
-                pl.lit(lc.geo_level, dtype=pl.String).alias("level"),
-                "geoid",
-                pl.lit(lc.level, dtype=pl.Int8).alias("iteration_level"),
-                "iteration",
-                pl.lit(table, dtype=pl.String).alias("table"),
-                pl.lit(cell, dtype=pl.Int8).alias("cell"),
-                pl.Series("count", values, dtype=pl.Int64),
-                pl.lit(cell in derived, dtype=pl.Boolean).alias("derived"),
-            )
-            for cell, values in sorted(noisy.items())
-        ]
+    ).select(
+        pl.lit(gh.geo_level, dtype=pl.String).alias("level"),
+        "geoid",
+        pl.lit(gh.level, dtype=pl.Int8).alias("iteration_level"),
+        "iteration",
+        pl.lit(v.name, dtype=pl.String).alias("table"),
+        "cell",
+        "count",
+        "derived",
     )
 
 
-def _group_frame(counts: IntArray, lc: LevelCounts, geography: Geography) -> pl.DataFrame:
+def _group_frame(counts: IntArray, lc: GroupHistograms, geography: Geography) -> pl.DataFrame:
     geo, it = np.indices(counts.shape).reshape(2, -1)
     return pl.DataFrame(
         {
@@ -700,6 +910,7 @@ def _group_frame(counts: IntArray, lc: LevelCounts, geography: Geography) -> pl.
     )
 
 
+@MECHANISM.define("guarantee")
 def card(p: SafeTabHParameters) -> SpecCard:
     """ρ-zCDP of the household tables (add/remove; twice that bounded), with T01001's caveat."""
     groups = p.groups()
@@ -754,10 +965,113 @@ def card(p: SafeTabHParameters) -> SpecCard:
     )
 
 
-MECHANISM = Mechanism(
-    name="safetab_h",
-    summary="SafeTab-H: household tables by detailed race and ethnicity (zCDP, adaptive detail)",
-    parameters=SafeTabHParameters,
-    guarantee=card,
-    protect=protect,
-)
+def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
+    """Error of a SafeTab-H release's measured and derived cells, by geography and iteration
+    level: mean absolute error, and the share of measured cells within their 95% margin."""
+    params = SafeTabHParameters.model_validate(release.parameters)
+    groups = params.groups()
+    cells = true_cells(truth, release).with_columns(error=pl.col("count") - pl.col("true"))
+    region_of = {level: region for region, level in REGION_TYPES.items()}
+    rows = []
+    for (level, it_level), part in cells.group_by("level", "iteration_level", maintain_order=True):
+        level, it_level = str(level), int(str(it_level))
+        moe = margin_of_error(params.rho(region_of[level], it_level), stability(groups, it_level))
+        derived = part["derived"].to_numpy()
+        error = np.abs(part["error"].to_numpy())
+        rows.append(
+            {
+                "level": level,
+                "iteration_level": it_level,
+                "groups": part.select("geoid", "iteration").unique().height,
+                "measured_cells": int((~derived).sum()),
+                "mae_measured": float(error[~derived].mean()) if (~derived).any() else None,
+                "mae_derived": float(error[derived].mean()) if derived.any() else None,
+                "moe": moe,
+                "within_moe": float((error[~derived] <= moe).mean()) if (~derived).any() else None,
+            }
+        )
+    return rows
+
+
+@MECHANISM.define("diagnostics")
+def diagnostics(truth: Population, release: Release) -> dict[str, object]:
+    """Evaluation only: the error of the measured and derived cells of every population group."""
+    return {"group_accuracy": group_accuracy(release, truth)}
+
+
+@MECHANISM.define("noise")
+def published_noise(p: SafeTabHParameters) -> NoisePublication:
+    groups = p.groups()
+    variances = {
+        f"{region} level {level}": float(Fraction(stability(groups, level)) / (2 * rho))
+        for region in REGION_TYPES
+        for level in (1, 2)
+        if (rho := p.rho(region, level)) > 0
+    }
+    return NoisePublication(
+        distribution="discrete Gaussian on every measured cell of T03 and T04, independent"
+        + ("; negative cells then set to 0" if p.clamp else ""),
+        published=(
+            "parameters: the rho of each region type and iteration level and the stability "
+            "fix every variance",
+            f"artifact {GROUP_TABLES_ARTIFACT}: which cells are measured and which derived",
+        ),
+        parameters={"variance": variances},
+    )
+
+
+@MECHANISM.define("audit_plan")
+def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_plans.Trials:
+    """A tract with one household; D′ adds a second household of the same detailed race (so
+    the same population groups are present). Observed: every measured tract-level cell."""
+    p = MECHANISM.parse(dict(settings))
+    if p.t01001 != "exact" or p.thresholds != "production":
+        raise InputError(
+            "audit safetab_h: only t01001=exact and the production thresholds are audited (with "
+            "a noisy T01001 or other thresholds the pair's variants may differ, and the claim "
+            "would have to include T01001's budget)"
+        )
+    codes = {"race_code1": 1001, "hispanic_origin": 0} | {
+        f"race_code{i}": None for i in range(2, 9)
+    }
+    first = [
+        audit_plans.person(0, 0, 0, **codes),
+        audit_plans.person(1, 0, 0, relationship=1, sex=2, **codes),
+    ]
+    second = [audit_plans.person(2, 1, 0, age=60, **codes)]
+    vacant = {"unit_id": 1, "block": 0, "unit_type": 0, "occupied": False, "tenure": None}
+    unit_sets = [
+        [audit_plans.unit(0, 0), vacant],
+        [audit_plans.unit(0, 0), audit_plans.unit(1, 0, tenure=3)],
+    ]
+    schema_overrides = {f"race_code{i}": pl.Int16 for i in range(1, 9)}
+    releases = [
+        MECHANISM.run(
+            audit_plans.replicate(
+                pl.DataFrame(people, schema_overrides=schema_overrides), pl.DataFrame(units), trials
+            ),
+            dict(settings),
+            seed + i,
+        )
+        for i, (people, units) in enumerate(zip((first, first + second), unit_sets, strict=True))
+    ]
+    tables = [
+        r.artifacts[GROUP_TABLES_ARTIFACT] for r in releases
+    ]  # SafeTab-H always publishes them
+    frames = [
+        t.filter((pl.col("level") == "tract") & ~pl.col("derived")).select(
+            copy=audit_plans.copy_of_geoid(pl.col("geoid")),
+            key=pl.concat_str("iteration", "table", "cell", separator="|"),
+            value=pl.col("count").cast(pl.Float64),
+        )
+        for t in tables
+    ]
+    d, d_prime = audit_plans.copy_matrix(frames, trials)
+    claimed = sum((2 * p.rho("TRACT", level) for level in (1, 2)), Fraction(0))
+    claim = audit_plans.Claim(
+        "zcdp",
+        float(claimed),
+        "T03 and T04 of every tract-level group",
+        "add or remove one household",
+    )
+    return audit_plans.Trials(claim, d, d_prime)

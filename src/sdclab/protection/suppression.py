@@ -1,7 +1,8 @@
 """1980-style suppression (mechanism ``suppress``): small cells zeroed, whole tables withheld.
 
 The rules of the 1980 alternative the 2010 reconstruction study evaluated
-(``specs/reconstruction-reidentification.md`` §6), applied to the exact tabulation of every
+(Abowd et al., "A Simulated Reconstruction and Reidentification Attack on the 2010 U.S.
+Census"; docs/suppression.md), applied to the exact tabulation of every
 catalogue table at every level:
 
 * **small cells** — a cell whose true count is 1..``small_cells`` is published as 0. For the unit
@@ -30,12 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import highspy
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 import scipy.sparse as sp
 from pydantic import Field
 from scipy.sparse import csgraph
@@ -46,11 +46,13 @@ from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS, Geography
 from sdclab.optimize.highs import quiet_highs
 from sdclab.population import Population
-from sdclab.protection.base import Mechanism, Parameters
+from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
-from sdclab.tables.catalog import CATALOG, TableDef
-from sdclab.tables.tabulate import LONG_SCHEMA, TableCounts, tabulate
+from sdclab.tables.catalog import TableDef
+from sdclab.tables.published import PublishedTable
+from sdclab.tables.relations import PublishedCells, coverage, is_partition, possible_cells
+from sdclab.tables.tabulate import TableCounts, tabulate
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -63,27 +65,21 @@ REDISTRICTING = ("P1", "P8", "P9", "P10", "P11")
 class SuppressionParameters(Parameters):
     """The three 1980 rules' thresholds and whether to add complementary suppression."""
 
-    small_cells: int = Field(
-        2, ge=0, le=1_000, description="cells with true counts 1..small_cells are published as 0"
-    )
-    min_persons: int = Field(
-        15,
-        ge=0,
-        le=1_000_000,
-        description="every person table is suppressed for a geounit of 1..min_persons-1 persons",
-    )
-    group_min: int = Field(
-        15,
-        ge=0,
-        le=1_000_000,
-        description="an 18+ table is suppressed where one of its non-empty cells (an adult race "
-        "or Hispanic x race group) has fewer than group_min persons",
-    )
-    complementary: bool = Field(
-        False,
-        description="also withhold cells so that no suppressed cell can be recovered exactly "
-        "from the published cells through the hierarchy and the totals (HiGHS)",
-    )
+    small_cells: Annotated[int, Unit("count")] = Field(2, ge=0, le=1_000)
+    """cells with true counts 1..small_cells are published as 0"""
+    min_persons: Annotated[int, Unit("persons")] = Field(15, ge=0, le=1_000_000)
+    """every person table is suppressed for a geounit of 1..min_persons-1 persons"""
+    group_min: Annotated[int, Unit("persons")] = Field(15, ge=0, le=1_000_000)
+    """an 18+ table is suppressed where one of its non-empty cells (an adult race or
+    Hispanic x race group) has fewer than group_min persons"""
+    complementary: bool = False
+    """also withhold cells so that no suppressed cell can be recovered exactly from the
+    published cells through the hierarchy and the totals (HiGHS)"""
+
+
+MECHANISM = Mechanism(
+    "suppress", "1980-style cell and table suppression (no formal guarantee)", SuppressionParameters
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,43 +92,20 @@ def is_person_table(table: TableDef) -> bool:
     return table.schema is not schema.UNIT
 
 
-def possible_cells(domain: schema.Schema) -> BoolArray:
-    """Domain cells a valid record can occupy.
-
-    Loading enforces that group-quarters residents (relationship 5) live in facilities and everyone
-    else in housing units, so the other combinations of a schema with both attributes are empty by
-    rule — and a user knows it.
-    """
-    if not {"relationship", "unit_type"} <= set(domain.names):
-        return np.ones(domain.size, dtype=bool)
-    codes = domain.decode(np.arange(domain.size))
-    return np.asarray(
-        (codes["relationship"] == schema.GQ_RESIDENT) == (codes["unit_type"] > 0), dtype=bool
-    )
-
-
-def _coverage(table: TableDef) -> IntArray:
-    """How many of the table's cells each domain cell counts in."""
-    return np.asarray(table.query.sum(axis=0), dtype=np.int64).ravel()
-
-
 def is_adult_table(table: TableDef) -> bool:
     """A table whose universe is exactly the persons 18 and over (P10, P11)."""
     if not is_person_table(table) or "age" not in table.schema.names:
         return False
     possible = possible_cells(table.schema)
     adult = table.schema.decode(np.arange(table.schema.size))["age"] >= schema.VOTING_AGE
-    covered = _coverage(table) > 0
+    covered = coverage(table) > 0
     return bool(np.array_equal(covered[possible], adult[possible]))
 
 
 def partitions_persons(table: TableDef) -> bool:
     """Whether the table's cells partition all persons: its query rows are disjoint and cover
     every possible cell of its domain, so its cells sum to the geounit's P1 total."""
-    if not is_person_table(table):
-        return False
-    coverage = _coverage(table)
-    return bool(coverage.max() <= 1 and (coverage[possible_cells(table.schema)] == 1).all())
+    return is_person_table(table) and is_partition(table)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,41 +167,25 @@ def publish(
     small_cells: int,
     suppressed: dict[str, BoolArray] | None,
     withheld: dict[str, IntArray] | None,
-) -> pl.DataFrame:
-    """One table in long form: suppressed geounits all null, ``withheld`` cells (flat
-    ``row * n_cells + cell`` per level) null, small cells and zeros omitted (= 0)."""
+) -> PublishedTable:
+    """One table as published: every cell of the ``suppressed`` geounits and the ``withheld``
+    cells (flat ``row * n_cells + cell`` per level) suppressed, small cells 0."""
     n_cells = tc.table.n_cells
-    frames = []
-    for level in (lv for lv in LEVELS if lv in tc.counts):
-        _, matrix = tc.counts[level]
-        m = matrix.tocsr()
-        m.eliminate_zeros()
-        m.sort_indices()
-        rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
-        flat = rows * n_cells + m.indices
+    counts: dict[str, tuple[IntArray, sp.csr_matrix]] = {}
+    masks: dict[str, sp.csr_matrix] = {}
+    for level, (codes, matrix) in tc.counts.items():
+        m = matrix.tocsr(copy=True)
+        m.data = np.where(m.data > small_cells, m.data, 0)
         hidden_rows = np.zeros(m.shape[0], dtype=bool) if suppressed is None else suppressed[level]
         null_flat = np.flatnonzero(np.repeat(hidden_rows, n_cells))
         if withheld is not None and level in withheld:
             null_flat = np.union1d(null_flat, withheld[level])
-        shown = (m.data > small_cells) & ~np.isin(flat, null_flat)
-        all_flat = np.concatenate([flat[shown], null_flat])
-        values = np.concatenate([m.data[shown].astype(np.float64), np.full(len(null_flat), np.nan)])
-        order = np.argsort(all_flat, kind="stable")
-        all_flat, values = all_flat[order], values[order]
-        frames.append(
-            pl.DataFrame(
-                {
-                    "cell": (all_flat % n_cells).astype(np.int32),
-                    "count": pl.Series(values, nan_to_null=True).cast(pl.Int64),
-                }
-            )
-            .with_columns(
-                level=pl.lit(level, dtype=pl.String),
-                geoid=tc.geoids[level].gather(all_flat // n_cells),
-            )
-            .select(list(LONG_SCHEMA))
+        masks[level] = sp.csr_matrix(
+            (np.ones(len(null_flat), dtype=bool), (null_flat // n_cells, null_flat % n_cells)),
+            shape=m.shape,
         )
-    return pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema=LONG_SCHEMA)
+        counts[level] = (codes, m)
+    return PublishedTable.from_counts(TableCounts(tc.table, counts, tc.geoids), masks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,13 +283,11 @@ def withheld_cells(
     level → ``row * n_cells + cell``)."""
     out: dict[str, dict[str, IntArray]] = {}
     for name, tc in tables.items():
-        nulls = release.table(name).filter(pl.col("count").is_null())
+        published = release.table(name)
         for level in tc.counts:
-            rows = nulls.filter(pl.col("level") == level).join(
-                tc.geoids[level].to_frame("geoid").with_row_index("row"), on="geoid"
-            )
-            row = rows["row"].to_numpy().astype(np.int64)
-            flat = row * tc.table.n_cells + rows["cell"].to_numpy()
+            nulls = published.suppressed(level).tocoo()
+            row = nulls.row.astype(np.int64)
+            flat = row * tc.table.n_cells + nulls.col
             if name in plan.suppressed:
                 flat = flat[~plan.suppressed[name][level][row]]
             if len(flat):
@@ -340,6 +295,7 @@ def withheld_cells(
     return out
 
 
+@MECHANISM.define("diagnostics")
 def diagnostics(population: Population, release: Release) -> dict[str, Any]:
     """Evaluation only: ``by_level``, the :func:`level_figures` of a suppression release (with
     ``complement_cells`` per level under complementary suppression), from the confidential
@@ -372,106 +328,12 @@ PROTECTS = (
 )
 """What complementary suppression guarantees, as the release notes state it."""
 
-
-@dataclass(frozen=True)
-class CellSpace:
-    """Every cell of some tables at every level they are published, numbered consecutively.
-
-    Table ``t`` at ``level`` occupies ``offset[(t, level)] + row * n_cells + cell``. ``geounit``
-    numbers (level, row) pairs across levels, so per-geounit facts spread to cells by indexing.
-    """
-
-    names: tuple[str, ...]
-    offset: dict[tuple[str, str], int]
-    table: IntArray
-    """Position in :attr:`names` of every cell's table."""
-    geounit: IntArray
-    truth: IntArray
-
-
-def geounit_offsets(geography: Geography) -> dict[str, int]:
-    """Where each level's geounits start in a numbering of all geounits of all levels."""
-    sizes = np.array([geography.n_units(level) for level in LEVELS])
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    return dict(zip(LEVELS, starts.tolist(), strict=True))
-
-
-def cell_space(
-    tables: dict[str, TableCounts], names: Sequence[str], geography: Geography
-) -> CellSpace:
-    """The cells of ``names`` at all their levels with their true counts."""
-    starts = geounit_offsets(geography)
-    offset: dict[tuple[str, str], int] = {}
-    table_ids, geounits, truths = [], [], []
-    position = 0
-    for ti, name in enumerate(names):
-        tc = tables[name]
-        n_cells = tc.table.n_cells
-        for level in tc.table.levels:
-            matrix = tc.counts[level][1]
-            n_rows = matrix.shape[0]
-            offset[(name, level)] = position
-            position += n_rows * n_cells
-            table_ids.append(np.full(n_rows * n_cells, ti, dtype=np.int64))
-            geounits.append(np.repeat(starts[level] + np.arange(n_rows, dtype=np.int64), n_cells))
-            truths.append(np.asarray(matrix.toarray(), dtype=np.int64).ravel())
-    return CellSpace(
-        tuple(names),
-        offset,
-        np.concatenate(table_ids),
-        np.concatenate(geounits),
-        np.concatenate(truths),
-    )
-
-
-def relations(space: CellSpace, geography: Geography, with_totals: bool) -> sp.csr_matrix:
-    """The linear relations a user knows among the cells, one row each (relation · cells = 0).
-
-    * hierarchy: for every table, parent geounit and cell, the parent's cell (+1) equals the sum
-      of the same cell over its children at the next published level (−1 each);
-    * totals (``with_totals``): at every geounit, P1 (+1) equals the sum of the cells (−1 each) of
-      every table that partitions all persons.
-
-    Every cell has at most one +1 and one −1 among the hierarchy rows (it is a parent once and a
-    child once): they form a network, which :func:`network_fixed` exploits.
-    """
-    rows, cols, vals = [], [], []
-    eq = 0
-    for name in space.names:
-        table = CATALOG[name]
-        n = table.n_cells
-        for parent, child in zip(table.levels[:-1], table.levels[1:], strict=True):
-            n_parent = geography.n_units(parent)
-            up = geography.parents(parent, child)
-            top = space.offset[(name, parent)] + np.arange(n_parent * n)
-            rows.append(eq + np.arange(n_parent * n))
-            cols.append(top)
-            vals.append(np.ones(n_parent * n))
-            rows.append(eq + (up[:, None] * n + np.arange(n)).ravel())
-            cols.append(space.offset[(name, child)] + np.arange(len(up) * n))
-            vals.append(-np.ones(len(up) * n))
-            eq += n_parent * n
-    if with_totals and "P1" in space.names:
-        for name in space.names:
-            table = CATALOG[name]
-            if name == "P1" or not partitions_persons(table):
-                continue
-            n = table.n_cells
-            for level in (lv for lv in table.levels if (("P1", lv) in space.offset)):
-                n_rows = geography.n_units(level)
-                rows.append(eq + np.arange(n_rows))
-                cols.append(space.offset[("P1", level)] + np.arange(n_rows))
-                vals.append(np.ones(n_rows))
-                rows.append(eq + np.repeat(np.arange(n_rows), n))
-                cols.append(space.offset[(name, level)] + np.arange(n_rows * n))
-                vals.append(-np.ones(n_rows * n))
-                eq += n_rows
-    size = len(space.truth)
-    if not rows:
-        return sp.csr_matrix((0, size))
-    return sp.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(eq, size)
-    )
+# The cells of a relation system are a :class:`~sdclab.tables.relations.PublishedCells` of the
+# exact tabulation (values: the true counts); the relations a user knows are its geography
+# relations (parent = sum of children for every table and cell) and, for the tables that
+# partition all persons, its partition relations of the totals (P1 = sum of each such table's
+# cells at every geounit). Every cell has at most one +1 and one −1 among the geography rows (it
+# is a parent once and a child once): they form a network, which :func:`network_fixed` exploits.
 
 
 @dataclass(frozen=True)
@@ -497,7 +359,8 @@ class Knowledge:
     """Upper bound for cells with no other bound (the number of persons + 1: above every truth,
     so it never makes a cell exact that is not)."""
     tiny: BoolArray
-    """Geounits (all levels, see :func:`geounit_offsets`) suppressed for their size."""
+    """Geounits (all levels, numbered as :func:`sdclab.tables.relations.geounit_offsets`)
+    suppressed for their size."""
     persons: IntArray
     """P1 of every geounit."""
     p1_shown: BoolArray
@@ -507,13 +370,14 @@ class Knowledge:
     p1_table: int
     """Position of P1 in the space's tables, or −1."""
 
-    def bounds(self, space: CellSpace, null: BoolArray) -> tuple[FloatArray, FloatArray]:
-        """(lower, upper) of every cell given which cells are withheld (``null``)."""
-        truth = space.truth.astype(np.float64)
+    def bounds(self, space: PublishedCells, null: BoolArray) -> tuple[FloatArray, FloatArray]:
+        """(lower, upper) of every cell of ``space`` (an exact tabulation: its values are the
+        true counts) given which cells are withheld (``null``)."""
+        truth = space.values.astype(np.float64)
         lo, hi = truth.copy(), truth.copy()
         is_p1 = space.table == self.p1_table
         persons = self.persons[space.geounit]
-        zero = ~null & (space.truth <= self.small_cells) & ~is_p1 & (persons > 0)
+        zero = ~null & (space.values <= self.small_cells) & ~is_p1 & (persons > 0)
         zero &= ~self.zero_exact[space.table]
         lo[zero] = 0.0
         hi[zero] = self.small_cells
@@ -860,7 +724,7 @@ class ClusterResult:
 
 
 def protect_cells(
-    space: CellSpace,
+    space: PublishedCells,
     matrix: sp.csr_matrix,
     primary: BoolArray,
     null: BoolArray,
@@ -875,8 +739,8 @@ def protect_cells(
     recovering one reveals an absence, not a count, and making every such zero inexact would take
     the zero cells of every level up to the nation with it (docs/suppression.md)."""
     null = null | primary
-    target = primary & (space.truth > 0)
-    truth = space.truth.astype(np.float64)
+    target = primary & (space.values > 0)
+    truth = space.values.astype(np.float64)
     exposed = np.zeros_like(null)
     rounds = 0
     while rounds < max_rounds:
@@ -888,13 +752,13 @@ def protect_cells(
             break
         # geounits are numbered from the top level down: a coarser cell wins a tie
         new = choose_complements(
-            matrix, fixed & null, exposed, eligible & ~null, space.truth, space.geounit
+            matrix, fixed & null, exposed, eligible & ~null, space.values, space.geounit
         )
         if not len(new):
             break
         null[new] = True
     lo, hi = knowledge.bounds(space, null)
-    zeros = primary & (space.truth == 0)
+    zeros = primary & (space.values == 0)
     zeros_exact = int((final(matrix, lo, hi, truth, zeros) & zeros).sum()) if zeros.any() else 0
     return ClusterResult(null, rounds, int(exposed.sum()), zeros_exact)
 
@@ -957,8 +821,8 @@ def complementary_suppression(
     stats: dict[str, Any] = {}
     p1_shown = np.ones(len(persons_all), dtype=bool)
     for label, names, totals in (("partition", partition, True), ("hierarchy", others, False)):
-        space = cell_space(tables, names, geography)
-        matrix = relations(space, geography, with_totals=totals)
+        space = PublishedCells.from_tabulation(tables, geography, names)
+        matrix = space.relations(partitions="totals" if totals else None).matrix
         primary = np.concatenate(
             [
                 np.repeat(plan.suppressed[name][level], tables[name].table.n_cells)
@@ -994,17 +858,16 @@ def complementary_suppression(
             p1_shown = np.ones(len(persons_all), dtype=bool)
             p1_shown[space.geounit[p1 & result.null]] = False
         added = result.null & ~primary
-        for (name, level), off in space.offset.items():
-            size = geography.n_units(level) * tables[name].table.n_cells
-            flat = np.flatnonzero(added[off : off + size])
+        for block in space.blocks:
+            flat = np.flatnonzero(added[block.start : block.stop])
             if len(flat):
-                withheld.setdefault(name, {})[level] = flat.astype(np.int64)
+                withheld.setdefault(block.table.name, {})[block.level] = flat.astype(np.int64)
         stats[label] = {
             "tables": list(names),
             "rounds": result.rounds,
             "primary_cells": int(primary.sum()),
             "complement_cells": int(added.sum()),
-            "complement_cells_nonzero": int((added & (space.truth > 0)).sum()),
+            "complement_cells_nonzero": int((added & (space.values > 0)).sum()),
             "positive_primary_cells_still_exact": result.exposed,
             "zero_primary_cells_exact": result.zeros_exact,
             "zero_primary_cells_counted": "those interval propagation pins (a lower bound)"
@@ -1026,6 +889,7 @@ INTERNAL_SEED = 19_800_401
 and the parameters only."""
 
 
+@MECHANISM.define("protect")
 def protect(population: Population, p: SuppressionParameters, rng: np.random.Generator) -> Release:
     """Every catalogue table at every level under the 1980 rules (and complements, if asked).
 
@@ -1072,6 +936,7 @@ def protect(population: Population, p: SuppressionParameters, rng: np.random.Gen
     )
 
 
+@MECHANISM.define("guarantee")
 def card(p: SuppressionParameters) -> SpecCard:
     """No formal guarantee: the suppression pattern is a function of the confidential data."""
     complementary = (
@@ -1106,11 +971,18 @@ def card(p: SuppressionParameters) -> SpecCard:
     )
 
 
-MECHANISM = Mechanism(
-    name="suppress",
-    summary="1980-style cell and table suppression (no formal guarantee)",
-    parameters=SuppressionParameters,
-    guarantee=card,
-    protect=protect,
-    diagnostics=diagnostics,
-)
+@MECHANISM.define("noise")
+def published_noise(p: SuppressionParameters) -> NoisePublication:
+    return NoisePublication(
+        distribution="no noise: shown cells are exact, except true counts of 1.."
+        f"{p.small_cells} published as 0; suppressed cells are withheld (null)",
+        published=(
+            "parameters: the thresholds of the three rules and complementary",
+            "tables: which cells are suppressed",
+        ),
+        parameters={
+            "small_cells": p.small_cells,
+            "min_persons": p.min_persons,
+            "group_min": p.group_min,
+        },
+    )

@@ -18,11 +18,12 @@ A household's tenure travels with it; the unit keeps its block, type and occupan
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -31,15 +32,13 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
 from sdclab.accounting import Budget, SpecCard
+from sdclab.arrays import BoolArray, IntArray
 from sdclab.errors import InputError
 from sdclab.geography import truncate
 from sdclab.population import Population
-from sdclab.protection.base import Mechanism, Parameters
+from sdclab.protection import audit_plans
+from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.release import Release, tabulated_release
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-
 
 # ---------------------------------------------------------------------------------------------
 # Households of a population
@@ -107,7 +106,7 @@ def swap_units(population: Population, unit_rows: IntArray, destination: IntArra
         unit_id=units["unit_id"].gather(person_rows),
         block=units["block"].gather(person_rows),
     )
-    return Population(persons=persons, units=new_units)
+    return Population._trusted(persons=persons, units=new_units)  # households moved whole
 
 
 class Swapped(NamedTuple):
@@ -130,19 +129,28 @@ class Swapped(NamedTuple):
 class PsaParameters(Parameters):
     """Swap rate, matching variables and the level whose areas are swapped."""
 
-    rate: Decimal = Field(Decimal("0.05"), gt=0, lt=1, allow_inf_nan=False)
-    matching_level: Literal["state", "county", "tract"] = Field(
-        "state", description="matching groups lie within one area of this level"
+    rate: Annotated[Decimal, Unit("probability 0–1")] = Field(
+        Decimal("0.05"), gt=0, lt=1, allow_inf_nan=False
     )
-    match_adults: bool = Field(False, description="also match on the number of adults")
-    largest_group: int | None = Field(
-        None, ge=1, description="b, for a card without data (measured when protecting)"
-    )
+    """p: each household is selected independently with this probability (0 < p < 1, read as an
+    exact decimal); the selected households of a matching group take each other's locations"""
+    matching_level: Literal["state", "county", "tract"] = "state"
+    """state, county or tract: matching groups (and every swap) lie within one area of this level,
+    which keeps every statistic of it and above exact"""
+    match_adults: bool = False
+    """true: match on the number of adults too (groups are area x household size x adults); false:
+    area x household size"""
+    largest_group: Annotated[int | None, Unit("households")] = Field(None, ge=1)
+    """b, the largest matching group, only for a card without data (sdclab spec); when protecting it
+    is measured on the data and giving it is an error"""
 
     @property
     def matching(self) -> str:
         parts = [self.matching_level, "household size"]
         return " x ".join([*parts, "number of adults"] if self.match_adults else parts)
+
+
+PSA = Mechanism("psa", "Permutation Swapping Algorithm (provable swapping)", PsaParameters)
 
 
 def psa_groups(households: Households, params: PsaParameters) -> IntArray:
@@ -175,6 +183,7 @@ def psa_partners(group: IntArray, selected: BoolArray, order: IntArray) -> IntAr
     return partner
 
 
+@PSA.define("guarantee")
 def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCard:
     """The PSA's card, with b measured on the data or given as a parameter."""
     b = largest_group if largest_group is not None else params.largest_group
@@ -218,6 +227,7 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
     )
 
 
+@PSA.define("protect")
 def protect_psa(population: Population, params: PsaParameters, rng: np.random.Generator) -> Release:
     """Run the PSA on a population and tabulate the release."""
     if params.largest_group is not None:
@@ -263,17 +273,57 @@ def psa_swap(population: Population, params: PsaParameters, rng: np.random.Gener
     return Swapped(swapped, notes, diagnostics)
 
 
-def _psa_card_without_data(params: PsaParameters) -> SpecCard:
-    return psa_card(params)
+@PSA.define("noise")
+def psa_published_noise(params: PsaParameters) -> NoisePublication:
+    return NoisePublication(
+        distribution="households exchange attributes within their matching groups, each "
+        "selected with the published rate; which households moved is not published",
+        published=("parameters: rate, matching level and keys",),
+        parameters={"rate": float(params.rate)},
+    )
 
 
-PSA = Mechanism(
-    name="psa",
-    summary="Permutation Swapping Algorithm (provable swapping)",
-    parameters=PsaParameters,
-    guarantee=_psa_card_without_data,
-    protect=protect_psa,
-)
+@PSA.define("audit_plan")
+def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_plans.Trials:
+    """A tract of two one-person households of the same size (one matching group, b = 2); D′
+    exchanges the two persons' attributes — the nearest datasets sharing the swap's invariants
+    (two household records differ), so the claim is 2ε(p, 2)."""
+    if settings.get("matching_level", "tract") != "tract":
+        raise InputError(
+            "audit psa: matching_level must be tract (each copy is its own matching group; "
+            "wider groups would swap households between copies and make the trials dependent)"
+        )
+    chosen = {"rate": "0.5"} | dict(settings) | {"matching_level": "tract"}
+    a = {"age": 25, "race": 1, "sex": 1}
+    b = {"age": 70, "race": 2, "sex": 2}
+    datasets = [
+        (
+            [audit_plans.person(0, 0, 0, **a), audit_plans.person(1, 1, 1, **b)],
+            [audit_plans.unit(0, 0, tenure=1), audit_plans.unit(1, 1, tenure=3)],
+        ),
+        (
+            [audit_plans.person(0, 0, 0, **b), audit_plans.person(1, 1, 1, **a)],
+            [audit_plans.unit(0, 0, tenure=3), audit_plans.unit(1, 1, tenure=1)],
+        ),
+    ]  # a household record is its persons and its tenure: D′ exchanges both
+    releases = [
+        PSA.run(
+            audit_plans.replicate(pl.DataFrame(people), pl.DataFrame(units), trials),
+            chosen,
+            seed + i,
+        )
+        for i, (people, units) in enumerate(datasets)
+    ]
+    d, d_prime = audit_plans.copy_matrix([audit_plans.block_outputs(r) for r in releases], trials)
+    epsilon = releases[0].card.budget.epsilon
+    assert epsilon is not None
+    claim = audit_plans.Claim(
+        "pure",
+        2 * epsilon,
+        "every block-level table of both blocks",
+        "bounded, two household records differ",
+    )
+    return audit_plans.Trials(claim, d, d_prime)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,27 +339,37 @@ RETRIES = 3
 class SwapParameters(Parameters):
     """Targeted household swapping as statistical offices run it."""
 
-    rate: Decimal = Field(
-        Decimal("0.05"),
-        gt=0,
-        lt=1,
-        allow_inf_nan=False,
-        description="share of households that move (both partners count)",
+    rate: Annotated[Decimal, Unit("share 0–1")] = Field(
+        Decimal("0.05"), gt=0, lt=1, allow_inf_nan=False
     )
-    same_tract: Decimal = Field(Decimal(1), ge=0, le=1, description="P(donor from the same tract)")
-    same_county: Decimal = Field(Decimal(0), ge=0, le=1)
-    same_state: Decimal = Field(Decimal(0), ge=0, le=1)
-    noisy_size_key: bool = Field(False, description="size key kept w.p. 1/2, ±1 w.p. 1/4 each")
-    risk_threshold: Decimal = Field(
-        Decimal(1), gt=0, le=1, description="households with a member of risk ≥ this go first"
-    )
+    """target share of households that move (both partners count): round(rate x households / 2)
+    pairs, 0 < rate < 1"""
+    same_tract: Annotated[Decimal, Unit("probability 0–1")] = Field(Decimal(1), ge=0, le=1)
+    """probability that a selected household's donor comes from its own tract (same_tract +
+    same_county + same_state = 1)"""
+    same_county: Annotated[Decimal, Unit("probability 0–1")] = Field(Decimal(0), ge=0, le=1)
+    """probability that the donor comes from anywhere in the household's county (same_tract +
+    same_county + same_state = 1)"""
+    same_state: Annotated[Decimal, Unit("probability 0–1")] = Field(Decimal(0), ge=0, le=1)
+    """probability that the donor comes from anywhere in the household's state (same_tract +
+    same_county + same_state = 1)"""
+    noisy_size_key: bool = False
+    """true: each household's size key is kept w.p. 1/2 and moved ±1 w.p. 1/4 each, so partners'
+    sizes can differ by up to 2; false: partners have the same size"""
+    risk_threshold: Annotated[Decimal, Unit("risk 0–1")] = Field(Decimal(1), gt=0, le=1)
+    """households with a member of risk ≥ this are swapped first (risk: 1 / persons in the block
+    sharing the member's risk keys; 1 = unique in the block)"""
     risk_keys: tuple[Literal["sex", "agebin", "race", "hispanic"], ...] = (
         "sex",
         "agebin",
         "race",
         "hispanic",
     )
-    max_rounds: int = Field(50, ge=1, le=10_000)
+    """the person attributes (any of sex, agebin, race, hispanic) whose combination in the block
+    defines a person's risk"""
+    max_rounds: Annotated[int, Unit("rounds")] = Field(50, ge=1, le=10_000)
+    """most pairing rounds before giving up (the achieved rate is then below the target, and only
+    the diagnostics say so)"""
 
     @model_validator(mode="after")
     def _scopes_sum_to_one(self) -> SwapParameters:
@@ -551,6 +611,23 @@ def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> Mechanism[Sw
         parameters=Preset,
         guarantee=lambda p: swap_card(p, name),
         protect=protect,
+        noise=swap_published_noise,
+    )
+
+
+def swap_published_noise(params: SwapParameters) -> NoisePublication:
+    return NoisePublication(
+        distribution="targeted households (highest risk first) exchange places with donors of "
+        "the same size key; which households moved is not published",
+        published=("parameters: rate, donor scopes, size key and risk keys",),
+        parameters={
+            "rate": float(params.rate),
+            "scopes": {
+                "tract": float(params.same_tract),
+                "county": float(params.same_county),
+                "state": float(params.same_state),
+            },
+        },
     )
 
 

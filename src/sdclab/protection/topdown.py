@@ -1,4 +1,4 @@
-"""The TopDown Algorithm (specs/topdown-safetab-h.md part A) for the `pl94` and `dhc` products.
+"""The TopDown Algorithm (docs/topdown.md) for the `pl94` and `dhc` products.
 
 1. Measure: every geounit's histogram answers the strategy's queries with exact discrete Gaussian
    noise, σ² = 1/ρ_{q,L} (bounded neighbours).
@@ -28,12 +28,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +43,7 @@ import scipy.sparse as sp
 from pydantic import Field, model_validator
 
 from sdclab import accounting, schema
+from sdclab.arrays import IntArray
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
@@ -51,7 +53,14 @@ from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
 from sdclab.population import Population
-from sdclab.protection.base import Mechanism, Parameters, check_budget_range
+from sdclab.protection import audit_plans
+from sdclab.protection.base import (
+    Mechanism,
+    NoisePublication,
+    Parameters,
+    Unit,
+    check_budget_range,
+)
 from sdclab.protection.topdown_strategy import (
     PRODUCTS,
     Product,
@@ -61,10 +70,9 @@ from sdclab.protection.topdown_strategy import (
     strategy_data,
     topdown_card,
 )
-from sdclab.release import Release
+from sdclab.release import MDF_ARTIFACT, Release, frame_problem, geoid_problem
+from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import block_histogram
-
-IntArray = npt.NDArray[np.int64]
 
 UNIT_CAP = 99_999
 """Most persons one housing unit or facility may hold (production's cap)."""
@@ -77,19 +85,24 @@ class TopDownParameters(Parameters):
     """``product`` (dhc or pl94), an optional total ``rho`` and ``strategy`` file."""
 
     product: Literal["dhc", "pl94"] = "dhc"
-    rho: Decimal | None = Field(None, gt=0, allow_inf_nan=False)
-    strategy: Path | dict[str, Any] | None = Field(
-        None, description="a TOML strategy file (in a release: its content, as a table)"
-    )
-    measurements: bool = Field(True, description="write the noisy measurements file")
-    workers: int | None = Field(None, ge=1)
-    executor: str | None = Field(
-        None, description="local (default), dask://HOST:PORT or dask-local[:N]"
-    )
-    checkpoint: Path | None = Field(
-        None, description="directory keeping each level's finished parents (a re-run resumes)"
-    )
-    delta: float = Field(1e-10, gt=0, lt=1, description="δ at which (ε, δ) is also reported")
+    """dhc: the person histogram with sex and single-year age (default ρ 15.3); pl94: the
+    redistricting histogram with voting age (production strategy, ρ ≈ 2.556)"""
+    rho: Annotated[Decimal | None, Unit("zCDP rho")] = Field(None, gt=0, allow_inf_nan=False)
+    """total budget, keeping the strategy's level and query shares (default: the strategy file's ρ,
+    else the product's)"""
+    strategy: Path | dict[str, Any] | None = None
+    """a TOML strategy file of level and query shares (default: the product's strategy; in a
+    release: its content, as a table)"""
+    measurements: bool = True
+    """true: publish the noisy measurements file; false: leave it out"""
+    workers: Annotated[int | None, Unit("processes")] = Field(None, ge=1)
+    """worker processes (local: default all cores; dask-local: the cluster's)"""
+    executor: str | None = None
+    """local (default), dask://HOST:PORT or dask-local[:N]"""
+    checkpoint: Path | None = None
+    """directory keeping each level's finished parents (a re-run resumes)"""
+    delta: Annotated[float, Unit("delta (approximate DP)")] = Field(1e-10, gt=0, lt=1)
+    """δ at which (ε, δ) is also reported"""
 
     EXECUTION: ClassVar[frozenset[str]] = frozenset({"workers", "executor", "checkpoint"})
     FILE_SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"strategy": ()}
@@ -118,6 +131,14 @@ class TopDownParameters(Parameters):
         return self
 
 
+MECHANISM = Mechanism(
+    "topdown",
+    "the 2020 census TopDown Algorithm (zCDP measurements, consistent integer tables)",
+    TopDownParameters,
+)
+
+
+@MECHANISM.define("guarantee")
 def card(p: TopDownParameters) -> accounting.SpecCard:
     product, strategy = p.resolve()
     return topdown_card(product, strategy, p.delta)
@@ -223,7 +244,7 @@ with probability above 1 − 10⁻⁶, and larger weights only spoil the solver'
 
 @cache
 def _weight(sigma2: Fraction) -> float:
-    """1 / the exact variance of the discrete Gaussian (spec A.3), capped at MAX_WEIGHT."""
+    """1 / the exact variance of the discrete Gaussian, capped at MAX_WEIGHT."""
     return 1.0 / max(accounting.discrete_gaussian_variance(sigma2), 1.0 / MAX_WEIGHT)
 
 
@@ -660,8 +681,8 @@ def product_tables(product: Product) -> tuple[dict[str, sp.csr_matrix], dict[str
 
 def tabulate_run(
     product: Product, histograms: dict[str, sp.csr_matrix], geography: Geography
-) -> dict[str, pl.DataFrame]:
-    """Every table the product determines, at each of its levels, in long form."""
+) -> dict[str, PublishedTable]:
+    """Every table the product determines, at each of its levels."""
     from sdclab.tables.catalog import CATALOG
     from sdclab.tables.tabulate import TableCounts
 
@@ -674,10 +695,11 @@ def tabulate_run(
             level: (geography.codes(level), (histograms[level] @ matrix.T).tocsr())
             for level in table.levels
         }
-        out[name] = TableCounts(table, counts, geoids).to_long()
+        out[name] = PublishedTable.from_counts(TableCounts(table, counts, geoids))
     return out
 
 
+@MECHANISM.define("protect")
 def protect(population: Population, p: TopDownParameters, rng: np.random.Generator) -> Release:
     """TopDown as a mechanism: population → release with MDF, tables and noisy measurements."""
     product, strategy = p.resolve()
@@ -704,8 +726,10 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
         randomness={},
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
-        mdf=mdf(product, run.histograms["block"], population.geography),
-        measurements=run.measurements,
+        artifacts={
+            MDF_ARTIFACT: mdf(product, run.histograms["block"], population.geography),
+            **({} if run.measurements is None else {MEASUREMENTS_ARTIFACT: run.measurements}),
+        },
         notes={
             "product": product.name,
             "budget": strategy.table(),
@@ -715,10 +739,82 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
     )
 
 
-MECHANISM = Mechanism(
-    name="topdown",
-    summary="the 2020 census TopDown Algorithm (zCDP measurements, consistent integer tables)",
-    parameters=TopDownParameters,
-    guarantee=card,
-    protect=protect,
+MEASUREMENTS_ARTIFACT = "measurements"
+MEASUREMENT_COLUMNS = {
+    "level": "string",
+    "geoid": "string",
+    "query": "string",
+    "cell": "integer",
+    "noisy": "number",
+    "variance": "number",
+}
+"""The columns of the noisy measurements and their kinds."""
+
+
+@MECHANISM.publishes(
+    MDF_ARTIFACT,
+    "the Microdata Detail File: one record per person (person_id, block and the "
+    "product's attributes), k identical records for a block cell of count k",
 )
+def check_mdf(frame: pl.DataFrame, geography: Geography) -> str | None:
+    """The MDF's columns are person_id, block and one product's attributes (integers), its
+    blocks this release's."""
+    expected = {
+        name: ["person_id", "block", *product.schema.names] for name, product in PRODUCTS.items()
+    }
+    if frame.columns not in expected.values():
+        shown = "; ".join(f"{', '.join(cols)} ({name})" for name, cols in expected.items())
+        return f"columns {frame.columns}, expected those of a product: {shown}"
+    columns = {c: "integer" for c in frame.columns} | {"block": "string"}
+    return frame_problem(frame, columns) or geoid_problem(
+        frame, geography, level="block", column="block"
+    )
+
+
+@MECHANISM.publishes(
+    MEASUREMENTS_ARTIFACT,
+    "the noisy measurements (unless measurements=false): level, geoid, query, cell, "
+    "noisy value and the discrete Gaussian's variance parameter",
+)
+def check_measurements(frame: pl.DataFrame, geography: Geography) -> str | None:
+    """The measurements' columns and kinds; their geounits this release's."""
+    return frame_problem(frame, MEASUREMENT_COLUMNS) or geoid_problem(frame, geography)
+
+
+@MECHANISM.define("noise")
+def published_noise(p: TopDownParameters) -> NoisePublication:
+    _, strategy = p.resolve()
+    return NoisePublication(
+        distribution="discrete Gaussian on every cell of every measured query, independent; "
+        "then consistent non-negative integer tables (post-processing)",
+        published=(
+            "parameters: rho and the strategy fix the variance of every query at every level",
+            f"artifact {MEASUREMENTS_ARTIFACT}: every noisy measurement with its variance "
+            "(unless measurements=false)",
+        ),
+        parameters={"rho": float(strategy.total_rho()), "queries": strategy.table()},
+    )
+
+
+@MECHANISM.define("audit_plan")
+def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_plans.Trials:
+    """TopDown's block-level noisy measurements of many blocks, each holding one person; in D′
+    the person's record is changed to another cell of the same housing type (bounded)."""
+    p = MECHANISM.parse({"product": "pl94"} | dict(settings))
+    product, strategy = p.resolve()
+    allowed = np.flatnonzero(~product.structural_zeros())
+    a, b = int(allowed[0]), int(allowed[1])
+    support = np.array([a, b])
+    rows = block_query_rows(product, strategy, support)
+    trials_d = measure_blocks(product, strategy, seed, rows, np.full(trials, a), 0)
+    trials_dp = measure_blocks(product, strategy, seed, rows, np.full(trials, b), trials)
+    columns = [product.query_matrix(q)[r][:, [a, b]].toarray() for q, r in rows.items()]
+    shift = np.concatenate([c[:, 0] - c[:, 1] for c in columns]).astype(float)
+    claimed = sum((strategy.rho_of(q, "block") for q in rows), Fraction(0))
+    claim = audit_plans.Claim(
+        "zcdp",
+        float(claimed),
+        "every block-level measurement",
+        "bounded (one person record changed)",
+    )
+    return audit_plans.Trials(claim, trials_d, trials_dp, shift=shift)

@@ -1,4 +1,4 @@
-"""The TopDown Algorithm's measurement strategy and budget (specs/topdown-safetab-h.md A.1, A.3).
+"""The TopDown Algorithm's measurement strategy and budget (docs/topdown.md, *Products*).
 
 The 2020 production strategy for the PL 94-171 persons histogram, as data: the measured queries
 (each a partition of the 2,016 histogram cells, built with the catalogue's Kronecker machinery),
@@ -10,14 +10,15 @@ Each answer of query q at a geounit of level L gets N_Z(0, σ²) noise with
 a histogram query has Δ₂² = 2, so this is exactly ρ_{q,L}-zCDP; disjoint geounits of a level
 compose in parallel, queries and levels sequentially, and a person's total is ρ_global.
 
-The optimisation that turns the measurements into consistent integer tables, and the mechanism
-itself, come with the TopDown issue; this module is the part they share with the accounting.
+The products, strategy files and the specification card are here too; the measurements and the
+optimisation that turns them into consistent integer tables are in :mod:`sdclab.protection.topdown`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
@@ -72,7 +73,6 @@ PL94_QUERIES: dict[str, tuple[Dimension, ...]] = {
 }
 """The queries of the PL94 product by their production names: the 11 measured ones, then the two
 the rounder also targets."""
-QUERIES = PL94_QUERIES
 
 _AGES = np.arange(schema.AGE_MAX + 1)
 VOTING_AGE_OF_AGE = Dimension(
@@ -262,7 +262,7 @@ whose total is invariant)."""
 class Product:
     """A TopDown person product: its histogram, its queries, default strategy and solve passes.
 
-    Passes follow production (A.5): children at state, county, tract and block-group level are
+    Passes follow production: children at state, county, tract and block-group level are
     solved total first, then everything else; the root and blocks in one pass.
     """
 
@@ -304,11 +304,6 @@ NURSING = 3
 def _query_matrix(product: str, name: str) -> sp.csr_matrix:
     p = PRODUCTS[product]
     return part_query(p.schema, Part(p.queries[name])).astype(np.int64).tocsr()
-
-
-def query_matrix(name: str) -> sp.csr_matrix:
-    """Sparse 0/1 matrix (query cells × the 2,016 PL94 histogram cells)."""
-    return PRODUCTS["pl94"].query_matrix(name)
 
 
 PRODUCTS = {
@@ -370,8 +365,11 @@ def strategy_data(strategy: Strategy) -> dict[str, Any]:
 
 
 def _fraction(value: Any) -> Fraction:
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Fraction):
+    """A share or budget as an exact fraction: a float is the decimal it prints as (0.1 is 1/10)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Fraction | Decimal):
         raise TypeError(f"{value!r} is not a number")
+    if isinstance(value, Decimal) and not value.is_finite():
+        raise ValueError(f"{value} is not a finite number")
     return Fraction(str(value)) if isinstance(value, float) else Fraction(value)
 
 
@@ -403,7 +401,3 @@ def topdown_card(product: Product, strategy: Strategy, delta: float = 1e-10) -> 
         allocation=tuple(strategy.table()),
     )
 
-
-def pl94_card(strategy: Strategy = PRODUCTION, delta: float = 1e-10) -> SpecCard:
-    """The specification card of TopDown's PL94 persons measurements."""
-    return topdown_card(PRODUCTS["pl94"], strategy, delta)

@@ -8,6 +8,7 @@ from typing import Any
 
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, evaluation_only, size_class_label
 from sdclab.geography import LEVELS
+from sdclab.results import number
 
 COLOURS = ("#1b6ca8", "#d1495b", "#e59a1c", "#2e8b57", "#8d6a9f", "#8c564b", "#17becf", "#bcbd22")
 BASELINE_COLOUR = "#777"
@@ -146,16 +147,25 @@ def _legend(mechs: dict[str, Any]) -> str:
     )
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
+def _not_measured(value: Any) -> str | None:
+    """ "n/a" with the reason on hover for a figure that was not measured (None otherwise)."""
+    if isinstance(value, dict) and "not_measured" in value:
+        return f'<span title="{_esc(value["not_measured"])}">n/a</span>'
+    if value is None:
+        return "n/a"
+    return None
+
+
+def _pct(value: Any) -> str:
+    return _not_measured(value) or f"{100 * value:.1f}%"
 
 
 def _count(n: int, one: str, many: str) -> str:
     return f"{n:,} {one if n == 1 else many}"
 
 
-def _number(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+def _number(value: Any) -> str:
+    return _not_measured(value) or f"{value:.3f}"
 
 
 def _grid(
@@ -196,11 +206,13 @@ def _svg_label(source: Source | None, left: float, y: float) -> list[str]:
 def line_chart(
     title: str,
     categories: list[str],
-    series: dict[str, list[float | None]],
+    series: dict[str, list[Any]],
     percent: bool = True,
     source: Source | None = None,
 ) -> str:
-    """A small SVG line chart: one polyline per series over categorical x positions."""
+    """A small SVG line chart: one polyline per series over categorical x positions (a figure
+    not measured leaves a gap)."""
+    series = {name: [number(v) for v in vs] for name, vs in series.items()}
     width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
     values = [v for vs in series.values() for v in vs if v is not None]
     top_value = 1.0 if percent else max(values + [1e-9]) * 1.1
@@ -246,10 +258,11 @@ def line_chart(
 def bar_chart(
     title: str,
     groups: list[str],
-    series: dict[str, list[float | None]],
+    series: dict[str, list[Any]],
     source: Source | None = None,
 ) -> str:
-    """A small SVG grouped bar chart of shares (0–100%)."""
+    """A small SVG grouped bar chart of shares (0–100%; a figure not measured: no bar)."""
+    series = {name: [number(v) for v in vs] for name, vs in series.items()}
     width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
     plot_w, plot_h = width - left - right, height - top - bottom
     slot = plot_w / max(len(groups), 1)
@@ -338,8 +351,8 @@ def _summary_row(title: str, e: dict[str, Any]) -> str:
     cells = (
         f"<b>{_esc(title)}</b>",
         _esc(e["budget"]),
-        f"{acc.get('block', {}).get('mean_mae', 0):.3f}",
-        f"{acc.get('tract', {}).get('mean_mae', 0):.3f}",
+        _number(acc.get("block", {}).get("mean_mae")),
+        _number(acc.get("tract", {}).get("mean_mae")),
         _pct(agree.get("agree_agebin")),
         _pct(variability.get("share_blocks_solvar_zero")),
         f"{_pct(census.get('putative_rate'))} / {_pct(census.get('precision'))}",
@@ -446,15 +459,18 @@ def render_report(results: dict[str, Any]) -> str:
         f"{pop['geography']['block']:,} blocks, {pop['geography']['tract']:,} tracts, "
         f"{_count(pop['geography']['county'], 'county', 'counties')}.</p>"
     )
-    sections = "".join(_ckm_section(t, e["ckm_risk"]) for t, e in mechs.items() if "ckm_risk" in e)
-    sections += "".join(_tails_section(t, e["tails"]) for t, e in mechs.items() if "tails" in e)
+    diagnostics = {t: e.get("diagnostics", {}) for t, e in mechs.items()}
+    sections = "".join(_ckm_section(t, e["risk"]) for t, e in mechs.items() if "risk" in e)
     sections += "".join(
-        _groups_section(t, e["group_accuracy"]) for t, e in mechs.items() if "group_accuracy" in e
+        _tails_section(t, d["tails"]) for t, d in diagnostics.items() if "tails" in d
     )
     sections += "".join(
-        _suppression_section(t, e["diagnostics"]["by_level"])
-        for t, e in mechs.items()
-        if e.get("mechanism") == "suppress" and "by_level" in e.get("diagnostics", {})
+        _groups_section(t, d["group_accuracy"])
+        for t, d in diagnostics.items()
+        if "group_accuracy" in d
+    )
+    sections += "".join(
+        _suppression_section(t, d["by_level"]) for t, d in diagnostics.items() if "by_level" in d
     )
     cards = "".join(
         f"<details><summary>{_esc(t)}: specification card</summary><pre>"

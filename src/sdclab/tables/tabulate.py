@@ -21,9 +21,6 @@ from sdclab.geography import LEVELS, Geography, geoid_strings
 from sdclab.population import Population
 from sdclab.tables.catalog import TableDef, select
 
-LONG_SCHEMA = {"level": pl.String, "geoid": pl.String, "cell": pl.Int32, "count": pl.Int64}
-"""Columns of a table in long (tidy) form, as stored in a release."""
-
 
 def record_cells(population: Population, domain: schema.Schema) -> npt.NDArray[np.int64]:
     """Flat domain cell of every record of the population for ``domain``."""
@@ -64,6 +61,13 @@ def record_cells(population: Population, domain: schema.Schema) -> npt.NDArray[n
                 "household_size": np.where(is_household, size, 0),
             }
         )
+    if domain is schema.HOUSEHOLD:
+        return domain.cell_index(
+            {
+                "household_type": population.household_type,
+                "tenure": population.units.get_column("tenure").fill_null(0).to_numpy(),
+            }
+        )
     raise ValueError(f"no record encoding for schema {domain.name!r}")
 
 
@@ -71,9 +75,16 @@ def _columns(frame: pl.DataFrame, names: Sequence[str]) -> dict[str, npt.NDArray
     return {name: frame.get_column(name).to_numpy() for name in names}
 
 
+def record_kind(domain: schema.Schema) -> str:
+    """What the records of ``domain`` are: ``"units"`` (the unit and household schemas) or
+    ``"persons"`` (every other schema). Schemas of one kind count the same records."""
+    return "units" if domain is schema.UNIT or domain is schema.HOUSEHOLD else "persons"
+
+
 def record_blocks(population: Population, domain: schema.Schema) -> npt.NDArray[np.int64]:
-    """Block index of every record of ``domain`` (units for the unit schema, else persons)."""
-    if domain is schema.UNIT:
+    """Block index of every record of ``domain`` (units for the unit and household schemas, else
+    persons)."""
+    if record_kind(domain) == "units":
         return population.unit_block_index
     return population.person_block_index
 
@@ -84,7 +95,8 @@ def block_histogram(
     weights: npt.NDArray[np.int64] | npt.NDArray[np.complex128] | None = None,
 ) -> sp.csr_matrix:
     """Sparse ``blocks × domain`` matrix of record counts (or of sums of per-record ``weights``,
-    aligned with the domain's records: units for the unit schema, else persons)."""
+    aligned with the domain's records: units for the unit and household schemas, else
+    persons)."""
     cells = record_cells(population, domain)
     blocks = record_blocks(population, domain)
     shape = (population.geography.n_blocks, domain.size)
@@ -105,25 +117,6 @@ class TableCounts:
         """(geounit codes, dense counts) at ``level``."""
         codes, matrix = self.counts[level]
         return codes, matrix.toarray()
-
-    def to_long(self) -> pl.DataFrame:
-        """Long form: one row per non-zero (level, geoid, cell), levels top-down."""
-        frames = []
-        for level in (lv for lv in LEVELS if lv in self.counts):
-            codes, matrix = self.counts[level]
-            m = matrix.copy()
-            m.eliminate_zeros()
-            m.sort_indices()
-            rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
-            frames.append(
-                pl.DataFrame({"cell": m.indices.astype(np.int32), "count": m.data.astype(np.int64)})
-                .with_columns(
-                    level=pl.lit(level, dtype=pl.String),
-                    geoid=self.geoids[level].gather(rows),
-                )
-                .select(list(LONG_SCHEMA))
-            )
-        return pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema=LONG_SCHEMA)
 
 
 def tabulate_histograms(
