@@ -74,8 +74,10 @@ def test_experiment_file_round_trip(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (TINY.replace("seed = 7", "seed = 7\ncolour = 1"), "population.colour: Extra inputs"),
+        (TINY.replace("seed = 7", "seed = 7\ncolour = 1"), r"unknown key population\.colour"),
+        (TINY.replace("persons = 3000", "persns = 3000"), "did you mean 'persons'"),
         (TINY.replace('name = "none"', 'name = "nope"'), "unknown mechanism 'nope'"),
+        (TINY.replace('name = "none"', 'name = "non"'), "did you mean 'none'"),
         (TINY.replace('rate = "0.1"', 'rate = "2"'), "parameter rate"),
         (TINY.replace("persons = 3000", "persons = -5"), "population.persons"),
         (TINY.replace('"census", "commercial"', '"spy"'), "attacks.attackers"),

@@ -395,3 +395,14 @@ def test_fractional_levels_codes_and_thresholds_are_refused_not_truncated() -> N
         entry.parse({"thresholds": half_cut})
     with pytest.raises(InputError, match="True is not a whole number"):
         entry.parse({"thresholds": [{**cuts[0], "level": True}, *cuts[1:]]})
+
+
+def test_numpy_scalars_are_numbers():
+    # a notebook's loop over np.linspace or an array of budgets passes NumPy scalars
+    import numpy as np
+
+    topdown = protection.get("topdown")
+    assert topdown.parse({"rho": np.float64(0.5)}) == topdown.parse({"rho": "0.5"})
+    assert topdown.parse({"rho": np.int64(4)}) == topdown.parse({"rho": 4})
+    suppress = protection.get("suppress")
+    assert suppress.parse({"small_cells": np.int64(3)}).small_cells == 3

@@ -116,7 +116,12 @@ def reconstruct(
     from sdclab.execution import Executor
 
     protection.check_seed(seed, "seed")
-    if not time_limit > 0:
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
+        raise InputError(f"workers {workers!r}: expected a whole number of processes")
+    if workers is not None and workers < 1:
+        raise InputError(f"workers {workers}: expected at least 1 process")
+    number = isinstance(time_limit, int | float) and not isinstance(time_limit, bool)
+    if not number or not time_limit > 0:
         raise InputError(f"time_limit {time_limit!r}: expected seconds above 0")
     where = Executor.parse(executor, workers)
     directory = Path(checkpoint) if checkpoint is not None else None
@@ -224,6 +229,12 @@ def evaluation(
     microdata: Agreement | NotMeasured = NotMeasured(NO_MICRODATA)
     if persons is not None and ev.has_person_attributes(persons):
         microdata = Agreement.from_dict(ev.agreement(persons, truth))
+    elif persons is not None:
+        lacking = sorted({"block", "sex", "age", "race", "hispanic"} - set(persons.columns))
+        microdata = NotMeasured(
+            f"the release's person records carry no {', '.join(lacking)} (agreement with the "
+            "truth matches on block, sex, age, race and Hispanic origin)"
+        )
     recon_agreement: Agreement | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
     block_sex: Value = NotMeasured(NO_RECONSTRUCTION)
     if reconstruction is not None:

@@ -324,9 +324,10 @@ def reconstruct(
     metrics = {"release": str(release.resolve()), **result.to_dict(), "workers": workers}
     write_reconstruction(out, result, metrics, result.solvar, protect=(release,))
     statuses = ", ".join(f"{k}: {v}" for k, v in result.statuses.items())
+    seconds = result.seconds  # a fresh run always times itself
+    took = "" if isinstance(seconds, NotMeasured) else f" in {seconds:.1f} s"
     typer.echo(
-        f"reconstructed {result.n_persons:,} persons in {result.n_tracts} tracts in "
-        f"{result.seconds:.1f} s ({statuses})"
+        f"reconstructed {result.n_persons:,} persons in {result.n_tracts} tracts{took} ({statuses})"
     )
     summary = result.variability
     if not isinstance(summary, NotMeasured):
@@ -486,14 +487,16 @@ def audit(
 ) -> None:
     """Privacy audit: run the mechanism many times on neighbouring datasets and bound its privacy
     loss from below (Clopper–Pearson), beside the card's claim. Exit 3 if the bound exceeds it."""
-    from sdclab.attacks.audit import audit as run_audit
+    from sdclab import api
     from sdclab.fileio import check_output_file, write_output_file
     from sdclab.protection import check_seed, parse_settings
 
     check_seed(seed)
     if out is not None:
         check_output_file(out, AUDIT_KIND)
-    result = run_audit(mechanism, parse_settings(settings or []), trials, seed, alpha)
+    result = api.audit(
+        mechanism, trials=trials, seed=seed, alpha=alpha, **parse_settings(settings or [])
+    )
     if out is not None:
         write_output_file(result.as_dict(), out, AUDIT_KIND)
     claim = result.claim
@@ -592,13 +595,13 @@ def demo(
     results = run_experiment(DEMO, out, progress)
     typer.echo(f"{'mechanism':>13}  {'guarantee':<24} {'block MAE':>9}  nonmodal precision")
     for title, entry in results["mechanisms"].items():
-        census = entry["reidentification"].get("census", {})
-        nonmodal = census.get("reconstruction", {}).get("nonmodal", {})
+        census = entry["reidentification"].get("census", {"not_measured": "no census attacker"})
+        nonmodal = census.get("reconstruction", {}).get("nonmodal", census)
         budget = entry["specification"]["budget"]
         guarantee = budget["summary"] if "epsilon" in budget or "rho" in budget else "none"
         block = entry["accuracy_by_level"].get("block")
         mae = "n/a" if block is None else f"{block['mean_mae']:.3f}"
-        shown = percent(from_json(nonmodal.get("precision", census), "not measured"))
+        shown = percent(from_json(nonmodal.get("precision", nonmodal), "not measured"))
         typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9}  {shown}")
     typer.echo(f"done in {time.perf_counter() - start:.0f} s")
     typer.echo(f"report: {(out / 'report.html').resolve()}")

@@ -228,7 +228,7 @@ def _level_errors(
         "shown_cells": n_shown,
         "mae": float(abs_error.sum() / n_shown) if n_shown else None,
         "rmse": float(np.sqrt((error.data**2).sum() / n_shown)) if n_shown else None,
-        "max_abs_error": float(abs_error.max(initial=0.0)),
+        "max_abs_error": float(abs_error.max(initial=0.0)) if n_shown else None,
         "negative_share": float((released.data < 0).sum() / n_shown) if n_shown else None,
         "suppressed_share": n_suppressed / n_cells if n_cells else 0.0,
         **{
@@ -304,8 +304,6 @@ TRUTH_BASED_FIELDS = (
     "reconstruction_agreement",
     "reconstruction_block_sex_agebin",
     "reidentification",
-    "tails",
-    "group_accuracy",
     "diagnostics",
 )
 """Fields of a mechanism's results (an experiment's entry, the metrics of ``sdclab evaluate``)

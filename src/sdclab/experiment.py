@@ -134,9 +134,7 @@ class Experiment(_Strict):
         if len(set(titles)) != len(titles):
             raise ValueError("two mechanisms share a name: give them distinct labels")
         for m in self.mechanisms:
-            if m.name not in MECHANISMS:
-                raise ValueError(f"unknown mechanism {m.name!r}; known: {', '.join(MECHANISMS)}")
-            MECHANISMS[m.name].parse(m.settings)
+            protection.get(m.name).parse(m.settings)
         Executor.parse(self.attacks.executor)  # a bad executor is an input error before any work
         return self
 
@@ -263,8 +261,6 @@ def _directory_digest(path: str | None) -> str | None:
 class Step:
     """One step of an experiment: what it makes, for which mechanism, from which inputs."""
 
-    kind: str
-    """population, release, risk, reconstruction or reidentification."""
     title: str
     """What it is about: ``release:topdown-dhc``, ``reidentify:psa:census``."""
     digest: str
@@ -359,7 +355,7 @@ class Runner:
     def run(self) -> dict[str, Any]:
         spec = self.experiment.population
         pop_digest = _digest("population", spec.model_dump(), _directory_digest(spec.path))
-        step = Step("population", "population", pop_digest)
+        step = Step("population", pop_digest)
         truth = read_population(self.steps.get(step, partial(_make_population, spec)))
         results: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
@@ -382,13 +378,13 @@ class Runner:
         files = _settings_files_digest(m.settings)
         settings = {k: str(v) for k, v in m.settings.items()}
         rel_digest = _digest("release", pop_digest, m.name, settings, files, m.seed)
-        step = Step("release", f"release:{m.title}", rel_digest)
+        step = Step(f"release:{m.title}", rel_digest)
         release = read_release(self.steps.get(step, partial(_make_release, truth, m)) / "release")
         risk: dict[str, Any] | NotMeasured = NotMeasured(
             f"the {m.name} mechanism has no risk analysis of its own"
         )
         if mechanism.risk_analysis is not None:
-            step = Step("risk", f"risk:{m.title}", _digest("risk", rel_digest))
+            step = Step(f"risk:{m.title}", _digest("risk", rel_digest))
             made = self.steps.get(step, partial(_make_risk, release, truth))
             risk = read_json_object(made / METRICS_FILE)
         reconstruction, reidentification = self.attacks(m, release, truth, rel_digest)
@@ -409,13 +405,14 @@ class Runner:
         """The reconstruction of a release and the reidentification by each attacker."""
         attacks = self.experiment.attacks
         if not attacks.reconstruct:
-            return None, {}
+            skipped = NotMeasured("the experiment does not reconstruct (attacks.reconstruct)")
+            return None, dict.fromkeys(attacks.attackers, skipped)
         if not release.tables:
             return None, {a: NotMeasured(NOTHING_TO_RECONSTRUCT) for a in attacks.attackers}
         rec_digest = _digest(
             "reconstruction", rel_digest, attacks.seed, attacks.variability, attacks.time_limit
         )
-        step = Step("reconstruction", f"reconstruction:{m.title}", rec_digest)
+        step = Step(f"reconstruction:{m.title}", rec_digest)
         made = self.steps.get(step, partial(_make_reconstruction, release, attacks))
         recon = api.read_reconstruction(made / "recon")
         unlinkable = linkage.not_linkable(recon.persons)
@@ -425,7 +422,6 @@ class Runner:
                 links[preset] = NotMeasured(unlinkable)
                 continue
             step = Step(
-                "reidentification",
                 f"reidentify:{m.title}:{preset}",
                 _digest("reid", rec_digest, preset, attacks.seed),
             )

@@ -64,10 +64,11 @@ def fields_json(result: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def from_json(value: Any, reason: str = "not recorded") -> Value:
-    """A figure read back from JSON: ``{"not_measured": why}`` and null become NotMeasured."""
+    """A figure read back from JSON (or from a figure function): ``{"not_measured": why}``, null
+    and NaN become NotMeasured."""
     if isinstance(value, Mapping) and "not_measured" in value:
         return NotMeasured(str(value["not_measured"]))
-    if value is None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return NotMeasured(reason)
     return value  # type: ignore[no-any-return]
 
@@ -228,12 +229,17 @@ class Reidentification:
         )
 
     def figures(self, **dims: Any) -> Iterator[Figure]:
+        """Every rate in long form; a group by block size (``nonmodal_block_size_10-49``) is its
+        persons (``nonmodal``) with the block-size class as ``size_class``."""
         for method in self.methods().values():
             for group, rates in method.groups.items():
+                persons, _, size = group.partition("block_size_")
+                persons = persons.removesuffix("_") or "all"
                 for metric in ("putative_rate", "confirmed_rate", "precision"):
                     yield Figure(
-                        f"reidentification.{self.attacker}.{method.method}.{group}.{metric}",
+                        f"reidentification.{self.attacker}.{method.method}.{persons}.{metric}",
                         getattr(rates, metric),
+                        size_class=size or None,
                         **dims,
                     )
 
@@ -269,6 +275,13 @@ class Reidentification:
         )
 
 
+NO_TIME = "the run recorded no time"
+
+
+def _seconds(value: Value) -> str:
+    return "time n/a" if isinstance(value, NotMeasured) else f"{value:.1f} s"
+
+
 def _show(value: Value) -> str:
     return "n/a" if isinstance(value, NotMeasured) else f"{value:.1%}"
 
@@ -287,7 +300,7 @@ class Variability:
     share_persons_solvar_zero: float
     cumulative_share_of_blocks: Mapping[str, Value]
     """Share of blocks with solvar at most each key."""
-    seconds: float
+    seconds: Value
 
     def __repr__(self) -> str:
         return (
@@ -305,7 +318,7 @@ class Variability:
                 k: from_json(v, "no block with a finite solvar")
                 for k, v in data.get("cumulative_share_of_blocks", {}).items()
             },
-            seconds=float(data.get("seconds", 0.0)),
+            seconds=from_json(data.get("seconds"), NO_TIME),
         )
 
 
@@ -334,8 +347,8 @@ class ReconstructionResult:
         return self.tracts.height
 
     @property
-    def seconds(self) -> float:
-        return float(self.metrics.get("seconds", 0.0))
+    def seconds(self) -> Value:
+        return from_json(self.metrics.get("seconds"), NO_TIME)
 
     @property
     def statuses(self) -> dict[str, int]:
@@ -357,7 +370,7 @@ class ReconstructionResult:
     def __repr__(self) -> str:
         return (
             f"<ReconstructionResult of a {self.mechanism} release: {self.n_persons:,} persons in "
-            f"{self.n_tracts:,} tracts, {self.seconds:.1f} s>"
+            f"{self.n_tracts:,} tracts, {_seconds(self.seconds)}>"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -383,7 +396,7 @@ class TableAccuracy:
     shown_cells: int
     mae: Value
     rmse: Value
-    max_abs_error: float
+    max_abs_error: Value
     negative_share: Value
     suppressed_share: float
     share_rel_error_above: Mapping[str, Value]
@@ -402,7 +415,7 @@ class TableAccuracy:
             shown_cells=int(data["shown_cells"]),
             mae=from_json(data["mae"], NO_SHOWN_CELLS),
             rmse=from_json(data["rmse"], NO_SHOWN_CELLS),
-            max_abs_error=float(data["max_abs_error"]),
+            max_abs_error=from_json(data["max_abs_error"], NO_SHOWN_CELLS),
             negative_share=from_json(data["negative_share"], NO_SHOWN_CELLS),
             suppressed_share=float(data["suppressed_share"]),
             share_rel_error_above={
@@ -532,23 +545,41 @@ class Evaluation:
         return f"<Evaluation of a {self.mechanism} release: block MAE {mae}, agreement {shown}>"
 
     def figures(self, **dims: Any) -> Iterator[Figure]:
-        """Every figure in long form (``dims``: setting, replicate)."""
+        """Every figure in long form (``dims``: setting, replicate); the mechanism's own
+        diagnostics and risk analysis, whose shapes are its own, stay in their mappings."""
         for name, levels in self.accuracy.items():
             for level, acc in levels.items():
-                for metric in ("mae", "rmse", "negative_share"):
+                numbers = fields_json(acc, exclude=("table", "level", "share_rel_error_above"))
+                for metric in numbers:
                     yield Figure(
                         f"accuracy.{metric}", getattr(acc, metric), level=level, table=name, **dims
                     )
+                for threshold, share in acc.share_rel_error_above.items():
+                    yield Figure(
+                        f"accuracy.share_rel_error_above_{threshold}",
+                        share,
+                        level=level,
+                        table=name,
+                        **dims,
+                    )
+            for parent, share in self.additivity.get(name, {}).items():
+                yield Figure(
+                    "accuracy.additivity_violations", share, level=parent, table=name, **dims
+                )
         for level, summary in self.by_level.items():
             yield Figure("accuracy.mean_mae", summary.mean_mae, level=level, **dims)
         for what in ("microdata_agreement", "reconstruction_agreement"):
             agreement = getattr(self, what)
-            if isinstance(agreement, NotMeasured):
-                yield Figure(f"{what}.agree_agebin", agreement, **dims)
-                continue
-            yield Figure(f"{what}.agree_agebin", agreement.all.agree_agebin, **dims)
-            for size, rates in agreement.by_block_size.items():
-                yield Figure(f"{what}.agree_agebin", rates.agree_agebin, size_class=size, **dims)
+            for metric in ("agree_exact_age", "agree_agebin"):
+                if isinstance(agreement, NotMeasured):
+                    yield Figure(f"{what}.{metric}", agreement, **dims)
+                    continue
+                yield Figure(f"{what}.{metric}", getattr(agreement.all, metric), **dims)
+                for size, rates in agreement.by_block_size.items():
+                    yield Figure(
+                        f"{what}.{metric}", getattr(rates, metric), size_class=size, **dims
+                    )
+        yield Figure("reconstruction_block_sex_agebin", self.block_sex_agebin_agreement, **dims)
         for attacker, reid in self.reidentification.items():
             if isinstance(reid, NotMeasured):
                 yield Figure(f"reidentification.{attacker}", reid, **dims)
@@ -574,10 +605,12 @@ class Evaluation:
             "reconstruction_block_sex_agebin": as_json(self.block_sex_agebin_agreement),
             "reidentification": as_json(self.reidentification),
         }
-        if not isinstance(self.reconstruction, NotMeasured):
-            out["reconstruction"] = dict(self.reconstruction)
+        out["reconstruction"] = as_json(
+            self.reconstruction
+            if isinstance(self.reconstruction, NotMeasured)
+            else dict(self.reconstruction)
+        )
         if self.diagnostics:
             out["diagnostics"] = dict(self.diagnostics)
-        if not isinstance(self.risk, NotMeasured):
-            out["risk"] = dict(self.risk)
+        out["risk"] = as_json(self.risk if isinstance(self.risk, NotMeasured) else dict(self.risk))
         return out

@@ -416,10 +416,10 @@ def repeated_queries(
     rng: np.random.Generator,
     tables: tuple[str, ...] = ("P12",),
 ) -> dict[str, Any]:
-    """The averaging attack on repeated queries (paper §2.4): the same tables requested ``runs``
-    times from a table builder, averaged per cell. Without SPSN each answer carries fresh noise
-    and the average converges to the truth; with SPSN every answer is the same. Evaluation only
-    (it needs the population to simulate the table builder)."""
+    """The averaging attack on repeated queries (Bach's paper, §2.4): the same tables requested
+    ``runs`` times from a table builder, averaged per cell. Without SPSN each answer carries
+    fresh noise and the average converges to the truth; with SPSN every answer is the same.
+    Evaluation only (it needs the population to simulate the table builder)."""
     from sdclab.protection import cellkey
 
     truth = tabulate(population, list(tables))
@@ -465,8 +465,9 @@ DESIGN_VARIANCES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.
 
 
 def design_grid(tuples: int, k_over_t2: float | None) -> dict[str, Any]:
-    """How to choose (D, V) for a release like this one (paper Figs. 1–2, §3.3): per (D, V) the
-    per-tuple p1 and the bound-disclosure risk over ``tuples`` 3-tuples (independence model,
+    """How to choose (D, V) for a release like this one (Bach's paper, Figs. 1–2, §3.3): per
+    (D, V) the per-tuple p1 and the bound-disclosure risk over ``tuples`` 3-tuples (independence
+    model,
     max-entropy symmetry row), whether it stays under the 0.68 heuristic, and the Gaussian
     averaging success for the most exposed statistic (its k/t²)."""
 

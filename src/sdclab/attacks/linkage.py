@@ -41,6 +41,7 @@ from sdclab.evaluation import (
 )
 from sdclab.geography import truncate
 from sdclab.population import Population
+from sdclab.protection.base import did_you_mean, problems
 from sdclab.release import Release
 from sdclab.tables.published import PublishedTable
 
@@ -89,14 +90,17 @@ ATTACKER_PRESETS = {
 
 def attacker_parameters(preset: str, overrides: dict[str, str]) -> AttackerParameters:
     if preset not in ATTACKER_PRESETS:
-        raise InputError(f"unknown attacker {preset!r}; known: {', '.join(ATTACKER_PRESETS)}")
+        raise InputError(
+            f"unknown attacker {preset!r}{did_you_mean(preset, list(ATTACKER_PRESETS))} "
+            f"(attackers: {', '.join(ATTACKER_PRESETS)})"
+        )
     try:
         return AttackerParameters.model_validate(
             {**ATTACKER_PRESETS[preset].model_dump(), **overrides}
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputError(f"attacker parameter {first['loc'][0]}: {first['msg']}") from None
+        found = problems(f"attacker {preset}", AttackerParameters, exc.errors())
+        raise InputError(found[0], found[1:]) from None
 
 
 def attacker_file(

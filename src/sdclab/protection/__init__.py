@@ -17,7 +17,7 @@ from sdclab.protection import (
     swapping,
     topdown,
 )
-from sdclab.protection.base import Mechanism, check_seed, parse_settings
+from sdclab.protection.base import Mechanism, check_seed, did_you_mean, parse_settings
 from sdclab.release import Release
 
 MECHANISMS: dict[str, Mechanism[Any]] = {
@@ -41,7 +41,10 @@ MECHANISMS: dict[str, Mechanism[Any]] = {
 def get(name: str) -> Mechanism[Any]:
     """The registered mechanism called ``name``; an unknown name is an input error."""
     if name not in MECHANISMS:
-        raise InputError(f"unknown mechanism {name!r}; known: {', '.join(MECHANISMS)}")
+        raise InputError(
+            f"unknown mechanism {name!r}{did_you_mean(name, list(MECHANISMS))} "
+            f"(known: {', '.join(MECHANISMS)})"
+        )
     return MECHANISMS[name]
 
 

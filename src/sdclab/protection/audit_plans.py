@@ -8,7 +8,6 @@ and returns :class:`Trials`: the observed outputs of every copy under D and D′
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -144,6 +143,3 @@ class Trials:
     d: FloatArray
     d_prime: FloatArray
     shift: FloatArray | None = None
-
-
-AuditPlan = Callable[[Mapping[str, Any], int, int], Trials]

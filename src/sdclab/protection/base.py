@@ -33,6 +33,7 @@ from typing import (
 )
 
 import annotated_types
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
@@ -41,7 +42,6 @@ from sdclab.accounting import SpecCard
 from sdclab.errors import InputError
 
 if TYPE_CHECKING:
-    import numpy as np
     import polars as pl
 
     from sdclab.geography import Geography
@@ -210,7 +210,7 @@ class Mechanism(Generic[P]):
         try:
             return self.parameters.model_validate(dict(settings))
         except ValidationError as exc:
-            found = problems(self.name, self.parameters, exc.errors())
+            found = problems(f"mechanism {self.name}", self.parameters, exc.errors())
             raise InputError(found[0], found[1:MAX_PROBLEMS]) from None
 
     def run(self, population: Population, settings: Mapping[str, Any], seed: int | None) -> Release:
@@ -230,7 +230,7 @@ class Mechanism(Generic[P]):
             raise InputError(
                 f"mechanism {self.name!r} has a guarantee and an audit but protects no data"
             )
-        check_seed(seed)
+        check_seed(seed, "seed")
         if getattr(params, "checkpoint", None) is not None and seed is None:
             raise InputError(
                 f"mechanism {self.name}: checkpoint needs a seed (--seed): an unseeded run draws "
@@ -293,6 +293,8 @@ def python_value(value: Any, annotation: Any) -> Any:
     (``risk_keys=sex,race``) and a tuple a list. Anything else is left to the field's type.
     """
     kinds = field_kinds(annotation)
+    if isinstance(value, np.generic):  # a NumPy scalar (a loop over np.linspace): its Python value
+        value = value.item()
     if isinstance(value, bool):
         if kinds & {int, float, Decimal} and bool not in kinds:
             raise PydanticCustomError("bool_not_number", "a boolean is not a number")
@@ -391,8 +393,9 @@ the field's own words, e.g. "a whole number")."""
 RANGE_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
 
-def problems(mechanism: str, model: type[BaseModel], errors: Sequence[ErrorDetails]) -> list[str]:
-    """Every problem pydantic found with a mechanism's parameters, as one line each.
+def problems(subject: str, model: type[BaseModel], errors: Sequence[ErrorDetails]) -> list[str]:
+    """Every problem pydantic found with the parameters of ``subject`` (``mechanism topdown``,
+    ``attacker commercial``), as one line each.
 
     ``mechanism topdown: unknown parameter 'rh'; did you mean 'rho'? (parameters: …)``,
     ``mechanism geometric, parameter epsilon: expected a number above 0 and at most 1000, got
@@ -412,25 +415,25 @@ def problems(mechanism: str, model: type[BaseModel], errors: Sequence[ErrorDetai
         grouped.setdefault(key, []).append(error)
     # an unknown name first: a misspelt parameter is the likeliest cause of the others
     ordered = sorted(grouped.values(), key=lambda g: g[0]["type"] != "extra_forbidden")
-    return [_problem(mechanism, model, group) for group in ordered]
+    return [_problem(subject, model, group) for group in ordered]
 
 
-def _problem(mechanism: str, model: type[BaseModel], group: list[ErrorDetails]) -> str:
+def _problem(subject: str, model: type[BaseModel], group: list[ErrorDetails]) -> str:
     first = group[0]
     loc, kind = first["loc"], first["type"]
     fields = list(model.model_fields)
     if not loc:  # a check of the parameters together
-        return f"mechanism {mechanism}: {_validator_text(first)}"
+        return f"{subject}: {_validator_text(first)}"
     name = str(loc[0])
     if kind == "extra_forbidden":
-        return f"mechanism {mechanism}: unknown parameter {name!r}{did_you_mean(name, fields)} " + (
+        return f"{subject}: unknown parameter {name!r}{did_you_mean(name, fields)} " + (
             f"(parameters: {', '.join(fields)})" if fields else "(it takes no parameters)"
         )
     if kind == "missing":
-        return f"mechanism {mechanism}: missing required parameter {name}"
+        return f"{subject}: missing required parameter {name}"
     info = model.model_fields.get(name)
     annotation = info.annotation if info is not None else Any
-    where = f"mechanism {mechanism}, parameter {name}"
+    where = f"{subject}, parameter {name}"
     if len(group) > 1 or any(isinstance(part, str) for part in loc[1:]):
         given = min(group, key=lambda e: len(e["loc"]))["input"]
         return f"{where}: expected {expected_words(annotation)}, got {shown(given)}"

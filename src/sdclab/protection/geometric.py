@@ -1,6 +1,7 @@
 """Per-cell ε-DP noise: independent two-tailed geometric (discrete Laplace) noise on every cell.
 
-The plainest pure-DP table release, and the European paper's warning (Bach §§4.1–4.2): with the
+The plainest pure-DP table release, and the warning of F. Bach, *Differential privacy and noisy
+confidentiality concepts for European population statistics* (§§4.1–4.2): with the
 budget split over six levels and many tables, each cell's noise is wide, unbounded, and lands on
 small areas as absurd relative errors — areas published with no inhabitants, or with men, women
 and the total all distorted the same way. Every cell of every table at every level, zeros

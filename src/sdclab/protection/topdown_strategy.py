@@ -400,4 +400,3 @@ def topdown_card(product: Product, strategy: Strategy, delta: float = 1e-10) -> 
         ),
         allocation=tuple(strategy.table()),
     )
-

@@ -298,23 +298,39 @@ def bar_chart(
     return "".join(parts)
 
 
-def _reid(entry: dict[str, Any], attacker: str, method: str, subset: str) -> dict | None:
-    return entry.get("reidentification", {}).get(attacker, {}).get(method, {}).get(subset)
+def _reid(entry: dict[str, Any], attacker: str, method: str, subset: str) -> dict[str, Any]:
+    """One group's reidentification figures, or ``{"not_measured": why}``."""
+    return _node(entry, "reidentification", attacker, method, subset)
+
+
+def _node(entry: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """The figures at ``keys`` in an entry of results.json; a level that was not measured (or is
+    absent) stands for everything below it, as ``{"not_measured": why}``."""
+    node: Any = entry
+    for key in keys:
+        if isinstance(node, dict) and "not_measured" in node:
+            return node
+        if not isinstance(node, dict) or key not in node:
+            return {"not_measured": f"{'.'.join(keys)} is not in the results"}
+        node = node[key]
+    return node if isinstance(node, dict) else {"value": node}
+
+
+def _fig(node: dict[str, Any], key: str) -> Any:
+    """Figure ``key`` of ``node``, or the node itself when it was not measured as a whole."""
+    return node if "not_measured" in node else node.get(key)
 
 
 def _precision_series(results: dict[str, Any], attacker: str, prefix: str) -> dict:
     series: dict[str, list[float | None]] = {}
     for title, entry in results["mechanisms"].items():
         series[title] = [
-            (_reid(entry, attacker, "reconstruction", f"{prefix}block_size_{c}") or {}).get(
-                "precision"
-            )
+            _fig(_reid(entry, attacker, "reconstruction", f"{prefix}block_size_{c}"), "precision")
             for c in CLASSES
         ]
     first: dict[str, Any] = next(iter(results["mechanisms"].values()), {})
     series["guess (PRG)"] = [
-        (_reid(first, attacker, "prg", f"{prefix}block_size_{c}") or {}).get("precision")
-        for c in CLASSES
+        _fig(_reid(first, attacker, "prg", f"{prefix}block_size_{c}"), "precision") for c in CLASSES
     ]
     return series
 
@@ -341,24 +357,23 @@ SUMMARY_NOTE = (
 
 
 def _summary_row(title: str, e: dict[str, Any]) -> str:
-    acc = e.get("accuracy_by_level", {})
-    census = _reid(e, "census", "reconstruction", "all") or {}
-    commercial = _reid(e, "commercial", "reconstruction", "all") or {}
-    nonmodal = _reid(e, "census", "reconstruction", "nonmodal") or {}
-    solvar0 = _reid(e, "census", "reconstruction", "nonmodal_unique_solvar0") or {}
-    variability = e.get("reconstruction", {}).get("variability", {})
-    agree = e.get("reconstruction_agreement", {}).get("all", {})
+    census = _reid(e, "census", "reconstruction", "all")
+    commercial = _reid(e, "commercial", "reconstruction", "all")
+    nonmodal = _reid(e, "census", "reconstruction", "nonmodal")
+    solvar0 = _reid(e, "census", "reconstruction", "nonmodal_unique_solvar0")
+    variability = _node(e, "reconstruction", "variability")
+    agree = _node(e, "reconstruction_agreement", "all")
     cells = (
         f"<b>{_esc(title)}</b>",
         _esc(e["budget"]),
-        _number(acc.get("block", {}).get("mean_mae")),
-        _number(acc.get("tract", {}).get("mean_mae")),
-        _pct(agree.get("agree_agebin")),
-        _pct(variability.get("share_blocks_solvar_zero")),
-        f"{_pct(census.get('putative_rate'))} / {_pct(census.get('precision'))}",
-        f"{_pct(commercial.get('putative_rate'))} / {_pct(commercial.get('precision'))}",
-        _pct(nonmodal.get("precision")),
-        _pct(solvar0.get("precision")),
+        _number(_fig(_node(e, "accuracy_by_level", "block"), "mean_mae")),
+        _number(_fig(_node(e, "accuracy_by_level", "tract"), "mean_mae")),
+        _pct(_fig(agree, "agree_agebin")),
+        _pct(_fig(variability, "share_blocks_solvar_zero")),
+        f"{_pct(_fig(census, 'putative_rate'))} / {_pct(_fig(census, 'precision'))}",
+        f"{_pct(_fig(commercial, 'putative_rate'))} / {_pct(_fig(commercial, 'precision'))}",
+        _pct(_fig(nonmodal, "precision")),
+        _pct(_fig(solvar0, "precision")),
     )
     assert len(cells) == len(SUMMARY_COLUMNS)
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
@@ -369,7 +384,9 @@ def _charts(results: dict[str, Any]) -> list[str]:
     mechs = results["mechanisms"]
     charts = []
     for attacker in ("census", "commercial"):
-        if any(attacker in e.get("reidentification", {}) for e in mechs.values()):
+        if any(
+            "not_measured" not in _node(e, "reidentification", attacker) for e in mechs.values()
+        ):
             for prefix, who in (("", "all persons"), ("nonmodal_", "nonmodal persons")):
                 charts.append(
                     figure(
@@ -390,7 +407,7 @@ def _charts(results: dict[str, Any]) -> list[str]:
                 ["census putative", "confirmed", "commercial putative", "confirmed"],
                 {
                     t: [
-                        (_reid(e, a, "reconstruction", "all") or {}).get(k)
+                        _fig(_reid(e, a, "reconstruction", "all"), k)
                         for a in ("census", "commercial")
                         for k in ("putative_rate", "confirmed_rate")
                     ]
@@ -424,10 +441,10 @@ def _charts(results: dict[str, Any]) -> list[str]:
                 cdf_points,
                 {
                     t: [
-                        e.get("reconstruction", {})
-                        .get("variability", {})
-                        .get("cumulative_share_of_blocks", {})
-                        .get(p)
+                        _fig(
+                            _node(e, "reconstruction", "variability", "cumulative_share_of_blocks"),
+                            p,
+                        )
                         for p in cdf_points
                     ]
                     for t, e in mechs.items()
@@ -460,7 +477,11 @@ def render_report(results: dict[str, Any]) -> str:
         f"{_count(pop['geography']['county'], 'county', 'counties')}.</p>"
     )
     diagnostics = {t: e.get("diagnostics", {}) for t, e in mechs.items()}
-    sections = "".join(_ckm_section(t, e["risk"]) for t, e in mechs.items() if "risk" in e)
+    sections = "".join(
+        _ckm_section(t, e["risk"])
+        for t, e in mechs.items()
+        if "not_measured" not in e.get("risk", {"not_measured": ""})
+    )
     sections += "".join(
         _tails_section(t, d["tails"]) for t, d in diagnostics.items() if "tails" in d
     )
@@ -679,8 +700,15 @@ def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
 
 
 def _attack_sentence(mechs: dict[str, Any]) -> str:
-    attackers = sorted({a for e in mechs.values() for a in e.get("reidentification", {})})
-    if not any("reconstruction" in e for e in mechs.values()):
+    attackers = sorted(
+        {
+            a
+            for e in mechs.values()
+            for a, figures in e.get("reidentification", {}).items()
+            if "not_measured" not in figures
+        }
+    )
+    if all("not_measured" in _node(e, "reconstruction") for e in mechs.values()):
         return "The releases were not attacked in this experiment."
     text = "Every release below was attacked with the reconstruction of the 2010 study"
     if attackers:
