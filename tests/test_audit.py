@@ -103,8 +103,8 @@ def test_sound_mechanisms_stay_under_their_claims(
     mechanism: str, settings: dict[str, str], trials: int, least: float
 ) -> None:
     result = audit(mechanism, settings, trials=trials, seed=5)
-    assert not result.violated, result.as_dict()
-    assert result.lower_bound >= least, result.as_dict()
+    assert not result.violated, result.to_dict()
+    assert result.lower_bound >= least, result.to_dict()
 
 
 def test_psa_bound_is_below_its_exact_loss() -> None:
@@ -124,7 +124,7 @@ def test_claims_come_from_the_cards() -> None:
 def test_a_mechanism_with_half_the_noise_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gaussian, "noisy_histogram", half_noise)
     result = audit("gaussian", {"rho": "0.5"}, trials=4000, seed=5)
-    assert result.violated, result.as_dict()  # true ρ is 2.0, the card says 0.5
+    assert result.violated, result.to_dict()  # true ρ is 2.0, the card says 0.5
     assert result.lower_bound > 0.5
 
 
@@ -200,4 +200,4 @@ def test_long_audits_stay_under_their_claims(
     mechanism: str, settings: dict[str, str], trials: int
 ) -> None:
     result = audit(mechanism, settings, trials=trials, seed=17)
-    assert not result.violated, result.as_dict()
+    assert not result.violated, result.to_dict()

@@ -121,7 +121,9 @@ def test_partitions_found_equal_those_of_the_old_code():
     assert (found, digest.hexdigest()[:16]) == (103, "b1b0d45682a781b3")
 
 
-@pytest.mark.parametrize("whole", ["P1", "P6", "P12", "P8", "PCT12B"])
+@pytest.mark.parametrize(
+    "whole", ["P1", "P6", "P12", "P8", pytest.param("PCT12B", marks=pytest.mark.slow)]
+)
 def test_partitions_against_the_definition(whole):
     """Cell j of ``whole`` is partitioned by a table whose cells are disjoint when those meeting
     it lie inside it and cover it, read on dense 0/1 rows."""

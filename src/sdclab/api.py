@@ -20,14 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sdclab import protection
-from sdclab.attacks.audit import AuditResult
 from sdclab.errors import InputError
-from sdclab.population import Population
-from sdclab.protection.base import unit_of
-from sdclab.release import Release
+from sdclab.randomness import check_seed
 from sdclab.results import (
     NO_MICRODATA,
     NO_RECONSTRUCTION,
@@ -42,12 +38,18 @@ from sdclab.results import (
     measured,
 )
 
+if TYPE_CHECKING:  # the modules behind them load on first use: the command line starts quickly
+    from sdclab.attacks.audit import AuditResult
+    from sdclab.population import Population
+    from sdclab.protection import Mechanism
+    from sdclab.release import Release
+
 
 def synthesize(persons: int = 20_000, *, seed: int | None = None) -> Population:
     """A synthetic census population of exactly ``persons`` persons (seeded: reproducible)."""
     from sdclab.population.synth import synthesize as generate
 
-    protection.check_seed(seed, "seed")
+    check_seed(seed, "seed")
     if isinstance(persons, bool) or not isinstance(persons, int) or persons < 1:
         raise InputError(f"persons {persons!r}: expected a whole number of at least 1")
     population, _ = generate(persons, seed)
@@ -78,6 +80,8 @@ def protect(
     """Protect ``population`` with ``mechanism`` (see :func:`mechanisms`); parameters as keywords
     (numbers as numbers: ``rho=4``). Without a seed the noise comes from OS entropy and the
     release is fit for publication; a seeded release is reproducible and marked not fit."""
+    from sdclab import protection
+
     return protection.run(mechanism, population, parameters, seed)
 
 
@@ -115,7 +119,7 @@ def reconstruct(
     from sdclab.attacks.variability import attack
     from sdclab.execution import Executor
 
-    protection.check_seed(seed, "seed")
+    check_seed(seed, "seed")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
         raise InputError(f"workers {workers!r}: expected a whole number of processes")
     if workers is not None and workers < 1:
@@ -175,7 +179,7 @@ def reidentify(
     from sdclab.digest import check_same_input
     from sdclab.randomness import make_rng
 
-    protection.check_seed(seed, "seed")
+    check_seed(seed, "seed")
     check_same_input(release.input_digest, truth.persons, truth.units, what="truth and release")
     params = parameters(attacker, dict(attacker_parameters))
     figures, links = link(
@@ -196,6 +200,7 @@ def evaluate(
     """Accuracy of ``release`` against ``truth`` and the risk the attacks measured on it
     (evaluation only: these figures use the confidential data). ``risk`` also runs the
     mechanism's own risk analysis, when it has one (the cell key method's)."""
+    from sdclab import protection
     from sdclab.digest import check_same_input
 
     check_same_input(release.input_digest, truth.persons, truth.units, what="truth and release")
@@ -222,6 +227,7 @@ def evaluation(
 ) -> Evaluation:
     """The figures of :func:`evaluate` from inputs already checked to belong together."""
     from sdclab import evaluation as ev
+    from sdclab import protection
 
     figures = ev.accuracy(release, truth)
     mechanism = protection.get(release.mechanism)
@@ -289,7 +295,7 @@ def audit(
     privacy loss from below with confidence 1 − ``alpha``, beside its guarantee's claim."""
     from sdclab.attacks.audit import audit as run_audit
 
-    protection.check_seed(seed, "seed")
+    check_seed(seed, "seed")
     return run_audit(mechanism, parameters, trials, seed, alpha)
 
 
@@ -360,11 +366,15 @@ class MechanismInfo:
 
 def mechanisms() -> list[MechanismInfo]:
     """Every mechanism with its parameters, their defaults, units and one-line meanings."""
+    from sdclab import protection
+
     return [describe(m) for m in protection.MECHANISMS.values()]
 
 
-def describe(mechanism: protection.Mechanism[Any]) -> MechanismInfo:
+def describe(mechanism: Mechanism[Any]) -> MechanismInfo:
     """A mechanism's description from its parameter model."""
+    from sdclab.protection.base import unit_of
+
     execution = mechanism.parameters.EXECUTION
     try:  # the defaults as the mechanism applies them (a preset's, validated)
         defaults: dict[str, Any] = mechanism.parse({}).model_dump(mode="json")

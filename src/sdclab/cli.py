@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from sdclab.errors import InputError, escape_control
-from sdclab.results import NotMeasured, Value
+from sdclab.results import SCHEMA_VERSION, NotMeasured, Value
 
 
 class OneLineErrors(TyperGroup):
@@ -207,7 +207,7 @@ def synth(
     from sdclab.fileio import check_replaceable
     from sdclab.population.io import POPULATION_KIND, write_population
     from sdclab.population.synth import build_report
-    from sdclab.protection import check_seed
+    from sdclab.randomness import check_seed
 
     start = time.perf_counter()
     check_seed(seed)
@@ -305,7 +305,7 @@ def reconstruct(
     from sdclab.attacks.reconstruction import RECONSTRUCTION_KIND, write_reconstruction
     from sdclab.execution import Executor
     from sdclab.fileio import check_replaceable
-    from sdclab.protection import check_seed
+    from sdclab.randomness import check_seed
 
     check_seed(seed)
     check_replaceable(out, RECONSTRUCTION_KIND, (release,))
@@ -449,7 +449,10 @@ def ckm_risk(
         )
     figures = analyse(rel, read_truth(truth, rel, release) if truth is not None else None)
     with output_directory(out, CKM_RISK_KIND, inputs) as tmp:
-        write_json({"release": str(release), **figures}, tmp / METRICS_FILE)
+        write_json(
+            {"schema_version": SCHEMA_VERSION, "release": str(release), **figures},
+            tmp / METRICS_FILE,
+        )
     a, b, c = figures["bound_disclosure"], figures["pinned"], figures["averaging"]
     typer.echo(
         f"noise bound of large counts {a['large_count_bound']}: estimated "
@@ -498,7 +501,7 @@ def audit(
         mechanism, trials=trials, seed=seed, alpha=alpha, **parse_settings(settings or [])
     )
     if out is not None:
-        write_output_file(result.as_dict(), out, AUDIT_KIND)
+        write_output_file(result.to_dict(), out, AUDIT_KIND)
     claim = result.claim
     typer.echo(
         f"{mechanism}: {result.unit} ≥ {result.lower_bound:.4g} with {(1 - alpha) * 100:g}% "

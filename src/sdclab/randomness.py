@@ -17,6 +17,16 @@ MAX_SEED = 2**128 - 1
 """Seeds are non-negative integers below 2¹²⁸ (what a SeedSequence takes as one entropy word)."""
 
 
+def check_seed(seed: int | None, what: str = "--seed") -> None:
+    """A seed is a whole number in 0..2¹²⁸ − 1 (or None for OS entropy)."""
+    from sdclab.errors import InputError
+
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InputError(f"{what} {seed}: expected a whole number from 0 to 2^128 - 1")
+
+
 def make_rng(seed: int | None) -> np.random.Generator:
     """A PCG64 generator from ``seed``, or from 128 bits of OS entropy when ``seed`` is None."""
     entropy = secrets.randbits(128) if seed is None else seed

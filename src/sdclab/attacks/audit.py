@@ -182,8 +182,14 @@ class AuditResult:
         """The measured lower bound exceeds the claim: the card understates the privacy loss."""
         return self.lower_bound > self.claim.value
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"unit": self.unit, "violated": self.violated}
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``sdclab audit --out``), with the results' schema version."""
+        from sdclab.results import SCHEMA_VERSION
+
+        return {"schema_version": SCHEMA_VERSION, **asdict(self)} | {
+            "unit": self.unit,
+            "violated": self.violated,
+        }
 
 
 def measure(

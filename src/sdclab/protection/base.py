@@ -40,6 +40,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from sdclab.accounting import SpecCard
 from sdclab.errors import InputError
+from sdclab.randomness import check_seed
 
 if TYPE_CHECKING:
     import polars as pl
@@ -253,16 +254,6 @@ class Mechanism(Generic[P]):
 
 ROLES = ("guarantee", "protect", "noise", "diagnostics", "risk_analysis", "audit_plan")
 """What a mechanism's functions may be (:meth:`Mechanism.define`)."""
-
-
-def check_seed(seed: int | None, what: str = "--seed") -> None:
-    """A seed is a whole number in 0..2¹²⁸ − 1 (or None for OS entropy)."""
-    from sdclab.randomness import MAX_SEED
-
-    if seed is None:
-        return
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise InputError(f"{what} {seed}: expected a whole number from 0 to 2^128 - 1")
 
 
 def parse_settings(pairs: Sequence[str]) -> dict[str, str]:
