@@ -18,6 +18,7 @@ FUNCTIONS = [
     "synthesize",
     "read_population",
     "write_population",
+    "tabulate",
     "protect",
     "read_release",
     "write_release",
@@ -55,6 +56,7 @@ def test_settings_are_keyword_only():
         "synthesize": ["persons"],
         "read_population": ["path"],
         "write_population": ["population", "path"],
+        "tabulate": ["population"],
         "protect": ["population", "mechanism"],
         "read_release": ["path"],
         "write_release": ["release", "path"],
@@ -151,6 +153,14 @@ def test_what_was_not_measured_says_why_and_is_not_zero(small):
         "not_measured": evaluation.microdata_agreement.reason
     }
     assert "tails" in evaluation.diagnostics  # the mechanism's own evaluation-only figures
+
+
+def test_tabulate_is_the_exact_release_of_the_tables_asked_for(small):
+    release = sdclab.tabulate(small, tables=["P1", "H1"])
+    assert release.mechanism == "none" and set(release.tables) == {"P1", "H1"}
+    assert release.table("P1").matrix("nation").sum() == small.n_persons
+    with pytest.raises(sdclab.InputError, match="tables"):
+        sdclab.tabulate(small, tables=["P999"])
 
 
 def test_evaluate_refuses_a_truth_the_release_was_not_made_from(small):

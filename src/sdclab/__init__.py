@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         reidentify,
         run_experiment,
         synthesize,
+        tabulate,
         write_population,
         write_release,
     )
@@ -64,6 +65,7 @@ __all__ = [
     "reidentify",
     "run_experiment",
     "synthesize",
+    "tabulate",
     "write_population",
     "write_release",
 ]

@@ -74,6 +74,19 @@ def write_population(population: Population, path: str | Path) -> None:
     write(population, Path(path))
 
 
+def tabulate(population: Population, *, tables: list[str] | None = None) -> Release:
+    """The exact, unprotected tables of ``population`` (all catalogue tables, or ``tables``):
+    mechanism ``none``, never fit for publication."""
+    from sdclab.release import exact_release
+    from sdclab.tables.catalog import select
+
+    try:
+        select(tables)
+    except KeyError as exc:
+        raise InputError(f"tables: {exc.args[0]}") from None
+    return exact_release(population, tables)
+
+
 def protect(
     population: Population, mechanism: str, *, seed: int | None = None, **parameters: Any
 ) -> Release:

@@ -230,14 +230,13 @@ def tabulate(
     ] = None,
 ) -> None:
     """Write the exact, unprotected tables of a population (mechanism 'none')."""
+    from sdclab import api
     from sdclab.fileio import check_replaceable
-    from sdclab.population.io import read_population
-    from sdclab.release import RELEASE_KIND, exact_release, write_release
+    from sdclab.release import RELEASE_KIND, write_release
 
     names = parse_table_list(tables)
     check_replaceable(out, RELEASE_KIND, (population,))
-    pop = read_population(population)
-    release = exact_release(pop, names)
+    release = api.tabulate(api.read_population(population), tables=names)
     write_release(release, out, protect=(population,))
     typer.echo(f"wrote {len(release.tables)} exact tables to {out} (not fit for publication)")
 
