@@ -38,6 +38,16 @@ MECHANISMS: dict[str, Mechanism[Any]] = {
 }
 
 
+def _check_defined(mechanisms: dict[str, Mechanism[Any]]) -> None:
+    """Every registered mechanism states its guarantee (refused at import, not at use)."""
+    missing = [m.name for m in mechanisms.values() if not m.defines("guarantee")]
+    if missing:
+        raise TypeError(f"mechanisms without a guarantee: {', '.join(missing)}")
+
+
+_check_defined(MECHANISMS)
+
+
 def get(name: str) -> Mechanism[Any]:
     """The registered mechanism called ``name``; an unknown name is an input error."""
     if name not in MECHANISMS:

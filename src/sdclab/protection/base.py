@@ -183,12 +183,16 @@ class Mechanism(Generic[P]):
             raise ValueError(f"mechanism {self.name}: no role {role!r} (roles: {', '.join(ROLES)})")
 
         def register(function: F) -> F:
-            if getattr(self, role) not in (None, _undefined_guarantee):
+            if self.defines(role):
                 raise ValueError(f"mechanism {self.name}: {role} is defined twice")
             object.__setattr__(self, role, function)
             return function
 
         return register
+
+    def defines(self, role: str) -> bool:
+        """Whether a function plays ``role`` for this mechanism."""
+        return getattr(self, role) not in (None, _undefined_guarantee)
 
     def publishes(self, name: str, meaning: str) -> Callable[[ArtifactCheck], ArtifactCheck]:
         """A decorator: this mechanism's releases may carry the artifact ``name``, and the
