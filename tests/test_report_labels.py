@@ -11,7 +11,8 @@ import pytest
 
 from sdclab.evaluation import EVALUATION_ONLY, TRUTH_BASED_FIELDS, evaluation_only
 from sdclab.experiment import REPORT_FILE, RESULTS_FILE, Experiment, run_experiment
-from sdclab.report import CARD, EVALUATION, RELEASE, SOURCES, SUMMARY_COLUMNS
+from sdclab.report import CARD, EVALUATION, RELEASE, SOURCES, SUMMARY_COLUMNS, render_report
+from sdclab.results import ExperimentResult
 
 SMALL = {
     "population": {"persons": 500, "seed": 7},
@@ -229,4 +230,15 @@ def test_results_mark_their_evaluation_only_figures(run):
     assert set(TRUTH_BASED_FIELDS) >= {"accuracy", "accuracy_by_level"}  # sdclab evaluate's too
     for path in ("accuracy_by_level", "risk.averaging.attack", "diagnostics"):
         assert f"<code>{path}</code>" in report  # the legend names them for results.json readers
-    assert results["mechanisms"].keys() == written["mechanisms"].keys()
+    assert results.releases.keys() == written["mechanisms"].keys()
+
+
+def test_results_json_holds_the_typed_results_and_the_report_renders_from_them(run):
+    results, written, report, _ = run
+    assert results.to_dict() == written
+    assert ExperimentResult.from_dict(written).to_dict() == written  # nothing is lost on disk
+    assert render_report(ExperimentResult.from_dict(written)) == report
+    cellkey = results["cellkey"].evaluation
+    assert isinstance(cellkey.reconstruction_agreement.all.agree_agebin, float)
+    with pytest.raises(KeyError, match="no release 'nope'"):
+        results["nope"]

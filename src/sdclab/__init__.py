@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sdclab.release import Release
     from sdclab.results import (
         Evaluation,
+        ExperimentResult,
         Figure,
         NotMeasured,
         ReconstructionResult,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuditResult",
     "Evaluation",
+    "ExperimentResult",
     "Figure",
     "InputError",
     "MechanismInfo",
@@ -76,7 +78,14 @@ _HOMES = {
     "Population": "sdclab.population",
     "Release": "sdclab.release",
     **dict.fromkeys(
-        ("Evaluation", "Figure", "NotMeasured", "ReconstructionResult", "Reidentification"),
+        (
+            "Evaluation",
+            "ExperimentResult",
+            "Figure",
+            "NotMeasured",
+            "ReconstructionResult",
+            "Reidentification",
+        ),
         "sdclab.results",
     ),
 }

@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 from sdclab.errors import InputError
 from sdclab.randomness import check_seed
 from sdclab.results import (
+    NO_CHILDREN,
     NO_MICRODATA,
     NO_RECONSTRUCTION,
     Agreement,
     Evaluation,
+    ExperimentResult,
     LevelAccuracy,
     NotMeasured,
     ReconstructionResult,
@@ -283,7 +285,7 @@ def evaluation(
         },
         microdata_agreement=microdata,
         reconstruction=(
-            NotMeasured(NO_RECONSTRUCTION) if reconstruction is None else reconstruction.metrics
+            NotMeasured(NO_RECONSTRUCTION) if reconstruction is None else reconstruction.figures
         ),
         reconstruction_agreement=recon_agreement,
         block_sex_agebin_agreement=block_sex,
@@ -291,9 +293,6 @@ def evaluation(
         diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else {},
         risk=risk,
     )
-
-
-NO_CHILDREN = "no parent cell whose children are all shown"
 
 
 def audit(
@@ -317,7 +316,7 @@ def run_experiment(
     out: str | Path,
     *,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> ExperimentResult:
     """Run (or finish) an experiment — a TOML file or the same content as a mapping — into
     directory ``out``; returns its results (also written as ``out/results.json`` beside
     ``out/report.html``). Finished steps found in ``out`` are reused."""

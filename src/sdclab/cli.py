@@ -591,20 +591,21 @@ def demo(
 ) -> None:
     """The built-in experiment: a synthetic county of 50,000 persons, every mechanism, attacked."""
     from sdclab.experiment import DEMO, run_experiment
-    from sdclab.results import from_json
+    from sdclab.results import Linkage
 
     start = time.perf_counter()
     results = run_experiment(DEMO, out, progress)
     typer.echo(f"{'mechanism':>13}  {'guarantee':<24} {'block MAE':>9}  nonmodal precision")
-    for title, entry in results["mechanisms"].items():
-        census = entry["reidentification"].get("census", {"not_measured": "no census attacker"})
-        nonmodal = census.get("reconstruction", {}).get("nonmodal", census)
-        budget = entry["specification"]["budget"]
+    for title, release in results.releases.items():
+        evaluation = release.evaluation
+        census = evaluation.reidentification.get("census")
+        linkage = getattr(census, "reconstruction", None)
+        nonmodal = percent(linkage.nonmodal.precision) if isinstance(linkage, Linkage) else "n/a"
+        budget = evaluation.guarantee["budget"]
         guarantee = budget["summary"] if "epsilon" in budget or "rho" in budget else "none"
-        block = entry["accuracy_by_level"].get("block")
-        mae = "n/a" if block is None else f"{block['mean_mae']:.3f}"
-        shown = percent(from_json(nonmodal.get("precision", nonmodal), "not measured"))
-        typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9}  {shown}")
+        block = evaluation.by_level.get("block")
+        mae = "n/a" if block is None else f"{block.mean_mae:.3f}"
+        typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9}  {nonmodal}")
     typer.echo(f"done in {time.perf_counter() - start:.0f} s")
     typer.echo(f"report: {(out / 'report.html').resolve()}")
 

@@ -45,7 +45,6 @@ from sdclab import __version__, api, protection
 from sdclab.attacks import linkage
 from sdclab.attacks.reconstruction import METRICS_FILE, write_reconstruction
 from sdclab.errors import InputError
-from sdclab.evaluation import EVALUATION_ONLY, evaluation_only
 from sdclab.execution import Executor
 from sdclab.fileio import (
     OUTPUT_MARKER,
@@ -68,7 +67,14 @@ from sdclab.protection.base import EXPECTED, did_you_mean, shown
 from sdclab.randomness import MAX_SEED
 from sdclab.release import Release, read_release, write_release
 from sdclab.report import render_report
-from sdclab.results import SCHEMA_VERSION, NotMeasured, ReconstructionResult, Reidentification
+from sdclab.results import (
+    ExperimentResult,
+    NotMeasured,
+    PopulationSummary,
+    ReconstructionResult,
+    Reidentification,
+    ReleaseResult,
+)
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -352,28 +358,26 @@ class Runner:
         self.experiment = experiment
         self.steps = StepCache(Path(out), say)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> ExperimentResult:
         spec = self.experiment.population
         pop_digest = _digest("population", spec.model_dump(), _directory_digest(spec.path))
         step = Step("population", pop_digest)
         truth = read_population(self.steps.get(step, partial(_make_population, spec)))
-        results: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "population": {
-                "source": spec.source(),
-                "persons": truth.n_persons,
-                "units": truth.n_units,
-                "geography": truth.geography.summary,
-            },
-            "mechanisms": {
-                m.title: self.mechanism(m, truth, pop_digest) for m in self.experiment.mechanisms
-            },
+        population = PopulationSummary(
+            source=spec.source(),
+            persons=truth.n_persons,
+            units=truth.n_units,
+            geography=truth.geography.summary,
+        )
+        releases = {
+            m.title: self.mechanism(m, truth, pop_digest) for m in self.experiment.mechanisms
         }
-        results["steps"] = {"computed": self.steps.computed, "reused": self.steps.reused}
-        return results
+        return ExperimentResult(
+            population, releases, tuple(self.steps.computed), tuple(self.steps.reused)
+        )
 
-    def mechanism(self, m: MechanismSpec, truth: Population, pop_digest: str) -> dict[str, Any]:
-        """One mechanism's release, its attacks and its evaluation (an entry of results.json)."""
+    def mechanism(self, m: MechanismSpec, truth: Population, pop_digest: str) -> ReleaseResult:
+        """One mechanism's release, its attacks and its evaluation."""
         mechanism = protection.get(m.name)
         files = _settings_files_digest(m.settings)
         settings = {k: str(v) for k, v in m.settings.items()}
@@ -388,16 +392,13 @@ class Runner:
             made = self.steps.get(step, partial(_make_risk, release, truth))
             risk = read_json_object(made / METRICS_FILE)
         reconstruction, reidentification = self.attacks(m, release, truth, rel_digest)
-        figures = api.evaluation(release, truth, reconstruction, reidentification, risk)
-        entry = {
-            "mechanism": m.name,
-            "settings": mechanism.parse(m.settings).recorded(),
-            "notes": release.notes,
-            "budget": release.card.budget.text(),
-            **figures.to_dict(),
-        }
-        entry[EVALUATION_ONLY] = evaluation_only(entry)
-        return entry
+        return ReleaseResult(
+            title=m.title,
+            settings=mechanism.parse(m.settings).recorded(),
+            notes=release.notes,
+            budget=release.card.budget.text(),
+            evaluation=api.evaluation(release, truth, reconstruction, reidentification, risk),
+        )
 
     def attacks(
         self, m: MechanismSpec, release: Release, truth: Population, rel_digest: str
@@ -436,7 +437,7 @@ def run_experiment(
     out: Path,
     say: Callable[[str], None],
     protect: tuple[Path, ...] = (),
-) -> dict[str, Any]:
+) -> ExperimentResult:
     """Run (or finish) an experiment in ``out``; write results.json and report.html.
 
     ``out`` must be absent, empty or an earlier experiment's directory, apart from the inputs
@@ -466,7 +467,7 @@ def run_experiment(
             shutil.rmtree(out / "steps", ignore_errors=True)
             (out / OUTPUT_MARKER).unlink(missing_ok=True)
         raise
-    write_json(results, out / RESULTS_FILE)
+    write_json(results.to_dict(), out / RESULTS_FILE)
     with atomic_file(out / REPORT_FILE) as tmp:
         tmp.write_text(render_report(results), encoding="utf-8")
     return results

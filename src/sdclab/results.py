@@ -70,7 +70,7 @@ def from_json(value: Any, reason: str = "not recorded") -> Value:
         return NotMeasured(str(value["not_measured"]))
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NotMeasured(reason)
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def number(value: Any) -> float | None:
@@ -323,28 +323,11 @@ class Variability:
 
 
 @dataclass(frozen=True)
-class ReconstructionResult:
-    """Person records rebuilt from a release's tables, with the attack's own figures."""
+class ReconstructionFigures:
+    """The attack's own figures about a reconstruction (none of them uses the truth)."""
 
-    mechanism: str
-    """The mechanism of the attacked release."""
-    persons: pl.DataFrame = field(repr=False)
-    """Reconstructed persons: block, sex, age, age_min, age_max, race, hispanic (null where the
-    tables do not determine an attribute)."""
-    tracts: pl.DataFrame = field(repr=False)
-    """One row per tract: status, mode, deviation, seconds, program size."""
     metrics: Mapping[str, Any] = field(repr=False)
     """The figures as ``metrics.json`` records them."""
-    solvar: pl.DataFrame | None = field(default=None, repr=False)
-    """Solution variability per block, when measured."""
-
-    @property
-    def n_persons(self) -> int:
-        return self.persons.height
-
-    @property
-    def n_tracts(self) -> int:
-        return self.tracts.height
 
     @property
     def seconds(self) -> Value:
@@ -368,6 +351,40 @@ class ReconstructionResult:
         return Variability.from_dict(data)
 
     def __repr__(self) -> str:
+        return f"<ReconstructionFigures: {_seconds(self.seconds)}>"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.metrics)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReconstructionResult(ReconstructionFigures):
+    """Person records rebuilt from a release's tables, with the attack's own figures."""
+
+    mechanism: str
+    """The mechanism of the attacked release."""
+    persons: pl.DataFrame = field(repr=False)
+    """Reconstructed persons: block, sex, age, age_min, age_max, race, hispanic (null where the
+    tables do not determine an attribute)."""
+    tracts: pl.DataFrame = field(repr=False)
+    """One row per tract: status, mode, deviation, seconds, program size."""
+    solvar: pl.DataFrame | None = field(default=None, repr=False)
+    """Solution variability per block, when measured."""
+
+    @property
+    def n_persons(self) -> int:
+        return self.persons.height
+
+    @property
+    def n_tracts(self) -> int:
+        return self.tracts.height
+
+    @property
+    def figures(self) -> ReconstructionFigures:
+        """The attack's own figures alone, as an evaluation keeps them."""
+        return ReconstructionFigures(self.metrics)
+
+    def __repr__(self) -> str:
         return (
             f"<ReconstructionResult of a {self.mechanism} release: {self.n_persons:,} persons in "
             f"{self.n_tracts:,} tracts, {_seconds(self.seconds)}>"
@@ -381,6 +398,7 @@ class ReconstructionResult:
 # Evaluation
 # ---------------------------------------------------------------------------------------------
 
+NO_CHILDREN = "no parent cell whose children are all shown"
 NO_SHOWN_CELLS = "every cell of the table is suppressed at this level"
 NO_POSITIVE_CELLS = "no cell has a positive true count"
 
@@ -481,8 +499,9 @@ class Agreement:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Agreement | NotMeasured:
-        if "not_applicable" in data:
-            return NotMeasured(str(data["not_applicable"]))
+        for key in ("not_applicable", "not_measured"):
+            if key in data:
+                return NotMeasured(str(data[key]))
         return cls(
             all=AgreementRates.from_dict(data["all"]),
             by_block_size={
@@ -517,7 +536,7 @@ class Evaluation:
     """By table, then parent level: share of parent cells whose children do not add up."""
     by_level: Mapping[str, LevelAccuracy] = field(repr=False)
     microdata_agreement: Agreement | NotMeasured = field(repr=False)
-    reconstruction: Mapping[str, Any] | NotMeasured = field(repr=False)
+    reconstruction: ReconstructionFigures | NotMeasured = field(repr=False)
     """The attack's own figures (not truth-based), when a reconstruction was given."""
     reconstruction_agreement: Agreement | NotMeasured = field(repr=False)
     block_sex_agebin_agreement: Value = field(repr=False)
@@ -605,12 +624,176 @@ class Evaluation:
             "reconstruction_block_sex_agebin": as_json(self.block_sex_agebin_agreement),
             "reidentification": as_json(self.reidentification),
         }
-        out["reconstruction"] = as_json(
-            self.reconstruction
-            if isinstance(self.reconstruction, NotMeasured)
-            else dict(self.reconstruction)
-        )
+        out["reconstruction"] = as_json(self.reconstruction)
         if self.diagnostics:
             out["diagnostics"] = dict(self.diagnostics)
         out["risk"] = as_json(self.risk if isinstance(self.risk, NotMeasured) else dict(self.risk))
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Evaluation:
+        """An evaluation read back from :meth:`to_dict`'s form."""
+        accuracy = {
+            name: {
+                level: TableAccuracy.from_dict(name, level, values)
+                for level, values in levels.items()
+                if level != "additivity"
+            }
+            for name, levels in data["accuracy"].items()
+        }
+        additivity = {
+            name: {k: from_json(v, NO_CHILDREN) for k, v in levels.get("additivity", {}).items()}
+            for name, levels in data["accuracy"].items()
+        }
+        reconstruction = data.get("reconstruction", {"not_measured": NO_RECONSTRUCTION})
+        risk = data.get("risk", {"not_measured": "not recorded"})
+        return cls(
+            mechanism=str(data["mechanism"]),
+            guarantee=dict(data["specification"]),
+            accuracy=accuracy,
+            additivity=additivity,
+            by_level={
+                level: LevelAccuracy(level, float(v["mean_mae"]), int(v["tables"]))
+                for level, v in data["accuracy_by_level"].items()
+            },
+            microdata_agreement=Agreement.from_dict(data["microdata_agreement"]),
+            reconstruction=(
+                NotMeasured(str(reconstruction["not_measured"]))
+                if "not_measured" in reconstruction
+                else ReconstructionFigures(reconstruction)
+            ),
+            reconstruction_agreement=Agreement.from_dict(data["reconstruction_agreement"]),
+            block_sex_agebin_agreement=from_json(
+                data["reconstruction_block_sex_agebin"], NO_RECONSTRUCTION
+            ),
+            reidentification={
+                attacker: (
+                    NotMeasured(str(reid["not_measured"]))
+                    if "not_measured" in reid
+                    else Reidentification.from_dict(reid)
+                )
+                for attacker, reid in data["reidentification"].items()
+            },
+            diagnostics=dict(data.get("diagnostics", {})),
+            risk=NotMeasured(str(risk["not_measured"])) if "not_measured" in risk else dict(risk),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiments
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    """One release of an experiment: the mechanism as configured and its evaluation."""
+
+    title: str
+    """The experiment's label of the release (the mechanism's name unless labelled)."""
+    settings: Mapping[str, Any] = field(repr=False)
+    notes: Mapping[str, Any] = field(repr=False)
+    budget: str
+    """The specification card's budget, as text."""
+    evaluation: Evaluation = field(repr=False)
+
+    @property
+    def mechanism(self) -> str:
+        return self.evaluation.mechanism
+
+    def to_dict(self) -> dict[str, Any]:
+        """An entry of ``results.json``: settings, notes, budget, the evaluation's figures and
+        the paths of the figures that used the truth."""
+        from sdclab.evaluation import EVALUATION_ONLY, evaluation_only
+
+        figures = self.evaluation.to_dict()
+        entry = {
+            "mechanism": self.mechanism,
+            "settings": dict(self.settings),
+            "notes": dict(self.notes),
+            "budget": self.budget,
+            **{k: v for k, v in figures.items() if k not in ("schema_version", "mechanism")},
+        }
+        entry[EVALUATION_ONLY] = evaluation_only(entry)
+        return entry
+
+    @classmethod
+    def from_dict(cls, title: str, data: Mapping[str, Any]) -> ReleaseResult:
+        return cls(
+            title=title,
+            settings=dict(data.get("settings", {})),
+            notes=dict(data.get("notes", {})),
+            budget=str(data["budget"]),
+            evaluation=Evaluation.from_dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class PopulationSummary:
+    """The population an experiment protected: where it came from and its size."""
+
+    source: Mapping[str, Any]
+    """The synthetic generator's settings, or the directory it was read from."""
+    persons: int
+    units: int
+    geography: Mapping[str, int]
+    """Geounits per level."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_json(self)
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """What an experiment measured: its population and every release's evaluation, with the
+    steps it computed and reused. ``results.json`` and the report are written from it."""
+
+    population: PopulationSummary
+    releases: Mapping[str, ReleaseResult] = field(repr=False)
+    """By title, in the experiment's order."""
+    steps_computed: tuple[str, ...] = field(default=(), repr=False)
+    steps_reused: tuple[str, ...] = field(default=(), repr=False)
+
+    def __getitem__(self, title: str) -> ReleaseResult:
+        if title not in self.releases:
+            raise KeyError(f"no release {title!r}; releases: {', '.join(self.releases)}")
+        return self.releases[title]
+
+    def __repr__(self) -> str:
+        return (
+            f"<ExperimentResult: {len(self.releases)} releases of {self.population.persons:,} "
+            f"persons ({', '.join(self.releases)})>"
+        )
+
+    def figures(self) -> Iterator[Figure]:
+        """Every release's figures in long form, with its title as the setting."""
+        for title, release in self.releases.items():
+            yield from release.evaluation.figures(setting=title)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form of ``results.json``."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "population": self.population.to_dict(),
+            "mechanisms": {title: r.to_dict() for title, r in self.releases.items()},
+            "steps": {"computed": list(self.steps_computed), "reused": list(self.steps_reused)},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExperimentResult:
+        """Results read back from ``results.json``."""
+        pop = data["population"]
+        steps = data.get("steps", {})
+        return cls(
+            population=PopulationSummary(
+                source=dict(pop["source"]),
+                persons=int(pop["persons"]),
+                units=int(pop["units"]),
+                geography=dict(pop["geography"]),
+            ),
+            releases={
+                title: ReleaseResult.from_dict(title, entry)
+                for title, entry in data["mechanisms"].items()
+            },
+            steps_computed=tuple(steps.get("computed", ())),
+            steps_reused=tuple(steps.get("reused", ())),
+        )

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, evaluation_only, size_class_label
 from sdclab.geography import LEVELS
-from sdclab.results import number
+from sdclab.results import (
+    ExperimentResult,
+    Linkage,
+    LinkRates,
+    NotMeasured,
+    Reidentification,
+    ReleaseResult,
+    Value,
+    Variability,
+    from_json,
+    number,
+)
 
 COLOURS = ("#1b6ca8", "#d1495b", "#e59a1c", "#2e8b57", "#8d6a9f", "#8c564b", "#17becf", "#bcbd22")
 BASELINE_COLOUR = "#777"
@@ -128,9 +140,11 @@ STYLE = "".join(
 )
 
 
-def _legend(mechs: dict[str, Any]) -> str:
+def _legend(results: ExperimentResult) -> str:
     """How to read the labels, and which fields of results.json are evaluation only."""
-    fields = sorted({path for entry in mechs.values() for path in evaluation_only(entry)})
+    fields = sorted(
+        {path for r in results.releases.values() for path in evaluation_only(r.to_dict())}
+    )
     items = "".join(f"<li>{source_label(s)}{_esc(s.explanation)}</li>" for s in SOURCES)
     return (
         '<div class="legend"><h2>Where each number comes from</h2>'
@@ -149,10 +163,9 @@ def _legend(mechs: dict[str, Any]) -> str:
 
 def _not_measured(value: Any) -> str | None:
     """ "n/a" with the reason on hover for a figure that was not measured (None otherwise)."""
-    if isinstance(value, dict) and "not_measured" in value:
-        return f'<span title="{_esc(value["not_measured"])}">n/a</span>'
-    if value is None:
-        return "n/a"
+    value = from_json(value)
+    if isinstance(value, NotMeasured):
+        return f'<span title="{_esc(value.reason)}">n/a</span>'
     return None
 
 
@@ -298,39 +311,51 @@ def bar_chart(
     return "".join(parts)
 
 
-def _reid(entry: dict[str, Any], attacker: str, method: str, subset: str) -> dict[str, Any]:
-    """One group's reidentification figures, or ``{"not_measured": why}``."""
-    return _node(entry, "reidentification", attacker, method, subset)
+def _rates(
+    release: ReleaseResult, attacker: str, method: str, group: str
+) -> LinkRates | NotMeasured:
+    """One group's link rates by one method of one attacker, or why there are none."""
+    reid = release.evaluation.reidentification.get(
+        attacker, NotMeasured(f"the experiment has no {attacker} attacker")
+    )
+    if isinstance(reid, NotMeasured):
+        return reid
+    linkage: Linkage | NotMeasured = getattr(reid, method)
+    if isinstance(linkage, NotMeasured):
+        return linkage
+    return linkage.groups.get(group) or NotMeasured(f"no group {group} in the results")
 
 
-def _node(entry: dict[str, Any], *keys: str) -> dict[str, Any]:
-    """The figures at ``keys`` in an entry of results.json; a level that was not measured (or is
-    absent) stands for everything below it, as ``{"not_measured": why}``."""
-    node: Any = entry
-    for key in keys:
-        if isinstance(node, dict) and "not_measured" in node:
-            return node
-        if not isinstance(node, dict) or key not in node:
-            return {"not_measured": f"{'.'.join(keys)} is not in the results"}
-        node = node[key]
-    return node if isinstance(node, dict) else {"value": node}
+def _rate(rates: LinkRates | NotMeasured, metric: str) -> Value:
+    """``metric`` of ``rates`` (putative_rate, confirmed_rate, precision)."""
+    return rates if isinstance(rates, NotMeasured) else getattr(rates, metric)
 
 
-def _fig(node: dict[str, Any], key: str) -> Any:
-    """Figure ``key`` of ``node``, or the node itself when it was not measured as a whole."""
-    return node if "not_measured" in node else node.get(key)
+def _variability(release: ReleaseResult) -> Variability | NotMeasured:
+    figures = release.evaluation.reconstruction
+    return figures if isinstance(figures, NotMeasured) else figures.variability
 
 
-def _precision_series(results: dict[str, Any], attacker: str, prefix: str) -> dict:
-    series: dict[str, list[float | None]] = {}
-    for title, entry in results["mechanisms"].items():
+def _level_mae(release: ReleaseResult, level: str) -> Value:
+    summary = release.evaluation.by_level.get(level)
+    if summary is None:
+        return NotMeasured(f"the release publishes no table at {level} level")
+    return summary.mean_mae
+
+
+def _precision_series(results: ExperimentResult, attacker: str, prefix: str) -> dict:
+    series: dict[str, list[Value]] = {}
+    groups = [f"block_size_{c}" for c in CLASSES]
+    for title, release in results.releases.items():
         series[title] = [
-            _fig(_reid(entry, attacker, "reconstruction", f"{prefix}block_size_{c}"), "precision")
+            _rate(
+                _rates(release, attacker, "reconstruction", f"{prefix}block_size_{c}"), "precision"
+            )
             for c in CLASSES
         ]
-    first: dict[str, Any] = next(iter(results["mechanisms"].values()), {})
+    first = next(iter(results.releases.values()))
     series["guess (PRG)"] = [
-        _fig(_reid(first, attacker, "prg", f"{prefix}block_size_{c}"), "precision") for c in CLASSES
+        _rate(_rates(first, attacker, "prg", f"{prefix}{c}"), "precision") for c in groups
     ]
     return series
 
@@ -356,36 +381,49 @@ SUMMARY_NOTE = (
 )
 
 
-def _summary_row(title: str, e: dict[str, Any]) -> str:
-    census = _reid(e, "census", "reconstruction", "all")
-    commercial = _reid(e, "commercial", "reconstruction", "all")
-    nonmodal = _reid(e, "census", "reconstruction", "nonmodal")
-    solvar0 = _reid(e, "census", "reconstruction", "nonmodal_unique_solvar0")
-    variability = _node(e, "reconstruction", "variability")
-    agree = _node(e, "reconstruction_agreement", "all")
+def _summary_row(release: ReleaseResult) -> str:
+    census = _rates(release, "census", "reconstruction", "all")
+    commercial = _rates(release, "commercial", "reconstruction", "all")
+    nonmodal = _rates(release, "census", "reconstruction", "nonmodal")
+    solvar0 = _rates(release, "census", "reconstruction", "nonmodal_unique_solvar0")
+    variability = _variability(release)
+    agreement = release.evaluation.reconstruction_agreement
     cells = (
-        f"<b>{_esc(title)}</b>",
-        _esc(e["budget"]),
-        _number(_fig(_node(e, "accuracy_by_level", "block"), "mean_mae")),
-        _number(_fig(_node(e, "accuracy_by_level", "tract"), "mean_mae")),
-        _pct(_fig(agree, "agree_agebin")),
-        _pct(_fig(variability, "share_blocks_solvar_zero")),
-        f"{_pct(_fig(census, 'putative_rate'))} / {_pct(_fig(census, 'precision'))}",
-        f"{_pct(_fig(commercial, 'putative_rate'))} / {_pct(_fig(commercial, 'precision'))}",
-        _pct(_fig(nonmodal, "precision")),
-        _pct(_fig(solvar0, "precision")),
+        f"<b>{_esc(release.title)}</b>",
+        _esc(release.budget),
+        _number(_level_mae(release, "block")),
+        _number(_level_mae(release, "tract")),
+        _pct(agreement if isinstance(agreement, NotMeasured) else agreement.all.agree_agebin),
+        _pct(
+            variability
+            if isinstance(variability, NotMeasured)
+            else variability.share_blocks_solvar_zero
+        ),
+        f"{_pct(_rate(census, 'putative_rate'))} / {_pct(_rate(census, 'precision'))}",
+        f"{_pct(_rate(commercial, 'putative_rate'))} / {_pct(_rate(commercial, 'precision'))}",
+        _pct(_rate(nonmodal, "precision")),
+        _pct(_rate(solvar0, "precision")),
     )
     assert len(cells) == len(SUMMARY_COLUMNS)
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
-def _charts(results: dict[str, Any]) -> list[str]:
+def _solvar_curve(release: ReleaseResult, points: list[str]) -> list[Value]:
+    variability = _variability(release)
+    if isinstance(variability, NotMeasured):
+        return [variability] * len(points)
+    shares = variability.cumulative_share_of_blocks
+    return [shares.get(p, NotMeasured(f"solvar ≤ {p} is not in the results")) for p in points]
+
+
+def _charts(results: ExperimentResult) -> list[str]:
     """The figures, each labelled with its source."""
-    mechs = results["mechanisms"]
+    releases = results.releases
     charts = []
     for attacker in ("census", "commercial"):
         if any(
-            "not_measured" not in _node(e, "reidentification", attacker) for e in mechs.values()
+            isinstance(r.evaluation.reidentification.get(attacker), Reidentification)
+            for r in releases.values()
         ):
             for prefix, who in (("", "all persons"), ("nonmodal_", "nonmodal persons")):
                 charts.append(
@@ -407,11 +445,11 @@ def _charts(results: dict[str, Any]) -> list[str]:
                 ["census putative", "confirmed", "commercial putative", "confirmed"],
                 {
                     t: [
-                        _fig(_reid(e, a, "reconstruction", "all"), k)
+                        _rate(_rates(r, a, "reconstruction", "all"), k)
                         for a in ("census", "commercial")
                         for k in ("putative_rate", "confirmed_rate")
                     ]
-                    for t, e in mechs.items()
+                    for t, r in releases.items()
                 },
                 source=EVALUATION,
             ),
@@ -423,10 +461,7 @@ def _charts(results: dict[str, Any]) -> list[str]:
             line_chart(
                 "Mean absolute error of the tables by geography level",
                 list(LEVELS),
-                {
-                    t: [e.get("accuracy_by_level", {}).get(lv, {}).get("mean_mae") for lv in LEVELS]
-                    for t, e in mechs.items()
-                },
+                {t: [_level_mae(r, lv) for lv in LEVELS] for t, r in releases.items()},
                 percent=False,
                 source=EVALUATION,
             ),
@@ -439,16 +474,7 @@ def _charts(results: dict[str, Any]) -> list[str]:
             line_chart(
                 "Solution variability: share of blocks with solvar ≤ x",
                 cdf_points,
-                {
-                    t: [
-                        _fig(
-                            _node(e, "reconstruction", "variability", "cumulative_share_of_blocks"),
-                            p,
-                        )
-                        for p in cdf_points
-                    ]
-                    for t, e in mechs.items()
-                },
+                {t: _solvar_curve(r, cdf_points) for t, r in releases.items()},
                 source=RELEASE,
             ),
         )
@@ -456,31 +482,31 @@ def _charts(results: dict[str, Any]) -> list[str]:
     return charts
 
 
-def render_report(results: dict[str, Any]) -> str:
+def render_report(results: ExperimentResult) -> str:
     """The whole report as one HTML string.
 
     Every section, table and figure is labelled with its :class:`Source`: evaluation only
     (computed with the confidential data), from the release alone, or from the specification card.
     """
-    pop = results["population"]
-    mechs = results["mechanisms"]
+    pop = results.population
+    releases = results.releases
     summary = (
         "<table><tr>"
         + "".join(column(header, source) for header, source in SUMMARY_COLUMNS)
         + "</tr>"
-        + "".join(_summary_row(title, e) for title, e in mechs.items())
+        + "".join(_summary_row(r) for r in releases.values())
         + "</table>"
     )
     population = (
-        f"<p>Population: {pop['persons']:,} persons in {pop['units']:,} units; "
-        f"{pop['geography']['block']:,} blocks, {pop['geography']['tract']:,} tracts, "
-        f"{_count(pop['geography']['county'], 'county', 'counties')}.</p>"
+        f"<p>Population: {pop.persons:,} persons in {pop.units:,} units; "
+        f"{pop.geography['block']:,} blocks, {pop.geography['tract']:,} tracts, "
+        f"{_count(pop.geography['county'], 'county', 'counties')}.</p>"
     )
-    diagnostics = {t: e.get("diagnostics", {}) for t, e in mechs.items()}
+    diagnostics = {t: r.evaluation.diagnostics for t, r in releases.items()}
     sections = "".join(
-        _ckm_section(t, e["risk"])
-        for t, e in mechs.items()
-        if "not_measured" not in e.get("risk", {"not_measured": ""})
+        _ckm_section(t, r.evaluation.risk)
+        for t, r in releases.items()
+        if not isinstance(r.evaluation.risk, NotMeasured)
     )
     sections += "".join(
         _tails_section(t, d["tails"]) for t, d in diagnostics.items() if "tails" in d
@@ -495,8 +521,8 @@ def render_report(results: dict[str, Any]) -> str:
     )
     cards = "".join(
         f"<details><summary>{_esc(t)}: specification card</summary><pre>"
-        f"{_esc(_card_text(e['specification']))}</pre></details>"
-        for t, e in mechs.items()
+        f"{_esc(_card_text(r.evaluation.guarantee))}</pre></details>"
+        for t, r in releases.items()
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>sdclab report</title>
@@ -506,20 +532,20 @@ th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-spac
 {STYLE}</style>
 </head><body>
 <h1>sdclab: protection, accuracy and risk side by side</h1>
-{_legend(mechs)}
+{_legend(results)}
 {labelled(EVALUATION, population)}
-<p>{_attack_sentence(mechs)}</p>
+<p>{_attack_sentence(results)}</p>
 {section("Summary", [(EVALUATION, SUMMARY_NOTE + summary)])}
 {"".join(_charts(results))}
 {sections}
 {section("Specification cards", [(CARD, cards)])}
-<p><small>Steps computed: {len(results.get("steps", {}).get("computed", []))}; reused:
-{len(results.get("steps", {}).get("reused", []))}.</small></p>
+<p><small>Steps computed: {len(results.steps_computed)}; reused:
+{len(results.steps_reused)}.</small></p>
 </body></html>
 """
 
 
-def _ckm_section(title: str, risk: dict[str, Any]) -> str:
+def _ckm_section(title: str, risk: Mapping[str, Any]) -> str:
     """The cell key method's own risks and the (D, V) design grid for a release like this one.
 
     The bound estimate, the pinned tuples and the design grid need only the release (and the
@@ -699,16 +725,17 @@ def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
     )
 
 
-def _attack_sentence(mechs: dict[str, Any]) -> str:
+def _attack_sentence(results: ExperimentResult) -> str:
+    releases = results.releases.values()
     attackers = sorted(
         {
-            a
-            for e in mechs.values()
-            for a, figures in e.get("reidentification", {}).items()
-            if "not_measured" not in figures
+            attacker
+            for r in releases
+            for attacker, reid in r.evaluation.reidentification.items()
+            if isinstance(reid, Reidentification)
         }
     )
-    if all("not_measured" in _node(e, "reconstruction") for e in mechs.values()):
+    if all(isinstance(r.evaluation.reconstruction, NotMeasured) for r in releases):
         return "The releases were not attacked in this experiment."
     text = "Every release below was attacked with the reconstruction of the 2010 study"
     if attackers:
@@ -720,7 +747,7 @@ def _attack_sentence(mechs: dict[str, Any]) -> str:
     return _esc(text + ".")
 
 
-def _card_text(card: dict[str, Any]) -> str:
+def _card_text(card: Mapping[str, Any]) -> str:
     from sdclab.accounting import SpecCard
 
-    return SpecCard.from_dict(card).render()
+    return SpecCard.from_dict(dict(card)).render()
