@@ -115,7 +115,7 @@ def test_psa_bound_is_below_its_exact_loss() -> None:
     assert result.claim.value == pytest.approx(2 * math.log(3))
 
 
-def test_claims_come_from_the_cards() -> None:
+def test_claims_come_from_each_mechanisms_own_allocation() -> None:
     assert audit("gaussian", {"rho": "0.25"}, trials=200).claim.value == pytest.approx(0.25)
     topdown = audit("topdown", {"product": "pl94", "rho": "1"}, trials=100)
     assert 0 < topdown.claim.value < 1

@@ -283,6 +283,10 @@ def psa_published_noise(params: PsaParameters) -> NoisePublication:
     )
 
 
+AUDIT_GROUP_SIZE = 2
+"""The audit's matching groups: the two households of each copied tract."""
+
+
 @PSA.define("audit_plan")
 def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_plans.Trials:
     """A tract of two one-person households of the same size (one matching group, b = 2); D′
@@ -315,11 +319,9 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
         for i, (people, units) in enumerate(datasets)
     ]
     d, d_prime = audit_plans.copy_matrix([audit_plans.block_outputs(r) for r in releases], trials)
-    epsilon = releases[0].card.budget.epsilon
-    assert epsilon is not None
     claim = audit_plans.Claim(
         "pure",
-        2 * epsilon,
+        2 * accounting.psa_epsilon(float(PSA.parse(chosen).rate), AUDIT_GROUP_SIZE),
         "every block-level table of both blocks",
         "bounded, two household records differ",
     )
