@@ -44,7 +44,7 @@ def ons_inputs(population, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def main() -> None:
     persons = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    population, _ = synthesize(persons, seed=1)
+    population = synthesize(persons, seed=1)
     population = assign_record_keys(population, 256, np.random.default_rng(1))
     table = ons_10_5_ptable()
     names = list(PERSON_TABLES)

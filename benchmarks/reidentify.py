@@ -46,7 +46,7 @@ def pandas_link(inferred: pd.DataFrame, attacker: pd.DataFrame, seed: int) -> pd
 
 
 def main() -> None:
-    population, _ = synthesize(N, seed=1)
+    population = synthesize(N, seed=1)
     release = exact_release(population)
     recon = reconstruct(release, workers=2).persons.with_columns(pl.col("block").cast(pl.Int64))
     inferred = recon.select(pl.col(["block", "sex", "age", "race", "hispanic"]).cast(pl.Int64))

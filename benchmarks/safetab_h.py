@@ -138,7 +138,7 @@ def workload(population, params: SafeTabHParameters, folder: Path) -> int:
 
 def main() -> None:
     persons = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    population, _ = synthesize(persons, seed=1)
+    population = synthesize(persons, seed=1)
     params = SafeTabHParameters()
     start = time.perf_counter()
     release = protection.run("safetab_h", population, {}, 1)

@@ -109,7 +109,7 @@ def run(population, workers: int) -> dict[str, object]:
 
 def main() -> None:
     persons = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000_000
-    population, _ = synthesize(persons, seed=1)
+    population = synthesize(persons, seed=1)
     one, two = run(population, 1), run(population, 2)
     identical = all(
         one["_tables"][name].equals(two["_tables"][name]) for name in one["_tables"]

@@ -38,7 +38,7 @@ def timed(run):
 
 
 def main() -> None:
-    population, _ = synthesize(N, seed=1)
+    population = synthesize(N, seed=1)
     households = Households(population)
     _ = households.size, households.adults, population.person_unit_row  # shared set-up
     rng = np.random.default_rng(7)

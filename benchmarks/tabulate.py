@@ -26,7 +26,7 @@ N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 
 
 def main() -> None:
-    population, _ = synthesize(N, seed=1)
+    population = synthesize(N, seed=1)
 
     start = time.perf_counter()
     ours = {

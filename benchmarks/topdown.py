@@ -63,7 +63,7 @@ def main() -> None:
     seed = int(seeds[-1].removeprefix("--seed=")) if seeds else 1
     persons = int(positional[0]) if positional else 1_000_000
     products = positional[1:] or ["pl94", "dhc"]
-    population, _ = synthesize(persons, seed=1)
+    population = synthesize(persons, seed=1)
     results = {name: run_product(name, population, seed) for name in products}
     print(
         json.dumps(

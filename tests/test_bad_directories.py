@@ -579,7 +579,7 @@ the defaults (their JSON form must parse back too)."""
 def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
     from sdclab.protection.cellkey import assign_record_keys
 
-    population, _ = synthesize(1_500, seed=17)
+    population = synthesize(1_500, seed=17)
     population = assign_record_keys(population, 256, np.random.default_rng(2))
     out = {}
     for name, settings in {**QUICK, "none": {}}.items():

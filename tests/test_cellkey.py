@@ -26,7 +26,7 @@ from sdclab.tables.tabulate import tabulate
 
 @pytest.fixture(scope="module")
 def keyed():
-    population, _ = synthesize(3_000, seed=11)
+    population = synthesize(3_000, seed=11)
     return assign_record_keys(population, 256, np.random.default_rng(3))
 
 
@@ -197,7 +197,7 @@ def test_zeros_stay_zero_noise_is_bounded_and_never_lands_in_one_to_js(keyed):
 
 
 def test_mean_noise_is_zero_and_variance_is_v_on_disjoint_cells():
-    population, _ = synthesize(60_000, seed=4)
+    population = synthesize(60_000, seed=4)
     population = assign_record_keys(population, 2**20, np.random.default_rng(9))
     table = create_ptable(5, 3.0)
     plain, keys = keyed_tables(population, ["P12"], 2**20)
@@ -322,7 +322,7 @@ def test_ons_function_equals_the_package_on_random_tables(n, seed, threshold, sh
 
 
 def test_record_keys_of_one_table_alone_are_refused_not_replaced():
-    population, _ = synthesize(600, seed=12)
+    population = synthesize(600, seed=12)
     keyed = assign_record_keys(population, 256, np.random.default_rng(3))
     with pytest.raises(InputError, match="persons: has a record_key column but units has none"):
         type(population)(persons=keyed.persons, units=population.units)  # validated when made

@@ -27,7 +27,7 @@ from sdclab.tables.tabulate import tabulate
 
 @pytest.fixture(scope="module")
 def population():
-    population, _ = synthesize(8_000, seed=21)
+    population = synthesize(8_000, seed=21)
     return assign_record_keys(population, 256, np.random.default_rng(5))
 
 

@@ -35,7 +35,7 @@ def _kill_after(process: subprocess.Popen[bytes], seconds: float) -> None:
 
 
 def test_killed_protect_leaves_the_old_release_or_none(tmp_path):
-    population, _ = synthesize(6_000, seed=3)
+    population = synthesize(6_000, seed=3)
     pop = tmp_path / "pop"
     write_population(population, pop)
     out = tmp_path / "rel"
@@ -79,7 +79,7 @@ def test_killed_synth_leaves_a_valid_population_or_none(tmp_path):
 def test_killed_reconstruct_leaves_a_complete_reconstruction_or_none(tmp_path):
     from sdclab.attacks.reconstruction import read_reconstruction
 
-    population, _ = synthesize(6_000, seed=4)
+    population = synthesize(6_000, seed=4)
     pop, rel, out = tmp_path / "pop", tmp_path / "rel", tmp_path / "recon"
     write_population(population, pop)
     made = subprocess.run(

@@ -24,7 +24,7 @@ from sdclab.tables.tabulate import tabulate
 
 @pytest.fixture(scope="module")
 def population():
-    return synthesize(10_000, seed=12)[0]
+    return synthesize(10_000, seed=12)
 
 
 def test_tail_probabilities_against_the_closed_forms():

@@ -88,7 +88,7 @@ def test_mdg_and_prg_on_nine_white_and_one_asian():
 
 @pytest.fixture(scope="module")
 def attacked():
-    population, _ = synthesize(15_000, seed=6)
+    population = synthesize(15_000, seed=6)
     release = exact_release(population)
     return population, release, reconstruct(release, workers=1)
 

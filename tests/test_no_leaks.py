@@ -35,14 +35,14 @@ QUICK = {
 
 @pytest.fixture(scope="module")
 def population():
-    population, _ = synthesize(4_000, seed=17)
+    population = synthesize(4_000, seed=17)
     return assign_record_keys(population, 256, np.random.default_rng(2))
 
 
 @pytest.fixture(scope="module")
 def small(population):
     """A smaller population with record keys, for the tests that run mechanisms themselves."""
-    smaller, _ = synthesize(1_200, seed=18)
+    smaller = synthesize(1_200, seed=18)
     return assign_record_keys(smaller, 256, np.random.default_rng(2))
 
 

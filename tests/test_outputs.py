@@ -29,7 +29,7 @@ def run(*args: str):
 def made(tmp_path_factory):
     """A population, its exact release and a reconstruction of it."""
     root = tmp_path_factory.mktemp("made")
-    population, _ = synthesize(800, seed=8)
+    population = synthesize(800, seed=8)
     write_population(population, root / "pop")
     assert run("tabulate", root / "pop", "--out", root / "rel").exit_code == 0
     result = run("reconstruct", root / "rel", "--workers", "1", "--out", root / "recon")

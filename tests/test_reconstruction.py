@@ -122,7 +122,7 @@ def test_solvar_against_brute_force(people, tables, expected):
 
 @pytest.fixture(scope="module")
 def synthetic():
-    population, _ = synthesize(12_000, seed=8)
+    population = synthesize(12_000, seed=8)
     release = exact_release(population)
     return population, release, reconstruct(release, workers=1)
 
@@ -185,7 +185,7 @@ def test_agreement_on_block_sex_agebin_is_total(synthetic):
 
 
 def test_noisy_release_reconstructs_with_reported_deviation():
-    population, _ = synthesize(1_200, seed=9)
+    population = synthesize(1_200, seed=9)
     release = exact_release(population)
     noisy = replace(with_noise(release, np.random.default_rng(3)), mechanism="test-noise")
     recon = reconstruct(noisy, workers=1, time_limit=10)
@@ -195,7 +195,7 @@ def test_noisy_release_reconstructs_with_reported_deviation():
 
 
 def test_results_do_not_depend_on_the_number_of_workers_or_the_executor():
-    population, _ = synthesize(6_000, seed=4)
+    population = synthesize(6_000, seed=4)
     release = exact_release(population)
     one = reconstruct(release, workers=1, seed=5).persons
     two = reconstruct(release, workers=2, seed=5).persons
@@ -235,7 +235,7 @@ def test_reconstruct_command(tmp_path):
 
 
 def test_variability_is_not_applicable_to_least_deviation_tracts():
-    population, _ = synthesize(1_200, seed=9)
+    population = synthesize(1_200, seed=9)
     release = exact_release(population)
     noisy = with_noise(release, np.random.default_rng(3))
     recon = reconstruct(noisy, workers=1, time_limit=10)
@@ -253,7 +253,7 @@ def test_reconstruction_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     import sdclab.attacks.reconstruction as rec
     from sdclab.execution import TaskFailed
 
-    population, _ = synthesize(9_000, seed=6)
+    population = synthesize(9_000, seed=6)
     release = exact_release(population)
     whole = reconstruct(release, workers=1, seed=2).persons
     real = rec.solve_tract

@@ -29,7 +29,7 @@ from sdclab.release import read_release, write_release
 
 @pytest.fixture(scope="module")
 def population():
-    return synthesize(30_000, seed=8)[0]
+    return synthesize(30_000, seed=8)
 
 
 @pytest.fixture(scope="module")

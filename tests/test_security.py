@@ -81,7 +81,7 @@ def leaks(root: Path, logs: str, patterns: dict[str, bytes]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def population_dir(tmp_path_factory) -> Path:
-    population, _ = synthesize(2_000, seed=21)
+    population = synthesize(2_000, seed=21)
     path = tmp_path_factory.mktemp("pop") / "pop"
     write_population(assign_record_keys(population, 256, np.random.default_rng(1)), path)
     return path
@@ -167,8 +167,8 @@ def _strategy_file(path: Path) -> Path:
 
 def test_a_checkpoint_is_refused_for_another_population_strategy_or_layout(tmp_path):
     product = PRODUCTS["pl94"]
-    first, _ = synthesize(1_500, seed=31)
-    other, _ = synthesize(1_500, seed=32)
+    first = synthesize(1_500, seed=31)
+    other = synthesize(1_500, seed=32)
     checkpoint = tmp_path / "ck"
     topdown(first, product, PRODUCTION, randomness.make_rng(3), workers=1, checkpoint=checkpoint)
 
@@ -286,7 +286,7 @@ def test_evaluate_and_reidentify_check_the_truth(population_dir, tmp_path, monke
     assert invoke(app, ["tabulate", str(population_dir), "--out", str(rel)]).exit_code == 0
     made = invoke(app, ["reconstruct", str(rel), "--workers", "1", "--out", str(recon)])
     assert made.exit_code == 0, made.output
-    other, _ = synthesize(2_000, seed=22)
+    other = synthesize(2_000, seed=22)
     write_population(other, tmp_path / "other")
     keyed = tmp_path / "keyed"
     assert (

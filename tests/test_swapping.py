@@ -30,7 +30,7 @@ from sdclab.tables.tabulate import TableCounts, tabulate
 
 @pytest.fixture(scope="module")
 def county():
-    return synthesize(20_000, seed=5)[0]
+    return synthesize(20_000, seed=5)
 
 
 def household_contents(population) -> Counter:

@@ -22,7 +22,8 @@ SEED = 20100401
 
 @pytest.fixture(scope="module")
 def generated() -> tuple[Population, dict]:
-    return synth.synthesize(N_MARGINALS, seed=SEED)
+    population = synth.synthesize(N_MARGINALS, seed=SEED)
+    return population, synth.build_report(population, N_MARGINALS, SEED)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +184,8 @@ def test_report_records_parameters_and_counts(generated):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 99, 1_000, 12_345])
 def test_exactly_n_persons(n):
-    population, report = synth.synthesize(n, seed=n)
+    population = synth.synthesize(n, seed=n)
+    report = synth.build_report(population, n, n)
     assert population.n_persons == n
     assert report["counts"]["persons"] == n
     assert_contract(population)
@@ -196,17 +198,20 @@ def test_rejects_fewer_than_one_person(n):
 
 
 def test_same_seed_same_frames_and_different_seeds_differ():
-    a, report_a = synth.synthesize(20_000, seed=7)
-    b, report_b = synth.synthesize(20_000, seed=7)
-    c, _ = synth.synthesize(20_000, seed=8)
+    a = synth.synthesize(20_000, seed=7)
+    report_a = synth.build_report(a, 20_000, 7)
+    b = synth.synthesize(20_000, seed=7)
+    report_b = synth.build_report(b, 20_000, 7)
+    c = synth.synthesize(20_000, seed=8)
     assert a.persons.equals(b.persons) and a.units.equals(b.units)
     assert report_a == report_b
     assert not a.persons.equals(c.persons)
 
 
 def test_no_seed_draws_fresh_entropy():
-    a, report = synth.synthesize(5_000)
-    b, _ = synth.synthesize(5_000)
+    a = synth.synthesize(5_000)
+    report = synth.build_report(a, 5_000, None)
+    b = synth.synthesize(5_000)
     assert report["parameters"]["seed"] is None
     assert report["parameters"]["randomness"] == "os-entropy"
     assert a.n_persons == b.n_persons == 5_000
@@ -305,7 +310,8 @@ def test_geounit_sizes(population):
 
 
 def test_small_population_is_one_county_in_one_state():
-    population, report = synth.synthesize(20_000, seed=3)
+    population = synth.synthesize(20_000, seed=3)
+    report = synth.build_report(population, 20_000, 3)
     blocks = population.units["block"]
     assert blocks.str.slice(0, 5).n_unique() == 1
     assert report["counts"]["counties"] == report["counts"]["states"] == 1
@@ -313,7 +319,8 @@ def test_small_population_is_one_county_in_one_state():
 
 
 def test_two_million_persons_give_several_counties_and_big_blocks():
-    population, report = synth.synthesize(2_000_000, seed=11)
+    population = synth.synthesize(2_000_000, seed=11)
+    report = synth.build_report(population, 2_000_000, 11)
     assert population.n_persons == 2_000_000
     assert report["counts"]["counties"] >= 10
     county_sizes = population.persons.group_by(pl.col("block").str.slice(0, 5)).len()["len"]

@@ -176,7 +176,7 @@ def test_check_solution_catches_violations():
 def two_state_population(n: int, seed: int) -> Population:
     """A synthetic population whose tracts are spread over 2 states and up to 4 counties, so that
     most levels have parents with several children and states have invariant totals."""
-    population, _ = synthesize(n, seed=seed)
+    population = synthesize(n, seed=seed)
 
     def recode(frame: pl.DataFrame) -> pl.DataFrame:
         tract = pl.col("block").str.slice(5, 6).cast(pl.Int64) // 100  # tracts are 000100, 000200…

@@ -54,8 +54,7 @@ def synthesize(persons: int = 20_000, *, seed: int | None = None) -> Population:
     check_seed(seed, "seed")
     if isinstance(persons, bool) or not isinstance(persons, int) or persons < 1:
         raise InputError(f"persons {persons!r}: expected a whole number of at least 1")
-    population, _ = generate(persons, seed)
-    return population
+    return generate(persons, seed)
 
 
 def read_population(path: str | Path) -> Population:

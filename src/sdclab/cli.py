@@ -212,7 +212,7 @@ def synth(
     start = time.perf_counter()
     check_seed(seed)
     check_replaceable(out, POPULATION_KIND)
-    population = api.synthesize(persons, seed=seed)
+    population = api.synthesize(persons, seed=seed)  # the marginals are measured once, here
     write_population(population, out, {"synth.json": build_report(population, persons, seed)})
     typer.echo(
         f"wrote {population.n_persons:,} persons and {population.n_units:,} units to {out} "

@@ -61,7 +61,7 @@ from sdclab.fileio import (
 )
 from sdclab.population import Population
 from sdclab.population.io import read_population, write_population
-from sdclab.population.synth import synthesize
+from sdclab.population.synth import build_report, synthesize
 from sdclab.protection import MECHANISMS
 from sdclab.protection.base import EXPECTED, did_you_mean, shown
 from sdclab.randomness import MAX_SEED
@@ -308,7 +308,8 @@ def _make_population(spec: PopulationSpec, tmp: Path) -> None:
     if spec.path is not None:
         write_population(read_population(Path(spec.path)), tmp)
     else:
-        population, report = synthesize(spec.persons or 0, spec.seed)
+        population = synthesize(spec.persons or 0, spec.seed)
+        report = build_report(population, spec.persons or 0, spec.seed)
         write_population(population, tmp, {"synth.json": report})
 
 

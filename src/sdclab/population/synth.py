@@ -427,12 +427,11 @@ their index, so appending a stage leaves every earlier stream (and column) uncha
 # =============================================================================================
 
 
-def synthesize(n_persons: int, seed: int | None = None) -> tuple[Population, dict[str, Any]]:
-    """Seeded synthetic census population of exactly n_persons persons; returns it and a report.
+def synthesize(n_persons: int, seed: int | None = None) -> Population:
+    """Seeded synthetic census population of exactly n_persons persons.
 
-    The same seed gives identical frames; ``seed=None`` draws from OS entropy. The report (written
-    as ``synth.json``) records the parameters, geounit counts and every marginal of
-    :data:`TARGETS` beside its generated value.
+    The same seed gives identical frames; ``seed=None`` draws from OS entropy.
+    :func:`build_report` measures it against :data:`TARGETS` for ``synth.json``.
     """
     if isinstance(n_persons, bool) or not isinstance(n_persons, int | np.integer):
         raise TypeError(f"n_persons must be an integer, got {type(n_persons).__name__}")
@@ -452,7 +451,7 @@ def synthesize(n_persons: int, seed: int | None = None) -> tuple[Population, dic
     population = assemble(
         plan, units, unit_block, people, race, hispanic, tenure, vacant_block, detailed
     )
-    return population, build_report(population, n, seed)
+    return population
 
 
 def measure_marginals(population: Population) -> dict[str, float]:
