@@ -326,7 +326,8 @@ def reconstruct(
     seconds = result.seconds  # a fresh run always times itself
     took = "" if isinstance(seconds, NotMeasured) else f" in {seconds:.1f} s"
     typer.echo(
-        f"reconstructed {result.n_persons:,} persons in {result.n_tracts} tracts{took} ({statuses})"
+        f"reconstructed {result.n_persons:,} persons in {result.tracts.height} tracts{took} "
+        f"({statuses})"
     )
     summary = result.variability
     if not isinstance(summary, NotMeasured):

@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     import polars as pl
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 """Version of the layout of ``metrics.json`` and ``results.json``."""
@@ -115,6 +117,13 @@ NO_RECORDS = "no attacker record falls in this group"
 NO_LINKS = "no putative link in this group"
 
 
+def _entry(mapping: Mapping[str, T], key: str, what: str) -> T:
+    """``mapping[key]``, or a KeyError that names what there is."""
+    if key not in mapping:
+        raise KeyError(f"no {what} {key!r}; {what}s: {', '.join(mapping)}")
+    return mapping[key]
+
+
 def _share(part: int, whole: int, reason: str) -> Value:
     """``part / whole``, or not measured for ``reason`` when ``whole`` is 0."""
     return part / whole if whole else NotMeasured(reason)
@@ -178,9 +187,7 @@ class Linkage:
         return self.groups["modal"]
 
     def group(self, name: str) -> LinkRates:
-        if name not in self.groups:
-            raise KeyError(f"no group {name!r}; groups: {', '.join(self.groups)}")
-        return self.groups[name]
+        return _entry(self.groups, name, "group")
 
     def __repr__(self) -> str:
         return (
@@ -376,10 +383,6 @@ class ReconstructionResult(ReconstructionFigures):
         return self.persons.height
 
     @property
-    def n_tracts(self) -> int:
-        return self.tracts.height
-
-    @property
     def figures(self) -> ReconstructionFigures:
         """The attack's own figures alone, as an evaluation keeps them."""
         return ReconstructionFigures(self.metrics)
@@ -387,7 +390,7 @@ class ReconstructionResult(ReconstructionFigures):
     def __repr__(self) -> str:
         return (
             f"<ReconstructionResult of a {self.mechanism} release: {self.n_persons:,} persons in "
-            f"{self.n_tracts:,} tracts, {_seconds(self.seconds)}>"
+            f"{self.tracts.height:,} tracts, {_seconds(self.seconds)}>"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -754,9 +757,7 @@ class ExperimentResult:
     steps_reused: tuple[str, ...] = field(default=(), repr=False)
 
     def __getitem__(self, title: str) -> ReleaseResult:
-        if title not in self.releases:
-            raise KeyError(f"no release {title!r}; releases: {', '.join(self.releases)}")
-        return self.releases[title]
+        return _entry(self.releases, title, "release")
 
     def __repr__(self) -> str:
         return (

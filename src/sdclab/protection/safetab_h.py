@@ -18,7 +18,7 @@ noisy from a simple SafeTab-P-like release whose budget the card adds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -832,32 +832,33 @@ GROUP_TABLES_ARTIFACT = "group_tables"
 GROUP_TOTALS_ARTIFACT = "group_totals"
 
 
-def _kinds(columns: dict[str, Any]) -> dict[str, str]:
-    """The kind :func:`sdclab.release.frame_problem` checks of each column of a schema."""
-    return {
+def _frame_check(
+    columns: dict[str, Any], what: str
+) -> Callable[[pl.DataFrame, Geography], str | None]:
+    """The check of an artifact frame: ``columns`` with the kinds
+    :func:`sdclab.release.frame_problem` checks, its geounits this release's."""
+    kinds = {
         name: "string" if t == pl.String else "boolean" if t == pl.Boolean else "integer"
         for name, t in columns.items()
     }
 
+    def check(frame: pl.DataFrame, geography: Geography) -> str | None:
+        return frame_problem(frame, kinds) or geoid_problem(frame, geography)
 
-@MECHANISM.publishes(
+    check.__doc__ = f"The {what}' columns and kinds; their geounits this release's."
+    return check
+
+
+check_group_tables = MECHANISM.publishes(
     GROUP_TABLES_ARTIFACT,
     "T03 and T04 of every population group present in T01001: level, geoid, "
     "iteration_level, iteration, table (its variant), cell, noisy count, derived",
-)
-def check_group_tables(frame: pl.DataFrame, geography: Geography) -> str | None:
-    """The group tables' columns and kinds; their geounits this release's."""
-    return frame_problem(frame, _kinds(GROUP_SCHEMA)) or geoid_problem(frame, geography)
-
-
-@MECHANISM.publishes(
+)(_frame_check(GROUP_SCHEMA, "group tables"))
+check_group_totals = MECHANISM.publishes(
     GROUP_TOTALS_ARTIFACT,
     "the noisy population-group totals (T01001, with t01001=noisy): level, geoid, "
     "iteration_level, iteration, count",
-)
-def check_group_totals(frame: pl.DataFrame, geography: Geography) -> str | None:
-    """The group totals' columns and kinds; their geounits this release's."""
-    return frame_problem(frame, _kinds(GROUP_TOTALS_SCHEMA)) or geoid_problem(frame, geography)
+)(_frame_check(GROUP_TOTALS_SCHEMA, "group totals"))
 
 
 def _variant_frame(
