@@ -182,7 +182,7 @@ def reidentify(
     *,
     attacker: str = "commercial",
     seed: int | None = None,
-    **attacker_parameters: float,
+    **attacker_parameters: float | str,
 ) -> Reidentification:
     """Link reconstructed records to a simulated attacker file (``census``: the census's own
     identities; ``commercial``: a commercial file's coverage and errors; keywords override

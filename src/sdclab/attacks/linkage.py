@@ -22,6 +22,7 @@ the block's distribution. Both keep the published {block, sex, agebin} counts (P
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,7 @@ ATTACKER_PRESETS = {
 37% of its records match a census record on {id, block, sex, agebin}, as in 2010 (37.1%)."""
 
 
-def attacker_parameters(preset: str, overrides: dict[str, str]) -> AttackerParameters:
+def attacker_parameters(preset: str, overrides: Mapping[str, str | float]) -> AttackerParameters:
     if preset not in ATTACKER_PRESETS:
         raise InputError(
             f"unknown attacker {preset!r}{did_you_mean(preset, list(ATTACKER_PRESETS))} "

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
@@ -480,9 +480,20 @@ AGE_BOUNDS = ("age_min", "age_max")
 of persons.parquet (both or neither) when it is read."""
 
 
+class Records(Protocol):
+    """Reconstructed persons with their tracts' solve records (a :class:`Reconstruction` or the
+    API's ``ReconstructionResult``)."""
+
+    @property
+    def persons(self) -> pl.DataFrame: ...
+
+    @property
+    def tracts(self) -> pl.DataFrame: ...
+
+
 def write_reconstruction(
     out: Path,
-    reconstruction: Reconstruction,
+    reconstruction: Records,
     metrics: dict[str, Any],
     solvar: pl.DataFrame | None = None,
     protect: tuple[Path, ...] = (),

@@ -621,7 +621,7 @@ def diagnostics(population: Population, release: Release) -> dict[str, Any]:
 
 @MECHANISM.define("noise")
 def published_noise(p: CellKeyParameters) -> NoisePublication:
-    design = {"ptable": p.ptable} if p.ptable in PTABLE_PRESETS else {}
+    design: dict[str, Any] = {"ptable": p.ptable} if p.ptable in PTABLE_PRESETS else {}
     if p.ptable == "maxent":
         design |= {"bound": p.bound, "variance": float(p.variance or 0), "js": p.js}
     return NoisePublication(
