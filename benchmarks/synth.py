@@ -33,7 +33,7 @@ def main() -> None:
     start = time.perf_counter()
     population = synthesize(N, seed=SEED)
     seconds = time.perf_counter() - start
-    report = build_report(population, N, SEED)
+    report = build_report(population, SEED)
 
     counts = report["counts"]
     misses = [name for name, m in report["marginals"].items() if not m["within_tolerance"]]

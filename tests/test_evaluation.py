@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 import sdclab
 from sdclab import protection
 from sdclab.cli import app
-from sdclab.evaluation import accuracy, evaluation_only, summarise_accuracy
+from sdclab.evaluation import accuracy, summarise_accuracy
 from sdclab.release import exact_release
+from sdclab.results import evaluation_only
 
 
 def test_exact_release_has_no_error(small_population):

@@ -9,10 +9,14 @@ from html.parser import HTMLParser
 
 import pytest
 
-from sdclab.evaluation import EVALUATION_ONLY, TRUTH_BASED_FIELDS, evaluation_only
 from sdclab.experiment import REPORT_FILE, RESULTS_FILE, Experiment, run_experiment
 from sdclab.report import CARD, EVALUATION, RELEASE, SOURCES, SUMMARY_COLUMNS, render_report
-from sdclab.results import ExperimentResult
+from sdclab.results import (
+    EVALUATION_ONLY,
+    TRUTH_BASED_FIELDS,
+    ExperimentResult,
+    evaluation_only,
+)
 
 SMALL = {
     "population": {"persons": 500, "seed": 7},

@@ -23,7 +23,7 @@ SEED = 20100401
 @pytest.fixture(scope="module")
 def generated() -> tuple[Population, dict]:
     population = synth.synthesize(N_MARGINALS, seed=SEED)
-    return population, synth.build_report(population, N_MARGINALS, SEED)
+    return population, synth.build_report(population, SEED)
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +185,7 @@ def test_report_records_parameters_and_counts(generated):
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 99, 1_000, 12_345])
 def test_exactly_n_persons(n):
     population = synth.synthesize(n, seed=n)
-    report = synth.build_report(population, n, n)
+    report = synth.build_report(population, n)
     assert population.n_persons == n
     assert report["counts"]["persons"] == n
     assert_contract(population)
@@ -199,9 +199,9 @@ def test_rejects_fewer_than_one_person(n):
 
 def test_same_seed_same_frames_and_different_seeds_differ():
     a = synth.synthesize(20_000, seed=7)
-    report_a = synth.build_report(a, 20_000, 7)
+    report_a = synth.build_report(a, 7)
     b = synth.synthesize(20_000, seed=7)
-    report_b = synth.build_report(b, 20_000, 7)
+    report_b = synth.build_report(b, 7)
     c = synth.synthesize(20_000, seed=8)
     assert a.persons.equals(b.persons) and a.units.equals(b.units)
     assert report_a == report_b
@@ -210,7 +210,7 @@ def test_same_seed_same_frames_and_different_seeds_differ():
 
 def test_no_seed_draws_fresh_entropy():
     a = synth.synthesize(5_000)
-    report = synth.build_report(a, 5_000, None)
+    report = synth.build_report(a, None)
     b = synth.synthesize(5_000)
     assert report["parameters"]["seed"] is None
     assert report["parameters"]["randomness"] == "os-entropy"
@@ -311,7 +311,7 @@ def test_geounit_sizes(population):
 
 def test_small_population_is_one_county_in_one_state():
     population = synth.synthesize(20_000, seed=3)
-    report = synth.build_report(population, 20_000, 3)
+    report = synth.build_report(population, 3)
     blocks = population.units["block"]
     assert blocks.str.slice(0, 5).n_unique() == 1
     assert report["counts"]["counties"] == report["counts"]["states"] == 1
@@ -320,7 +320,7 @@ def test_small_population_is_one_county_in_one_state():
 
 def test_two_million_persons_give_several_counties_and_big_blocks():
     population = synth.synthesize(2_000_000, seed=11)
-    report = synth.build_report(population, 2_000_000, 11)
+    report = synth.build_report(population, 11)
     assert population.n_persons == 2_000_000
     assert report["counts"]["counties"] >= 10
     county_sizes = population.persons.group_by(pl.col("block").str.slice(0, 5)).len()["len"]

@@ -25,19 +25,19 @@ from typing import TYPE_CHECKING, Any
 from sdclab.errors import InputError
 from sdclab.randomness import check_seed
 from sdclab.results import (
-    NO_CHILDREN,
     NO_MICRODATA,
     NO_RECONSTRUCTION,
     Agreement,
     Evaluation,
     ExperimentResult,
-    LevelAccuracy,
     NotMeasured,
+    ReconstructionFigures,
     ReconstructionResult,
     Reidentification,
-    TableAccuracy,
     Value,
+    level_accuracies,
     measured,
+    table_accuracies,
 )
 
 if TYPE_CHECKING:  # the modules behind them load on first use: the command line starts quickly
@@ -244,6 +244,7 @@ def evaluation(
     from sdclab import protection
 
     figures = ev.accuracy(release, truth)
+    accuracy, additivity = table_accuracies(figures)
     mechanism = protection.get(release.mechanism)
     persons = release.person_microdata
     microdata: Agreement | NotMeasured = NotMeasured(NO_MICRODATA)
@@ -266,25 +267,14 @@ def evaluation(
     return Evaluation(
         mechanism=release.mechanism,
         guarantee=release.card.to_dict(),
-        accuracy={
-            name: {
-                level: TableAccuracy.from_dict(name, level, values)
-                for level, values in levels.items()
-                if level != "additivity"
-            }
-            for name, levels in figures.items()
-        },
-        additivity={
-            name: {k: measured(v, NO_CHILDREN) for k, v in levels["additivity"].items()}
-            for name, levels in figures.items()
-        },
-        by_level={
-            level: LevelAccuracy(level, float(v["mean_mae"]), int(v["tables"]))
-            for level, v in ev.summarise_accuracy(figures).items()
-        },
+        accuracy=accuracy,
+        additivity=additivity,
+        by_level=level_accuracies(ev.summarise_accuracy(figures)),
         microdata_agreement=microdata,
         reconstruction=(
-            NotMeasured(NO_RECONSTRUCTION) if reconstruction is None else reconstruction.figures
+            NotMeasured(NO_RECONSTRUCTION)
+            if reconstruction is None
+            else ReconstructionFigures(reconstruction.metrics)
         ),
         reconstruction_agreement=recon_agreement,
         block_sex_agebin_agreement=block_sex,

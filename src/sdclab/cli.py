@@ -212,8 +212,8 @@ def synth(
     start = time.perf_counter()
     check_seed(seed)
     check_replaceable(out, POPULATION_KIND)
-    population = api.synthesize(persons, seed=seed)  # the marginals are measured once, here
-    write_population(population, out, {"synth.json": build_report(population, persons, seed)})
+    population = api.synthesize(persons, seed=seed)
+    write_population(population, out, {"synth.json": build_report(population, seed)})
     typer.echo(
         f"wrote {population.n_persons:,} persons and {population.n_units:,} units to {out} "
         f"in {time.perf_counter() - start:.1f} s"
@@ -332,8 +332,9 @@ def reconstruct(
     summary = result.variability
     if not isinstance(summary, NotMeasured):
         typer.echo(
-            f"solution variability: {summary.share_blocks_solvar_zero:.1%} of blocks "
-            f"({summary.share_persons_solvar_zero:.1%} of persons) have a unique reconstruction"
+            f"solution variability: {percent(summary.share_blocks_solvar_zero)} of blocks "
+            f"({percent(summary.share_persons_solvar_zero)} of persons) have a unique "
+            "reconstruction"
         )
     typer.echo(f"written to {out}")
 
@@ -400,8 +401,8 @@ def evaluate(
     """Accuracy of a release against the truth, and the risk measured by the attacks on it."""
     from sdclab import api
     from sdclab.attacks.reconstruction import METRICS_FILE
-    from sdclab.evaluation import EVALUATION_ONLY, evaluation_only
     from sdclab.fileio import check_replaceable, output_directory, write_json
+    from sdclab.results import marked
 
     inputs = tuple(p for p in (release, truth, recon, reid) if p is not None)
     check_replaceable(out, EVALUATION_KIND, inputs)
@@ -411,8 +412,7 @@ def evaluate(
     reconstruction = api.read_reconstruction(recon) if recon is not None else None
     links = read_reidentification(reid / METRICS_FILE) if reid is not None else None
     result = api.evaluate(rel, population, reconstruction=reconstruction, reidentification=links)
-    metrics = {"release": str(release), **result.to_dict()}
-    metrics[EVALUATION_ONLY] = evaluation_only(metrics)
+    metrics = marked({"release": str(release), **result.to_dict()})
     with output_directory(out, EVALUATION_KIND, inputs) as tmp:
         write_json(metrics, tmp / METRICS_FILE)
     for level, values in result.by_level.items():
@@ -591,6 +591,7 @@ def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("demo-out"),
 ) -> None:
     """The built-in experiment: a synthetic county of 50,000 persons, every mechanism, attacked."""
+    from sdclab.accounting import SpecCard
     from sdclab.experiment import DEMO, run_experiment
     from sdclab.results import Linkage
 
@@ -602,8 +603,8 @@ def demo(
         census = evaluation.reidentification.get("census")
         linkage = getattr(census, "reconstruction", None)
         nonmodal = percent(linkage.nonmodal.precision) if isinstance(linkage, Linkage) else "n/a"
-        budget = evaluation.guarantee["budget"]
-        guarantee = budget["summary"] if "epsilon" in budget or "rho" in budget else "none"
+        card = SpecCard.from_dict(dict(evaluation.guarantee))
+        guarantee = card.budget.text() if card.budget.is_formal else "none"
         block = evaluation.by_level.get("block")
         mae = "n/a" if block is None else f"{block.mean_mae:.3f}"
         typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9}  {nonmodal}")

@@ -309,7 +309,7 @@ def _make_population(spec: PopulationSpec, tmp: Path) -> None:
         write_population(read_population(Path(spec.path)), tmp)
     else:
         population = synthesize(spec.persons or 0, spec.seed)
-        report = build_report(population, spec.persons or 0, spec.seed)
+        report = build_report(population, spec.seed)
         write_population(population, tmp, {"synth.json": report})
 
 

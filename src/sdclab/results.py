@@ -303,24 +303,25 @@ class Variability:
     """Solution variability: how many blocks have one reconstruction only (solvar = 0)."""
 
     blocks: int
-    share_blocks_solvar_zero: float
-    share_persons_solvar_zero: float
+    share_blocks_solvar_zero: Value
+    share_persons_solvar_zero: Value
     cumulative_share_of_blocks: Mapping[str, Value]
     """Share of blocks with solvar at most each key."""
     seconds: Value
 
     def __repr__(self) -> str:
         return (
-            f"<Variability: {self.share_blocks_solvar_zero:.1%} of {self.blocks:,} blocks "
-            f"({self.share_persons_solvar_zero:.1%} of persons) have one reconstruction only>"
+            f"<Variability: {_show(self.share_blocks_solvar_zero)} of {self.blocks:,} blocks "
+            f"({_show(self.share_persons_solvar_zero)} of persons) have one reconstruction only>"
         )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Variability:
+        none = "no block was measured"
         return cls(
             blocks=int(data["blocks"]),
-            share_blocks_solvar_zero=float(data["share_blocks_solvar_zero"]),
-            share_persons_solvar_zero=float(data["share_persons_solvar_zero"]),
+            share_blocks_solvar_zero=from_json(data["share_blocks_solvar_zero"], none),
+            share_persons_solvar_zero=from_json(data["share_persons_solvar_zero"], none),
             cumulative_share_of_blocks={
                 k: from_json(v, "no block with a finite solvar")
                 for k, v in data.get("cumulative_share_of_blocks", {}).items()
@@ -381,11 +382,6 @@ class ReconstructionResult(ReconstructionFigures):
     @property
     def n_persons(self) -> int:
         return self.persons.height
-
-    @property
-    def figures(self) -> ReconstructionFigures:
-        """The attack's own figures alone, as an evaluation keeps them."""
-        return ReconstructionFigures(self.metrics)
 
     def __repr__(self) -> str:
         return (
@@ -521,6 +517,33 @@ class Agreement:
         }
 
 
+def table_accuracies(
+    figures: Mapping[str, Mapping[str, Any]],
+) -> tuple[dict[str, dict[str, TableAccuracy]], dict[str, dict[str, Value]]]:
+    """Accuracy by table and level, and additivity by table and parent level, from their JSON
+    form (``accuracy`` of ``metrics.json``, or what :func:`sdclab.evaluation.accuracy` returns)."""
+    accuracy = {
+        name: {
+            level: TableAccuracy.from_dict(name, level, values)
+            for level, values in levels.items()
+            if level != "additivity"
+        }
+        for name, levels in figures.items()
+    }
+    additivity = {
+        name: {k: from_json(v, NO_CHILDREN) for k, v in levels.get("additivity", {}).items()}
+        for name, levels in figures.items()
+    }
+    return accuracy, additivity
+
+
+def level_accuracies(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, LevelAccuracy]:
+    return {
+        level: LevelAccuracy(level, float(v["mean_mae"]), int(v["tables"]))
+        for level, v in figures.items()
+    }
+
+
 NO_RECONSTRUCTION = "no reconstruction of this release was given"
 NO_MICRODATA = "the release publishes no person records"
 
@@ -629,25 +652,14 @@ class Evaluation:
         }
         out["reconstruction"] = as_json(self.reconstruction)
         if self.diagnostics:
-            out["diagnostics"] = dict(self.diagnostics)
-        out["risk"] = as_json(self.risk if isinstance(self.risk, NotMeasured) else dict(self.risk))
+            out["diagnostics"] = as_json(self.diagnostics)
+        out["risk"] = as_json(self.risk)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evaluation:
         """An evaluation read back from :meth:`to_dict`'s form."""
-        accuracy = {
-            name: {
-                level: TableAccuracy.from_dict(name, level, values)
-                for level, values in levels.items()
-                if level != "additivity"
-            }
-            for name, levels in data["accuracy"].items()
-        }
-        additivity = {
-            name: {k: from_json(v, NO_CHILDREN) for k, v in levels.get("additivity", {}).items()}
-            for name, levels in data["accuracy"].items()
-        }
+        accuracy, additivity = table_accuracies(data["accuracy"])
         reconstruction = data.get("reconstruction", {"not_measured": NO_RECONSTRUCTION})
         risk = data.get("risk", {"not_measured": "not recorded"})
         return cls(
@@ -655,10 +667,7 @@ class Evaluation:
             guarantee=dict(data["specification"]),
             accuracy=accuracy,
             additivity=additivity,
-            by_level={
-                level: LevelAccuracy(level, float(v["mean_mae"]), int(v["tables"]))
-                for level, v in data["accuracy_by_level"].items()
-            },
+            by_level=level_accuracies(data["accuracy_by_level"]),
             microdata_agreement=Agreement.from_dict(data["microdata_agreement"]),
             reconstruction=(
                 NotMeasured(str(reconstruction["not_measured"]))
@@ -680,6 +689,57 @@ class Evaluation:
             diagnostics=dict(data.get("diagnostics", {})),
             risk=NotMeasured(str(risk["not_measured"])) if "not_measured" in risk else dict(risk),
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Which figures are evaluation only
+# ---------------------------------------------------------------------------------------------
+
+EVALUATION_ONLY = "evaluation_only"
+"""Key under which figures list, as dotted paths, those computed with the truth (as
+:func:`sdclab.attacks.ckm_risk.ckm_risk` already does): evaluation only, never to be published."""
+
+TRUTH_BASED_FIELDS = (
+    "accuracy",
+    "accuracy_by_level",
+    "microdata_agreement",
+    "reconstruction_agreement",
+    "reconstruction_block_sex_agebin",
+    "reidentification",
+    "diagnostics",
+)
+"""Fields of a mechanism's results (an experiment's entry, the metrics of ``sdclab evaluate``)
+computed with the truth. Reidentification is among them as a whole: confirmation needs the truth,
+its breakdowns use true block sizes, and even its putative links are made against an attacker
+file simulated from the confidential records. ``reconstruction`` (the attack's own figures,
+solution variability included), ``specification``, ``budget`` and the release's notes (which hold
+no figure of the confidential data: ``tests/test_no_leaks.py`` allows each key) are not."""
+
+
+def evaluation_only(figures: dict[str, Any]) -> list[str]:
+    """Dotted paths of the figures of one mechanism's results that were computed with the truth:
+    the :data:`TRUTH_BASED_FIELDS` present and what ckm-risk lists under :data:`EVALUATION_ONLY`;
+    only paths present in ``figures``."""
+    paths = [name for name in TRUTH_BASED_FIELDS if name in figures]
+    risk = figures.get("risk")
+    if isinstance(risk, dict):
+        paths += [f"risk.{path}" for path in risk.get(EVALUATION_ONLY, [])]
+    return [path for path in paths if has_path(figures, path)]
+
+
+def marked(figures: dict[str, Any]) -> dict[str, Any]:
+    """``figures`` with the list of its evaluation-only paths under :data:`EVALUATION_ONLY`."""
+    return {**figures, EVALUATION_ONLY: evaluation_only(figures)}
+
+
+def has_path(figures: dict[str, Any], path: str) -> bool:
+    """Whether the dotted ``path`` of nested keys is present in ``figures``."""
+    node: Any = figures
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -706,18 +766,16 @@ class ReleaseResult:
     def to_dict(self) -> dict[str, Any]:
         """An entry of ``results.json``: settings, notes, budget, the evaluation's figures and
         the paths of the figures that used the truth."""
-        from sdclab.evaluation import EVALUATION_ONLY, evaluation_only
-
         figures = self.evaluation.to_dict()
-        entry = {
-            "mechanism": self.mechanism,
-            "settings": dict(self.settings),
-            "notes": dict(self.notes),
-            "budget": self.budget,
-            **{k: v for k, v in figures.items() if k not in ("schema_version", "mechanism")},
-        }
-        entry[EVALUATION_ONLY] = evaluation_only(entry)
-        return entry
+        return marked(
+            {
+                "mechanism": self.mechanism,
+                "settings": dict(self.settings),
+                "notes": dict(self.notes),
+                "budget": self.budget,
+                **{k: v for k, v in figures.items() if k not in ("schema_version", "mechanism")},
+            }
+        )
 
     @classmethod
     def from_dict(cls, title: str, data: Mapping[str, Any]) -> ReleaseResult:
@@ -782,6 +840,11 @@ class ExperimentResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExperimentResult:
         """Results read back from ``results.json``."""
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(
+                f"results of schema version {data.get('schema_version')!r}, not "
+                f"{SCHEMA_VERSION}: run the experiment again with this sdclab"
+            )
         pop = data["population"]
         steps = data.get("steps", {})
         return cls(

@@ -46,6 +46,7 @@ from sdclab.execution import Executor, run_tasks
 from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
 from sdclab.release import Release
+from sdclab.results import NotMeasured, as_json
 
 AGEBIN_CELLS = 2 * len(schema.AGEBIN38) * 63 * 2
 """Cells of sex × agebin (38) × race (63) × Hispanic origin: the classes of a release with every
@@ -225,19 +226,27 @@ def solution_variability(
     return frame.filter(pl.col("persons") > 0).with_columns(unique=pl.col("solvar") == 0)
 
 
+NO_EXACT_TRACT = (
+    "no tract was reconstructed exactly: solution variability is measured for exactly solved "
+    "tracts only (a least-deviation reconstruction has no feasible set to vary over)"
+)
+
+
 def variability_summary(solvar: pl.DataFrame) -> dict[str, Any]:
-    """Share of blocks and persons in solvar-0 blocks, quantiles and maximum."""
+    """Share of blocks and persons in solvar-0 blocks, quantiles and maximum; the shares are
+    not measured (with the reason) when no block was."""
     values = solvar["solvar"].drop_nulls().drop_nans()
     zero = solvar.filter(pl.col("solvar") == 0)
     total_persons = int(solvar["persons"].sum())
+    none = as_json(NotMeasured(NO_EXACT_TRACT))
     return {
         "blocks": solvar.height,
         "blocks_solvar_zero": zero.height,
-        "share_blocks_solvar_zero": zero.height / solvar.height if solvar.height else 0.0,
+        "share_blocks_solvar_zero": zero.height / solvar.height if solvar.height else none,
         "persons_in_solvar_zero_blocks": int(zero["persons"].sum()),
         "share_persons_solvar_zero": int(zero["persons"].sum()) / total_persons
         if total_persons
-        else 0.0,
+        else none,
         "solvar_p75": float(np.quantile(values.to_numpy(), 0.75)) if len(values) else np.nan,
         "solvar_max": float(values.to_numpy().max()) if len(values) else np.nan,
         "cumulative_share_of_blocks": {

@@ -1332,7 +1332,7 @@ def geounit_size_summary(population: Population) -> dict[str, dict[str, float]]:
     return summary
 
 
-def build_report(population: Population, n: int, seed: int | None) -> dict[str, Any]:
+def build_report(population: Population, seed: int | None) -> dict[str, Any]:
     """The ``synth.json`` document: parameters, counts and marginals against targets."""
     generated = measure_marginals(population)
     persons = population.persons
@@ -1343,7 +1343,7 @@ def build_report(population: Population, n: int, seed: int | None) -> dict[str, 
     return {
         "generator": "sdclab.population.synth",
         "parameters": {
-            "n_persons": n,
+            "n_persons": population.n_persons,
             "seed": seed,
             "randomness": "os-entropy" if seed is None else "seed",
             "generator_version": GENERATOR_VERSION,

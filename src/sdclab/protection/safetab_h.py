@@ -48,6 +48,7 @@ from sdclab.protection.base import (
     check_budget_range,
 )
 from sdclab.release import Release, frame_problem, geoid_problem
+from sdclab.results import NotMeasured, as_json
 from sdclab.tables.catalog import Dimension, Part, TableDef
 from sdclab.tables.tabulate import level_step, record_cells
 
@@ -973,6 +974,8 @@ def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
     groups = params.groups()
     cells = true_cells(truth, release).with_columns(error=pl.col("count") - pl.col("true"))
     region_of = {level: region for region, level in REGION_TYPES.items()}
+    no_measured = as_json(NotMeasured("no measured cell at this level"))
+    no_derived = as_json(NotMeasured("no derived cell at this level"))
     rows = []
     for (level, it_level), part in cells.group_by("level", "iteration_level", maintain_order=True):
         level, it_level = str(level), int(str(it_level))
@@ -985,10 +988,12 @@ def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
                 "iteration_level": it_level,
                 "groups": part.select("geoid", "iteration").unique().height,
                 "measured_cells": int((~derived).sum()),
-                "mae_measured": float(error[~derived].mean()) if (~derived).any() else None,
-                "mae_derived": float(error[derived].mean()) if derived.any() else None,
+                "mae_measured": float(error[~derived].mean()) if (~derived).any() else no_measured,
+                "mae_derived": float(error[derived].mean()) if derived.any() else no_derived,
                 "moe": moe,
-                "within_moe": float((error[~derived] <= moe).mean()) if (~derived).any() else None,
+                "within_moe": float((error[~derived] <= moe).mean())
+                if (~derived).any()
+                else no_measured,
             }
         )
     return rows

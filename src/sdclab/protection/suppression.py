@@ -49,6 +49,7 @@ from sdclab.population import Population
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
+from sdclab.results import NotMeasured, as_json
 from sdclab.tables.catalog import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.relations import PublishedCells, coverage, is_partition, possible_cells
@@ -193,8 +194,9 @@ def publish(
 # ---------------------------------------------------------------------------------------------
 
 
-def _share(part: int, whole: int) -> float | None:
-    return part / whole if whole else None
+def _share(part: int, whole: int) -> float | dict[str, str]:
+    """``part / whole``, or not measured (in JSON form) when there is nothing to share."""
+    return part / whole if whole else as_json(NotMeasured("none at this level"))
 
 
 CELL_GROUPS: dict[str, Callable[[TableDef], bool]] = {
@@ -211,7 +213,7 @@ def cell_figures(
     plan: Plan,
     small_cells: int,
     withheld: dict[str, dict[str, IntArray]],
-) -> dict[str, int | float | None]:
+) -> dict[str, Any]:
     """Non-empty cells of ``tables`` at ``level``: caught by the small-cell rule, published as 0
     (small and not withheld) and published as null (withheld), with their shares."""
     nonempty = small = zeroed = null = 0

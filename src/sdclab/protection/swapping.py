@@ -319,9 +319,13 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
         for i, (people, units) in enumerate(datasets)
     ]
     d, d_prime = audit_plans.copy_matrix([audit_plans.block_outputs(r) for r in releases], trials)
+    epsilon = accounting.psa_epsilon(float(PSA.parse(chosen).rate), AUDIT_GROUP_SIZE)
+    if releases[0].card.budget.epsilon != epsilon:  # the card must state what the PSA computes
+        stated = releases[0].card.budget.epsilon
+        raise AssertionError(f"the PSA's card states epsilon {stated}, its allocation {epsilon}")
     claim = audit_plans.Claim(
         "pure",
-        2 * accounting.psa_epsilon(float(PSA.parse(chosen).rate), AUDIT_GROUP_SIZE),
+        2 * epsilon,
         "every block-level table of both blocks",
         "bounded, two household records differ",
     )

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sdclab.evaluation import BLOCK_SIZE_CLASSES, evaluation_only, size_class_label
+from sdclab.evaluation import BLOCK_SIZE_CLASSES, size_class_label
 from sdclab.geography import LEVELS
 from sdclab.results import (
     ExperimentResult,
@@ -18,6 +18,7 @@ from sdclab.results import (
     ReleaseResult,
     Value,
     Variability,
+    evaluation_only,
     from_json,
     number,
 )
@@ -25,6 +26,8 @@ from sdclab.results import (
 COLOURS = ("#1b6ca8", "#d1495b", "#e59a1c", "#2e8b57", "#8d6a9f", "#8c564b", "#17becf", "#bcbd22")
 BASELINE_COLOUR = "#777"
 CLASSES = [size_class_label(lo, hi) for lo, hi in BLOCK_SIZE_CLASSES]
+PRG_LABEL = "guess (PRG"
+"""How a baseline series is named: dashed and grey in the charts."""
 
 
 def _esc(value: Any) -> str:
@@ -245,7 +248,7 @@ def line_chart(
     parts += _grid(left, top, plot_w, plot_h, top_value, percent)
     parts += _x_labels([x(i) for i in range(len(categories))], categories, top + plot_h + 18)
     for s, (name, vs) in enumerate(series.items()):
-        baseline = name.endswith("(PRG)")
+        baseline = name.startswith(PRG_LABEL)
         colour = BASELINE_COLOUR if baseline else COLOURS[s % len(COLOURS)]
         dash = ' stroke-dasharray="5,3"' if baseline else ""
         points = [f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(vs) if v is not None]
@@ -338,9 +341,11 @@ def _variability(release: ReleaseResult) -> Variability | NotMeasured:
 
 def _level_mae(release: ReleaseResult, level: str) -> Value:
     summary = release.evaluation.by_level.get(level)
-    if summary is None:
-        return NotMeasured(f"the release publishes no table at {level} level")
-    return summary.mean_mae
+    if summary is not None:
+        return summary.mean_mae
+    if any(level in levels for levels in release.evaluation.accuracy.values()):
+        return NotMeasured(f"every cell of every table at {level} level is suppressed")
+    return NotMeasured(f"the release publishes no table at {level} level")
 
 
 def _precision_series(results: ExperimentResult, attacker: str, prefix: str) -> dict:
@@ -348,15 +353,17 @@ def _precision_series(results: ExperimentResult, attacker: str, prefix: str) -> 
     groups = [f"block_size_{c}" for c in CLASSES]
     for title, release in results.releases.items():
         series[title] = [
-            _rate(
-                _rates(release, attacker, "reconstruction", f"{prefix}block_size_{c}"), "precision"
-            )
-            for c in CLASSES
+            _rate(_rates(release, attacker, "reconstruction", f"{prefix}{c}"), "precision")
+            for c in groups
         ]
-    first = next(iter(results.releases.values()))
-    series["guess (PRG)"] = [
-        _rate(_rates(first, attacker, "prg", f"{prefix}{c}"), "precision") for c in groups
-    ]
+    # the guess from the published tract totals of the first release that has one
+    for title, release in results.releases.items():
+        guess = [
+            _rate(_rates(release, attacker, "prg", f"{prefix}{c}"), "precision") for c in groups
+        ]
+        if not all(isinstance(g, NotMeasured) for g in guess):
+            series[f"{PRG_LABEL} of {title})"] = guess
+            break
     return series
 
 
@@ -701,16 +708,14 @@ def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
     )
     rows = []
     for level, f in by_level.items():
-        person = f.get("person_cells", {})
-        red = f.get("tables_suppressed_redistricting", {})
-        other = f.get("tables_suppressed_others", {})
+        person = f["person_cells"]
+        red = f["tables_suppressed_redistricting"]
+        other = f["tables_suppressed_others"]
         rows.append(
-            f"<tr><td>{_esc(level)}</td><td>{_pct(person.get('zeroed_share'))}</td>"
-            f"<td>{_pct(person.get('null_share'))}</td>"
-            f"<td>{_pct(red.get('share'))} ({red.get('suppressed', 0)} of "
-            f"{red.get('pairs', 0)})</td>"
-            f"<td>{_pct(other.get('share'))} ({other.get('suppressed', 0)} of "
-            f"{other.get('pairs', 0)})</td></tr>"
+            f"<tr><td>{_esc(level)}</td><td>{_pct(person['zeroed_share'])}</td>"
+            f"<td>{_pct(person['null_share'])}</td>"
+            f"<td>{_pct(red['share'])} ({red['suppressed']} of {red['pairs']})</td>"
+            f"<td>{_pct(other['share'])} ({other['suppressed']} of {other['pairs']})</td></tr>"
         )
     return section(
         f"Suppression: {title}",
