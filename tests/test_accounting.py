@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from sdclab import accounting as acc
 from sdclab import noise
-from sdclab.accounting import Budget, SpecCard, no_protection_card
+from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.cli import app
 from sdclab.errors import InputError
+from sdclab.privacy import Invariant, Loss, person_guarantee
 from sdclab.protection import MECHANISMS, get, parse_settings
 
 BLOCKS = ("1. Domain", "2. Multiverse", "3. Input premetric", "4. Output premetric", "5. Budget")
@@ -154,21 +155,23 @@ def test_none_card_renders_five_blocks_and_no_protection():
 
 
 def test_card_round_trips_through_json_dict():
+    guarantee = person_guarantee(
+        Loss("zcdp", rho=Fraction(5, 2)),
+        "replace",
+        invariants=(Invariant("total population", "each state"),),
+    )
     card = SpecCard(
         mechanism="example",
         domain="census edited files",
         multiverse="datasets sharing state totals",
-        invariants=("state totals",),
-        protection_unit="person record",
-        neighbours="bounded (change one record)",
-        output_premetric="zCDP",
-        budget=Budget(rho=2.5),
+        guarantee=guarantee,
         covers="all person tables",
         caveats=("example only",),
     )
-    assert SpecCard.from_dict(card.to_dict()) == card
+    assert SpecCard.from_dict(json.loads(json.dumps(card.to_dict()))) == card
     assert "rho = 2.5 (zCDP)" in card.render()
-    assert not Budget().is_formal and Budget(epsilon=1.0).is_formal
+    assert "total population (each state)" in card.render()
+    assert not no_protection_card().guarantee.is_formal and guarantee.is_formal
 
 
 SETTINGS = {
@@ -184,17 +187,18 @@ def test_every_registered_card_renders_all_blocks(name):
     card = entry.guarantee(entry.parse(parse_settings(SETTINGS.get(name, []))))
     text = card.render()
     assert all(block in text for block in BLOCKS)
-    assert card.budget.is_formal or "no formal guarantee" in text
+    assert card.guarantee.is_formal or "no formal guarantee" in text
+    assert "Common axis" in text
 
 
 def test_psa_and_gaussian_card_budgets():
     psa = get("psa")
     card = psa.guarantee(psa.parse({"rate": "0.05", "largest_group": "11700"}))
-    assert card.budget.epsilon == pytest.approx(12.312, abs=5e-4)
-    assert card.protection_unit == "household record" and card.output_premetric.startswith("pure")
+    assert card.guarantee.loss.epsilon == pytest.approx(12.312, abs=5e-4)
+    assert card.guarantee.unit == "household" and card.guarantee.measure == "pure"
     gauss = get("gaussian")
     card = gauss.guarantee(gauss.parse({"sigma2": "100", "queries": "3"}))
-    assert card.budget.rho == pytest.approx(3 * 2 / 200)  # bounded: Δ₂² = 2 per query
+    assert card.guarantee.loss.rho == Fraction(3 * 2, 200)  # bounded: Δ₂² = 2 per query
     params = gauss.parse({"rho": "0.03", "queries": "3"})
     assert params.noise_variance() == 100
     assert any("delta = 1e-10" in c for c in card.caveats)
@@ -228,7 +232,9 @@ def test_spec_command():
         app, ["spec", "-m", "psa", "--set", "rate=0.04", "--set", "largest_group=3650000", "--json"]
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["budget"]["epsilon"] == pytest.approx(18.288, abs=5e-4)
+    card = json.loads(result.output)
+    assert card["guarantee"]["loss"]["epsilon"]["value"] == pytest.approx(18.288, abs=5e-4)
+    assert card["common_axis"]["epsilon"] == pytest.approx(18.288, abs=5e-4)
     result = runner.invoke(app, ["spec", "-m", "none"])
     assert result.exit_code == 0 and "no protection" in result.output
     for args in (["-m", "nope"], ["-m", "psa", "--set", "rate"], ["-m", "psa", "--set", "rate=2"]):

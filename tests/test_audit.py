@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from sdclab.attacks.audit import (
 )
 from sdclab.cli import app
 from sdclab.protection import gaussian
+from sdclab.protection.safetab_h import PRODUCTION_THRESHOLDS, thresholds_data
 
 
 def half_noise(counts, p, rng):  # type: ignore[no-untyped-def]
@@ -150,8 +152,19 @@ def test_settings_that_would_invalidate_an_audit_are_refused() -> None:
         audit("gaussian", trials=10**8)
     with pytest.raises(InputError, match="matching_level must be tract"):
         audit("psa", {"matching_level": "county"}, trials=100)
-    with pytest.raises(InputError, match="t01001=exact"):
-        audit("safetab_h", {"t01001": "noisy"}, trials=100)
+    with pytest.raises(InputError, match="only the production thresholds"):
+        audit("safetab_h", {"thresholds": thresholds_data(PRODUCTION_THRESHOLDS)}, trials=100)
+
+
+def test_safetab_h_audit_takes_a_noisy_t01001_and_a_threshold_crossing() -> None:
+    # the householder's race change takes a group from θ3 to one below: the noisy T01001 may
+    # then choose other variants; the claim composes T01001's part with the tables' (replace)
+    result = audit("safetab_h", {"t01001": "noisy", "rho_detailed_local": "2"}, trials=2000, seed=3)
+    assert not result.violated, result.to_dict()
+    assert "crossing" in result.claim.neighbours and "T01001" in result.claim.observed
+    tables = 2 * 2 * (Fraction("0.006915") + Fraction(2))
+    assert result.claim.value == pytest.approx(float(tables + 4 * Fraction(1, 8)))
+    assert result.lower_bound > 0.05  # the pair is told apart: the audit has power here
 
 
 def test_gaussian_audit_takes_sigma2_instead_of_rho() -> None:

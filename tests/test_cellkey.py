@@ -278,11 +278,11 @@ def test_swap_then_cell_key(keyed):
 def test_card_reports_delta_per_pair_and_the_floor():
     entry = protection.get("cellkey")
     card = entry.guarantee(entry.parse({"ptable": "maxent", "bound": 2, "variance": "0.9"}))
-    assert card.output_premetric == "approximate DP (D_Mult^delta)"
+    assert card.guarantee.measure == "approximate" and card.guarantee.scope == "cell"
     rows = {r["epsilon"]: r for r in card.allocation}
     assert rows[1.0]["delta, symmetry pair"] == pytest.approx(0.155245, abs=1e-6)
     assert "per released cell" in " ".join(card.caveats)
-    assert card.budget.delta == pytest.approx(rows[1.0]["delta (max over pairs)"])
+    assert card.guarantee.loss.delta == pytest.approx(rows[1.0]["delta (max over pairs)"])
 
 
 def test_exact_integer_path_agrees_with_the_complex_one(keyed, monkeypatch):

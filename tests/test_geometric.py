@@ -64,8 +64,8 @@ def test_budget_split_and_sensitivities():
     assert sensitivity(CATALOG["P6"], "unbounded") == 6  # six race tallies
     assert sensitivity(CATALOG["P8"], "bounded") == 2
     card = protection.get("geometric").guarantee(params)
-    assert card.budget.epsilon == pytest.approx(1.35)
-    assert card.output_premetric == "pure-DP (D_Mult)"
+    assert card.guarantee.loss.epsilon == pytest.approx(2)  # the person and the unit tables
+    assert card.guarantee.measure == "pure"
 
 
 def test_every_cell_gets_noise_of_the_stated_scale(population):

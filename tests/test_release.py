@@ -30,7 +30,8 @@ def test_exact_release_round_trip(tmp_path, small_population):
     assert meta["tables"]["PCT12"]["levels"] == ["nation", "state", "county", "tract"]
     assert meta["randomness"]["fit_for_publication"] is False
     assert meta["input_digest"].startswith("hmac-sha256:")
-    assert "no protection" in meta["specification"]["budget"]["summary"]
+    assert "no protection" in meta["specification"]["guarantee"]["summary"]
+    assert "no protection" in meta["specification"]["common_axis"]["not_measured"]
 
 
 def test_release_of_selected_tables(tmp_path, tiny_population):
@@ -84,7 +85,7 @@ def _write_p1(path, **columns):
 
 MORE_DAMAGE = [
     (lambda p: _corrupt(p, lambda m: m.update(tables=["P1"])), "tables must be a JSON object"),
-    (lambda p: _corrupt(p, lambda m: m["specification"].update(budget="none")), "malformed"),
+    (lambda p: _corrupt(p, lambda m: m["specification"].update(guarantee="none")), "malformed"),
     (lambda p: _corrupt(p, lambda m: m["tables"].update(P1=["x"])), "must be a JSON object"),
     (
         lambda p: _corrupt(p, lambda m: m["tables"]["P1"].update(levels=["nation"])),

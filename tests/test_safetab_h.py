@@ -18,6 +18,7 @@ from sdclab.protection.safetab_h import (
     SafeTabHParameters,
     default_groups,
     iterations,
+    margin_coverage,
     margin_of_error,
     rho_for_margin,
     stability,
@@ -37,13 +38,29 @@ def release(population):
     return protection.run("safetab_h", population, {}, 2)
 
 
-def test_margin_of_error_and_its_calibration():
-    # docs/safetab_h.md, *Card*: ρ = 1.96²·s/(2·MOE²) = 17.287/MOE² for s = 9 gives the MOE back
-    assert rho_for_margin(50, 9) == pytest.approx(17.287 / 2500, rel=1e-4)
+def test_margin_of_error_is_exact_and_its_calibration_inverts_it():
+    # the production level-1 budget: 1.96·σ = 49.999 (σ² = 650.8) covers 94.77% at ±49 but the
+    # exact discrete Gaussian needs ±50, at 95.23%
+    level1 = Fraction("0.006915")
+    assert margin_of_error(level1, 9) == 50
+    assert margin_coverage(level1, 9) == pytest.approx(0.9523, abs=5e-5)
+    sigma2 = Fraction(9) / (2 * level1)
+    assert 1 - accounting.gaussian_tail(sigma2, 49) < 0.95  # ±49 would undercover
     for moe in (1, 3, 11, 50, 100, 999):
-        assert margin_of_error(Fraction(rho_for_margin(moe, 9)), 9) == moe
+        rho = rho_for_margin(moe, 9)
+        assert margin_of_error(Fraction(rho), 9) == moe
+        assert margin_of_error(Fraction(rho * 0.999), 9) == moe + 1  # the smallest such ρ
     assert margin_of_error(Fraction("1.9208"), 9) == 3
     assert margin_of_error(Fraction("0.142869"), 9) == 11
+
+
+def test_every_margin_on_the_card_covers_at_least_95_percent():
+    for t01001 in ("exact", "noisy"):
+        card = protection.get("safetab_h").guarantee(SafeTabHParameters(t01001=t01001))
+        for row in card.allocation:
+            assert row["coverage"] >= 0.95, row
+            sigma2 = row["sigma2"]
+            assert 1 - accounting.gaussian_tail(sigma2, row["95% MOE"] - 1) < 0.95, row
 
 
 def test_variant_selection_at_the_thresholds():
@@ -175,7 +192,8 @@ def test_card_budget_and_round_trip(release, tmp_path):
     p = SafeTabHParameters()
     expected = 2 * (4 * Fraction("0.006915") + 2 * Fraction("1.9208") + 2 * Fraction("0.142869"))
     assert p.total_rho() == expected
-    assert release.card.budget.rho == pytest.approx(float(expected))
+    assert release.card.guarantee.loss.rho == 2 * expected  # T01001 fixed: a household replaced
+    assert release.card.guarantee.relation == "replace"
     assert any("T01001" in c for c in release.card.caveats)
     moes = {(r["iteration level"], r["region"]): r["95% MOE"] for r in release.card.allocation}
     assert moes[2, "USA"] == 3 and moes[2, "TRACT"] == 11
@@ -192,7 +210,9 @@ def test_noisy_t01001_adds_its_budget(population, tmp_path):
     write_release(release, tmp_path / "rel")
     back = read_release(tmp_path / "rel").artifacts["group_totals"]
     assert back.equals(release.artifacts["group_totals"])
-    assert release.card.budget.rho == pytest.approx(float(SafeTabHParameters().total_rho()) + 2)
+    household = SafeTabHParameters().total_rho()
+    assert release.card.guarantee.loss.rho == household + 20**2 * 2  # a 20-person household
+    assert release.card.guarantee.person_replace.rho == 2 * household + 2 * 2
 
 
 def test_needs_detailed_codes(tiny_population):
@@ -215,3 +235,105 @@ def test_thresholds_from_a_file(population, tmp_path):
     file.write_text(lines[0])
     with pytest.raises(InputError, match="no thresholds for"):
         protection.run("safetab_h", population, {"thresholds": str(file)}, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# A threshold crossing: one householder's race change (the SafeTab-H review's concrete case)
+# ---------------------------------------------------------------------------------------------
+
+THETA = (1, 2, 3)
+"""Small T03 thresholds at level 2 (T04: θ3), so that a three-person group sits at θ3."""
+
+
+def _crossing_thresholds() -> list[dict]:
+    from sdclab.protection.safetab_h import PRODUCTION_THRESHOLDS, thresholds_data
+
+    table = dict(PRODUCTION_THRESHOLDS)
+    for region in ("USA", "STATE", "COUNTY", "TRACT"):
+        table[region, 2] = {"T03": THETA, "T04": (THETA[2],)}
+    return thresholds_data(table)
+
+
+def _household(head_code: int):
+    """One tract, one household of three persons of detailed race 1001 but for the
+    householder, whose code is ``head_code``."""
+    from sdclab.protection import audit_plans
+
+    def codes(code: int) -> dict:
+        return {"race_code1": code, "hispanic_origin": 0} | {
+            f"race_code{i}": None for i in range(2, 9)
+        }
+
+    people = [
+        audit_plans.person(0, 0, 0, **codes(head_code)),
+        audit_plans.person(1, 0, 0, relationship=1, sex=2, **codes(1001)),
+        audit_plans.person(2, 0, 0, relationship=2, age=10, **codes(1001)),
+    ]
+    overrides = {f"race_code{i}": pl.Int16 for i in range(1, 9)}
+    return audit_plans.replicate(
+        pl.DataFrame(people, schema_overrides=overrides),
+        pl.DataFrame([audit_plans.unit(0, 0)]),
+        1,
+    )
+
+
+def _level2(population, p):
+    from sdclab.protection.safetab_h import group_histograms
+
+    return {gh.region: gh for gh in group_histograms(population, p.groups()) if gh.level == 2}
+
+
+def test_a_householders_race_change_across_theta3_is_covered_by_the_replace_budget():
+    from sdclab.protection.safetab_h import VARIANTS, variant
+
+    p = SafeTabHParameters.model_validate({"t01001": "noisy", "thresholds": _crossing_thresholds()})
+    d, d_prime = _household(1001), _household(1002)  # D′: the householder's code changed
+    before, after = _level2(d, p), _level2(d_prime, p)
+    s = stability(p.groups(), 2)
+    column = before["TRACT"].codes.index("D1001A")
+    # the adaptive choice: D1001 has θ3 = 3 persons in D (every detail), 2 in D′ (one less)
+    assert before["TRACT"].t01001[0, column] == THETA[2]
+    assert after["TRACT"].t01001[0, column] == THETA[2] - 1
+    assert variant(np.array([3.0]), THETA)[0] == 3 and variant(np.array([2.0]), THETA)[0] == 2
+    # the noisy T01001 decides; whatever it selects, both datasets' tables are measured with the
+    # same variant, and the change of the combined table vector is the household leaving its
+    # groups' cells (D1001 alone, D1001 alone or in combination) and entering D1002's: per table
+    # and region type ‖Δ‖² = 2 × 2 = 4, inside the 2s a household replace may reach
+    divergence = Fraction(0)  # D_α / α of the whole release, both parts
+    for region, gh in before.items():
+        rho = p.rho(region, 2)
+        for variants in VARIANTS.values():
+            worst = 0
+            for v in variants:  # every variant the noisy choice may make
+                rows = np.arange(gh.households.shape[0])
+                change = after[region].cells(v, rows) - gh.cells(v, rows)
+                change = change[:, np.asarray(v.measured)]  # derived cells are post-processing
+                norm2 = int((change**2).sum())
+                assert norm2 == 4 and norm2 <= 2 * s
+                worst = max(worst, norm2)
+            # D_α of a Gaussian with σ² = s/(2ρ) is α‖Δ‖²/(2σ²) = α ρ ‖Δ‖² / s
+            divergence += rho * worst / s
+        t_share = Fraction(p.t01001_rho) / 8  # T01001's ρ per region type and level
+        t_change = after[region].t01001 - gh.t01001
+        divergence += t_share * int((t_change**2).sum()) / s
+    assert math.sqrt(4) < math.sqrt(s)  # below √s: this household is in two groups only
+    replace = protection.get("safetab_h").guarantee(p).guarantee.person_replace.rho
+    assert divergence <= replace  # adaptive composition: T01001's part plus the tables' part
+    assert replace == 2 * p.total_rho() + 2 * Fraction(p.t01001_rho)  # a replace: 2ρ, not ρ
+
+
+def test_with_an_exact_t01001_a_threshold_crossing_has_infinite_divergence():
+    p = {"t01001": "exact", "thresholds": _crossing_thresholds()}
+    tables = [
+        protection.run("safetab_h", _household(code), p, 7).artifacts["group_tables"]
+        for code in (1001, 1002)
+    ]
+    published = [set(t.filter(pl.col("iteration") == "D1001A")["table"].unique()) for t in tables]
+    # the variant follows the exact count: D publishes T03004 for D1001, D′ T03003 — every
+    # output of D has probability 0 under D′ and the Rényi divergence is infinite
+    assert "T03004" in published[0] and "T03004" not in published[1]
+    assert "T03003" in published[1] and "T03003" not in published[0]
+    card = protection.get("safetab_h").guarantee(SafeTabHParameters.model_validate(p))
+    assert any("infinite" in c for c in card.caveats)
+    assert card.guarantee.relation == "replace"
+    assert card.guarantee.invariants[0].statistic.startswith("T01001")

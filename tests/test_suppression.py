@@ -202,8 +202,8 @@ def test_parameters_card_and_entry():
     with pytest.raises(InputError, match="small_cells"):
         suppression.MECHANISM.parse({"small_cells": "-1"})
     card = suppression.MECHANISM.guarantee(params)
-    assert card.output_premetric == "none"
-    assert not card.budget.is_formal and "data-dependent" in card.budget.reason_if_none
+    assert card.guarantee.measure == "none"
+    assert not card.guarantee.is_formal and "data-dependent" in card.guarantee.reason
     assert any("margins considered" in c for c in card.caveats)
     assert suppression.MECHANISM.name == "suppress"
 

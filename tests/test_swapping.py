@@ -149,7 +149,7 @@ def test_psa_card_uses_the_measured_largest_group(county):
     households = Households(county)
     b = max(Counter(households.size.tolist()).values())  # one state: groups are household sizes
     assert release.notes["largest_matching_group"] == b
-    assert release.card.budget.epsilon == pytest.approx(accounting.psa_epsilon(0.05, b))
+    assert release.card.guarantee.loss.epsilon == pytest.approx(accounting.psa_epsilon(0.05, b))
 
 
 @pytest.mark.parametrize("rate", [0.05, 0.13, 0.5])

@@ -362,7 +362,7 @@ def test_release_through_the_registry(states, tmp_path):
     from sdclab.release import read_release, write_release
 
     release = run("topdown", states, {"product": "pl94"}, seed=11)
-    assert release.card.budget.rho == pytest.approx(float(PRODUCTION.total_rho()))
+    assert release.card.guarantee.loss.rho == PRODUCTION.total_rho()
     assert "17.14" in release.card.render()
     mdf = release.artifacts["mdf"]
     assert mdf.height == states.n_persons and release.person_microdata is mdf

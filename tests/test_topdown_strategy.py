@@ -94,7 +94,13 @@ def test_a_strategy_whose_shares_do_not_add_up_is_rejected():
 
 def test_the_card_carries_the_budget_table_and_survives_a_round_trip():
     card = topdown_card(PRODUCTS["pl94"], PRODUCTION)
-    assert sum(row["rho"] for row in card.allocation) == pytest.approx(card.budget.rho, rel=1e-12)
+    queries = [row for row in card.allocation if row["query"] != "all"]
+    levels = [row for row in card.allocation if row["query"] == "all"]
+    rho = float(card.guarantee.loss.rho)
+    assert sum(row["rho"] for row in queries) == pytest.approx(rho, rel=1e-12)
+    assert sum(row["rho"] for row in levels) == pytest.approx(rho, rel=1e-12)
+    epsilon = [row["epsilon alone (delta 1e-10)"] for row in levels]
+    assert sum(epsilon) > card.common.epsilon  # shares' ε do not add up to the total
     assert "Budget allocation:" in card.render()
     back = type(card).from_dict(card.to_dict())
     assert back == card

@@ -10,92 +10,100 @@ reason; no bare ε is ever printed.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
 from scipy import optimize
 
-OutputPremetric = Literal["none", "pure-DP (D_Mult)", "approximate DP (D_Mult^delta)", "zCDP"]
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A protection-loss budget: ε for pure/approximate DP (with δ), ρ for zCDP, or none at all."""
-
-    epsilon: float | None = None
-    delta: float | None = None
-    rho: float | None = None
-    reason_if_none: str = ""
-
-    @property
-    def is_formal(self) -> bool:
-        return self.epsilon is not None or self.rho is not None
-
-    def text(self) -> str:
-        if self.rho is not None:
-            return f"rho = {self.rho:g} (zCDP)"
-        if self.epsilon is not None and self.delta:
-            return f"epsilon = {self.epsilon:g}, delta = {self.delta:g}"
-        if self.epsilon is not None:
-            return f"epsilon = {self.epsilon:g}"
-        return f"infinite: no formal guarantee ({self.reason_if_none})"
+from sdclab.privacy import (
+    COMMON_AXIS,
+    MEASURE_TEXT,
+    RELATION_TEXT,
+    UNIT_TEXT,
+    CommonFigure,
+    Guarantee,
+    Invariant,
+    common_axis,
+    no_guarantee,
+)
+from sdclab.results import NotMeasured
 
 
 @dataclass(frozen=True)
 class SpecCard:
-    """A DP specification in the five building blocks, with coverage and caveats."""
+    """A DP specification in the five building blocks, with coverage and caveats. The input
+    premetric (unit, relation), output premetric, invariants and budget are the
+    :class:`~sdclab.privacy.Guarantee`'s values; the card's text is rendered from them."""
 
     mechanism: str
     domain: str
     multiverse: str
-    invariants: tuple[str, ...]
-    protection_unit: str
-    neighbours: str
-    output_premetric: OutputPremetric
-    budget: Budget
+    guarantee: Guarantee
     covers: str
     caveats: tuple[str, ...] = field(default_factory=tuple)
     allocation: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     """How the budget is split (one row per part, e.g. level, query, share, ρ, σ), if it is."""
 
+    @property
+    def common(self) -> CommonFigure | NotMeasured:
+        """The release's figure on the common axis (ε at δ = 10⁻¹⁰, one person replaced)."""
+        return common_axis(self.guarantee)
+
+    def common_text(self) -> str:
+        """The common-axis figure in one line, or "not comparable" with the reason."""
+        common = self.common
+        if isinstance(common, NotMeasured):
+            return f"not comparable: {common.reason}"
+        return common.text()
+
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["invariants"] = list(self.invariants)
-        data["caveats"] = list(self.caveats)
-        data["allocation"] = list(self.allocation)
-        data["budget"] = {k: v for k, v in data["budget"].items() if v not in (None, "")}
-        data["budget"]["summary"] = self.budget.text()
-        return data
+        return {
+            "mechanism": self.mechanism,
+            "domain": self.domain,
+            "multiverse": self.multiverse,
+            "guarantee": self.guarantee.to_dict(),
+            "common_axis": self.common.to_dict(),
+            "covers": self.covers,
+            "caveats": list(self.caveats),
+            "allocation": [dict(row) for row in self.allocation],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpecCard:
-        budget = {k: v for k, v in data["budget"].items() if k != "summary"}
         return cls(
-            **{
-                **data,
-                "invariants": tuple(data["invariants"]),
-                "caveats": tuple(data.get("caveats", ())),
-                "allocation": tuple(data.get("allocation", ())),
-                "budget": Budget(**budget),
-            }
+            mechanism=data["mechanism"],
+            domain=data["domain"],
+            multiverse=data["multiverse"],
+            guarantee=Guarantee.from_dict(data["guarantee"]),
+            covers=data["covers"],
+            caveats=tuple(data.get("caveats", ())),
+            allocation=tuple(data.get("allocation", ())),
         )
 
     def render(self) -> str:
         """The card as plain text, one block per line group."""
-        invariants = "; ".join(self.invariants) if self.invariants else "none"
+        g = self.guarantee
+        invariants = "; ".join(i.text() for i in g.invariants) if g.invariants else "none"
+        relation = "not defined" if g.relation is None else RELATION_TEXT[g.relation]
+        budget = g.text() + (f" (asked: {g.asked.text()})" if g.asked is not None else "")
+        scope = "" if g.scope == "release" else " — per published cell, not per release"
+        common = self.common
         lines = [
             f"DP specification card — mechanism: {self.mechanism}",
             f"  1. Domain (who is protected):       {self.domain}",
             f"  2. Multiverse (invariants):         {self.multiverse}",
             f"       invariants: {invariants}",
-            f"  3. Input premetric (what changes):  unit = {self.protection_unit};"
-            f" {self.neighbours}",
-            f"  4. Output premetric (how measured): {self.output_premetric}",
-            f"  5. Budget (how much):               {self.budget.text()}",
-            f"  Covers: {self.covers}",
+            f"  3. Input premetric (what changes):  unit = {UNIT_TEXT[g.unit]}; neighbours: "
+            f"{relation}",
+            f"  4. Output premetric (how measured): {MEASURE_TEXT[g.measure]}{scope}",
+            f"  5. Budget (how much):               {budget}",
+            f"  Common axis ({COMMON_AXIS}): {self.common_text()}",
         ]
+        if not isinstance(common, NotMeasured):
+            lines += [f"       via: {step}" for step in common.derivation]
+        lines.append(f"  Covers: {self.covers}")
         lines += [f"  Caveat: {c}" for c in self.caveats]
         if self.allocation:
             columns = list(self.allocation[0])
@@ -109,6 +117,8 @@ class SpecCard:
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
@@ -118,11 +128,10 @@ def no_protection_card() -> SpecCard:
         mechanism="none",
         domain="the confidential input files as given",
         multiverse="a single universe per dataset: every published statistic is exact",
-        invariants=("every published table cell",),
-        protection_unit="none",
-        neighbours="no neighbouring datasets are protected",
-        output_premetric="none",
-        budget=Budget(reason_if_none="no protection: the tables are the exact confidential counts"),
+        guarantee=no_guarantee(
+            "no protection: the tables are the exact confidential counts",
+            invariants=(Invariant("every published table cell", "every geounit"),),
+        ),
         covers="all tables of the release",
         caveats=("Not for publication: this release is the confidential tabulation itself.",),
     )
@@ -282,6 +291,24 @@ def gaussian_margin_of_error(sigma2: float | Fraction, level: float = 0.95) -> i
     half = p[y >= 0]
     inside = np.cumsum(np.r_[half[0], 2 * half[1:]])
     return int(np.searchsorted(inside, level - 1e-15))
+
+
+def gaussian_variance_for_margin(margin: int, level: float = 0.95) -> float:
+    """The largest σ² whose margin of error is at most ``margin``: P(|X| ≤ margin) ≥ level for
+    X ~ N_Z(0, σ²), the coverage falling as σ² grows (the inverse of gaussian_margin_of_error)."""
+    _check_level(level)
+    if margin < 0:
+        raise ValueError(f"a margin of error is at least 0, got {margin}")
+
+    def excess(sigma2: float) -> float:
+        return 1 - gaussian_tail(sigma2, margin) - level
+
+    low, high = 1e-9, 1.0
+    if excess(low) < 0:
+        raise ValueError(f"no variance gives coverage {level} within ±{margin}")
+    while excess(high) >= 0:
+        low, high = high, 2 * high
+    return float(optimize.brentq(excess, low, high, xtol=1e-13, rtol=1e-13))
 
 
 def laplace_margin_of_error(scale: float | Fraction, level: float = 0.95) -> int:

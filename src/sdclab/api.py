@@ -266,7 +266,7 @@ def evaluation(
         )
     return Evaluation(
         mechanism=release.mechanism,
-        guarantee=release.card.to_dict(),
+        card=release.card,
         accuracy=accuracy,
         additivity=additivity,
         by_level=level_accuracies(ev.summarise_accuracy(figures)),

@@ -272,7 +272,7 @@ def protect(
         + (" and protected microdata" if release.person_microdata is not None else "")
         + f" to {out} in {time.perf_counter() - start:.1f} s{fit}"
     )
-    typer.echo(f"budget: {release.card.budget.text()}")
+    typer.echo(f"budget: {release.card.guarantee.text()}")
 
 
 @app.command()
@@ -591,23 +591,27 @@ def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("demo-out"),
 ) -> None:
     """The built-in experiment: a synthetic county of 50,000 persons, every mechanism, attacked."""
-    from sdclab.accounting import SpecCard
     from sdclab.experiment import DEMO, run_experiment
     from sdclab.results import Linkage
 
     start = time.perf_counter()
     results = run_experiment(DEMO, out, progress)
-    typer.echo(f"{'mechanism':>13}  {'guarantee':<24} {'block MAE':>9}  nonmodal precision")
+    typer.echo(
+        f"{'mechanism':>13}  {'guarantee':<24} {'ε (1e-10)':>9} {'block MAE':>9}  "
+        "nonmodal precision"
+    )
     for title, release in results.releases.items():
         evaluation = release.evaluation
         census = evaluation.reidentification.get("census")
         linkage = getattr(census, "reconstruction", None)
         nonmodal = percent(linkage.nonmodal.precision) if isinstance(linkage, Linkage) else "n/a"
-        card = SpecCard.from_dict(dict(evaluation.guarantee))
-        guarantee = card.budget.text() if card.budget.is_formal else "none"
+        guarantee = evaluation.card.guarantee
+        common = evaluation.card.common
+        axis = "n/a" if isinstance(common, NotMeasured) else f"{common.epsilon:.2f}"
         block = evaluation.by_level.get("block")
         mae = "n/a" if block is None else f"{block.mean_mae:.3f}"
-        typer.echo(f"{title:>13}  {guarantee:<24} {mae:>9}  {nonmodal}")
+        budget = guarantee.text() if guarantee.is_formal else "none"
+        typer.echo(f"{title:>13}  {budget:<24} {axis:>9} {mae:>9}  {nonmodal}")
     typer.echo(f"done in {time.perf_counter() - start:.0f} s")
     typer.echo(f"report: {(out / 'report.html').resolve()}")
 

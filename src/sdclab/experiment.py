@@ -397,7 +397,7 @@ class Runner:
             title=m.title,
             settings=mechanism.parse(m.settings).recorded(),
             notes=release.notes,
-            budget=release.card.budget.text(),
+            budget=release.card.guarantee.text(),
             evaluation=api.evaluation(release, truth, reconstruction, reidentification, risk),
         )
 

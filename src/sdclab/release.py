@@ -118,15 +118,8 @@ class Release:
             parts.append(f"microdata of {self.microdata.persons.height:,} persons")
         if self.artifacts:
             parts.append(f"artifacts {', '.join(sorted(self.artifacts))}")
-        budget = self.card.budget
-        if budget.rho is not None:
-            guarantee = f"zCDP rho={budget.rho:g}"
-        elif budget.epsilon is not None:
-            guarantee = f"epsilon={budget.epsilon:g}" + (
-                f", delta={budget.delta:g}" if budget.delta else ""
-            )
-        else:
-            guarantee = "no formal guarantee"
+        g = self.card.guarantee
+        guarantee = g.text() if g.is_formal else "no formal guarantee"
         return f"<Release {self.mechanism}: {', '.join(parts)}; {guarantee}>"
 
     def metadata(self) -> dict[str, Any]:

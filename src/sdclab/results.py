@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 if TYPE_CHECKING:
     import polars as pl
 
+    from sdclab.accounting import SpecCard
+
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1
@@ -554,8 +556,8 @@ class Evaluation:
     figure but the guarantee and the attack's own solver figures used the truth)."""
 
     mechanism: str
-    guarantee: Mapping[str, Any] = field(repr=False)
-    """The release's specification card, as data."""
+    card: SpecCard = field(repr=False)
+    """The release's specification card: its guarantee and common-axis figure."""
     accuracy: Mapping[str, Mapping[str, TableAccuracy]] = field(repr=False)
     """By table, then level."""
     additivity: Mapping[str, Mapping[str, Value]] = field(repr=False)
@@ -636,7 +638,7 @@ class Evaluation:
         out: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "mechanism": self.mechanism,
-            "specification": dict(self.guarantee),
+            "specification": self.card.to_dict(),
             "accuracy_by_level": {k: v.to_dict() for k, v in self.by_level.items()},
             "accuracy": {
                 name: {
@@ -659,12 +661,14 @@ class Evaluation:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evaluation:
         """An evaluation read back from :meth:`to_dict`'s form."""
+        from sdclab.accounting import SpecCard
+
         accuracy, additivity = table_accuracies(data["accuracy"])
         reconstruction = data.get("reconstruction", {"not_measured": NO_RECONSTRUCTION})
         risk = data.get("risk", {"not_measured": "not recorded"})
         return cls(
             mechanism=str(data["mechanism"]),
-            guarantee=dict(data["specification"]),
+            card=SpecCard.from_dict(data["specification"]),
             accuracy=accuracy,
             additivity=additivity,
             by_level=level_accuracies(data["accuracy_by_level"]),

@@ -27,13 +27,14 @@ import polars as pl
 from pydantic import Field, model_validator
 
 from sdclab import schema
-from sdclab.accounting import Budget, SpecCard
+from sdclab.accounting import SpecCard
 from sdclab.arrays import IntArray
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.geography import LEVELS, Geography
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
+from sdclab.privacy import Guarantee, Invariant, Loss, add_remove_to_replace, compose
 from sdclab.protection import swapping
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.ptable import (
@@ -41,12 +42,14 @@ from sdclab.protection.ptable import (
     PTable,
     create_ptable,
     delta_pairs,
+    is_deterministic,
     ons_10_5_ptable,
     pcv,
     ptable_from_frame,
     read_ptable,
 )
 from sdclab.release import Release, artifact_file
+from sdclab.results import NotMeasured
 from sdclab.tables.catalog import CATALOG, select
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate, tabulate_histograms
@@ -500,28 +503,95 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
         )
     delta = float(delta_pairs(table, p.epsilon).max())
     floor = float(delta_pairs(table, 50.0).max())
+    guarantee, release_level = cell_guarantee(p, table, delta)
     return SpecCard(
         mechanism="cellkey",
         domain="person and unit records of the tabulated population",
         multiverse="a single universe: no published cell is exact by design "
         "(but zeros are published as zeros)",
-        invariants=("every empty cell (a true 0 is always published as 0)",),
-        protection_unit="person record (unit record for housing tables)",
-        neighbours="one record added or removed changes each cell it contributes to by one",
-        output_premetric="approximate DP (D_Mult^delta)",
-        budget=Budget(epsilon=p.epsilon, delta=delta),
+        guarantee=guarantee,
         covers="one released cell: its count's neighbouring pairs (n, n+1) under the p-table, "
         "with a uniformly distributed cell key",
         caveats=(
-            "The guarantee is per released cell; a person contributes to every table and level, "
-            "so the whole release composes over all the cells a person is in (and cells sharing "
-            "contributors do not have independent keys).",
+            release_level,
             f"Strict epsilon-DP is impossible with bounded noise: delta is at least {floor:.4g} "
             "whatever epsilon (the mass the neighbour cannot reach).",
             "The noise bound D and the p-table are public; combined with additive margins they "
             "allow the noise-bound and averaging attacks of `sdclab ckm-risk`.",
         ),
         allocation=tuple(rows),
+    )
+
+
+def cells_per_person() -> int:
+    """t: the published cells one person record is counted in, over every person table of the
+    catalogue at every level (Bach's release-level view)."""
+    return sum(
+        int(np.asarray(t.query.sum(axis=0)).max()) * len(t.levels)
+        for t in CATALOG.values()
+        if t.schema is not schema.UNIT
+    )
+
+
+def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tuple[Guarantee, str]:
+    """The per-cell (ε, δ) as a guarantee, with why it does (or does not) compose over the cells
+    a person is in, and what the release-level figure is where it does."""
+    per_cell = Loss("approximate", epsilon=p.epsilon, delta=delta)
+    t = cells_per_person()
+    if p.swap != "none":
+        reason = (
+            f"targeted swapping ({p.swap}) runs first and has no formal guarantee of its own; the "
+            "joint guarantee of swapping followed by perturbation is an open problem (Bailie, "
+            "Gong & Meng), so no release-level figure is stated"
+        )
+    elif is_deterministic(table):
+        reason = (
+            "the p-table publishes one value per count whatever the cell key (deterministic "
+            "rounding, delta = 1): there is no randomness to compose"
+        )
+    elif p.keys == "ids":
+        reason = (
+            "keys=ids makes every record key, hence every cell key, a deterministic function of "
+            "the data: there is no randomness to compose"
+        )
+    elif p.spsn:
+        reason = (
+            "cell keys are sums of the contributors' record keys modulo K (same participants, "
+            "same noise): cells sharing contributors have dependent noise, so the per-cell "
+            "guarantees do not compose by the standard theorem"
+        )
+    else:
+        released = compose(*[per_cell] * t)
+        replaced, step = add_remove_to_replace(released)
+        text = (
+            f"Independent cell keys (spsn=false): over the t = {t:,} cells a person is in, "
+            f"basic composition gives epsilon = {float(released.epsilon or 0):.4g}, delta = "
+            f"{float(released.delta or 0):.3g} for the release."
+        )
+        return (
+            Guarantee(
+                measure="approximate",
+                unit="person",
+                relation="add_remove",
+                loss=released,
+                person_replace=replaced,
+                derivation=(f"basic composition over t = {t:,} cells: (tε, tδ)", step),
+                invariants=(Invariant("every empty cell (published as 0)", "every geounit"),),
+            ),
+            text,
+        )
+    guarantee = Guarantee(
+        measure="approximate",
+        unit="person",
+        relation="add_remove",
+        loss=per_cell,
+        person_replace=NotMeasured(reason),
+        invariants=(Invariant("every empty cell (published as 0)", "every geounit"),),
+        scope="cell",
+    )
+    return guarantee, (
+        f"The guarantee is per released cell; a person is in t = {t:,} published cells, and no "
+        f"release-level figure is stated: {reason}."
     )
 
 

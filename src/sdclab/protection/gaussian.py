@@ -16,7 +16,8 @@ import numpy.typing as npt
 from pydantic import Field, model_validator
 
 from sdclab import accounting, noise
-from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
+from sdclab.accounting import SpecCard
+from sdclab.privacy import Loss, Relation, person_guarantee
 from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 
@@ -80,15 +81,14 @@ def noisy_histogram(
 def card(p: GaussianParameters) -> SpecCard:
     rho = float(p.total_rho())
     sigma2 = p.noise_variance()
+    relation: Relation = "replace" if p.neighbours == "bounded" else "add_remove"
+    # a histogram's Δ₂² is 1 under add/remove and 2 under replace: ρ doubles
+    guarantee = person_guarantee(Loss("zcdp", rho=p.total_rho()), relation, zcdp_factor=2)
     return SpecCard(
         mechanism="gaussian",
         domain="datasets of person records over the histogram's domain",
         multiverse="a single universe: no statistic is published exactly",
-        invariants=(),
-        protection_unit="person record",
-        neighbours=NEIGHBOUR_TEXT[p.neighbours],
-        output_premetric="zCDP",
-        budget=Budget(rho=rho),
+        guarantee=guarantee,
         covers=f"{p.queries} histogram quer{'y' if p.queries == 1 else 'ies'} with discrete "
         f"Gaussian noise of variance {float(sigma2):g} per cell",
         caveats=(

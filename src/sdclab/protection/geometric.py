@@ -18,6 +18,7 @@ unit tables.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Any, Literal
@@ -28,11 +29,12 @@ import scipy.sparse as sp
 from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
-from sdclab.accounting import NEIGHBOUR_TEXT, Budget, SpecCard
+from sdclab.accounting import SpecCard
 from sdclab.digest import frames_digest
 from sdclab.evaluation import size_class_label
 from sdclab.geography import LEVELS
 from sdclab.population import Population
+from sdclab.privacy import Loss, Relation, person_guarantee
 from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,
@@ -145,12 +147,46 @@ def protect(population: Population, p: GeometricParameters, rng: np.random.Gener
     )
 
 
+UNIT_COST = {"H3": 2, "H4": 1, "H13": 1}
+"""How far one person added or removed moves a unit table, in records: a person entering a
+vacant unit moves it from vacant to occupied (H3: two cells), gives it a tenure (H4) and a size
+(H13). The other case, a person joining or leaving a household, moves H13 by two cells
+(:func:`person_loss` takes the larger)."""
+
+
+def person_loss(p: GeometricParameters) -> tuple[Fraction, list[str]]:
+    """ε of one person's record under the mechanism's own relation, over the whole release, and
+    how it is made up: every person table, plus the unit tables a person moves."""
+    shares = allocation(p)
+    total = Fraction(0)
+    for level in {lv for _, lv in shares}:
+        tables = {n: e for (n, lv), e in shares.items() if lv == level}
+        total += sum((e for n, e in tables.items() if is_person_table(CATALOG[n])), Fraction(0))
+        enters_vacant = sum(
+            (c * tables.get(n, Fraction(0)) for n, c in UNIT_COST.items()), Fraction(0)
+        )
+        total += max(enters_vacant, 2 * tables.get("H13", Fraction(0)))
+    steps = [
+        "one person costs every person table it is counted in, and the unit tables it moves: "
+        "max(2ε_H3 + ε_H4 + ε_H13, 2ε_H13) per level (a person entering a vacant unit, or "
+        "joining a household)"
+    ]
+    return total, steps
+
+
 @MECHANISM.define("guarantee")
 def card(p: GeometricParameters) -> SpecCard:
-    """Pure ε-DP by sequential composition over the tables and levels."""
+    """Pure ε-DP by sequential composition over the tables and levels; one person's loss counts
+    the unit tables that depend on persons."""
     shares = allocation(p)
-    person = sum((e for (n, _), e in shares.items() if is_person_table(CATALOG[n])), Fraction(0))
     unit = sum((e for (n, _), e in shares.items() if not is_person_table(CATALOG[n])), Fraction(0))
+    loss, steps = person_loss(p)
+    relation: Relation = "replace" if p.neighbours == "bounded" else "add_remove"
+    asked = Loss("pure", epsilon=Fraction(p.epsilon))
+    guarantee = person_guarantee(
+        Loss("pure", epsilon=loss), relation, asked=None if asked.epsilon == loss else asked
+    )
+    guarantee = replace(guarantee, derivation=(*steps, *guarantee.derivation))
     rows = []
     for (name, level), eps in shares.items():
         table = CATALOG[name]
@@ -169,14 +205,13 @@ def card(p: GeometricParameters) -> SpecCard:
         mechanism="geometric",
         domain="person and housing-unit records of the tabulated population",
         multiverse="a single universe: no statistic is published exactly",
-        invariants=(),
-        protection_unit="person record (housing-unit record for the unit tables)",
-        neighbours=NEIGHBOUR_TEXT[p.neighbours],
-        output_premetric="pure-DP (D_Mult)",
-        budget=Budget(epsilon=float(person)),
-        covers="every person table at every level, each cell with discrete Laplace noise "
+        guarantee=guarantee,
+        covers="every table at every level, each cell with discrete Laplace noise "
         "(composition over tables and levels)",
         caveats=(
+            f"Asked epsilon = {float(p.epsilon):g}, split {p.split}: one person's record costs "
+            f"{float(loss):.4g}, since the unit tables depend on persons (occupancy, tenure, "
+            "household size).",
             f"Housing-unit records: epsilon = {float(unit):g} over the unit tables.",
             "Noisy counts may be negative"
             + (" (clamped to 0 here: post-processing)" if p.nonnegative else "")

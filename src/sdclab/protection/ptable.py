@@ -1067,6 +1067,17 @@ def delta_pairs(table: PTable | OnsPTable, epsilon: float) -> FloatArray:
     return np.asarray(np.maximum(forward, backward), dtype=np.float64)
 
 
+def is_deterministic(table: PTable | OnsPTable) -> bool:
+    """Whether every count has one published value of probability 1: the noise then does not
+    depend on the cell key (deterministic rounding, as in the ONS 10/5 table)."""
+    last = table.i_max if isinstance(table, PTable) else ONS_DELTA_MAX
+    counts = np.arange(last + 2, dtype=np.int64)
+    if isinstance(table, OnsPTable):
+        counts = pcv(counts)
+    dense, _ = _row_matrix(table, counts)
+    return bool(np.all(dense.max(axis=1) >= 1 - 1e-12))
+
+
 def delta_for_epsilon(table: PTable | OnsPTable, epsilon: float) -> float:
     """δ(ε) of the whole mechanism: the largest δ_n(ε) over neighbouring counts."""
     return float(delta_pairs(table, epsilon).max())

@@ -33,12 +33,13 @@ import scipy.sparse as sp
 from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
-from sdclab.accounting import Budget, SpecCard
+from sdclab.accounting import SpecCard
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.geography import Geography, geoid_strings, parse_geoids
 from sdclab.population import Population
+from sdclab.privacy import Guarantee, Invariant, Loss, group
 from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,
@@ -57,7 +58,6 @@ IntArray = npt.NDArray[np.int64]
 REGION_TYPES = {"USA": "nation", "STATE": "state", "COUNTY": "county", "TRACT": "tract"}
 """SafeTab-H's region types and the geography levels they are here (no places or AIANNH areas)."""
 MAX_RACE_CODES = schema.DETAILED_RACE_MAX
-Z95 = Fraction(196, 100)
 
 # The measured cells of every variant (cell code → HOUSEHOLD_TYPE or tenure codes) and the
 # derived cells (cell code → measured or derived cells summed); docs/safetab_h.md, *Variants*.
@@ -260,14 +260,22 @@ def stability(groups: tuple[Group, ...], level: int, max_codes: int = MAX_RACE_C
 
 
 def margin_of_error(rho: Fraction, s: int) -> int:
-    """95% margin of error of a measured cell: ⌊1.96·√(s/(2ρ))⌋."""
-    return int(np.floor(float(Z95) * np.sqrt(s / (2 * float(rho))) + 1e-12))
+    """95% margin of error of a measured cell: the smallest integer E with P(|X| ≤ E) ≥ 95% for
+    the exact discrete Gaussian X of variance s/(2ρ)."""
+    return accounting.gaussian_margin_of_error(Fraction(s) / (2 * Fraction(rho)))
 
 
-def rho_for_margin(moe: float, s: int) -> float:
-    """The ρ whose measured cells have margin of error ``moe``: 1.96²·s/(2·MOE²) (17.287/MOE² for
-    s = 9)."""
-    return float(Z95) ** 2 * s / (2 * moe**2)
+def margin_coverage(rho: Fraction, s: int) -> float:
+    """P(|X| ≤ margin_of_error(ρ, s)): the exact coverage of the 95% margin of error."""
+    sigma2 = Fraction(s) / (2 * Fraction(rho))
+    return 1 - accounting.gaussian_tail(sigma2, accounting.gaussian_margin_of_error(sigma2))
+
+
+def rho_for_margin(moe: int, s: int) -> float:
+    """The smallest ρ whose measured cells have a 95% margin of error of at most ``moe`` (the
+    exact inverse of :func:`margin_of_error`): ρ = s/(2σ²) for the largest σ² with
+    P(|X| ≤ moe) ≥ 95%."""
+    return s / (2 * accounting.gaussian_variance_for_margin(moe))
 
 
 class SafeTabHParameters(Parameters):
@@ -931,40 +939,91 @@ def card(p: SafeTabHParameters) -> SpecCard:
                     "stability s": s,
                     "sigma2": float(Fraction(s) / (2 * rho)),
                     "95% MOE": margin_of_error(rho, s),
+                    "coverage": margin_coverage(rho, s),
                 }
             )
-    household_rho = p.total_rho()
-    total = household_rho + (Fraction(p.t01001_rho) if p.t01001 == "noisy" else 0)
-    t01001_caveat = (
-        "T01001 (population-group totals) is taken as exact public input here: the group sizes "
-        "that select each group's detail are not protected; an end-to-end guarantee must compose "
-        "SafeTab-P's budget."
-        if p.t01001 == "exact"
-        else f"T01001 is measured here with rho = {float(p.t01001_rho):g} per person (included in "
-        "the total as one person's; a whole household of k persons costs k² times that, by group "
-        "privacy)."
-    )
+    guarantee, lines = safetab_guarantee(p)
     return SpecCard(
         mechanism="safetab_h",
         domain="occupied housing units (households) and, for T01001, persons",
         multiverse="a single universe" + (" given T01001" if p.t01001 == "exact" else ""),
-        invariants=("T01001 population-group totals",) if p.t01001 == "exact" else (),
-        protection_unit="household (a person for T01001)",
-        neighbours="add or remove one household (bounded neighbours: twice the rho)",
-        output_premetric="zCDP",
-        budget=Budget(rho=float(total)),
+        guarantee=guarantee,
         covers="T03 and T04 of every population group present in T01001 at the nation, state, "
-        "county and tract, each variant's measured cells with discrete Gaussian noise",
+        "county and tract, each variant's measured cells with discrete Gaussian noise"
+        + ("; T01001 itself, with discrete Gaussian noise" if p.t01001 == "noisy" else ""),
         caveats=(
-            t01001_caveat,
-            f"Bounded neighbours (one household changed): rho = {2 * float(household_rho):g}.",
-            f"(epsilon, delta) at delta = 1e-10: epsilon = "
-            f"{accounting.epsilon_for_delta(float(total), 1e-10):.2f} (tight conversion)",
-            "Derived cells sum k measured cells: their 95% margin of error is "
-            "1.96·sqrt(k·s/(2 rho)).",
+            *lines,
+            "Margins of error are the smallest integer whose coverage under the exact discrete "
+            "Gaussian is at least 95%; a derived cell sums k measured cells (variance "
+            "k·s/(2 rho)).",
         ),
         allocation=tuple(rows),
     )
+
+
+HOUSEHOLD_CAP = 20
+"""The household size up to which the household guarantee of a noisy T01001 is stated (the
+synthetic generator's largest household): a household of k persons moves each of its groups'
+T01001 counts by k, costing k²·ρ_T01001 by group privacy."""
+
+
+def safetab_guarantee(p: SafeTabHParameters) -> tuple[Guarantee, list[str]]:
+    """SafeTab-H's guarantee: for households and for persons, with T01001 exact or noisy.
+
+    The household tables cost ρ_H under add/remove of one household (Δ₂² = s: a household is in
+    at most s groups, one cell each) and 2ρ_H under a household replace (Δ₂² = 2s). A noisy
+    T01001 costs ρ_T per person added or removed and 2ρ_T per person replaced."""
+    household = p.total_rho()
+    replace_h = 2 * household
+    if p.t01001 == "exact":
+        invariant = Invariant("T01001 population-group totals", "nation, state, county, tract")
+        guarantee = Guarantee(
+            measure="zcdp",
+            unit="household",
+            relation="replace",
+            loss=Loss("zcdp", rho=replace_h),
+            person_replace=Loss("zcdp", rho=replace_h),
+            derivation=(
+                "with T01001 exact, the universe holds every group's population fixed: its "
+                "neighbours replace one household record keeping T01001 (Δ₂² = 2s: 2ρ_H)",
+                "one person's record changed, within the invariants, changes one household "
+                "record: a household replace (2ρ_H)",
+            ),
+            invariants=(invariant,),
+        )
+        return guarantee, [
+            "T01001 is exact public input: adding or removing a household changes it, so those "
+            "datasets are not neighbours here; a change that moves a group's T01001 across a "
+            "detail threshold changes which cells are published, and its privacy loss is "
+            "infinite — the guarantee covers only changes that keep T01001.",
+            "An end-to-end guarantee must compose SafeTab-P's budget for T01001.",
+        ]
+    t01001 = Fraction(p.t01001_rho)
+    cap_loss, cap_step = group(Loss("zcdp", rho=t01001), HOUSEHOLD_CAP)
+    assert cap_loss.rho is not None
+    households = household + cap_loss.rho
+    person = replace_h + 2 * t01001
+    guarantee = Guarantee(
+        measure="zcdp",
+        unit="household",
+        relation="add_remove",
+        loss=Loss("zcdp", rho=households),
+        person_replace=Loss("zcdp", rho=person),
+        derivation=(
+            "one person's record changed changes one household record (a household replace of "
+            "the household tables: 2ρ_H) and moves the person between T01001 groups (Δ₂² = 2s: "
+            "2ρ_T)",
+        ),
+    )
+    return guarantee, [
+        f"Households (add or remove one of up to {HOUSEHOLD_CAP} persons): rho = "
+        f"{float(household):.4g} (household tables) + {HOUSEHOLD_CAP}² × {float(t01001):g} "
+        f"(T01001, {cap_step}) = {float(households):.4g}; a household of k persons costs "
+        f"{float(household):.4g} + k² × {float(t01001):g}.",
+        f"Persons (one person's record changed): rho = 2 × {float(household):.4g} + 2 × "
+        f"{float(t01001):g} = {float(person):.4g}; a person added or removed costs "
+        f"{float(household + t01001):.4g}.",
+    ]
 
 
 def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
@@ -1026,58 +1085,101 @@ def published_noise(p: SafeTabHParameters) -> NoisePublication:
     )
 
 
-@MECHANISM.define("audit_plan")
-def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_plans.Trials:
-    """A tract with one household; D′ adds a second household of the same detailed race (so
-    the same population groups are present). Observed: every measured tract-level cell."""
-    p = MECHANISM.parse(dict(settings))
-    if p.t01001 != "exact" or p.thresholds != "production":
-        raise InputError(
-            "audit safetab_h: only t01001=exact and the production thresholds are audited (with "
-            "a noisy T01001 or other thresholds the pair's variants may differ, and the claim "
-            "would have to include T01001's budget)"
-        )
-    codes = {"race_code1": 1001, "hispanic_origin": 0} | {
+AUDIT_THETA = (1, 2, 3)
+"""The level-2 T03 thresholds (T04: the last) of the noisy-T01001 audit: its group of three
+persons sits at θ3, and the householder's race change takes it one below."""
+
+
+def _audit_codes(code: int) -> dict[str, Any]:
+    """A person of one detailed race code (its major race in ``race``), not Hispanic."""
+    return {"race": code // schema.DETAILED_RACE_BASE, "race_code1": code, "hispanic_origin": 0} | {
         f"race_code{i}": None for i in range(2, 9)
     }
-    first = [
-        audit_plans.person(0, 0, 0, **codes),
-        audit_plans.person(1, 0, 0, relationship=1, sex=2, **codes),
-    ]
-    second = [audit_plans.person(2, 1, 0, age=60, **codes)]
-    vacant = {"unit_id": 1, "block": 0, "unit_type": 0, "occupied": False, "tenure": None}
-    unit_sets = [
-        [audit_plans.unit(0, 0), vacant],
-        [audit_plans.unit(0, 0), audit_plans.unit(1, 0, tenure=3)],
-    ]
-    schema_overrides = {f"race_code{i}": pl.Int16 for i in range(1, 9)}
+
+
+@MECHANISM.define("audit_plan")
+def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_plans.Trials:
+    """Neighbours inside the guarantee's universe, one tract each.
+
+    T01001 exact: one couple of detailed races 1001 and 2001, headed by the first; in D′ by the
+    second (a household replaced: it moves between groups, T01001 unchanged). T01001 noisy: one
+    household of three persons of race 1001, a group at θ3 of the audit's thresholds
+    (:data:`AUDIT_THETA`); D′ changes the householder's code to 1002, taking the group one below
+    θ3, so the noisy T01001 may choose different variants. Observed: every measured tract-level
+    cell, and with a noisy T01001 the tract's group totals."""
+    p = MECHANISM.parse(dict(settings))
+    run = dict(settings)
+    overrides = {f"race_code{i}": pl.Int16 for i in range(1, 9)}
+    if p.t01001 == "exact":
+        if p.thresholds != "production":
+            raise InputError(
+                "audit safetab_h: with t01001=exact only the production thresholds are audited"
+            )
+
+        def couple(head: int) -> list[dict[str, Any]]:  # the same two persons, either heads
+            spouse = 2001 if head == 1001 else 1001
+            return [
+                audit_plans.person(0, 0, 0, **_audit_codes(head)),
+                audit_plans.person(1, 0, 0, relationship=1, sex=2, **_audit_codes(spouse)),
+            ]
+
+        units = [audit_plans.unit(0, 0)]
+        datasets = [(couple(1001), units), (couple(2001), units)]
+        neighbours = "replace one household (which person heads it), T01001 unchanged"
+    else:
+        table = dict(PRODUCTION_THRESHOLDS)
+        for region in REGION_TYPES:
+            table[region, 2] = {"T03": AUDIT_THETA, "T04": (AUDIT_THETA[-1],)}
+        run["thresholds"] = thresholds_data(table)
+
+        def household(head: int) -> list[dict[str, Any]]:
+            return [
+                audit_plans.person(0, 0, 0, **_audit_codes(head)),
+                audit_plans.person(1, 0, 0, relationship=1, sex=2, **_audit_codes(1001)),
+                audit_plans.person(2, 0, 0, relationship=2, age=10, **_audit_codes(1001)),
+            ]
+
+        units = [audit_plans.unit(0, 0)]
+        datasets = [(household(1001), units), (household(1002), units)]
+        neighbours = "replace one person's record (the householder's race), crossing θ3"
     releases = [
         MECHANISM.run(
             audit_plans.replicate(
-                pl.DataFrame(people, schema_overrides=schema_overrides), pl.DataFrame(units), trials
+                pl.DataFrame(people, schema_overrides=overrides), pl.DataFrame(units), trials
             ),
-            dict(settings),
+            run,
             seed + i,
         )
-        for i, (people, units) in enumerate(zip((first, first + second), unit_sets, strict=True))
+        for i, (people, units) in enumerate(datasets)
     ]
-    tables = [
-        r.artifacts[GROUP_TABLES_ARTIFACT] for r in releases
-    ]  # SafeTab-H always publishes them
-    frames = [
-        t.filter((pl.col("level") == "tract") & ~pl.col("derived")).select(
-            copy=audit_plans.copy_of_geoid(pl.col("geoid")),
-            key=pl.concat_str("iteration", "table", "cell", separator="|"),
-            value=pl.col("count").cast(pl.Float64),
-        )
-        for t in tables
-    ]
+    frames = []
+    for r in releases:
+        parts = [
+            r.artifacts[GROUP_TABLES_ARTIFACT]
+            .filter((pl.col("level") == "tract") & ~pl.col("derived"))
+            .select(
+                copy=audit_plans.copy_of_geoid(pl.col("geoid")),
+                key=pl.concat_str("iteration", "table", "cell", separator="|"),
+                value=pl.col("count").cast(pl.Float64),
+            )
+        ]
+        if GROUP_TOTALS_ARTIFACT in r.artifacts:
+            parts.append(
+                r.artifacts[GROUP_TOTALS_ARTIFACT]
+                .filter(pl.col("level") == "tract")
+                .select(
+                    copy=audit_plans.copy_of_geoid(pl.col("geoid")),
+                    key=pl.concat_str(pl.lit("T01001"), "iteration", separator="|"),
+                    value=pl.col("count").cast(pl.Float64),
+                )
+            )
+        frames.append(pl.concat(parts))
     d, d_prime = audit_plans.copy_matrix(frames, trials)
-    claimed = sum((2 * p.rho("TRACT", level) for level in (1, 2)), Fraction(0))
-    claim = audit_plans.Claim(
-        "zcdp",
-        float(claimed),
-        "T03 and T04 of every tract-level group",
-        "add or remove one household",
-    )
+    # a replace costs twice the add/remove ρ of each tract-level measurement (Δ₂² = 2s)
+    claimed = sum((2 * 2 * p.rho("TRACT", level) for level in (1, 2)), Fraction(0))
+    observed = "T03 and T04 of every tract-level group"
+    if p.t01001 == "noisy":
+        claimed += 2 * 2 * Fraction(p.t01001_rho) / (2 * len(REGION_TYPES))
+        observed += " and the tract's noisy T01001"
+    claim = audit_plans.Claim("zcdp", float(claimed), observed, neighbours)
     return audit_plans.Trials(claim, d, d_prime)

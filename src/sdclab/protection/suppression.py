@@ -41,11 +41,12 @@ from pydantic import Field
 from scipy.sparse import csgraph
 
 from sdclab import schema
-from sdclab.accounting import Budget, SpecCard
+from sdclab.accounting import SpecCard
 from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS, Geography
 from sdclab.optimize.highs import quiet_highs
 from sdclab.population import Population
+from sdclab.privacy import Invariant, no_guarantee
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
@@ -950,13 +951,10 @@ def card(p: SuppressionParameters) -> SpecCard:
         mechanism="suppress",
         domain="person and unit records of the tabulated population",
         multiverse="none stated: every published cell is the exact count (or 0 for a small cell)",
-        invariants=("every published positive cell (published exactly)",),
-        protection_unit="none",
-        neighbours="no neighbouring relation is protected",
-        output_premetric="none",
-        budget=Budget(
-            reason_if_none="data-dependent cell and table suppression: which cells are withheld "
-            "depends on the confidential counts, and published cells are exact"
+        guarantee=no_guarantee(
+            "deterministic, data-dependent cell and table suppression: which cells are withheld "
+            "depends on the confidential counts, and published cells are exact",
+            invariants=(Invariant("every published positive cell", "every geounit"),),
         ),
         covers=f"small counts 1..{p.small_cells} and tables of small geounits and adult groups; "
         + complementary,

@@ -31,11 +31,12 @@ import polars as pl
 from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
-from sdclab.accounting import Budget, SpecCard
+from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, IntArray
 from sdclab.errors import InputError
 from sdclab.geography import truncate
 from sdclab.population import Population
+from sdclab.privacy import Guarantee, Invariant, Loss, no_guarantee
 from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.release import Release, tabulated_release
@@ -197,22 +198,33 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
         domain="every census edited file with the same variables (households with their persons, "
         "after editing and imputation)",
         multiverse="datasets sharing the swap's invariants",
-        invariants=(
-            "the marginal distribution of the swapping variable (household locations)",
-            "the marginal distribution of the holding variables (all other attributes)",
-            f"the joint distribution of location x matching variables ({params.matching}): "
-            "households by size"
-            + (" and adults" if params.match_adults else "")
-            + " in every block",
-            f"every statistic of each {params.matching_level} and above",
-            "housing units and their occupancy in every block (units do not move)",
-            "group quarters and their residents (not swapped)",
+        guarantee=Guarantee(
+            measure="pure",
+            unit="household",
+            relation="replace",
+            loss=Loss("pure", epsilon=epsilon),
+            person_replace=Loss("pure", epsilon=epsilon),
+            derivation=(
+                "one person's record changed changes one household record: a household-record "
+                "replace, within the invariants (ε)",
+                f"b = {b:,} is fixed by the invariants (matching groups are households by "
+                f"{params.matching} in each {params.matching_level}), so ε holds for every "
+                "dataset of the universe",
+            ),
+            invariants=(
+                Invariant("household locations (the swapping variable's marginal)", "nation"),
+                Invariant(
+                    "all other household attributes (the holding variables' marginal)", "nation"
+                ),
+                Invariant(
+                    "households by size" + (" and adults" if params.match_adults else ""),
+                    "every block",
+                ),
+                Invariant("every statistic", f"each {params.matching_level} and above"),
+                Invariant("housing units and their occupancy", "every block"),
+                Invariant("group quarters and their residents (not swapped)", "every block"),
+            ),
         ),
-        protection_unit="household record",
-        neighbours="bounded: neighbours differ in household records, within one universe "
-        "(the bound scales with the number of differing records)",
-        output_premetric="pure-DP (D_Mult)",
-        budget=Budget(epsilon=epsilon),
         covers="the swapped microdata and every table derived from it (post-processing)",
         caveats=(
             f"epsilon(p = {params.rate:g}, b = {b:,}) from Theorem II.1 of Bailie, Gong & Meng "
@@ -320,8 +332,9 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
     ]
     d, d_prime = audit_plans.copy_matrix([audit_plans.block_outputs(r) for r in releases], trials)
     epsilon = accounting.psa_epsilon(float(PSA.parse(chosen).rate), AUDIT_GROUP_SIZE)
-    if releases[0].card.budget.epsilon != epsilon:  # the card must state what the PSA computes
-        stated = releases[0].card.budget.epsilon
+    loss = releases[0].card.guarantee.loss
+    if loss is None or loss.epsilon != epsilon:  # the card must state what the PSA computes
+        stated = None if loss is None else loss.epsilon
         raise AssertionError(f"the PSA's card states epsilon {stated}, its allocation {epsilon}")
     claim = audit_plans.Claim(
         "pure",
@@ -518,24 +531,26 @@ def swap_card(params: SwapParameters, name: str = "swap") -> SpecCard:
         (level for level, w in zip(SCOPES, params.scope_weights, strict=True) if w > 0),
         key=SCOPES.index,
     )
-    invariants = [f"every statistic of each {widest} and above (households move within it)"]
-    invariants.append(
-        "households by number of adults in every block"
-        if params.noisy_size_key
-        else "households by size and by number of adults in every block"
-    )
-    invariants += ["housing units and occupancy in every block", "group quarters and residents"]
+    invariants = [
+        Invariant("every statistic (households move within it)", f"each {widest} and above"),
+        Invariant(
+            "households by number of adults"
+            if params.noisy_size_key
+            else "households by size and by number of adults",
+            "every block",
+        ),
+        Invariant("housing units and occupancy", "every block"),
+        Invariant("group quarters and residents", "every block"),
+    ]
     return SpecCard(
         mechanism=name,
         domain="the census edited file as given",
         multiverse="datasets sharing the swap's invariants",
-        invariants=tuple(invariants),
-        protection_unit="household record",
-        neighbours="not defined: selection depends on the data",
-        output_premetric="none",
-        budget=Budget(
-            reason_if_none="households are selected by their risk, computed from the confidential "
-            "data, so the selection itself depends on the data (data-dependent design)"
+        guarantee=no_guarantee(
+            "households are selected by their risk, computed from the confidential data, so the "
+            "selection itself depends on the data (data-dependent design)",
+            unit="household",
+            invariants=tuple(invariants),
         ),
         covers="the swapped microdata and every table derived from it",
         caveats=(

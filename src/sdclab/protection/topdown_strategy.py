@@ -29,10 +29,11 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from sdclab import accounting, schema
-from sdclab.accounting import Budget, SpecCard
+from sdclab.accounting import SpecCard
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.geography import LEVELS
+from sdclab.privacy import Invariant, Loss, person_guarantee
 from sdclab.schema import Schema
 from sdclab.tables.catalog import (
     HISPANIC,
@@ -215,20 +216,34 @@ class Strategy:
     def with_rho(self, rho: Fraction) -> Strategy:
         return Strategy(rho, self.level_shares, self.query_shares)
 
-    def table(self) -> list[dict[str, Any]]:
-        """The per-level, per-query budget: share, ρ and σ of every measured query."""
-        return [
-            {
-                "level": level,
-                "query": query,
-                "share_of_level": str(self.query_shares[level][query]),
-                "level_share": str(self.level_shares[level]),
-                "rho": float(self.rho_of(query, level)),
-                "sigma": float(self.sigma2(query, level)) ** 0.5,
-            }
-            for level in LEVELS
-            for query in self.measured(level)
-        ]
+    def table(self, delta: float = 1e-10) -> list[dict[str, Any]]:
+        """The privacy-loss accounting: per level (query "all") and per measured query, its
+        share, ρ, σ and ε at ``delta`` alone — shares whose ε do not add up to the total ε (ρ
+        adds under composition, ε does not)."""
+        rows = []
+        for level in LEVELS:
+            level_rho = sum((self.rho_of(q, level) for q in self.measured(level)), F(0))
+            parts = [("all", F(1), level_rho, None)] + [
+                (q, self.query_shares[level][q], self.rho_of(q, level), self.sigma2(q, level))
+                for q in self.measured(level)
+            ]
+            for query, share, rho, sigma2 in parts:
+                if rho == 0:
+                    continue
+                rows.append(
+                    {
+                        "level": level,
+                        "query": query,
+                        "share_of_level": str(share),
+                        "level_share": str(self.level_shares[level]),
+                        "rho": float(rho),
+                        "sigma": None if sigma2 is None else float(sigma2) ** 0.5,
+                        f"epsilon alone (delta {delta:g})": accounting.epsilon_for_delta(
+                            float(rho), delta
+                        ),
+                    }
+                )
+        return rows
 
 
 PRODUCTION = Strategy(RHO_GLOBAL, LEVEL_SHARES, QUERY_SHARES)
@@ -375,28 +390,27 @@ def _fraction(value: Any) -> Fraction:
 
 def topdown_card(product: Product, strategy: Strategy, delta: float = 1e-10) -> SpecCard:
     """The specification card of a TopDown product's person measurements."""
-    rho = float(strategy.total_rho())
+    guarantee = person_guarantee(
+        Loss("zcdp", rho=strategy.total_rho()),
+        "replace",
+        invariants=(
+            Invariant("total population", "nation, state"),
+            Invariant("housing units and group-quarters facilities by type", "every block"),
+        ),
+    )
     return SpecCard(
         mechanism=f"topdown ({product.name} persons)",
         domain="census edited files (person records after editing and imputation)",
         multiverse="datasets sharing the invariants",
-        invariants=(
-            "the national and state total populations",
-            "housing units and group-quarters facilities by type in every block",
-        ),
-        protection_unit="person record",
-        neighbours=accounting.NEIGHBOUR_TEXT["bounded"],
-        output_premetric="zCDP",
-        budget=Budget(rho=rho),
+        guarantee=guarantee,
         covers=f"the {product.name} person histogram at every level, its microdata (MDF) and every "
         "table tabulated from it, and the noisy measurements",
         caveats=(
-            f"(epsilon, delta) at delta = {delta:g}: epsilon = "
-            f"{accounting.epsilon_for_delta(rho, delta):.2f} (tight conversion), "
-            f"{accounting.epsilon_standard(rho, delta):.2f} (standard conversion)",
+            "The allocation's epsilon of a level or query is that part's loss alone: the parts' "
+            "rho add up to the total, their epsilon do not.",
             "Structural constraints (hhgq bounds from the facility counts, no minors in nursing "
             "facilities) are public knowledge, not extra leakage beyond the invariants.",
             "Budgets of other products (units, the other person product) add to this one.",
         ),
-        allocation=tuple(strategy.table()),
+        allocation=tuple(strategy.table(delta)),
     )

@@ -370,6 +370,7 @@ def _precision_series(results: ExperimentResult, attacker: str, prefix: str) -> 
 SUMMARY_COLUMNS: tuple[tuple[str, Source | None], ...] = (
     ("mechanism", None),
     ("guarantee", CARD),
+    ("ε at δ = 10⁻¹⁰, one person's record changed", CARD),
     ("MAE block", EVALUATION),
     ("MAE tract", EVALUATION),
     ("reconstruction agrees (agebin)", EVALUATION),
@@ -384,7 +385,10 @@ SUMMARY_NOTE = (
     "<p>Most columns compare the releases and the attacks with the confidential data; each column "
     "is marked with its source: "
     + ", ".join(f"{s.mark}: {_esc(s.label.split(' — ')[0].lower())}" for s in SOURCES)
-    + ".</p>"
+    + ". The ε column puts every guarantee on one axis: ε at δ = 10⁻¹⁰ for one person's record "
+    "changed (replace), within the card's invariants, over the whole release — the tight "
+    "conversion for zCDP, the standard bound beside it; a release without a valid conversion "
+    "says why.</p>"
 )
 
 
@@ -398,6 +402,7 @@ def _summary_row(release: ReleaseResult) -> str:
     cells = (
         f"<b>{_esc(release.title)}</b>",
         _esc(release.budget),
+        _common(release),
         _number(_level_mae(release, "block")),
         _number(_level_mae(release, "tract")),
         _pct(agreement if isinstance(agreement, NotMeasured) else agreement.all.agree_agebin),
@@ -413,6 +418,19 @@ def _summary_row(release: ReleaseResult) -> str:
     )
     assert len(cells) == len(SUMMARY_COLUMNS)
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _common(release: ReleaseResult) -> str:
+    """The common-axis figure of a release's card, or "not comparable" with the reason."""
+    common = release.evaluation.card.common
+    if isinstance(common, NotMeasured):
+        return f"not comparable: <small>{_esc(common.reason)}</small>"
+    standard = (
+        ""
+        if common.epsilon_standard is None
+        else f" <small>(standard {common.epsilon_standard:.2f})</small>"
+    )
+    return f"{common.epsilon:.2f}{standard}"
 
 
 def _solvar_curve(release: ReleaseResult, points: list[str]) -> list[Value]:
@@ -528,7 +546,7 @@ def render_report(results: ExperimentResult) -> str:
     )
     cards = "".join(
         f"<details><summary>{_esc(t)}: specification card</summary><pre>"
-        f"{_esc(_card_text(r.evaluation.guarantee))}</pre></details>"
+        f"{_esc(r.evaluation.card.render())}</pre></details>"
         for t, r in releases.items()
     )
     return f"""<!DOCTYPE html>
@@ -750,9 +768,3 @@ def _attack_sentence(results: ExperimentResult) -> str:
             "putative reidentifications"
         )
     return _esc(text + ".")
-
-
-def _card_text(card: Mapping[str, Any]) -> str:
-    from sdclab.accounting import SpecCard
-
-    return SpecCard.from_dict(dict(card)).render()
