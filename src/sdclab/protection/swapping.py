@@ -235,6 +235,13 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
             f"matching group take each other's units in a uniformly random order, within the "
             f"{params.matching_level}",
             "Group-quarters residents are not swapped and are not covered by this guarantee.",
+            "The protection unit is the post-imputation household: a household record of the "
+            "edited file, which can change without affecting other, imputed records. A real "
+            "household whose changed responses alter several edited records (through editing and "
+            "imputation) is covered only at the group-privacy inflation k·epsilon for k records.",
+            "Per-attribute budgets do not apply: the guarantee does not come from composing "
+            "mechanisms per attribute, so changing one attribute of a household record costs the "
+            "same epsilon as changing all of them (Bailie, Gong & Meng).",
         ),
     )
 

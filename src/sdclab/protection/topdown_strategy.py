@@ -411,6 +411,8 @@ def topdown_card(product: Product, strategy: Strategy, delta: float = 1e-10) -> 
             "Structural constraints (hhgq bounds from the facility counts, no minors in nursing "
             "facilities) are public knowledge, not extra leakage beyond the invariants.",
             "Budgets of other products (units, the other person product) add to this one.",
+            "The protection unit is the post-imputation person (a person record of the edited "
+            "file): the guarantee protects edited and imputed records, not the raw responses.",
         ),
         allocation=tuple(strategy.table(delta)),
     )

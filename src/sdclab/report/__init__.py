@@ -401,7 +401,7 @@ def _summary_row(release: ReleaseResult) -> str:
     agreement = release.evaluation.reconstruction_agreement
     cells = (
         f"<b>{_esc(release.title)}</b>",
-        _esc(release.budget),
+        _guarantee(release),
         _common(release),
         _number(_level_mae(release, "block")),
         _number(_level_mae(release, "tract")),
@@ -418,6 +418,15 @@ def _summary_row(release: ReleaseResult) -> str:
     )
     assert len(cells) == len(SUMMARY_COLUMNS)
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _guarantee(release: ReleaseResult) -> str:
+    """The budget as the card states it (its unit and relation on hover)."""
+    g = release.evaluation.card.guarantee
+    if not g.is_formal:
+        return "no formal guarantee"
+    where = f"per {g.unit} record, {'replace' if g.relation == 'replace' else 'add/remove'}"
+    return f'<span title="{_esc(where)}">{_esc(g.text())}</span>'
 
 
 def _common(release: ReleaseResult) -> str:
