@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(BIN)/sdclab demo --out demo-out
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

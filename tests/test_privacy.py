@@ -123,7 +123,8 @@ def test_a_guarantee_says_why_it_has_no_loss():
 
 SPEC = [
     ("none", [], None, "no protection"),
-    ("psa", ["largest_group=100"], accounting.psa_epsilon(0.05, 100), None),
+    # no dataset of the PSA's universe differs in one record: the nearest pair, 2ε
+    ("psa", ["largest_group=100"], 2 * accounting.psa_epsilon(0.05, 100), None),
     ("swap", [], None, "data-dependent"),
     ("swap-high", [], None, "data-dependent"),
     ("gaussian", ["rho=0.5"], accounting.epsilon_for_delta(0.5, DELTA), None),
@@ -136,6 +137,9 @@ SPEC = [
     ("cellkey", ["ptable=maxent", "bound=5", "variance=3", "keys=ids"], None, "keys=ids"),
     ("cellkey", ["ptable=maxent", "bound=5", "variance=3", "spsn=false"], None, "bounded noise"),
     ("cellkey", ["swap=swap-low"], None, "open problem"),
+    # (1 + e^ε)δ at tε = 976: computed in logarithms, δ capped at 1
+    ("cellkey", ["ptable=maxent", "bound=3", "variance=2", "spsn=false", "epsilon=4"], None, "δ ≥"),
+    ("cellkey", ["ptable=maxent", "bound=5", "variance=3", "spsn=false", "keys=ids"], None, "δ ≥"),
     ("safetab_h", [], None, None),
     ("safetab_h", ["t01001=noisy"], None, None),
     ("suppress", [], None, "deterministic"),
@@ -162,6 +166,24 @@ def test_spec_json_gives_measure_unit_relation_invariants_and_the_common_figure(
         assert common["delta"] == DELTA and common["derivation"], common
     if epsilon is not None:
         assert common["epsilon"] == pytest.approx(epsilon, abs=0.005)
+
+
+@pytest.mark.parametrize("name", sorted(protection.MECHANISMS))
+def test_every_card_survives_json(name):
+    from sdclab.accounting import SpecCard
+
+    entry = protection.get(name)
+    settings = {"psa": {"largest_group": "100"}, "gaussian": {"rho": "0.5"}}.get(name, {})
+    card = entry.guarantee(entry.parse(settings))
+    back = SpecCard.from_dict(json.loads(json.dumps(card.to_dict())))
+    assert back == card and back.render() == card.render()
+    assert back.common == card.common
+
+
+def test_a_forged_guarantee_is_refused():
+    g = person_guarantee(Loss("zcdp", rho=Fraction(1)), "replace").to_dict()
+    with pytest.raises(ValueError, match="unknown unit 'martian'"):
+        Guarantee.from_dict({**g, "unit": "martian"})
 
 
 def test_topdown_holds_its_totals_invariant():

@@ -80,10 +80,21 @@ def test_worked_example_sixteen_person_block_is_unique():
     assert solvar["solvar"].to_list() == [0.0]
 
 
+def representative_cells() -> np.ndarray:
+    """For each cell of sex × agebin (38) × race (63) × Hispanic origin — the classes of a
+    release with every block table — the person-domain cell of the first single age of its bin."""
+    sex, agebin, race, hisp = np.unravel_index(
+        np.arange(2 * len(schema.AGEBIN38) * 63 * 2), (2, len(schema.AGEBIN38), 63, 2)
+    )
+    ages = np.asarray(schema.AGEBIN38.lower_edges)[agebin]
+    return schema.PERSON.cell_index(
+        {"sex": sex + 1, "age": ages, "race": race + 1, "hispanic": hisp}
+    )
+
+
 def brute_force_solvar(truth: Population, release) -> float:
     """Largest share of records that can differ, by enumerating every consistent block."""
     from sdclab.attacks.reconstruction import stacked_query
-    from sdclab.attacks.variability import representative_cells
 
     tables = tuple(n for n in PERSON_TABLES if n in release.tables)
     # the block tables' rows over agebin-level cells (every row is constant within an agebin)

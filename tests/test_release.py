@@ -439,7 +439,7 @@ def test_artifacts_round_trip_and_are_recorded(tmp_path, tiny_population):
     release = _topdown_release(tiny_population, mdf=_mdf())
     write_release(release, target)
     meta = json.loads((target / "release.json").read_text())
-    assert meta["format_version"] == release_module.FORMAT_VERSION == 2
+    assert meta["format_version"] == release_module.FORMAT_VERSION == 3
     assert meta["artifacts"] == ["mdf"] and "mdf" not in meta["tables"]
     assert sorted(meta["digests"]["files"]) == [
         "artifacts/mdf.parquet",

@@ -212,7 +212,7 @@ def test_noisy_t01001_adds_its_budget(population, tmp_path):
     assert back.equals(release.artifacts["group_totals"])
     household = SafeTabHParameters().total_rho()
     assert release.card.guarantee.loss.rho == household + 20**2 * 2  # a 20-person household
-    assert release.card.guarantee.person_replace.rho == 2 * household + 2 * 2
+    assert release.card.guarantee.person_replace.rho == 4 * household + 2 * 2
 
 
 def test_needs_detailed_codes(tiny_population):
@@ -238,7 +238,7 @@ def test_thresholds_from_a_file(population, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# A threshold crossing: one householder's race change (the SafeTab-H review's concrete case)
+# One person's change: a threshold crossing, and a move between two households
 # ---------------------------------------------------------------------------------------------
 
 THETA = (1, 2, 3)
@@ -295,10 +295,10 @@ def test_a_householders_race_change_across_theta3_is_covered_by_the_replace_budg
     assert before["TRACT"].t01001[0, column] == THETA[2]
     assert after["TRACT"].t01001[0, column] == THETA[2] - 1
     assert variant(np.array([3.0]), THETA)[0] == 3 and variant(np.array([2.0]), THETA)[0] == 2
-    # the noisy T01001 decides; whatever it selects, both datasets' tables are measured with the
-    # same variant, and the change of the combined table vector is the household leaving its
-    # groups' cells (D1001 alone, D1001 alone or in combination) and entering D1002's: per table
-    # and region type ‖Δ‖² = 2 × 2 = 4, inside the 2s a household replace may reach
+    # the noisy T01001 decides: given the same noisy value both datasets measure the same
+    # variant, and the change of the combined table vector is the household leaving its groups'
+    # cells (D1001 alone, D1001 alone or in combination) and entering D1002's: per table and
+    # region type ‖Δ‖² = 2 × 2 = 4, inside the 2s a household replace may reach
     divergence = Fraction(0)  # D_α / α of the whole release, both parts
     for region, gh in before.items():
         rho = p.rho(region, 2)
@@ -316,10 +316,46 @@ def test_a_householders_race_change_across_theta3_is_covered_by_the_replace_budg
         t_share = Fraction(p.t01001_rho) / 8  # T01001's ρ per region type and level
         t_change = after[region].t01001 - gh.t01001
         divergence += t_share * int((t_change**2).sum()) / s
-    assert math.sqrt(4) < math.sqrt(s)  # below √s: this household is in two groups only
     replace = protection.get("safetab_h").guarantee(p).guarantee.person_replace.rho
     assert divergence <= replace  # adaptive composition: T01001's part plus the tables' part
-    assert replace == 2 * p.total_rho() + 2 * Fraction(p.t01001_rho)  # a replace: 2ρ, not ρ
+    assert replace == 4 * p.total_rho() + 2 * Fraction(p.t01001_rho)
+
+
+def test_a_person_moving_between_two_households_needs_more_than_one_household_replace():
+    from sdclab.protection import audit_plans
+    from sdclab.protection.safetab_h import VARIANTS, _audit_codes
+
+    def tract(spouse_unit: int, spouse_relationship: int):
+        # A: a married couple with a child; B: a man living alone; the spouse may move to B
+        people = [
+            audit_plans.person(0, 0, 0, **_audit_codes(1001)),
+            audit_plans.person(
+                1, spouse_unit, 0, relationship=spouse_relationship, sex=2, **_audit_codes(1001)
+            ),
+            audit_plans.person(2, 0, 0, relationship=2, age=10, **_audit_codes(1001)),
+            audit_plans.person(3, 1, 0, age=50, **_audit_codes(1001)),
+        ]
+        units = [audit_plans.unit(0, 0), audit_plans.unit(1, 0)]
+        overrides = {f"race_code{i}": pl.Int16 for i in range(1, 9)}
+        return audit_plans.replicate(
+            pl.DataFrame(people, schema_overrides=overrides), pl.DataFrame(units), 1
+        )
+
+    p = SafeTabHParameters()
+    before, after = _level2(tract(0, 1), p), _level2(tract(1, 3), p)  # spouse → other relative
+    s = stability(p.groups(), 2)
+    for region, gh in before.items():
+        rows = np.arange(gh.households.shape[0])
+        groups = int((gh.cells(VARIANTS["T03"][0], rows) > 0).sum())  # the households' groups
+        for v in VARIANTS["T03"][2:]:  # the variants that tell the household types apart
+            change = (after[region].cells(v, rows) - gh.cells(v, rows))[:, list(v.measured)]
+            norm2 = int((change**2).sum())
+            # one household replaced moves ‖Δ‖² = 2 per group; two households move more —
+            # A (married couple → other family) and B (alone → other family): 6 per group
+            assert norm2 == 6 * groups and norm2 > 2 * groups, (region, v.name, norm2)
+            assert norm2 <= 8 * s  # the bound of the person-replace loss 4ρ_H
+    card = protection.get("safetab_h").guarantee(p)
+    assert card.guarantee.person_replace.rho == 4 * p.total_rho()
 
 
 def test_with_an_exact_t01001_a_threshold_crossing_has_infinite_divergence():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -25,6 +26,7 @@ from sdclab.privacy import (
     CommonFigure,
     Guarantee,
     Invariant,
+    Relation,
     common_axis,
     no_guarantee,
 )
@@ -46,7 +48,7 @@ class SpecCard:
     allocation: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     """How the budget is split (one row per part, e.g. level, query, share, ρ, σ), if it is."""
 
-    @property
+    @cached_property
     def common(self) -> CommonFigure | NotMeasured:
         """The release's figure on the common axis (ε at δ = 10⁻¹⁰, one person replaced)."""
         return common_axis(self.guarantee)
@@ -142,10 +144,12 @@ def no_protection_card() -> SpecCard:
 # ---------------------------------------------------------------------------------------------
 
 Neighbours = Literal["bounded", "unbounded"]
-NEIGHBOUR_TEXT = {
-    "bounded": "bounded: neighbours differ by replacing one record (Hamming distance 1)",
-    "unbounded": "unbounded: neighbours differ by adding or removing one record",
-}
+"""How the mechanisms' parameters name the relations: bounded is replace, unbounded add/remove."""
+
+
+def relation_of(neighbours: Neighbours) -> Relation:
+    """The neighbouring relation a ``neighbours`` parameter names."""
+    return "replace" if neighbours == "bounded" else "add_remove"
 
 
 def histogram_sensitivity_l2_squared(neighbours: Neighbours) -> int:

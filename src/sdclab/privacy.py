@@ -22,7 +22,7 @@ from sdclab.results import NotMeasured
 
 Measure = Literal["pure", "approximate", "zcdp", "none"]
 Relation = Literal["add_remove", "replace"]
-ProtectionUnit = Literal["person", "household", "cell", "none"]
+ProtectionUnit = Literal["person", "household", "none"]
 Scope = Literal["release", "cell"]
 
 MEASURE_TEXT: dict[Measure, str] = {
@@ -38,7 +38,6 @@ RELATION_TEXT: dict[Relation, str] = {
 UNIT_TEXT: dict[ProtectionUnit, str] = {
     "person": "person record",
     "household": "household record (the household with its persons)",
-    "cell": "one published cell",
     "none": "none",
 }
 
@@ -82,10 +81,13 @@ class Loss:
 
     def text(self) -> str:
         if self.measure == "zcdp":
-            return f"rho = {float(self.rho or 0):.4g} (zCDP)"
+            assert self.rho is not None
+            return f"rho = {float(self.rho):.4g} (zCDP)"
+        assert self.epsilon is not None
         if self.measure == "approximate":
-            return f"epsilon = {float(self.epsilon or 0):.4g}, delta = {float(self.delta or 0):.3g}"
-        return f"epsilon = {float(self.epsilon or 0):.4g} (pure DP)"
+            assert self.delta is not None
+            return f"epsilon = {float(self.epsilon):.4g}, delta = {float(self.delta):.3g}"
+        return f"epsilon = {float(self.epsilon):.4g} (pure DP)"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"measure": self.measure}
@@ -127,13 +129,10 @@ def add_remove_to_replace(loss: Loss, zcdp_factor: int | None = None) -> tuple[L
         )
         return Loss("zcdp", rho=factor * loss.rho), f"add/remove → replace: {why}"
     assert loss.epsilon is not None and loss.delta is not None
-    epsilon = float(loss.epsilon)
+    # (1 + e^ε)·δ in logarithms: e^ε overflows a float for ε above 709
+    log_delta = _log(loss.delta) + float(loss.epsilon) + math.log1p(math.exp(-float(loss.epsilon)))
     return (
-        Loss(
-            "approximate",
-            epsilon=2 * loss.epsilon,
-            delta=_capped((1 + math.exp(epsilon)) * float(loss.delta)),
-        ),
+        Loss("approximate", epsilon=2 * loss.epsilon, delta=_from_log(log_delta)),
         "add/remove → replace: (2ε, (1 + e^ε)δ) (group of two)",
     )
 
@@ -150,7 +149,7 @@ def group(loss: Loss, k: int) -> tuple[Loss, str]:
         assert loss.rho is not None
         return Loss("zcdp", rho=k * k * loss.rho), f"group of {k}: {k}²ρ"
     assert loss.epsilon is not None and loss.delta is not None
-    delta = _capped(k * math.exp((k - 1) * float(loss.epsilon)) * float(loss.delta))
+    delta = _from_log(math.log(k) + (k - 1) * float(loss.epsilon) + _log(loss.delta))
     return (
         Loss("approximate", epsilon=k * loss.epsilon, delta=delta),
         f"group of {k}: ({k}ε, {k}e^({k - 1}ε)δ)",
@@ -179,6 +178,15 @@ def compose(*losses: Loss) -> Loss:
         delta=None if delta is None else _capped(delta),
         rho=total("rho"),
     )
+
+
+def _log(delta: Number) -> float:
+    return math.log(float(delta)) if delta > 0 else -math.inf
+
+
+def _from_log(log_delta: float) -> float:
+    """δ from its logarithm, capped at 1."""
+    return 1.0 if log_delta >= 0 else math.exp(log_delta)
 
 
 def _capped(delta: Number) -> Number:
@@ -263,6 +271,16 @@ class Guarantee:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Guarantee:
+        """A guarantee read back from :meth:`to_dict`'s form; unknown values are a ValueError."""
+        known: dict[str, tuple[Any, ...]] = {
+            "measure": tuple(MEASURE_TEXT),
+            "unit": tuple(UNIT_TEXT),
+            "relation": (*RELATION_TEXT, None),
+            "scope": ("release", "cell"),
+        }
+        for key, values in known.items():
+            if data.get(key, "release" if key == "scope" else "") not in values:
+                raise ValueError(f"unknown {key} {data.get(key)!r}")
         replace = data["person_replace"]
         return cls(
             measure=data["measure"],
@@ -353,16 +371,6 @@ class CommonFigure:
             "derivation": list(self.derivation),
             "axis": COMMON_AXIS,
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CommonFigure:
-        return cls(
-            epsilon=float(data["epsilon"]),
-            delta=float(data["delta"]),
-            epsilon_standard=data.get("epsilon_standard"),
-            rho=None if data.get("rho") is None else _read_number(data["rho"]),
-            derivation=tuple(data.get("derivation", ())),
-        )
 
 
 def common_axis(

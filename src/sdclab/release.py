@@ -58,8 +58,9 @@ from sdclab.tables.tabulate import tabulate
 if TYPE_CHECKING:
     from sdclab.protection.base import Artifact
 
-FORMAT_VERSION = 2
-"""2: mechanism payloads (the MDF, measurements, group tables) are artifacts/<name>.parquet."""
+FORMAT_VERSION = 3
+"""2: mechanism payloads (the MDF, measurements, group tables) are artifacts/<name>.parquet;
+3: the specification card holds its guarantee as values, with the common-axis figure."""
 RELEASE_FILE = "release.json"
 RELEASE_KIND = "release"
 GEOGRAPHY_FILE = "geography.parquet"

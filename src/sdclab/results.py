@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
-"""Version of the layout of ``metrics.json`` and ``results.json``."""
+SCHEMA_VERSION = 2
+"""Version of the layout of ``metrics.json`` and ``results.json`` (2: the specification card
+holds its guarantee as values, with the common-axis figure)."""
 
 
 @dataclass(frozen=True)

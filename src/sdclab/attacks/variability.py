@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab import schema
 from sdclab.arrays import FloatArray, IntArray
 from sdclab.attacks.reconstruction import (
     Reconstruction,
@@ -47,22 +45,6 @@ from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
 from sdclab.release import Release
 from sdclab.results import NotMeasured, as_json
-
-AGEBIN_CELLS = 2 * len(schema.AGEBIN38) * 63 * 2
-"""Cells of sex × agebin (38) × race (63) × Hispanic origin: the classes of a release with every
-block table (P1, P6–P11, P12, P12A–I, P14)."""
-
-
-@lru_cache(maxsize=1)
-def representative_cells() -> IntArray:
-    """For each agebin-level cell, the person-domain cell of the first single age of its bin."""
-    sex, agebin, race, hisp = np.unravel_index(
-        np.arange(AGEBIN_CELLS), (2, len(schema.AGEBIN38), 63, 2)
-    )
-    ages = np.asarray(schema.AGEBIN38.lower_edges)[agebin]
-    return schema.PERSON.cell_index(
-        {"sex": sex + 1, "age": ages, "race": race + 1, "hispanic": hisp}
-    )
 
 
 @dataclass(frozen=True)

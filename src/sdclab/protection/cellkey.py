@@ -34,7 +34,7 @@ from sdclab.errors import InputError
 from sdclab.geography import LEVELS, Geography
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
-from sdclab.privacy import Guarantee, Invariant, Loss, add_remove_to_replace, compose
+from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose
 from sdclab.protection import swapping
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.ptable import (
@@ -50,7 +50,7 @@ from sdclab.protection.ptable import (
 )
 from sdclab.release import Release, artifact_file
 from sdclab.results import NotMeasured
-from sdclab.tables.catalog import CATALOG, select
+from sdclab.tables.catalog import CATALOG, UNIT_CELLS_A_PERSON_MOVES, select
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate, tabulate_histograms
 
@@ -524,13 +524,19 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
 
 
 def cells_per_person() -> int:
-    """t: the published cells one person record is counted in, over every person table of the
-    catalogue at every level (Bach's release-level view)."""
-    return sum(
+    """t: the published cells one person record moves, over every table of the catalogue at
+    every level (Bach's release-level view): the person tables' cells it is counted in, and the
+    unit-table cells its presence moves."""
+    person = sum(
         int(np.asarray(t.query.sum(axis=0)).max()) * len(t.levels)
         for t in CATALOG.values()
         if t.schema is not schema.UNIT
     )
+    unit = max(
+        sum(n * len(CATALOG[name].levels) for name, n in moves.items())
+        for moves in UNIT_CELLS_A_PERSON_MOVES
+    )
+    return person + unit
 
 
 def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tuple[Guarantee, str]:
@@ -549,7 +555,7 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
             "the p-table publishes one value per count whatever the cell key (deterministic "
             "rounding, delta = 1): there is no randomness to compose"
         )
-    elif p.keys == "ids":
+    elif p.spsn and p.keys == "ids":
         reason = (
             "keys=ids makes every record key, hence every cell key, a deterministic function of "
             "the data: there is no randomness to compose"
@@ -576,7 +582,6 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
                 loss=released,
                 person_replace=replaced,
                 derivation=(f"basic composition over t = {t:,} cells: (tε, tδ)", step),
-                invariants=(Invariant("every empty cell (published as 0)", "every geounit"),),
             ),
             text,
         )
@@ -586,7 +591,6 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
         relation="add_remove",
         loss=per_cell,
         person_replace=NotMeasured(reason),
-        invariants=(Invariant("every empty cell (published as 0)", "every geounit"),),
         scope="cell",
     )
     return guarantee, (

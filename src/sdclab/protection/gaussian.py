@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, noise
 from sdclab.accounting import SpecCard
-from sdclab.privacy import Loss, Relation, person_guarantee
+from sdclab.privacy import Loss, person_guarantee
 from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 
@@ -81,7 +81,7 @@ def noisy_histogram(
 def card(p: GaussianParameters) -> SpecCard:
     rho = float(p.total_rho())
     sigma2 = p.noise_variance()
-    relation: Relation = "replace" if p.neighbours == "bounded" else "add_remove"
+    relation = accounting.relation_of(p.neighbours)
     # a histogram's Δ₂² is 1 under add/remove and 2 under replace: ρ doubles
     guarantee = person_guarantee(Loss("zcdp", rho=p.total_rho()), relation, zcdp_factor=2)
     return SpecCard(
@@ -92,7 +92,8 @@ def card(p: GaussianParameters) -> SpecCard:
         covers=f"{p.queries} histogram quer{'y' if p.queries == 1 else 'ies'} with discrete "
         f"Gaussian noise of variance {float(sigma2):g} per cell",
         caveats=(
-            f"(epsilon, delta) at delta = {p.delta:g}: epsilon = "
+            f"(epsilon, delta) at delta = {p.delta:g} for the stated neighbours ({p.neighbours}): "
+            "epsilon = "
             f"{accounting.epsilon_for_delta(rho, p.delta):.4f} (tight conversion, Canonne, Kamath "
             f"& Steinke 2020), {accounting.epsilon_standard(rho, p.delta):.4f} (standard bound)",
             f"95% margin of error of a noisy cell: ±{accounting.gaussian_margin_of_error(sigma2)}"

@@ -34,7 +34,7 @@ from sdclab.digest import frames_digest
 from sdclab.evaluation import size_class_label
 from sdclab.geography import LEVELS
 from sdclab.population import Population
-from sdclab.privacy import Loss, Relation, person_guarantee
+from sdclab.privacy import Loss, person_guarantee
 from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,
@@ -44,7 +44,7 @@ from sdclab.protection.base import (
     check_budget_range,
 )
 from sdclab.release import Release, exact_release
-from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.tables.catalog import CATALOG, UNIT_CELLS_A_PERSON_MOVES, TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, tabulate
 
@@ -147,13 +147,6 @@ def protect(population: Population, p: GeometricParameters, rng: np.random.Gener
     )
 
 
-UNIT_COST = {"H3": 2, "H4": 1, "H13": 1}
-"""How far one person added or removed moves a unit table, in records: a person entering a
-vacant unit moves it from vacant to occupied (H3: two cells), gives it a tenure (H4) and a size
-(H13). The other case, a person joining or leaving a household, moves H13 by two cells
-(:func:`person_loss` takes the larger)."""
-
-
 def person_loss(p: GeometricParameters) -> tuple[Fraction, list[str]]:
     """ε of one person's record under the mechanism's own relation, over the whole release, and
     how it is made up: every person table, plus the unit tables a person moves."""
@@ -162,10 +155,10 @@ def person_loss(p: GeometricParameters) -> tuple[Fraction, list[str]]:
     for level in {lv for _, lv in shares}:
         tables = {n: e for (n, lv), e in shares.items() if lv == level}
         total += sum((e for n, e in tables.items() if is_person_table(CATALOG[n])), Fraction(0))
-        enters_vacant = sum(
-            (c * tables.get(n, Fraction(0)) for n, c in UNIT_COST.items()), Fraction(0)
+        total += max(
+            sum((c * tables.get(n, Fraction(0)) for n, c in moves.items()), Fraction(0))
+            for moves in UNIT_CELLS_A_PERSON_MOVES
         )
-        total += max(enters_vacant, 2 * tables.get("H13", Fraction(0)))
     steps = [
         "one person costs every person table it is counted in, and the unit tables it moves: "
         "max(2ε_H3 + ε_H4 + ε_H13, 2ε_H13) per level (a person entering a vacant unit, or "
@@ -181,7 +174,7 @@ def card(p: GeometricParameters) -> SpecCard:
     shares = allocation(p)
     unit = sum((e for (n, _), e in shares.items() if not is_person_table(CATALOG[n])), Fraction(0))
     loss, steps = person_loss(p)
-    relation: Relation = "replace" if p.neighbours == "bounded" else "add_remove"
+    relation = accounting.relation_of(p.neighbours)
     asked = Loss("pure", epsilon=Fraction(p.epsilon))
     guarantee = person_guarantee(
         Loss("pure", epsilon=loss), relation, asked=None if asked.epsilon == loss else asked

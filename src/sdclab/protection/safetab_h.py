@@ -972,9 +972,19 @@ def safetab_guarantee(p: SafeTabHParameters) -> tuple[Guarantee, list[str]]:
 
     The household tables cost ρ_H under add/remove of one household (Δ₂² = s: a household is in
     at most s groups, one cell each) and 2ρ_H under a household replace (Δ₂² = 2s). A noisy
-    T01001 costs ρ_T per person added or removed and 2ρ_T per person replaced."""
+    T01001 costs ρ_T per person added or removed and 2ρ_T per person replaced.
+
+    One person's record changed touches at most two household records: a person who moves
+    leaves one household and joins another (in the same tract, T01001 unchanged). Each
+    household's change moves the tables by ‖Δ‖² ≤ 2s over T03 and T04 together (its type changes,
+    or it appears or disappears), so ‖Δ‖² ≤ (√(2s) + √(2s))² = 8s: 4ρ_H."""
     household = p.total_rho()
     replace_h = 2 * household
+    person_h = 4 * household
+    moves = (
+        "one person's record changed touches at most two household records (a person moving "
+        "between households); each moves the household tables by ‖Δ‖² ≤ 2s, together ≤ 8s: 4ρ_H"
+    )
     if p.t01001 == "exact":
         invariant = Invariant("T01001 population-group totals", "nation, state, county, tract")
         guarantee = Guarantee(
@@ -982,12 +992,11 @@ def safetab_guarantee(p: SafeTabHParameters) -> tuple[Guarantee, list[str]]:
             unit="household",
             relation="replace",
             loss=Loss("zcdp", rho=replace_h),
-            person_replace=Loss("zcdp", rho=replace_h),
+            person_replace=Loss("zcdp", rho=person_h),
             derivation=(
                 "with T01001 exact, the universe holds every group's population fixed: its "
-                "neighbours replace one household record keeping T01001 (Δ₂² = 2s: 2ρ_H)",
-                "one person's record changed, within the invariants, changes one household "
-                "record: a household replace (2ρ_H)",
+                "neighbours replace household records keeping T01001 (one: Δ₂² = 2s, 2ρ_H)",
+                moves + ", within the invariants",
             ),
             invariants=(invariant,),
         )
@@ -1002,7 +1011,7 @@ def safetab_guarantee(p: SafeTabHParameters) -> tuple[Guarantee, list[str]]:
     cap_loss, cap_step = group(Loss("zcdp", rho=t01001), HOUSEHOLD_CAP)
     assert cap_loss.rho is not None
     households = household + cap_loss.rho
-    person = replace_h + 2 * t01001
+    person = person_h + 2 * t01001
     guarantee = Guarantee(
         measure="zcdp",
         unit="household",
@@ -1010,9 +1019,8 @@ def safetab_guarantee(p: SafeTabHParameters) -> tuple[Guarantee, list[str]]:
         loss=Loss("zcdp", rho=households),
         person_replace=Loss("zcdp", rho=person),
         derivation=(
-            "one person's record changed changes one household record (a household replace of "
-            "the household tables: 2ρ_H) and moves the person between T01001 groups (Δ₂² = 2s: "
-            "2ρ_T)",
+            moves,
+            "and moves the person between T01001 groups (Δ₂² ≤ 2s: 2ρ_T)",
         ),
     )
     return guarantee, [
@@ -1020,9 +1028,9 @@ def safetab_guarantee(p: SafeTabHParameters) -> tuple[Guarantee, list[str]]:
         f"{float(household):.4g} (household tables) + {HOUSEHOLD_CAP}² × {float(t01001):g} "
         f"(T01001, {cap_step}) = {float(households):.4g}; a household of k persons costs "
         f"{float(household):.4g} + k² × {float(t01001):g}.",
-        f"Persons (one person's record changed): rho = 2 × {float(household):.4g} + 2 × "
-        f"{float(t01001):g} = {float(person):.4g}; a person added or removed costs "
-        f"{float(household + t01001):.4g}.",
+        f"Persons (one person's record changed, up to two households): rho = 4 × "
+        f"{float(household):.4g} + 2 × {float(t01001):g} = {float(person):.4g}; a person added "
+        f"or removed costs {float(household + t01001):.4g}.",
     ]
 
 

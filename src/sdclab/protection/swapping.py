@@ -203,10 +203,12 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
             unit="household",
             relation="replace",
             loss=Loss("pure", epsilon=epsilon),
-            person_replace=Loss("pure", epsilon=epsilon),
+            person_replace=Loss("pure", epsilon=2 * epsilon),
             derivation=(
-                "one person's record changed changes one household record: a household-record "
-                "replace, within the invariants (ε)",
+                "the invariants fix every attribute's marginal, so no two datasets of the "
+                "universe differ in one record: a person's change comes with the compensating "
+                "change of another household, the nearest pair differs in two household records "
+                "(2ε, as the audit's pair)",
                 f"b = {b:,} is fixed by the invariants (matching groups are households by "
                 f"{params.matching} in each {params.matching_level}), so ε holds for every "
                 "dataset of the universe",

@@ -395,7 +395,9 @@ def topdown_card(product: Product, strategy: Strategy, delta: float = 1e-10) -> 
         "replace",
         invariants=(
             Invariant("total population", "nation, state"),
-            Invariant("housing units and group-quarters facilities by type", "every block"),
+            Invariant(
+                "housing units and occupied group-quarters facilities by type", "every block"
+            ),
         ),
     )
     return SpecCard(

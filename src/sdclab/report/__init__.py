@@ -426,7 +426,8 @@ def _guarantee(release: ReleaseResult) -> str:
     if not g.is_formal:
         return "no formal guarantee"
     where = f"per {g.unit} record, {'replace' if g.relation == 'replace' else 'add/remove'}"
-    return f'<span title="{_esc(where)}">{_esc(g.text())}</span>'
+    asked = "" if g.asked is None else f" <small>(asked: {_esc(g.asked.text())})</small>"
+    return f'<span title="{_esc(where)}">{_esc(g.text())}</span>{asked}'
 
 
 def _common(release: ReleaseResult) -> str:

@@ -346,6 +346,15 @@ def _household_gq_tables() -> list[TableDef]:
 CATALOG: dict[str, TableDef] = _build_catalog()
 """Every table sdclab can publish, by name, in catalogue order."""
 
+UNIT_CELLS_A_PERSON_MOVES: tuple[dict[str, int], ...] = (
+    {"H3": 2, "H4": 1, "H13": 1},
+    {"H13": 2},
+)
+"""The unit-table cells one person added or removed moves, in each way it can happen: entering a
+vacant unit (H3 from vacant to occupied, two cells; a tenure in H4; a size in H13), or joining a
+household (H13 from one size to the next, two cells). Unit tables depend on persons through
+these; a person never moves H1."""
+
 PERSON_TABLES = tuple(name for name, t in CATALOG.items() if t.schema is schema.PERSON)
 """The 34 person tables of the 2010 reconstruction attack (18 block-level, 16 tract-level)."""
 
