@@ -39,7 +39,7 @@ from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.geography import Geography, geoid_strings, parse_geoids
 from sdclab.population import Population
-from sdclab.privacy import Guarantee, Invariant, Loss, group
+from sdclab.privacy import Guarantee, Invariant, Loss, Number, Relation, group
 from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,
@@ -986,52 +986,52 @@ def safetab_guarantee(p: SafeTabHParameters) -> tuple[Guarantee, list[str]]:
         "between households); each moves the household tables by ‖Δ‖² ≤ 2s, together ≤ 8s: 4ρ_H"
     )
     if p.t01001 == "exact":
-        invariant = Invariant("T01001 population-group totals", "nation, state, county, tract")
-        guarantee = Guarantee(
-            measure="zcdp",
-            unit="household",
-            relation="replace",
-            loss=Loss("zcdp", rho=replace_h),
-            person_replace=Loss("zcdp", rho=person_h),
-            derivation=(
-                "with T01001 exact, the universe holds every group's population fixed: its "
-                "neighbours replace household records keeping T01001 (one: Δ₂² = 2s, 2ρ_H)",
-                moves + ", within the invariants",
-            ),
-            invariants=(invariant,),
+        relation: Relation = "replace"
+        loss: Number = replace_h
+        person: Number = person_h
+        derivation: tuple[str, ...] = (
+            "with T01001 exact, the universe holds every group's population fixed: its "
+            "neighbours replace household records keeping T01001 (one: Δ₂² = 2s, 2ρ_H)",
+            moves + ", within the invariants",
         )
-        return guarantee, [
+        invariants: tuple[Invariant, ...] = (
+            Invariant("T01001 population-group totals", "nation, state, county, tract"),
+        )
+        lines = [
             "T01001 is exact public input: adding or removing a household changes it, so those "
             "datasets are not neighbours here; a change that moves a group's T01001 across a "
             "detail threshold changes which cells are published, and its privacy loss is "
             "infinite — the guarantee covers only changes that keep T01001.",
             "An end-to-end guarantee must compose SafeTab-P's budget for T01001.",
         ]
-    t01001 = Fraction(p.t01001_rho)
-    cap_loss, cap_step = group(Loss("zcdp", rho=t01001), HOUSEHOLD_CAP)
-    assert cap_loss.rho is not None
-    households = household + cap_loss.rho
-    person = person_h + 2 * t01001
+    else:
+        t01001 = Fraction(p.t01001_rho)
+        cap_loss, cap_step = group(Loss("zcdp", rho=t01001), HOUSEHOLD_CAP)
+        assert cap_loss.rho is not None
+        relation = "add_remove"
+        households = household + cap_loss.rho
+        loss, person = households, person_h + 2 * t01001
+        derivation = (moves, "and moves the person between T01001 groups (Δ₂² ≤ 2s: 2ρ_T)")
+        invariants = ()
+        lines = [
+            f"Households (add or remove one of up to {HOUSEHOLD_CAP} persons): rho = "
+            f"{float(household):.4g} (household tables) + {HOUSEHOLD_CAP}² × {float(t01001):g} "
+            f"(T01001, {cap_step}) = {float(households):.4g}; a household of k persons costs "
+            f"{float(household):.4g} + k² × {float(t01001):g}.",
+            f"Persons (one person's record changed, up to two households): rho = 4 × "
+            f"{float(household):.4g} + 2 × {float(t01001):g} = {float(person):.4g}; a person added "
+            f"or removed costs {float(household + t01001):.4g}.",
+        ]
     guarantee = Guarantee(
         measure="zcdp",
         unit="household",
-        relation="add_remove",
-        loss=Loss("zcdp", rho=households),
+        relation=relation,
+        loss=Loss("zcdp", rho=loss),
         person_replace=Loss("zcdp", rho=person),
-        derivation=(
-            moves,
-            "and moves the person between T01001 groups (Δ₂² ≤ 2s: 2ρ_T)",
-        ),
+        derivation=derivation,
+        invariants=invariants,
     )
-    return guarantee, [
-        f"Households (add or remove one of up to {HOUSEHOLD_CAP} persons): rho = "
-        f"{float(household):.4g} (household tables) + {HOUSEHOLD_CAP}² × {float(t01001):g} "
-        f"(T01001, {cap_step}) = {float(households):.4g}; a household of k persons costs "
-        f"{float(household):.4g} + k² × {float(t01001):g}.",
-        f"Persons (one person's record changed, up to two households): rho = 4 × "
-        f"{float(household):.4g} + 2 × {float(t01001):g} = {float(person):.4g}; a person added "
-        f"or removed costs {float(household + t01001):.4g}.",
-    ]
+    return guarantee, lines
 
 
 def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
