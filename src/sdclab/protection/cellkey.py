@@ -34,7 +34,7 @@ from sdclab.errors import InputError
 from sdclab.geography import LEVELS, Geography
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
-from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose
+from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
 from sdclab.protection import swapping
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.ptable import (
@@ -510,8 +510,12 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
         multiverse="a single universe: no published cell is exact by design "
         "(but zeros are published as zeros)",
         guarantee=guarantee,
-        covers="one released cell: its count's neighbouring pairs (n, n+1) under the p-table, "
-        "with a uniformly distributed cell key",
+        covers=(
+            "every table of the swapped population, each cell perturbed by the p-table"
+            if p.swap != "none"
+            else "one released cell: its count's neighbouring pairs (n, n+1) under the p-table, "
+            "with a uniformly distributed cell key"
+        ),
         caveats=(
             release_level,
             f"Strict epsilon-DP is impossible with bounded noise: delta is at least {floor:.4g} "
@@ -548,9 +552,13 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
         reason = (
             f"targeted swapping ({p.swap}) runs first and has no formal guarantee of its own; the "
             "joint guarantee of swapping followed by perturbation is an open problem (Bailie, "
-            "Gong & Meng), so no release-level figure is stated"
+            "Gong & Meng)"
         )
-    elif is_deterministic(table):
+        return no_guarantee(reason, unit="household"), (
+            f"The chain has no formal guarantee: {reason}. The cell key part alone gives, per "
+            f"released cell of the swapped tables, {per_cell.text()}."
+        )
+    if is_deterministic(table):
         reason = (
             "the p-table publishes one value per count whatever the cell key (deterministic "
             "rounding, delta = 1): there is no randomness to compose"
