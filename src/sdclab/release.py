@@ -88,6 +88,9 @@ class Release:
     in its :attr:`~sdclab.protection.base.Mechanism.artifacts`: TopDown's ``mdf`` and
     ``measurements``, SafeTab-H's ``group_tables`` and ``group_totals``, the cell key method's
     ``ptable`` when it came from a file."""
+    noise: dict[str, Any] = field(default_factory=dict, repr=False)
+    """What the release publishes about its own noise — the distribution, where it is stated and
+    the figures that fix it, from the recorded parameters alone: what an attacker may assume."""
 
     def __post_init__(self) -> None:
         for name, table in self.tables.items():
@@ -138,6 +141,7 @@ class Release:
             "microdata": self.microdata is not None,
             "artifacts": sorted(self.artifacts),
             "notes": self.notes,
+            "noise": self.noise,
         }
 
 
@@ -318,6 +322,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         microdata=microdata,
         notes=meta.get("notes", {}),
         artifacts=artifacts,
+        noise=meta.get("noise", {}),
     )
 
 
@@ -520,6 +525,8 @@ def _check_metadata(file: Path, meta: dict[str, Any]) -> None:
             f"{file}: format_version {meta['format_version']!r} is not supported "
             f"(expected {FORMAT_VERSION})"
         )
+    if not isinstance(meta.get("noise", {}), dict):
+        raise InputError(f"{file}: noise must be a JSON object")
     unknown = [name for name in meta["tables"] if name not in CATALOG]
     if unknown:
         raise InputError(f"{file}: unknown table(s) {', '.join(unknown)}")

@@ -136,6 +136,22 @@ class NoisePublication:
     """The figures that determine it (scales, variances, a p-table's bound), from the
     recorded parameters alone."""
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a release carries (``release.json``'s ``noise``)."""
+        import json
+
+        return dict(
+            json.loads(
+                json.dumps(
+                    {
+                        "distribution": self.distribution,
+                        "published": list(self.published),
+                        "parameters": dict(self.parameters),
+                    }
+                )
+            )
+        )
+
 
 def _undefined_guarantee(_: Any) -> SpecCard:
     raise NotImplementedError("the mechanism defines no guarantee (@MECHANISM.define)")
@@ -246,7 +262,11 @@ class Mechanism(Generic[P]):
         before = stream_position(rng)
         release = self.protect(population, params, rng)
         drew = stream_position(rng) != before
-        return replace(release, randomness=release_randomness(release.randomness, seed, drew))
+        return replace(
+            release,
+            randomness=release_randomness(release.randomness, seed, drew),
+            noise=self.noise(params).to_dict() if self.noise is not None else {},
+        )
 
     def artifact(self, name: str) -> Artifact | None:
         """The declared artifact called ``name``, if any."""
