@@ -37,6 +37,7 @@ from sdclab.results import (
     Value,
     level_accuracies,
     measured,
+    no_risk_analysis,
     table_accuracies,
 )
 
@@ -222,9 +223,7 @@ def evaluate(
         reidentification = {reidentification.attacker: reidentification}
     mechanism = protection.get(release.mechanism)
     if mechanism.risk_analysis is None:
-        analysis: Mapping[str, Any] | NotMeasured = NotMeasured(
-            f"the {mechanism.name} mechanism has no risk analysis of its own"
-        )
+        analysis: Mapping[str, Any] | NotMeasured = no_risk_analysis(mechanism.name)
     elif risk:
         analysis = mechanism.risk_analysis(release, truth)
     else:
@@ -251,7 +250,7 @@ def evaluation(
     if persons is not None and ev.has_person_attributes(persons):
         microdata = Agreement.from_dict(ev.agreement(persons, truth))
     elif persons is not None:
-        lacking = sorted({"block", "sex", "age", "race", "hispanic"} - set(persons.columns))
+        lacking = sorted(set(ev.PERSON_ATTRIBUTES) - set(persons.columns))
         microdata = NotMeasured(
             f"the release's person records carry no {', '.join(lacking)} (agreement with the "
             "truth matches on block, sex, age, race and Hispanic origin)"

@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from sdclab.errors import InputError, escape_control
-from sdclab.results import SCHEMA_VERSION, NotMeasured, Value
+from sdclab.results import SCHEMA_VERSION, NotMeasured, show_share
 
 
 class OneLineErrors(TyperGroup):
@@ -147,11 +147,6 @@ def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
     what = f"--truth {truth} and release {release_path}"
     check_same_input(release.input_digest, population.persons, population.units, what=what)
     return population
-
-
-def percent(value: Value) -> str:
-    """A share for a line of output ("n/a" when not measured)."""
-    return "n/a" if isinstance(value, NotMeasured) else f"{value:.1%}"
 
 
 def read_reidentification(file: Path) -> Any:
@@ -332,8 +327,8 @@ def reconstruct(
     summary = result.variability
     if not isinstance(summary, NotMeasured):
         typer.echo(
-            f"solution variability: {percent(summary.share_blocks_solvar_zero)} of blocks "
-            f"({percent(summary.share_persons_solvar_zero)} of persons) have a unique "
+            f"solution variability: {show_share(summary.share_blocks_solvar_zero)} of blocks "
+            f"({show_share(summary.share_persons_solvar_zero)} of persons) have a unique "
             "reconstruction"
         )
     typer.echo(f"written to {out}")
@@ -383,8 +378,8 @@ def reidentify(
     for name, method in result.methods().items():
         rates = method.all
         typer.echo(
-            f"{name:>14}: putative {percent(rates.putative_rate)}, confirmed "
-            f"{percent(rates.confirmed_rate)}, precision {percent(rates.precision)}"
+            f"{name:>14}: putative {show_share(rates.putative_rate)}, confirmed "
+            f"{show_share(rates.confirmed_rate)}, precision {show_share(rates.precision)}"
         )
     typer.echo(f"written to {out}")
 
@@ -533,7 +528,7 @@ def spec(
     from sdclab.protection import get, parse_settings
 
     entry = get(mechanism)
-    card = entry.guarantee(entry.parse(parse_settings(settings or [])))
+    card = entry.card(entry.parse(parse_settings(settings or [])))
     if as_json:
         typer.echo(json.dumps(card.to_dict(), indent=2))
     else:
@@ -604,7 +599,7 @@ def demo(
         evaluation = release.evaluation
         census = evaluation.reidentification.get("census")
         linkage = getattr(census, "reconstruction", None)
-        nonmodal = percent(linkage.nonmodal.precision) if isinstance(linkage, Linkage) else "n/a"
+        nonmodal = show_share(linkage.nonmodal.precision) if isinstance(linkage, Linkage) else "n/a"
         guarantee = evaluation.card.guarantee
         common = evaluation.card.common
         axis = "n/a" if isinstance(common, NotMeasured) else f"{common.epsilon:.2f}"

@@ -42,9 +42,13 @@ def with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(agebin=pl.when(pl.col("age").is_not_null()).then(bins))
 
 
+PERSON_ATTRIBUTES = ("block", "sex", "age", "race", "hispanic")
+"""What :func:`agreement` matches released or reconstructed person records on."""
+
+
 def has_person_attributes(frame: pl.DataFrame) -> bool:
     """Whether released person records carry what :func:`agreement` matches on."""
-    return {"block", "sex", "age", "race", "hispanic"} <= set(frame.columns)
+    return set(PERSON_ATTRIBUTES) <= set(frame.columns)
 
 
 def unknown_attributes(records: pl.DataFrame) -> list[str]:
@@ -80,7 +84,7 @@ def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
     unknown = not_applicable(reconstructed, "agreement with the truth")
     if unknown is not None:
         return unknown
-    cols = ["block", "sex", "age", "race", "hispanic"]
+    cols = list(PERSON_ATTRIBUTES)
     true = with_agebin(truth.persons.select(cols))
     recon = with_agebin(reconstructed.select(cols).cast({c: true.schema[c] for c in cols}))
     exact = _matched(recon, true, [*KEY, "age"])

@@ -74,6 +74,7 @@ from sdclab.results import (
     ReconstructionResult,
     Reidentification,
     ReleaseResult,
+    no_risk_analysis,
 )
 
 RESULTS_FILE = "results.json"
@@ -385,9 +386,7 @@ class Runner:
         rel_digest = _digest("release", pop_digest, m.name, settings, files, m.seed)
         step = Step(f"release:{m.title}", rel_digest)
         release = read_release(self.steps.get(step, partial(_make_release, truth, m)) / "release")
-        risk: dict[str, Any] | NotMeasured = NotMeasured(
-            f"the {m.name} mechanism has no risk analysis of its own"
-        )
+        risk: dict[str, Any] | NotMeasured = no_risk_analysis(m.name)
         if mechanism.risk_analysis is not None:
             step = Step(f"risk:{m.title}", _digest("risk", rel_digest))
             made = self.steps.get(step, partial(_make_risk, release, truth))
@@ -397,7 +396,6 @@ class Runner:
             title=m.title,
             settings=mechanism.parse(m.settings).recorded(),
             notes=release.notes,
-            budget=release.card.guarantee.text(),
             evaluation=api.evaluation(release, truth, reconstruction, reidentification, risk),
         )
 

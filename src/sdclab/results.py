@@ -73,9 +73,7 @@ def from_json(value: Any, reason: str = "not recorded") -> Value:
     and NaN become NotMeasured."""
     if isinstance(value, Mapping) and "not_measured" in value:
         return NotMeasured(str(value["not_measured"]))
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return NotMeasured(reason)
-    return value
+    return measured(value, reason)
 
 
 def number(value: Any) -> float | None:
@@ -194,8 +192,8 @@ class Linkage:
 
     def __repr__(self) -> str:
         return (
-            f"<Linkage {self.method}: precision {_show(self.all.precision)}, nonmodal "
-            f"{_show(self.nonmodal.precision)}>"
+            f"<Linkage {self.method}: precision {show_share(self.all.precision)}, nonmodal "
+            f"{show_share(self.nonmodal.precision)}>"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -234,8 +232,8 @@ class Reidentification:
         return (
             f"<Reidentification by the {self.attacker} attacker: "
             f"{self.attacker_records:,} records, reconstruction precision "
-            f"{_show(self.reconstruction.all.precision)} (nonmodal "
-            f"{_show(self.reconstruction.nonmodal.precision)})>"
+            f"{show_share(self.reconstruction.all.precision)} (nonmodal "
+            f"{show_share(self.reconstruction.nonmodal.precision)})>"
         )
 
     def figures(self, **dims: Any) -> Iterator[Figure]:
@@ -292,7 +290,8 @@ def _seconds(value: Value) -> str:
     return "time n/a" if isinstance(value, NotMeasured) else f"{value:.1f} s"
 
 
-def _show(value: Value) -> str:
+def show_share(value: Value) -> str:
+    """A share for a line of text (\"n/a\" when not measured)."""
     return "n/a" if isinstance(value, NotMeasured) else f"{value:.1%}"
 
 
@@ -314,8 +313,9 @@ class Variability:
 
     def __repr__(self) -> str:
         return (
-            f"<Variability: {_show(self.share_blocks_solvar_zero)} of {self.blocks:,} blocks "
-            f"({_show(self.share_persons_solvar_zero)} of persons) have one reconstruction only>"
+            f"<Variability: {show_share(self.share_blocks_solvar_zero)} of {self.blocks:,} "
+            f"blocks ({show_share(self.share_persons_solvar_zero)} of persons) have one "
+            "reconstruction only>"
         )
 
     @classmethod
@@ -548,6 +548,13 @@ def level_accuracies(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Leve
 
 
 NO_RECONSTRUCTION = "no reconstruction of this release was given"
+
+
+def no_risk_analysis(mechanism: str) -> NotMeasured:
+    """The risk figures of a mechanism without a risk analysis of its own."""
+    return NotMeasured(f"the {mechanism} mechanism has no risk analysis of its own")
+
+
 NO_MICRODATA = "the release publishes no person records"
 
 
@@ -589,7 +596,7 @@ class Evaluation:
         block = self.by_level.get("block")
         mae = f"{block.mean_mae:.3f}" if block is not None else "n/a"
         agree = self.reconstruction_agreement
-        shown = _show(agree.all.agree_agebin) if isinstance(agree, Agreement) else "n/a"
+        shown = show_share(agree.all.agree_agebin) if isinstance(agree, Agreement) else "n/a"
         return f"<Evaluation of a {self.mechanism} release: block MAE {mae}, agreement {shown}>"
 
     def figures(self, **dims: Any) -> Iterator[Figure]:
@@ -760,13 +767,16 @@ class ReleaseResult:
     """The experiment's label of the release (the mechanism's name unless labelled)."""
     settings: Mapping[str, Any] = field(repr=False)
     notes: Mapping[str, Any] = field(repr=False)
-    budget: str
-    """The specification card's budget, as text."""
     evaluation: Evaluation = field(repr=False)
 
     @property
     def mechanism(self) -> str:
         return self.evaluation.mechanism
+
+    @property
+    def budget(self) -> str:
+        """The specification card's budget, as text."""
+        return self.evaluation.card.guarantee.text()
 
     def to_dict(self) -> dict[str, Any]:
         """An entry of ``results.json``: settings, notes, budget, the evaluation's figures and
@@ -788,7 +798,6 @@ class ReleaseResult:
             title=title,
             settings=dict(data.get("settings", {})),
             notes=dict(data.get("notes", {})),
-            budget=str(data["budget"]),
             evaluation=Evaluation.from_dict(data),
         )
 

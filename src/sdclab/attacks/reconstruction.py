@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -349,6 +349,15 @@ class Reconstruction:
         }
 
 
+def side_by_side(release: Release, names: Sequence[str], level: str) -> FloatArray:
+    """Geounits of ``level`` × the cells of every table ``names``, side by side, as published; a
+    suppressed cell is NaN (it constrains nothing)."""
+    n = release.geography.n_units(level)
+    return np.hstack(
+        [np.zeros((n, 0))] + [release.tables[t].dense(level, suppressed=np.nan) for t in names]
+    )
+
+
 def tract_problems(
     release: Release, seed: int = 0, time_limit: float = TIME_LIMIT
 ) -> list[TractProblem]:
@@ -363,14 +372,8 @@ def tract_problems(
     blocks = geography.blocks
     tract_codes, tract_of_block = geography.units("tract")
     # geounits × the cells of every table side by side; a suppressed cell is NaN (no constraint)
-    block_counts = np.hstack(
-        [np.zeros((len(blocks), 0))]
-        + [release.tables[n].dense("block", suppressed=np.nan) for n in block_tables]
-    )
-    tract_counts = np.hstack(
-        [np.zeros((len(tract_codes), 0))]
-        + [release.tables[n].dense("tract", suppressed=np.nan) for n in tract_tables]
-    )
+    block_counts = side_by_side(release, block_tables, "block")
+    tract_counts = side_by_side(release, tract_tables, "tract")
     order = np.argsort(tract_of_block, kind="stable")
     bounds = np.searchsorted(tract_of_block[order], np.arange(len(tract_codes) + 1))
     children = np.random.SeedSequence(seed).spawn(len(tract_codes))

@@ -39,6 +39,7 @@ from sdclab.attacks.reconstruction import (
     person_tables,
     reconstruct,
     resolution,
+    side_by_side,
 )
 from sdclab.execution import Executor, run_tasks
 from sdclab.geography import geoid_strings, parse_geoids
@@ -132,10 +133,7 @@ def variability_problems(
     tables, _ = person_tables(release)
     geography = release.geography
     blocks = geography.blocks
-    counts = np.hstack(  # blocks × the cells of every block table; suppressed cells NaN
-        [np.zeros((len(blocks), 0))]
-        + [release.tables[n].dense("block", suppressed=np.nan) for n in tables]
-    )
+    counts = side_by_side(release, tables, "block")
     persons = reconstruction.persons
     first = (
         persons.with_columns(

@@ -41,6 +41,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from sdclab.accounting import SpecCard
 from sdclab.errors import InputError
 from sdclab.randomness import check_seed
+from sdclab.results import as_json
 
 if TYPE_CHECKING:
     import polars as pl
@@ -138,23 +139,11 @@ class NoisePublication:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form a release carries (``release.json``'s ``noise``)."""
-        import json
-
-        return dict(
-            json.loads(
-                json.dumps(
-                    {
-                        "distribution": self.distribution,
-                        "published": list(self.published),
-                        "parameters": dict(self.parameters),
-                    }
-                )
-            )
-        )
-
-
-def _undefined_guarantee(_: Any) -> SpecCard:
-    raise NotImplementedError("the mechanism defines no guarantee (@MECHANISM.define)")
+        return {
+            "distribution": self.distribution,
+            "published": list(self.published),
+            "parameters": as_json(self.parameters),
+        }
 
 
 @dataclass(frozen=True)
@@ -177,8 +166,9 @@ class Mechanism(Generic[P]):
     parameters: type[P]
     artifacts: tuple[Artifact, ...] = ()
     """The payloads its releases may carry beside the tables."""
-    guarantee: Callable[[P], SpecCard] = _undefined_guarantee
-    """The specification card from the parameters alone (without data)."""
+    guarantee: Callable[[P], SpecCard] | None = None
+    """The specification card from the parameters alone (without data); every registered
+    mechanism defines it (the registry refuses one that does not)."""
     protect: Callable[[Population, P, np.random.Generator], Release] | None = None
     """The mechanism itself: population, parameters and random stream → release."""
     noise: Callable[[P], NoisePublication] | None = None
@@ -208,7 +198,13 @@ class Mechanism(Generic[P]):
 
     def defines(self, role: str) -> bool:
         """Whether a function plays ``role`` for this mechanism."""
-        return getattr(self, role) not in (None, _undefined_guarantee)
+        return getattr(self, role) is not None
+
+    def card(self, params: P) -> SpecCard:
+        """The specification card of ``params``."""
+        if self.guarantee is None:
+            raise TypeError(f"mechanism {self.name} defines no guarantee")
+        return self.guarantee(params)
 
     def publishes(self, name: str, meaning: str) -> Callable[[ArtifactCheck], ArtifactCheck]:
         """A decorator: this mechanism's releases may carry the artifact ``name``, and the

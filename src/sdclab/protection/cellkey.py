@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -52,6 +53,7 @@ from sdclab.release import Release, artifact_file
 from sdclab.results import NotMeasured
 from sdclab.tables.catalog import CATALOG, UNIT_CELLS_A_PERSON_MOVES, select
 from sdclab.tables.published import PublishedTable
+from sdclab.tables.relations import coverage
 from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate, tabulate_histograms
 
 AnyPTable = PTable | OnsPTable
@@ -527,12 +529,13 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
     )
 
 
+@cache
 def cells_per_person() -> int:
     """t: the published cells one person record moves, over every table of the catalogue at
     every level (Bach's release-level view): the person tables' cells it is counted in, and the
     unit-table cells its presence moves."""
     person = sum(
-        int(np.asarray(t.query.sum(axis=0)).max()) * len(t.levels)
+        int(coverage(t).max()) * len(t.levels)
         for t in CATALOG.values()
         if t.schema is not schema.UNIT
     )

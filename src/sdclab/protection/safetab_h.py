@@ -34,6 +34,7 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
 from sdclab.accounting import SpecCard
+from sdclab.arrays import IntArray
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
@@ -52,8 +53,6 @@ from sdclab.release import Release, frame_problem, geoid_problem
 from sdclab.results import NotMeasured, as_json
 from sdclab.tables.catalog import Dimension, Part, TableDef
 from sdclab.tables.tabulate import level_step, record_cells
-
-IntArray = npt.NDArray[np.int64]
 
 REGION_TYPES = {"USA": "nation", "STATE": "state", "COUNTY": "county", "TRACT": "tract"}
 """SafeTab-H's region types and the geography levels they are here (no places or AIANNH areas)."""
@@ -341,6 +340,11 @@ class SafeTabHParameters(Parameters):
         national = region in ("USA", "STATE")
         return Fraction(self.rho_detailed_national if national else self.rho_detailed_local)
 
+    def t01001_share(self) -> Fraction:
+        """ρ of each of noisy T01001's measurements: the budget split evenly over the two
+        iteration levels and the region types."""
+        return Fraction(self.t01001_rho) / (2 * len(REGION_TYPES))
+
     def total_rho(self) -> Fraction:
         """ρ of the household tables under add/remove neighbours (T03 and T04 everywhere)."""
         return sum((2 * self.rho(r, lv) for r in REGION_TYPES for lv in (1, 2)), Fraction(0))
@@ -369,7 +373,7 @@ class SafeTabHParameters(Parameters):
                 given = getattr(self, name)
                 check_budget_range(name, given, [variance], noise.SIGMA2_RANGE, "variance")
         if self.t01001 == "noisy":
-            share = Fraction(self.t01001_rho) / (2 * len(REGION_TYPES))
+            share = self.t01001_share()
             variances = [Fraction(stability(groups, lv)) / (2 * share) for lv in (1, 2)]
             check_budget_range(
                 "t01001_rho", self.t01001_rho, variances, noise.SIGMA2_RANGE, "variance"
@@ -738,8 +742,7 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
         s = stability(groups, gh.level)
         t01001 = gh.t01001
         if p.t01001 == "noisy":
-            # ρ split evenly over the 2 iteration levels × 4 region types
-            share = Fraction(p.t01001_rho) / (2 * len(REGION_TYPES))
+            share = p.t01001_share()
             t01001 = t01001 + noise.discrete_gaussian(Fraction(s) / (2 * share), t01001.shape, rng)
             totals.append(_group_frame(t01001, gh, population.geography))
         if not p.rho(gh.region, gh.level):
@@ -1187,7 +1190,7 @@ def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_pla
     claimed = sum((2 * 2 * p.rho("TRACT", level) for level in (1, 2)), Fraction(0))
     observed = "T03 and T04 of every tract-level group"
     if p.t01001 == "noisy":
-        claimed += 2 * 2 * Fraction(p.t01001_rho) / (2 * len(REGION_TYPES))
+        claimed += 2 * 2 * p.t01001_share()
         observed += " and the tract's noisy T01001"
     claim = audit_plans.Claim("zcdp", float(claimed), observed, neighbours)
     return audit_plans.Trials(claim, d, d_prime)

@@ -35,13 +35,13 @@ from typing import Annotated, Any
 
 import highspy
 import numpy as np
-import numpy.typing as npt
 import scipy.sparse as sp
 from pydantic import Field
 from scipy.sparse import csgraph
 
 from sdclab import schema
 from sdclab.accounting import SpecCard
+from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS, Geography
 from sdclab.optimize.highs import quiet_highs
@@ -55,10 +55,6 @@ from sdclab.tables.catalog import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.relations import PublishedCells, coverage, is_partition, possible_cells
 from sdclab.tables.tabulate import TableCounts, tabulate
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 REDISTRICTING = ("P1", "P8", "P9", "P10", "P11")
 """The redistricting tables of the 2010 study (P1, P8–P11); the diagnostics count them apart."""

@@ -10,6 +10,7 @@ from typing import Any
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, size_class_label
 from sdclab.geography import LEVELS
 from sdclab.results import (
+    EVALUATION_ONLY,
     ExperimentResult,
     Linkage,
     LinkRates,
@@ -18,7 +19,6 @@ from sdclab.results import (
     ReleaseResult,
     Value,
     Variability,
-    evaluation_only,
     from_json,
     number,
 )
@@ -146,7 +146,7 @@ STYLE = "".join(
 def _legend(results: ExperimentResult) -> str:
     """How to read the labels, and which fields of results.json are evaluation only."""
     fields = sorted(
-        {path for r in results.releases.values() for path in evaluation_only(r.to_dict())}
+        {path for r in results.releases.values() for path in r.to_dict()[EVALUATION_ONLY]}
     )
     items = "".join(f"<li>{source_label(s)}{_esc(s.explanation)}</li>" for s in SOURCES)
     return (

@@ -40,6 +40,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from sdclab import schema
+from sdclab.arrays import BoolArray, IntArray
 from sdclab.geography import LEVELS, Geography
 from sdclab.tables.catalog import TableDef
 from sdclab.tables.published import PublishedTable
@@ -47,9 +48,6 @@ from sdclab.tables.tabulate import TableCounts, record_kind
 
 if TYPE_CHECKING:
     from sdclab.release import Release
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 # ---------------------------------------------------------------------------------------------
