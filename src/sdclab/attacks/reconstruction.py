@@ -40,6 +40,7 @@ import scipy.sparse as sp
 
 from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
+from sdclab.attacks.knowledge import CellBounds, cell_bounds
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
@@ -57,6 +58,9 @@ from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 
 BLOCK_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "block")
 TRACT_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "tract")
+KNOWLEDGE = ("naive", "published")
+"""What the attack knows: ``naive`` takes the tables at face value (every count exact, every 0 a
+true 0); ``published`` models the noise the release states (:mod:`sdclab.attacks.knowledge`)."""
 DEVIATION_GAP = 0.01
 """Least-deviation programs stop within 1% of the optimum (their LP bound is tight; the last
 percent costs far more time than it changes the reconstruction)."""
@@ -173,10 +177,20 @@ class TractProblem:
     tract_tables: tuple[str, ...]
     seed: int
     time_limit: float = TIME_LIMIT
+    block_bounds: CellBounds | None = None
+    """The noise model's bounds on the block cells' true counts (None: the naive attack, which
+    takes every published count as exact and every published 0 as a true 0)."""
+    tract_bounds: CellBounds | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:
         return self.block_tables + self.tract_tables
+
+    @property
+    def noise_aware(self) -> bool:
+        """Whether the program must model noise (the release's counts are not all exact)."""
+        bounds = (self.block_bounds, self.tract_bounds)
+        return any(b is not None and not b.exact for b in bounds)
 
 
 @dataclass(frozen=True)
@@ -193,6 +207,10 @@ class TractResult:
     seconds: float
     variables: int
     constraints: int
+    rounds: int = 0
+    """Pricing rounds of the noise-aware program (0: not priced)."""
+    elastic: float = 0.0
+    """Total by which the noise-aware solution leaves the cells' ranges."""
 
 
 @dataclass(frozen=True)
@@ -279,7 +297,10 @@ def _solve(
 
 
 def solve_tract(problem: TractProblem) -> TractResult:
-    """Reconstruct one tract: equalities first, least absolute deviation if they are infeasible."""
+    """Reconstruct one tract: equalities first, least absolute deviation if they are infeasible;
+    with a noise model that is not exact, the noise-aware program."""
+    if problem.noise_aware:
+        return solve_noise_aware(problem)
     start = time.perf_counter()
     program = build_program(problem)
     mode = "exact"
@@ -300,6 +321,37 @@ def solve_tract(problem: TractProblem) -> TractResult:
         seconds=time.perf_counter() - start,
         variables=len(program.cell),
         constraints=len(program.target),
+    )
+
+
+def solve_noise_aware(problem: TractProblem) -> TractResult:
+    """Reconstruct one tract with the noise model's bounds and likelihood (:mod:`.noise_aware`),
+    starting from the naive attack's candidates."""
+    from sdclab.attacks.noise_aware import ColumnSpace, Rows, solve_priced
+
+    assert problem.block_bounds is not None and problem.tract_bounds is not None
+    start_time = time.perf_counter()
+    space = ColumnSpace(
+        class_query(problem.block_tables, problem.tables),
+        class_query(problem.tract_tables, problem.tables),
+        Rows.of(problem.block_bounds, problem.tract_bounds),
+    )
+    start = np.zeros((len(problem.blocks), space.n_classes), dtype=bool)
+    start[candidate_cells(problem)] = True
+    priced = solve_priced(space, start, problem.seed, problem.time_limit, DEVIATION_GAP)
+    return TractResult(
+        tract=problem.tract,
+        block=problem.blocks[priced.block],
+        cell=resolution(problem.tables).representative[priced.cell],
+        count=priced.count,
+        status=priced.status if priced.converged else f"{priced.status} (pricing not converged)",
+        mode="noise-aware",
+        deviation=priced.objective,
+        seconds=time.perf_counter() - start_time,
+        variables=priced.variables,
+        constraints=priced.constraints,
+        rounds=priced.rounds,
+        elastic=priced.elastic,
     )
 
 
@@ -359,9 +411,10 @@ def side_by_side(release: Release, names: Sequence[str], level: str) -> FloatArr
 
 
 def tract_problems(
-    release: Release, seed: int = 0, time_limit: float = TIME_LIMIT
+    release: Release, seed: int = 0, time_limit: float = TIME_LIMIT, knowledge: str = "naive"
 ) -> list[TractProblem]:
-    """One problem per tract with persons, from the person tables the release publishes."""
+    """One problem per tract with persons, from the person tables the release publishes; with
+    ``knowledge="published"`` each carries the noise model's bounds on its cells."""
     block_tables, tract_tables = person_tables(release)
     if not block_tables:
         raise InputError(
@@ -374,6 +427,12 @@ def tract_problems(
     # geounits × the cells of every table side by side; a suppressed cell is NaN (no constraint)
     block_counts = side_by_side(release, block_tables, "block")
     tract_counts = side_by_side(release, tract_tables, "tract")
+    if knowledge not in KNOWLEDGE:
+        raise InputError(f"knowledge {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}")
+    aware = knowledge == "published"
+    if aware:
+        block_bounds = cell_bounds(release, block_tables, "block", block_counts)
+        tract_bounds = cell_bounds(release, tract_tables, "tract", tract_counts)
     order = np.argsort(tract_of_block, kind="stable")
     bounds = np.searchsorted(tract_of_block[order], np.arange(len(tract_codes) + 1))
     children = np.random.SeedSequence(seed).spawn(len(tract_codes))
@@ -393,6 +452,8 @@ def tract_problems(
                 tract_tables=tract_tables,
                 seed=int(children[t].generate_state(1)[0]),
                 time_limit=time_limit,
+                block_bounds=block_bounds.take(rows) if aware else None,
+                tract_bounds=tract_bounds.take(t) if aware else None,
             )
         )
     return problems
@@ -404,10 +465,12 @@ def reconstruct(
     seed: int = 0,
     time_limit: float = TIME_LIMIT,
     checkpoint: Path | None = None,
+    knowledge: str = "naive",
 ) -> Reconstruction:
-    """Reconstruct block-level person records from a release's tables (and nothing else); with a
+    """Reconstruct block-level person records from a release's tables (and nothing else, with
+    ``knowledge="published"`` what the release states about its noise too); with a
     ``checkpoint`` directory every finished tract is kept and a re-run resumes."""
-    problems = tract_problems(release, seed, time_limit)
+    problems = tract_problems(release, seed, time_limit, knowledge)
     block_tables, tract_tables = person_tables(release)
     known = resolution(block_tables + tract_tables)
     sizes = [float(np.nansum(p.block_counts[:, 0])) for p in problems]
@@ -420,6 +483,7 @@ def reconstruct(
                 release.parameters,
                 seed,
                 time_limit,
+                knowledge,
             ],
             sort_keys=True,
             default=str,

@@ -35,21 +35,17 @@ def quiet_highs(**options: bool | float | str) -> highspy.Highs:
     return highs
 
 
-def solve_mip(
+def _passed(
     matrix: sp.spmatrix,
     row_lower: npt.ArrayLike,
     row_upper: npt.ArrayLike,
     cost: npt.ArrayLike,
     col_upper: npt.ArrayLike,
-    integer: npt.ArrayLike,
-    col_lower: npt.ArrayLike | None = None,
-    **options: bool | float | str,
-) -> tuple[str, npt.NDArray[np.float64] | None, float]:
-    """min cost·x s.t. row_lower ≤ A x ≤ row_upper, col_lower (default 0) ≤ x ≤ col_upper, x_j
-    integer where flagged.
-
-    Returns (model status text, x or None if no feasible point was found, objective).
-    """
+    integer: npt.ArrayLike | None,
+    col_lower: npt.ArrayLike | None,
+    options: dict[str, bool | float | str],
+) -> highspy.Highs:
+    """A quiet HiGHS instance holding the model (columns integer where flagged)."""
     a = sp.csc_matrix(matrix)
     highs = quiet_highs(**options)
     lp = highspy.HighsLp()
@@ -65,15 +61,58 @@ def solve_mip(
     lp.a_matrix_.start_ = a.indptr
     lp.a_matrix_.index_ = a.indices
     lp.a_matrix_.value_ = a.data.astype(np.float64)
-    kinds = (highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger)
-    lp.integrality_ = [kinds[int(flag)] for flag in np.asarray(integer, dtype=bool)]
+    if integer is not None:
+        kinds = (highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger)
+        lp.integrality_ = [kinds[int(flag)] for flag in np.asarray(integer, dtype=bool)]
     highs.passModel(lp)
+    return highs
+
+
+def solve_mip(
+    matrix: sp.spmatrix,
+    row_lower: npt.ArrayLike,
+    row_upper: npt.ArrayLike,
+    cost: npt.ArrayLike,
+    col_upper: npt.ArrayLike,
+    integer: npt.ArrayLike,
+    col_lower: npt.ArrayLike | None = None,
+    **options: bool | float | str,
+) -> tuple[str, npt.NDArray[np.float64] | None, float]:
+    """min cost·x s.t. row_lower ≤ A x ≤ row_upper, col_lower (default 0) ≤ x ≤ col_upper, x_j
+    integer where flagged.
+
+    Returns (model status text, x or None if no feasible point was found, objective).
+    """
+    highs = _passed(matrix, row_lower, row_upper, cost, col_upper, integer, col_lower, options)
     highs.run()
     status = highs.modelStatusToString(highs.getModelStatus())
     if highs.getInfo().primal_solution_status != 2:  # 2: a feasible solution is available
         return status, None, float("nan")
     x = np.asarray(highs.getSolution().col_value, dtype=np.float64)
     return status, x, float(highs.getInfo().objective_function_value)
+
+
+def solve_lp(
+    matrix: sp.spmatrix,
+    row_lower: npt.ArrayLike,
+    row_upper: npt.ArrayLike,
+    cost: npt.ArrayLike,
+    col_upper: npt.ArrayLike,
+    col_lower: npt.ArrayLike | None = None,
+    **options: bool | float | str,
+) -> tuple[str, npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
+    """The linear program of :func:`solve_mip` without integrality: (status, x, row duals,
+    objective). The duals y are HiGHS's: a column's reduced cost is c_j − A_jᵀ y. Raises
+    RuntimeError when HiGHS finds no optimum (the callers' programs are always feasible)."""
+    highs = _passed(matrix, row_lower, row_upper, cost, col_upper, None, col_lower, options)
+    highs.run()
+    status = highs.modelStatusToString(highs.getModelStatus())
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError(f"HiGHS found no optimum of a linear program: {status}")
+    solution = highs.getSolution()
+    x = np.asarray(solution.col_value, dtype=np.float64)
+    duals = np.asarray(solution.row_dual, dtype=np.float64)
+    return status, x, duals, float(highs.getInfo().objective_function_value)
 
 
 INF = highspy.kHighsInf

@@ -1,0 +1,206 @@
+"""The noise-aware attack never rules out what the mechanism could have produced.
+
+For every release the records the tables were computed from — the confidential ones, or the
+swapped ones where a swap came first — must be a feasible point of the attack's program: each
+published cell's true count within the range the noise model gives, and each (block, class) pair
+those records use among the program's variables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from sdclab import api, schema
+from sdclab.attacks.knowledge import cell_bounds, preimage_range
+from sdclab.attacks.noise_aware import ColumnSpace, Rows
+from sdclab.attacks.reconstruction import (
+    class_query,
+    reconstruct,
+    resolution,
+    side_by_side,
+    solve_tract,
+    tract_problems,
+)
+from sdclab.population import Population
+from sdclab.population.synth import synthesize
+from sdclab.protection import swapping
+from sdclab.protection.cellkey import assign_record_keys, has_keys
+from sdclab.protection.ptable import create_ptable, ons_10_5_ptable
+from sdclab.randomness import make_rng
+from sdclab.release import Release, exact_release
+
+SEED = 11
+
+
+@pytest.fixture(scope="module")
+def population() -> Population:
+    return synthesize(3_000, seed=21)
+
+
+def swapped(population: Population, preset: str, seed: int) -> Population:
+    """The swapped microdata a swap release (or a swap-first cell key release whose population
+    already holds record keys) was tabulated from: the same stream, drawn first."""
+    mechanism = swapping.SWAP_LOW if preset == "swap-low" else swapping.SWAP_HIGH
+    return swapping.swap_population(population, mechanism.parse({}), make_rng(seed)).population
+
+
+def true_pairs(population: Population, problem, tables) -> np.ndarray:
+    """blocks × classes of one tract: whether the records put anyone there."""
+    cells = population_cells(population)
+    block = population.persons["block"].cast(pl.Int64).to_numpy()
+    inside = np.isin(block, problem.blocks)
+    row = np.searchsorted(problem.blocks, block[inside])
+    used = np.zeros((len(problem.blocks), len(resolution(tables).representative)), dtype=bool)
+    used[row, resolution(tables).class_of[cells[inside]]] = True
+    return used
+
+
+def population_cells(population: Population) -> np.ndarray:
+    persons = population.persons
+    return schema.PERSON.cell_index({a: persons[a].to_numpy() for a in schema.PERSON.names})
+
+
+def assert_feasible(release: Release, records: Population) -> None:
+    """The records' exact tables lie within every cell's range, and their pairs are variables."""
+    exact = exact_release(records)
+    problems = tract_problems(release, knowledge="published")
+    assert problems
+    for problem in problems:
+        for bounds, level, names in (
+            (problem.block_bounds, "block", problem.block_tables),
+            (problem.tract_bounds, "tract", problem.tract_tables),
+        ):
+            counts = side_by_side(exact, names, level)
+            units = exact.geography.units(level)[0]
+            if level == "block":
+                rows = np.searchsorted(exact.geography.blocks, problem.blocks)
+            else:
+                rows = np.searchsorted(units, [problem.tract])
+            truth = counts[rows].reshape(bounds.low.shape)
+            outside = (truth < bounds.low) | (truth > bounds.high)
+            assert not outside.any(), (
+                f"{release.mechanism}: {int(outside.sum())} {level} cells of tract "
+                f"{problem.tract} hold a true count outside the attack's range"
+            )
+        space = ColumnSpace(
+            class_query(problem.block_tables, problem.tables),
+            class_query(problem.tract_tables, problem.tables),
+            Rows.of(problem.block_bounds, problem.tract_bounds),
+        )
+        used = true_pairs(records, problem, problem.tables)
+        assert not (used & ~space.allowed()).any(), "a pair the records use is not a variable"
+
+
+CASES = {
+    "exact": ("none", {}),
+    "cell key, max-entropy p-table": ("cellkey", {"ptable": "maxent", "bound": 5, "variance": 3}),
+    "cell key, ONS 10/5 table": ("cellkey", {}),
+    "cell key with a threshold": (
+        "cellkey",
+        {"ptable": "maxent", "bound": 3, "variance": 1, "threshold": 4},
+    ),
+    "primary suppression": ("suppress", {}),
+    "complementary suppression": ("suppress", {"complementary": True}),
+    "geometric": ("geometric", {"epsilon": 8}),
+    "geometric, clamped": ("geometric", {"epsilon": 2, "nonnegative": True}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_records_behind_the_release_are_feasible(population: Population, case: str) -> None:
+    name, settings = CASES[case]
+    release = api.protect(population, name, seed=SEED, **settings)
+    assert_feasible(release, population)
+
+
+@pytest.mark.parametrize("preset", ["swap-low", "swap-high"])
+def test_swapped_releases_admit_the_swapped_microdata(population: Population, preset: str) -> None:
+    release = api.protect(population, preset, seed=SEED)
+    assert_feasible(release, swapped(population, preset, SEED))
+
+
+def test_swap_then_cell_key_admits_the_swapped_microdata(population: Population) -> None:
+    settings = {"ptable": "maxent", "bound": 5, "variance": 3, "swap": "swap-low"}
+    release = api.protect(population, "cellkey", seed=SEED, **settings)
+    rng = make_rng(SEED)  # the mechanism's stream: record keys drawn first, then the swap
+    keyed = population if has_keys(population) else assign_record_keys(population, 256, rng)
+    records = swapping.swap_population(keyed, swapping.SWAP_LOW.parse({}), rng).population
+    assert_feasible(release, records)
+
+
+def test_the_naive_attack_rules_out_true_records_of_a_cell_key_release(population) -> None:
+    """The reason for the noise model: the naive candidates exclude pairs the truth uses."""
+    release = api.protect(population, "cellkey", seed=SEED, ptable="maxent", bound=5, variance=3)
+    naive = tract_problems(release)
+    from sdclab.attacks.reconstruction import candidate_cells
+
+    excluded = 0
+    for problem in naive:
+        start = np.zeros(
+            (len(problem.blocks), len(resolution(problem.tables).representative)), bool
+        )
+        start[candidate_cells(problem)] = True
+        excluded += int((true_pairs(population, problem, problem.tables) & ~start).sum())
+    assert excluded > 0
+
+
+def test_topdown_tables_exclude_no_class_the_truth_uses(population: Population) -> None:
+    release = api.protect(population, "topdown", seed=SEED, product="dhc")
+    assert_feasible(release, population)
+
+
+def test_preimage_of_the_ons_table() -> None:
+    low, high = preimage_range(ons_10_5_ptable(), 0, 20)
+    assert (low[0], high[0]) == (0, 9)  # counts below 10 are published as 0
+    assert (low[10], high[10]) == (10, 12)
+    assert (low[15], high[15]) == (13, 17)
+    assert all(low[j] > high[j] for j in (1, 9, 11, 14))  # never published
+
+
+def test_preimage_of_a_bounded_table_keeps_true_zeros() -> None:
+    table = create_ptable(5, 3.0, 0, None)
+    low, high = preimage_range(table, 0, 12)
+    assert (low[0], high[0]) == (0, 5)
+    assert low[1] == 1 and high[1] == 6  # a published positive cell is a true positive one
+    assert (low[12], high[12]) == (7, 17)
+    with_threshold = preimage_range(table, 4, 12)
+    assert with_threshold[1][0] == 8  # 0 also hides counts the noise took below the threshold
+
+
+def test_the_noise_aware_program_fits_a_cell_key_release_no_worse(population) -> None:
+    """Its optimum is measured against the noise model: the truth is feasible, so the solution's
+    ranges hold without elastic slack, and it reconstructs as many persons as the truth ±D per
+    block total."""
+    release = api.protect(population, "cellkey", seed=SEED, ptable="maxent", bound=5, variance=3)
+    problem = tract_problems(release, knowledge="published")[0]
+    result = solve_tract(problem)
+    assert result.mode == "noise-aware"
+    assert result.elastic == pytest.approx(0.0, abs=1e-6)
+    assert result.count.sum() > 0
+
+
+def test_unknown_noise_is_refused_in_words(population: Population) -> None:
+    release = exact_release(population)
+    from dataclasses import replace
+
+    from sdclab.errors import InputError
+
+    with pytest.raises(InputError, match="no model of this mechanism's noise"):
+        cell_bounds(replace(release, mechanism="mystery"), ["P1"], "block", np.zeros((1, 1)))
+
+
+def test_exact_releases_keep_the_naive_program(population: Population) -> None:
+    release = exact_release(population)
+    naive = reconstruct(release, workers=1)
+    aware = reconstruct(release, workers=1, knowledge="published")
+    assert set(aware.tracts["mode"]) == {"exact"}
+    assert naive.persons.equals(aware.persons)
+
+
+def test_a_swapped_release_does_not_admit_the_confidential_records(population: Population) -> None:
+    """The check can fail: the confidential records are not what a swap release tabulates."""
+    release = api.protect(population, "swap-low", seed=SEED)
+    with pytest.raises(AssertionError, match="outside the attack's range"):
+        assert_feasible(release, population)
