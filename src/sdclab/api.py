@@ -124,13 +124,22 @@ def reconstruct(
     time_limit: float = 300.0,
     variability: bool = False,
     checkpoint: str | Path | None = None,
+    knowledge: str = "published",
+    draws: int = 10,
 ) -> ReconstructionResult:
-    """Rebuild block-level person records from the release's tables alone (one integer program
-    per tract), and with ``variability`` measure how many blocks have one solution only.
+    """Rebuild block-level person records from the release alone (one integer program per
+    tract), and with ``variability`` measure how many blocks have one solution only.
+
+    ``knowledge``: ``published`` (the attack of record) models the noise the release states —
+    the cell key method's p-table, the geometric scales, the suppression rules —, never ruling
+    out what the mechanism could have produced; ``naive`` takes every count as exact and every
+    0 as a true 0, as an attack that ignores the noise would. ``draws``: further diverse
+    reconstructions per tract, whose share holding each record ranks it (``confidence``).
 
     ``workers``: local processes (default all cores); ``executor``: ``local``,
     ``dask://HOST:PORT`` or ``dask-local[:N]``; ``checkpoint``: a directory keeping finished
     tracts, from which a re-run resumes."""
+    from sdclab.attacks.reconstruction import KNOWLEDGE
     from sdclab.attacks.variability import attack
     from sdclab.execution import Executor
 
@@ -142,9 +151,15 @@ def reconstruct(
     number = isinstance(time_limit, int | float) and not isinstance(time_limit, bool)
     if not number or not time_limit > 0:
         raise InputError(f"time_limit {time_limit!r}: expected seconds above 0")
+    if knowledge not in KNOWLEDGE:
+        raise InputError(f"knowledge {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}")
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
+        raise InputError(f"draws {draws!r}: expected a whole number of reconstructions, 0 or more")
     where = Executor.parse(executor, workers)
     directory = Path(checkpoint) if checkpoint is not None else None
-    records, metrics, solvar = attack(release, where, seed, time_limit, variability, directory)
+    records, metrics, solvar = attack(
+        release, where, seed, time_limit, variability, directory, knowledge, draws
+    )
     return ReconstructionResult(
         mechanism=release.mechanism,
         persons=records.persons,
@@ -237,8 +252,10 @@ def evaluation(
     reconstruction: ReconstructionResult | None,
     reidentification: Mapping[str, Reidentification | NotMeasured],
     risk: Mapping[str, Any] | NotMeasured,
+    naive: ReconstructionResult | None = None,
 ) -> Evaluation:
-    """The figures of :func:`evaluate` from inputs already checked to belong together."""
+    """The figures of :func:`evaluate` from inputs already checked to belong together (``naive``:
+    the naive reconstruction beside the noise-aware one, when they differ)."""
     from sdclab import evaluation as ev
     from sdclab import protection
 
@@ -257,7 +274,14 @@ def evaluation(
         )
     recon_agreement: Agreement | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
     block_sex: Value = NotMeasured(NO_RECONSTRUCTION)
+    curve: Mapping[str, Any] | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
     if reconstruction is not None:
+        ranked = ev.ranked_precision(reconstruction.persons, truth)
+        curve = (
+            NotMeasured(str(ranked.get("not_applicable", ranked.get("not_measured"))))
+            if "precision" not in ranked
+            else dict(ranked["precision"])
+        )
         recon_agreement = Agreement.from_dict(ev.agreement(reconstruction.persons, truth))
         block_sex = measured(
             ev.block_agebin_agreement(reconstruction.persons, truth),
@@ -280,6 +304,12 @@ def evaluation(
         reidentification=dict(reidentification),
         diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else {},
         risk=risk,
+        rank_curve=curve,
+        **(
+            {}
+            if naive is None
+            else {"naive_agreement": Agreement.from_dict(ev.agreement(naive.persons, truth))}
+        ),
     )
 
 

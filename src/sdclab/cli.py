@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -270,6 +271,13 @@ def protect(
     typer.echo(f"budget: {release.card.guarantee.text()}")
 
 
+class Knowledge(StrEnum):
+    """What the reconstruction knows of the release's noise."""
+
+    published = "published"
+    naive = "naive"
+
+
 @app.command()
 @reports_input_errors
 def reconstruct(
@@ -293,8 +301,15 @@ def reconstruct(
     time_limit: Annotated[
         float, typer.Option(min=1, help="Seconds per tract program before the best is taken.")
     ] = 300.0,
+    knowledge: Annotated[
+        Knowledge,
+        typer.Option(
+            help="published: model the noise the release states (never rules out what the "
+            "mechanism could have produced); naive: every count exact, every 0 a true 0."
+        ),
+    ] = Knowledge.published,
 ) -> None:
-    """Reconstruct block-level person records from a release's tables alone."""
+    """Reconstruct block-level person records from a release alone."""
     from sdclab import api
     from sdclab.attacks.reconstruction import RECONSTRUCTION_KIND, write_reconstruction
     from sdclab.execution import Executor
@@ -314,6 +329,7 @@ def reconstruct(
         time_limit=time_limit,
         variability=variability,
         checkpoint=checkpoint,
+        knowledge=knowledge.value,
     )
     metrics = {"release": str(release.resolve()), **result.to_dict(), "workers": workers}
     write_reconstruction(out, result, metrics, result.solvar, protect=(release,))

@@ -111,6 +111,47 @@ def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
     return _agreement_figures(per_block, recon.height)
 
 
+RANK_SHARES = (0.01, 0.05, 0.10, 0.25, 0.50, 1.00)
+"""The top shares of ranked records at which precision is reported."""
+
+
+def ranked_precision(
+    reconstructed: pl.DataFrame, truth: Population, seed: int = 0
+) -> dict[str, Any]:
+    """Precision among the top k% of reconstructed records ranked by confidence (the share of
+    further draws that hold them; ties in a seeded random order), for k in :data:`RANK_SHARES`.
+
+    A record is right when it is matched one-to-one to a true person of its block, sex, agebin,
+    race and Hispanic origin; within one such key the most confident records are matched first,
+    so the curve is what an attacker who trusts the recurring records would get.
+    """
+    unknown = not_applicable(reconstructed, "ranked precision")
+    if unknown is not None:
+        return unknown
+    if "confidence" not in reconstructed.columns:
+        return {"not_measured": "the reconstruction drew no further solutions to rank by"}
+    cols = list(PERSON_ATTRIBUTES)
+    true = with_agebin(truth.persons.select(cols)).group_by([*KEY, "agebin"]).len("true")
+    recon = with_agebin(
+        reconstructed.select(*cols, "confidence").cast({c: truth.persons.schema[c] for c in cols})
+    )
+    order = np.random.default_rng(seed).permutation(recon.height)
+    ranked = (
+        recon.with_columns(_tie=pl.Series(order))
+        .sort(["confidence", "_tie"], descending=[True, False])
+        .with_columns(_within=pl.int_range(pl.len()).over([*KEY, "agebin"]))
+        .join(true, on=[*KEY, "agebin"], how="left")
+        .with_columns(right=pl.col("_within") < pl.col("true").fill_null(0))
+    )
+    right = ranked["right"].to_numpy()
+    n = len(right)
+    curve = {
+        f"top_{share:.0%}": float(right[: max(1, int(np.ceil(share * n)))].mean()) if n else None
+        for share in RANK_SHARES
+    }
+    return {"records": n, "precision": curve}
+
+
 def _matched(recon: pl.DataFrame, true: pl.DataFrame, key: list[str]) -> pl.DataFrame:
     r = recon.group_by(key).len("r")
     t = true.group_by(key).len("t")

@@ -43,7 +43,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from sdclab import __version__, api, protection
 from sdclab.attacks import linkage
-from sdclab.attacks.reconstruction import METRICS_FILE, write_reconstruction
+from sdclab.attacks.knowledge import EXACT_MECHANISMS
+from sdclab.attacks.reconstruction import DRAWS, METRICS_FILE, write_reconstruction
 from sdclab.errors import InputError
 from sdclab.execution import Executor
 from sdclab.fileio import (
@@ -123,6 +124,11 @@ class MechanismSpec(_Strict):
 class AttackSpec(_Strict):
     reconstruct: bool = True
     variability: bool = True
+    naive: bool = Field(
+        True,
+        description="also reconstruct naively (every count exact) where the release is noisy, "
+        "for its agreement beside the noise-aware attack's",
+    )
     attackers: list[Literal["census", "commercial"]] = ["census", "commercial"]
     workers: int | None = Field(None, ge=1)
     executor: str | None = Field(None, description="local, dask://HOST:PORT or dask-local[:N]")
@@ -324,14 +330,16 @@ def _make_risk(release: Release, truth: Population, tmp: Path) -> None:
     write_json(analysis(release, truth), tmp / METRICS_FILE)
 
 
-def _make_reconstruction(release: Release, attacks: AttackSpec, tmp: Path) -> None:
+def _make_reconstruction(release: Release, attacks: AttackSpec, knowledge: str, tmp: Path) -> None:
     result = api.reconstruct(
         release,
         workers=attacks.workers,
         executor=attacks.executor,
         seed=attacks.seed,
         time_limit=attacks.time_limit,
-        variability=attacks.variability,
+        variability=attacks.variability and knowledge == "published",
+        knowledge=knowledge,
+        draws=DRAWS if knowledge == "published" else 0,
     )
     write_reconstruction(tmp / "recon", result, result.to_dict(), result.solvar)
 
@@ -370,6 +378,7 @@ class Runner:
             persons=truth.n_persons,
             units=truth.n_units,
             geography=truth.geography.summary,
+            uniques=linkage.population_uniques(truth),
         )
         releases = {
             m.title: self.mechanism(m, truth, pop_digest) for m in self.experiment.mechanisms
@@ -392,12 +401,27 @@ class Runner:
             made = self.steps.get(step, partial(_make_risk, release, truth))
             risk = read_json_object(made / METRICS_FILE)
         reconstruction, reidentification = self.attacks(m, release, truth, rel_digest)
+        naive = self.naive(m, release, rel_digest) if reconstruction is not None else None
         return ReleaseResult(
             title=m.title,
             settings=mechanism.parse(m.settings).recorded(),
             notes=release.notes,
-            evaluation=api.evaluation(release, truth, reconstruction, reidentification, risk),
+            evaluation=api.evaluation(
+                release, truth, reconstruction, reidentification, risk, naive
+            ),
         )
+
+    def naive(
+        self, m: MechanismSpec, release: Release, rel_digest: str
+    ) -> ReconstructionResult | None:
+        """The naive reconstruction of a noisy release (None for exact ones: it is the same)."""
+        attacks = self.experiment.attacks
+        if not attacks.naive or release.mechanism in EXACT_MECHANISMS:
+            return None
+        digest = _digest("naive", rel_digest, attacks.seed, attacks.time_limit)
+        step = Step(f"naive-reconstruction:{m.title}", digest)
+        made = self.steps.get(step, partial(_make_reconstruction, release, attacks, "naive"))
+        return api.read_reconstruction(made / "recon")
 
     def attacks(
         self, m: MechanismSpec, release: Release, truth: Population, rel_digest: str
@@ -410,10 +434,15 @@ class Runner:
         if not release.tables:
             return None, {a: NotMeasured(NOTHING_TO_RECONSTRUCT) for a in attacks.attackers}
         rec_digest = _digest(
-            "reconstruction", rel_digest, attacks.seed, attacks.variability, attacks.time_limit
+            "reconstruction",
+            rel_digest,
+            attacks.seed,
+            attacks.variability,
+            attacks.time_limit,
+            "published",
         )
         step = Step(f"reconstruction:{m.title}", rec_digest)
-        made = self.steps.get(step, partial(_make_reconstruction, release, attacks))
+        made = self.steps.get(step, partial(_make_reconstruction, release, attacks, "published"))
         recon = api.read_reconstruction(made / "recon")
         unlinkable = linkage.not_linkable(recon.persons)
         links: dict[str, Reidentification | NotMeasured] = {}

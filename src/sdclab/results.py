@@ -204,6 +204,46 @@ class Linkage:
         return cls(method, {k: LinkRates.from_dict(v) for k, v in data.items()})
 
 
+FIXED_BASELINE_METHODS = ("mdg_exact", "prg_exact", "random_draw")
+UPPER_BOUND_METHODS = ("confidential", "swapped")
+HEADLINE_GROUPS = ("all", "nonmodal")
+
+
+@dataclass(frozen=True)
+class HeadlineRisk:
+    """Confirmed reidentifications of the reconstruction beyond the best baseline (the one with
+    the most confirmed links in the group; the upper bounds are not baselines)."""
+
+    group: str
+    reconstruction: LinkRates
+    best_baseline: str
+    baseline: LinkRates
+
+    @property
+    def persons(self) -> int:
+        """Confirmed persons beyond the best baseline (negative: the baseline does better)."""
+        return self.reconstruction.confirmed - self.baseline.confirmed
+
+    @property
+    def points(self) -> Value:
+        """The difference of confirmed rates, in percentage points."""
+        ours, theirs = self.reconstruction.confirmed_rate, self.baseline.confirmed_rate
+        if isinstance(ours, NotMeasured):
+            return ours
+        if isinstance(theirs, NotMeasured):
+            return theirs
+        return 100 * (ours - theirs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "best_baseline": self.best_baseline,
+            "reconstruction_confirmed_rate": as_json(self.reconstruction.confirmed_rate),
+            "baseline_confirmed_rate": as_json(self.baseline.confirmed_rate),
+            "points": as_json(self.points),
+            "persons": self.persons,
+        }
+
+
 @dataclass(frozen=True)
 class Reidentification:
     """Links of reconstructed records (and of the two baselines) to an attacker's file."""
@@ -221,12 +261,31 @@ class Reidentification:
     """Baseline: a guess from the published tract totals (PRG)."""
     links: pl.DataFrame | None = field(default=None, repr=False, compare=False)
     """The reconstruction's links (attacker id, block, confirmed)."""
+    fixed: Mapping[str, Linkage] = field(default_factory=dict, repr=False)
+    """The baselines fixed across releases (``mdg_exact``, ``prg_exact``, ``random_draw``) and
+    the upper bounds (``confidential``, ``swapped``), by name."""
 
     def methods(self) -> dict[str, Linkage]:
         """The methods measured, by name."""
+        chosen = (self.reconstruction, self.mdg, self.prg, *self.fixed.values())
+        return {m.method: m for m in chosen if isinstance(m, Linkage)}
+
+    def baselines(self) -> dict[str, Linkage]:
+        """The baselines measured (upper bounds excluded): the release's own and the fixed."""
         return {
-            m.method: m for m in (self.reconstruction, self.mdg, self.prg) if isinstance(m, Linkage)
+            name: m
+            for name, m in self.methods().items()
+            if name not in ("reconstruction", *UPPER_BOUND_METHODS)
         }
+
+    def headline(self, group: str) -> HeadlineRisk:
+        """Confirmed reidentifications beyond the best baseline in ``group`` (all, nonmodal)."""
+        ours = self.reconstruction.group(group)
+        best_name, best = max(
+            ((n, m.group(group)) for n, m in self.baselines().items()),
+            key=lambda item: item[1].confirmed,
+        )
+        return HeadlineRisk(group, ours, best_name, best)
 
     def __repr__(self) -> str:
         return (
@@ -261,6 +320,11 @@ class Reidentification:
             "attacker_match_share": self.attacker_match_share,
             "baselines": baselines,
             **{name: m.to_dict() for name, m in self.methods().items()},
+            **(
+                {"headline": {g: self.headline(g).to_dict() for g in HEADLINE_GROUPS}}
+                if self.baselines()
+                else {}
+            ),
         }
 
     @classmethod
@@ -280,6 +344,11 @@ class Reidentification:
             reconstruction=reconstruction,
             mdg=method("mdg"),
             prg=method("prg"),
+            fixed={
+                name: Linkage.from_dict(name, data[name])
+                for name in (*FIXED_BASELINE_METHODS, *UPPER_BOUND_METHODS)
+                if name in data
+            },
         )
 
 
@@ -401,6 +470,10 @@ class ReconstructionResult(ReconstructionFigures):
 # ---------------------------------------------------------------------------------------------
 
 NO_CHILDREN = "no parent cell whose children are all shown"
+NAIVE_IS_AWARE = (
+    "no naive reconstruction apart: the release's counts are exact, so the naive attack is the "
+    "noise-aware one"
+)
 NO_SHOWN_CELLS = "every cell of the table is suppressed at this level"
 NO_POSITIVE_CELLS = "no cell has a positive true count"
 
@@ -558,6 +631,13 @@ def no_risk_analysis(mechanism: str) -> NotMeasured:
 NO_MICRODATA = "the release publishes no person records"
 
 
+def _rank_curve(data: Mapping[str, Any]) -> Mapping[str, Value] | NotMeasured:
+    for key in ("not_applicable", "not_measured"):
+        if key in data:
+            return NotMeasured(str(data[key]))
+    return {top: from_json(value, "no record ranked") for top, value in data.items()}
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """Accuracy of a release and the risk the attacks measured on it: evaluation only (every
@@ -575,6 +655,7 @@ class Evaluation:
     reconstruction: ReconstructionFigures | NotMeasured = field(repr=False)
     """The attack's own figures (not truth-based), when a reconstruction was given."""
     reconstruction_agreement: Agreement | NotMeasured = field(repr=False)
+    """Of the noise-aware reconstruction (the attack of record)."""
     block_sex_agebin_agreement: Value = field(repr=False)
     """Share of true persons matched on block, sex and agebin alone."""
     reidentification: Mapping[str, Reidentification | NotMeasured] = field(repr=False)
@@ -585,6 +666,15 @@ class Evaluation:
         default=NotMeasured("the mechanism has no risk analysis of its own"), repr=False
     )
     """The mechanism's own risk analysis (the cell key method's), when it has one."""
+    naive_agreement: Agreement | NotMeasured = field(
+        default=NotMeasured(NAIVE_IS_AWARE), repr=False
+    )
+    """Of the naive reconstruction, which takes every published count as exact."""
+    rank_curve: Mapping[str, Value] | NotMeasured = field(
+        default=NotMeasured(NO_RECONSTRUCTION), repr=False
+    )
+    """Precision among the top k% of reconstructed records ranked by confidence (top_1% ...
+    top_100%)."""
 
     def table(self, name: str, level: str) -> TableAccuracy:
         """The accuracy of table ``name`` at ``level``."""
@@ -623,7 +713,7 @@ class Evaluation:
                 )
         for level, summary in self.by_level.items():
             yield Figure("accuracy.mean_mae", summary.mean_mae, level=level, **dims)
-        for what in ("microdata_agreement", "reconstruction_agreement"):
+        for what in ("microdata_agreement", "reconstruction_agreement", "naive_agreement"):
             agreement = getattr(self, what)
             for metric in ("agree_exact_age", "agree_agebin"):
                 if isinstance(agreement, NotMeasured):
@@ -635,6 +725,11 @@ class Evaluation:
                         f"{what}.{metric}", getattr(rates, metric), size_class=size, **dims
                     )
         yield Figure("reconstruction_block_sex_agebin", self.block_sex_agebin_agreement, **dims)
+        if isinstance(self.rank_curve, NotMeasured):
+            yield Figure("ranked_precision", self.rank_curve, **dims)
+        else:
+            for top, value in self.rank_curve.items():
+                yield Figure(f"ranked_precision.{top}", value, **dims)
         for attacker, reid in self.reidentification.items():
             if isinstance(reid, NotMeasured):
                 yield Figure(f"reidentification.{attacker}", reid, **dims)
@@ -657,6 +752,8 @@ class Evaluation:
             },
             "microdata_agreement": as_json(self.microdata_agreement),
             "reconstruction_agreement": as_json(self.reconstruction_agreement),
+            "naive_reconstruction_agreement": as_json(self.naive_agreement),
+            "ranked_precision": as_json(self.rank_curve),
             "reconstruction_block_sex_agebin": as_json(self.block_sex_agebin_agreement),
             "reidentification": as_json(self.reidentification),
         }
@@ -700,6 +797,10 @@ class Evaluation:
             },
             diagnostics=dict(data.get("diagnostics", {})),
             risk=NotMeasured(str(risk["not_measured"])) if "not_measured" in risk else dict(risk),
+            naive_agreement=Agreement.from_dict(
+                data.get("naive_reconstruction_agreement", {"not_measured": NAIVE_IS_AWARE})
+            ),
+            rank_curve=_rank_curve(data.get("ranked_precision", {"not_measured": "not recorded"})),
         )
 
 
@@ -716,6 +817,8 @@ TRUTH_BASED_FIELDS = (
     "accuracy_by_level",
     "microdata_agreement",
     "reconstruction_agreement",
+    "naive_reconstruction_agreement",
+    "ranked_precision",
     "reconstruction_block_sex_agebin",
     "reidentification",
     "diagnostics",
@@ -812,6 +915,9 @@ class PopulationSummary:
     units: int
     geography: Mapping[str, int]
     """Geounits per level."""
+    uniques: Mapping[str, float] = field(default_factory=dict)
+    """Share of persons unique in their block on {sex, age} and on {sex, agebin} (evaluation
+    only: from the confidential records)."""
 
     def to_dict(self) -> dict[str, Any]:
         return fields_json(self)
@@ -867,6 +973,7 @@ class ExperimentResult:
                 persons=int(pop["persons"]),
                 units=int(pop["units"]),
                 geography=dict(pop["geography"]),
+                uniques=dict(pop.get("uniques", {})),
             ),
             releases={
                 title: ReleaseResult.from_dict(title, entry)

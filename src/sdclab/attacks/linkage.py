@@ -43,7 +43,8 @@ from sdclab.evaluation import (
 from sdclab.geography import truncate
 from sdclab.population import Population
 from sdclab.protection.base import did_you_mean, problems
-from sdclab.release import Release
+from sdclab.randomness import make_rng
+from sdclab.release import Release, exact_release
 from sdclab.tables.published import PublishedTable
 
 RACE_ETHNICITIES = 63 * 2
@@ -336,6 +337,73 @@ def baseline_records(release: Release, kind: str, rng: np.random.Generator) -> p
 
 
 # ---------------------------------------------------------------------------------------------
+# Baselines fixed across releases, and the upper bounds
+# ---------------------------------------------------------------------------------------------
+
+FIXED_BASELINES = ("mdg_exact", "prg_exact", "random_draw")
+"""What the statistics alone give, the same for every release of one population: the modal and
+proportional guessers on the exact tables, and random age–sex records matched to the blocks."""
+UPPER_BOUNDS = ("confidential", "swapped")
+"""Publishing the confidential records themselves, or the swapped microdata (the HDF-like file
+the 2010 attack reconstructed; swap-low's swap): what no table release can exceed."""
+UPPER_BOUND_SWAP_SEED = 2010
+"""Seed of the swap behind the swapped-microdata upper bound (fixed, so that the bound is the
+same for every release of a population)."""
+
+
+def random_draw_records(truth: Population, rng: np.random.Generator) -> pl.DataFrame:
+    """As many records per block as it has persons, each with a random sex and an age drawn from
+    the national ages, and the block's modal race-ethnicity of the exact tables."""
+    exact = exact_release(truth, BASELINE_TABLES)
+    persons = truth.persons
+    block = np.sort(persons["block"].cast(pl.Int64).to_numpy())
+    ages = persons["age"].to_numpy()
+    index = np.searchsorted(truth.geography.blocks, block)
+    code = modal_codes(exact)[index]
+    return pl.DataFrame(
+        {
+            "block": block,
+            "sex": rng.integers(1, 3, len(block)),
+            "age": rng.choice(ages, len(block)),
+            "race": code // 2 + 1,
+            "hispanic": code % 2,
+        }
+    )
+
+
+def fixed_files(truth: Population, rng: np.random.Generator) -> dict[str, pl.DataFrame]:
+    """The files of the fixed baselines and of the upper bounds."""
+    from sdclab.protection.swapping import SWAP_LOW, swap_population
+
+    exact = exact_release(truth, BASELINE_TABLES)
+    swapped = swap_population(truth, SWAP_LOW.parse({}), make_rng(UPPER_BOUND_SWAP_SEED))
+    records = lambda p: p.persons.select(  # noqa: E731
+        pl.col("block").cast(pl.Int64), "sex", "age", "race", "hispanic"
+    )
+    return {
+        "mdg_exact": baseline_records(exact, "mdg", rng),
+        "prg_exact": baseline_records(exact, "prg", rng),
+        "random_draw": random_draw_records(truth, rng),
+        "confidential": records(truth),
+        "swapped": records(swapped.population),
+    }
+
+
+def population_uniques(truth: Population) -> dict[str, float]:
+    """Share of persons unique in their block on {sex, age} and on {sex, agebin}."""
+    persons = with_agebin(truth.persons.select("block", "sex", "age"))
+    n = persons.height
+    return {
+        f"unique_on_block_sex_{name}": float(
+            persons.group_by("block", "sex", name).len().filter(pl.col("len") == 1).height / n
+        )
+        if n
+        else float("nan")
+        for name in ("age", "agebin")
+    }
+
+
+# ---------------------------------------------------------------------------------------------
 # Figures
 # ---------------------------------------------------------------------------------------------
 
@@ -479,6 +547,7 @@ def reidentify(
     if not missing:
         files["mdg"] = baseline_records(release, "mdg", rng)
         files["prg"] = baseline_records(release, "prg", rng)
+    files |= fixed_files(truth, rng)
     columns = ["block", "sex", "age", "race", "hispanic"]
     attacker_cast = attacker.with_columns(pl.col("id", "block", "sex", "age").cast(pl.Int64))
     figures: dict[str, Any] = {

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
 
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.attacks.knowledge import CellBounds
-from sdclab.optimize.highs import INF, single_threaded_highs, solve_lp, solve_mip
+from sdclab.optimize.highs import INF, quiet_highs, single_threaded_highs, solve_lp, solve_mip
 
-MAX_ROUNDS = 3
+MAX_ROUNDS = 10
 """Pricing rounds at most (the program is then solved over the pairs priced in so far)."""
 STALL = 0.01
 """Pricing stops when a round lowers the relaxation's objective by less than this share: the
@@ -40,6 +41,10 @@ ELASTIC_COST = 1000.0
 """Cost per unit of leaving a cell's range (times the largest distance weight): an elastic slack
 that keeps every restricted program feasible."""
 REDUCED_COST_TOLERANCE = 1e-7
+LP_ZERO = 1e-9
+ENTERING = 2000
+"""Pairs added per pricing round at most, the most negative reduced costs first: a degenerate
+relaxation prices many pairs negative that would leave its objective unchanged."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ class Priced:
     elastic: float
     """Total by which the solution leaves the cells' ranges (0 unless the release contradicts
     its noise model or the pricing did not converge)."""
+    drawn: IntArray
+    """Each reconstructed pair's count in every further draw (pairs × draws)."""
 
 
 class ColumnSpace:
@@ -141,6 +148,18 @@ class Model:
     def m(self) -> int:
         return len(self.rows)
 
+    def completed(self, counts: FloatArray) -> FloatArray:
+        """A feasible point with the pairs at ``counts``: each row's distance taken up by its
+        slacks within the range first, the rest by the elastic ones."""
+        residual = self.target - self.matrix[:, : self.n] @ counts  # > 0: below the target
+        below_room = self.upper[self.n + self.m : self.n + 2 * self.m]
+        above_room = self.upper[self.n : self.n + self.m]
+        u_minus = np.minimum(np.maximum(residual, 0), below_room)
+        u_plus = np.minimum(np.maximum(-residual, 0), above_room)
+        v_minus = np.maximum(residual, 0) - u_minus
+        v_plus = np.maximum(-residual, 0) - u_plus
+        return np.r_[counts, u_plus, u_minus, v_plus, v_minus]
+
 
 def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, active: BoolArray) -> Model:
     """The program over the pairs (``block``, ``cell``) and the ``active`` rows."""
@@ -166,11 +185,11 @@ def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, active: Boo
     )
 
 
-def relaxation(space: ColumnSpace, model: Model) -> tuple[float, FloatArray]:
-    """(objective, price of every row of the tract) of the model's linear relaxation; a row the
-    model leaves out is priced at its distance cost per unit (it holds no pair, so its count
-    rises from its target of 0)."""
-    _, _, duals, objective = solve_lp(
+def relaxation(space: ColumnSpace, model: Model) -> tuple[float, FloatArray, FloatArray]:
+    """(objective, price of every row of the tract, the pairs' values) of the model's linear
+    relaxation; a row the model leaves out is priced at its distance cost per unit (it holds no
+    pair, so its count rises from its target of 0)."""
+    _, x, duals, objective = solve_lp(
         model.matrix,
         model.target,
         model.target,
@@ -180,13 +199,19 @@ def relaxation(space: ColumnSpace, model: Model) -> tuple[float, FloatArray]:
     )
     prices = -space.rows.weight.copy()
     prices[model.rows] = duals
-    return objective, prices
+    return objective, prices, x[: model.n]
 
 
 def integer_solution(
-    model: Model, seed: int, time_limit: float, gap: float, cost: FloatArray | None = None
+    model: Model,
+    seed: int,
+    time_limit: float,
+    gap: float,
+    cost: FloatArray | None = None,
+    counts: FloatArray | None = None,
 ) -> tuple[str, FloatArray | None, float]:
-    """(status, x or None, objective) of the integer program (``cost`` replaces the model's)."""
+    """(status, x or None, objective) of the integer program (``cost`` replaces the model's),
+    started from whole ``counts`` of its pairs when given."""
     flags = np.r_[np.ones(model.n, bool), np.zeros(4 * model.m, bool)]
     return solve_mip(
         model.matrix,
@@ -196,10 +221,103 @@ def integer_solution(
         model.upper,
         flags,
         threads=single_threaded_highs(),
+        start=None if counts is None else model.completed(counts),
         random_seed=seed % 2_147_483_647,
         time_limit=float(time_limit),
         mip_rel_gap=gap,
     )
+
+
+class Master:
+    """The relaxation over the pairs priced in so far, kept in one HiGHS instance: each round
+    adds the rows the new pairs enter (with their slacks) and the pairs, and the simplex starts
+    from the last round's basis."""
+
+    def __init__(self, space: ColumnSpace, informative: BoolArray) -> None:
+        self.space = space
+        self.highs = quiet_highs(threads=single_threaded_highs())
+        self.position = np.full(len(space.rows.low), -1, dtype=np.int64)  # row → HiGHS row
+        self.pairs: list[tuple[IntArray, IntArray]] = []
+        self.x_columns: list[IntArray] = []
+        self.n_columns = 0
+        self.elastic = ELASTIC_COST * max(1.0, float(space.rows.weight.max(initial=0.0)))
+        self._add_rows(np.flatnonzero(informative))
+
+    def _add_rows(self, rows: IntArray) -> None:
+        rows = rows[self.position[rows] < 0]
+        if not len(rows):
+            return
+        r, first = self.space.rows, int(self.position.max(initial=-1)) + 1
+        target = r.target[rows]
+        self.highs.addRows(
+            len(rows), target, target, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0)
+        )
+        self.position[rows] = first + np.arange(len(rows))
+        m = len(rows)
+        index = np.tile(self.position[rows], 4).astype(np.int32)
+        values = np.repeat([-1.0, 1.0, -1.0, 1.0], m)
+        w = r.weight[rows]
+        cost = np.r_[w, w, np.full(2 * m, self.elastic)]
+        upper = np.r_[r.high[rows] - target, target - r.low[rows], np.full(2 * m, INF)]
+        self.highs.addCols(
+            4 * m,
+            cost,
+            np.zeros(4 * m),
+            upper,
+            4 * m,
+            np.arange(4 * m, dtype=np.int32),
+            index,
+            values,
+        )
+        self.n_columns += 4 * m
+
+    def add(self, block: IntArray, cell: IntArray) -> None:
+        """Add pairs (and first the rows they enter)."""
+        if not len(cell):
+            return
+        a = self.space.matrix(block, cell)
+        self._add_rows(np.unique(a.indices))
+        a = sp.csc_matrix(
+            (a.data, self.position[a.indices], a.indptr),
+            shape=(int(self.position.max()) + 1, len(cell)),
+        )
+        n = len(cell)
+        self.highs.addCols(
+            n,
+            np.zeros(n),
+            np.zeros(n),
+            np.full(n, INF),
+            a.nnz,
+            a.indptr[:-1].astype(np.int32),
+            a.indices.astype(np.int32),
+            a.data,
+        )
+        self.x_columns.append(self.n_columns + np.arange(n))
+        self.pairs.append((block, cell))
+        self.n_columns += n
+
+    def solve(self) -> tuple[float, FloatArray, FloatArray]:
+        """(objective, price of every row of the tract, value of every pair in order of
+        addition); a row not in the relaxation is priced at its distance cost per unit."""
+        self.highs.run()
+        if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            status = self.highs.modelStatusToString(self.highs.getModelStatus())
+            raise RuntimeError(f"HiGHS found no optimum of the relaxation: {status}")
+        solution = self.highs.getSolution()
+        duals = np.asarray(solution.row_dual, dtype=np.float64)
+        values = np.asarray(solution.col_value, dtype=np.float64)
+        prices = -self.space.rows.weight.copy()
+        inside = self.position >= 0
+        prices[inside] = duals[self.position[inside]]
+        x = values[np.concatenate(self.x_columns)] if self.x_columns else np.zeros(0)
+        return float(self.highs.getInfo().objective_function_value), prices, x
+
+    def chosen(self) -> tuple[IntArray, IntArray]:
+        """(block, cell) of every pair, in order of addition."""
+        return (
+            np.concatenate([b for b, _ in self.pairs]),
+            np.concatenate([c for _, c in self.pairs]),
+        )
 
 
 def solve_priced(
@@ -208,6 +326,7 @@ def solve_priced(
     seed: int,
     time_limit: float,
     gap: float,
+    draws: int = 0,
 ) -> Priced:
     """Price pairs in from ``start`` (blocks × classes) until the relaxation is optimal over all
     allowed pairs, then solve the integer program over them."""
@@ -216,12 +335,13 @@ def solve_priced(
     chosen = start & allowed
     informative = (rows.target > 0) | (rows.low > 0)
     free = (rows.weight == 0) & (rows.low <= 0) & np.isinf(rows.high)  # withheld: no constraint
+    master = Master(space, informative & ~free)
+    master.add(*np.nonzero(chosen))
     rounds, converged, previous = 0, False, np.inf
     while rounds < MAX_ROUNDS:
         rounds += 1
-        block, cell = np.nonzero(chosen)
-        active = (informative | _touched(space, block, cell)) & ~free
-        objective, prices = relaxation(space, build_model(space, block, cell, active))
+        objective, prices, relaxed = master.solve()
+        block, cell = master.chosen()
         if previous - objective < STALL * max(abs(objective), 1.0):
             break
         previous = objective
@@ -231,15 +351,22 @@ def solve_priced(
         if not entering.any():
             converged = True
             break
-        limit = max(1000, int(chosen.sum()))
+        limit = ENTERING
         if entering.sum() > limit:
             cut = np.partition(reduced[entering], limit - 1)[limit - 1]
             entering &= reduced <= cut
         chosen |= entering
-    block, cell = np.nonzero(chosen)
+        master.add(*np.nonzero(entering))
+    # the integer program over the pairs the relaxation uses and the starting ones
+    used = np.zeros_like(chosen)
+    used[block[relaxed > LP_ZERO], cell[relaxed > LP_ZERO]] = True
+    values = np.zeros(chosen.shape)
+    values[block, cell] = relaxed
+    block, cell = np.nonzero(used | (start & allowed))
     active = (informative | _touched(space, block, cell)) & ~free
     model = build_model(space, block, cell, active)
-    status, x, objective = integer_solution(model, seed, time_limit, gap)
+    rounded = np.floor(values[block, cell] + LP_ZERO)
+    status, x, objective = integer_solution(model, seed, time_limit, gap, counts=rounded)
     n, m = model.n, model.m
     if x is None:
         counts = np.zeros(n, np.int64)
@@ -248,9 +375,45 @@ def solve_priced(
         counts = np.rint(x[:n]).astype(np.int64)
         elastic = float(x[n + 2 * m :].sum())
     keep = counts > 0
+    drawn = relaxed_draws(model.matrix, model.target, model.cost, model.upper, n, draws, seed)[keep]
     return Priced(
-        block[keep], cell[keep], counts[keep], status, objective, rounds, converged, n, m, elastic
+        block[keep],
+        cell[keep],
+        counts[keep],
+        status,
+        objective,
+        rounds,
+        converged,
+        n,
+        m,
+        elastic,
+        drawn,
     )
+
+
+def relaxed_draws(
+    matrix: sp.csc_matrix,
+    target: FloatArray,
+    cost: FloatArray,
+    upper: FloatArray,
+    n: int,
+    draws: int,
+    seed: int,
+) -> IntArray:
+    """Whole counts of the first ``n`` columns (pairs) in ``draws`` diverse reconstructions:
+    vertices of the relaxation A z = target under the cost plus a random one per draw on the
+    pairs (uniform, a hundredth of the smallest positive cost; all of it for a feasibility
+    program), rounded down. Columns × draws."""
+    rng = np.random.default_rng(seed)
+    positive = cost[cost > 0]
+    scale = 0.01 * float(positive.min()) if len(positive) else 1.0
+    out = np.zeros((n, draws), dtype=np.int64)
+    for d in range(draws):
+        noisy = cost.copy()
+        noisy[:n] += scale * rng.random(n)
+        _, x, _, _ = solve_lp(matrix, target, target, noisy, upper, threads=single_threaded_highs())
+        out[:, d] = np.floor(x[:n] + LP_ZERO).astype(np.int64)
+    return out
 
 
 def _touched(space: ColumnSpace, block: IntArray, cell: IntArray) -> BoolArray:

@@ -181,6 +181,8 @@ class TractProblem:
     """The noise model's bounds on the block cells' true counts (None: the naive attack, which
     takes every published count as exact and every published 0 as a true 0)."""
     tract_bounds: CellBounds | None = None
+    draws: int = 0
+    """Further diverse reconstructions drawn to rank the records (:data:`DRAWS`)."""
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -207,6 +209,9 @@ class TractResult:
     seconds: float
     variables: int
     constraints: int
+    drawn: IntArray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    """Each reconstructed (block, cell) count in every further draw (counts × draws), from
+    which each record's confidence is its share of draws that hold it."""
     rounds: int = 0
     """Pricing rounds of the noise-aware program (0: not priced)."""
     elastic: float = 0.0
@@ -271,20 +276,13 @@ def _solve(
     x is None when no feasible point was found (for the equalities: they are inconsistent, or
     the time limit came first).
     """
-    a, b = program.matrix, program.target
-    n, m = a.shape[1], a.shape[0]
-    if deviation:  # x, then s⁺ and s⁻ per row: A x + s⁺ − s⁻ = b, minimise Σ s
-        eye = sp.identity(m, format="csc")
-        a = sp.hstack([a, eye, -eye], format="csc")
-        cost = np.r_[np.zeros(n), np.ones(2 * m)]
-        upper = np.full(n + 2 * m, INF)
-        integer = np.r_[np.ones(n, bool), np.zeros(2 * m, bool)]
-    else:
-        cost, upper, integer = np.zeros(n), program.upper, np.ones(n, bool)
+    a, cost, upper = _columns(program, deviation)
+    n = len(program.cell)
+    integer = np.r_[np.ones(n, bool), np.zeros(a.shape[1] - n, bool)]
     status, x, objective = solve_mip(
         a,
-        b,
-        b,
+        program.target,
+        program.target,
         cost,
         upper,
         integer,
@@ -294,6 +292,18 @@ def _solve(
         mip_rel_gap=DEVIATION_GAP if deviation else 0.0,
     )
     return status, (None if x is None else x[:n]), objective
+
+
+def _columns(program: Program, deviation: bool) -> tuple[sp.csc_matrix, FloatArray, FloatArray]:
+    """(matrix, cost, upper bounds) of the equalities, or with ``deviation`` of x, then s⁺ and
+    s⁻ per row: A x + s⁺ − s⁻ = b, minimising Σ s."""
+    a = program.matrix
+    n, m = a.shape[1], a.shape[0]
+    if not deviation:
+        return a, np.zeros(n), program.upper
+    eye = sp.identity(m, format="csc")
+    a = sp.hstack([a, eye, -eye], format="csc")
+    return a, np.r_[np.zeros(n), np.ones(2 * m)], np.full(n + 2 * m, INF)
 
 
 def solve_tract(problem: TractProblem) -> TractResult:
@@ -310,6 +320,7 @@ def solve_tract(problem: TractProblem) -> TractResult:
         status, x, objective = _solve(program, True, problem.seed, problem.time_limit)
     counts = np.rint(x).astype(np.int64) if x is not None else np.zeros(len(program.cell), np.int64)
     keep = counts > 0
+    drawn = _draws(program, mode == "deviation", problem)[keep]
     return TractResult(
         tract=problem.tract,
         block=problem.blocks[program.block[keep]],
@@ -321,7 +332,19 @@ def solve_tract(problem: TractProblem) -> TractResult:
         seconds=time.perf_counter() - start,
         variables=len(program.cell),
         constraints=len(program.target),
+        drawn=drawn,
     )
+
+
+def _draws(program: Program, deviation: bool, problem: TractProblem) -> IntArray:
+    """The naive program's further draws (:func:`.noise_aware.relaxed_draws`)."""
+    from sdclab.attacks.noise_aware import relaxed_draws
+
+    n = len(program.cell)
+    if not problem.draws or not n:
+        return np.zeros((n, problem.draws), np.int64)
+    a, cost, upper = _columns(program, deviation)
+    return relaxed_draws(a, program.target, cost, upper, n, problem.draws, problem.seed)
 
 
 def solve_noise_aware(problem: TractProblem) -> TractResult:
@@ -338,7 +361,9 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
     )
     start = np.zeros((len(problem.blocks), space.n_classes), dtype=bool)
     start[candidate_cells(problem)] = True
-    priced = solve_priced(space, start, problem.seed, problem.time_limit, DEVIATION_GAP)
+    priced = solve_priced(
+        space, start, problem.seed, problem.time_limit, DEVIATION_GAP, problem.draws
+    )
     return TractResult(
         tract=problem.tract,
         block=problem.blocks[priced.block],
@@ -350,6 +375,7 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
         seconds=time.perf_counter() - start_time,
         variables=priced.variables,
         constraints=priced.constraints,
+        drawn=priced.drawn,
         rounds=priced.rounds,
         elastic=priced.elastic,
     )
@@ -411,7 +437,11 @@ def side_by_side(release: Release, names: Sequence[str], level: str) -> FloatArr
 
 
 def tract_problems(
-    release: Release, seed: int = 0, time_limit: float = TIME_LIMIT, knowledge: str = "naive"
+    release: Release,
+    seed: int = 0,
+    time_limit: float = TIME_LIMIT,
+    knowledge: str = "naive",
+    draws: int = 0,
 ) -> list[TractProblem]:
     """One problem per tract with persons, from the person tables the release publishes; with
     ``knowledge="published"`` each carries the noise model's bounds on its cells."""
@@ -454,6 +484,7 @@ def tract_problems(
                 time_limit=time_limit,
                 block_bounds=block_bounds.take(rows) if aware else None,
                 tract_bounds=tract_bounds.take(t) if aware else None,
+                draws=draws,
             )
         )
     return problems
@@ -466,11 +497,12 @@ def reconstruct(
     time_limit: float = TIME_LIMIT,
     checkpoint: Path | None = None,
     knowledge: str = "naive",
+    draws: int = 0,
 ) -> Reconstruction:
     """Reconstruct block-level person records from a release's tables (and nothing else, with
     ``knowledge="published"`` what the release states about its noise too); with a
     ``checkpoint`` directory every finished tract is kept and a re-run resumes."""
-    problems = tract_problems(release, seed, time_limit, knowledge)
+    problems = tract_problems(release, seed, time_limit, knowledge, draws)
     block_tables, tract_tables = person_tables(release)
     known = resolution(block_tables + tract_tables)
     sizes = [float(np.nansum(p.block_counts[:, 0])) for p in problems]
@@ -484,6 +516,7 @@ def reconstruct(
                 seed,
                 time_limit,
                 knowledge,
+                draws,
             ],
             sort_keys=True,
             default=str,
@@ -496,10 +529,24 @@ def reconstruct(
     block = np.concatenate([r.block for r in results]) if results else np.zeros(0, np.int64)
     cell = np.concatenate([r.cell for r in results]) if results else np.zeros(0, np.int64)
     count = np.concatenate([r.count for r in results]) if results else np.zeros(0, np.int64)
-    block, cell = np.repeat(block, count), np.repeat(cell, count)
-    return Reconstruction(
-        records_frame(block, cell, known), tract_frame(results), known.summary(), cell
+    drawn = (
+        np.concatenate([r.drawn for r in results]) if results else np.zeros((0, draws), np.int64)
     )
+    confidence = record_confidence(count, drawn) if draws else None
+    block, cell = np.repeat(block, count), np.repeat(cell, count)
+    persons = records_frame(block, cell, known)
+    if confidence is not None:
+        persons = persons.with_columns(confidence=pl.Series(confidence, dtype=pl.Float64))
+    return Reconstruction(persons, tract_frame(results), known.summary(), cell)
+
+
+def record_confidence(count: IntArray, drawn: IntArray) -> FloatArray:
+    """Per reconstructed record (the j-th of a (block, cell) count, j = 1..count): the share of
+    the further draws that hold at least j records there."""
+    pair = np.repeat(np.arange(len(count)), count)
+    starts = np.repeat(np.cumsum(count) - count, count)
+    copy = np.arange(len(pair)) - starts + 1
+    return (drawn[pair] >= copy[:, None]).mean(axis=1)
 
 
 def records_frame(block: IntArray, cell: IntArray, known: Resolution) -> pl.DataFrame:
@@ -545,6 +592,10 @@ RECONSTRUCTION_KIND = "reconstruction"
 AGE_BOUNDS = ("age_min", "age_max")
 """The youngest and oldest age the tables allow for each reconstructed person: optional columns
 of persons.parquet (both or neither) when it is read."""
+CONFIDENCE = "confidence"
+"""Optional column of persons.parquet: each record's share of the further draws that hold it."""
+DRAWS = 10
+"""Further reconstructions drawn per tract to rank the records by confidence."""
 
 
 class Records(Protocol):
@@ -614,6 +665,8 @@ METRICS_KEYS: dict[str, tuple[type, ...]] = {
 """The keys every reconstruction's metrics.json holds (:meth:`Reconstruction.metrics`), by type."""
 OPTIONAL_METRICS_KEYS: dict[str, tuple[type, ...]] = {
     "release": (str,),
+    "knowledge": (str,),
+    "draws": _INTEGER,
     "seconds": _NULLABLE_NUMBER,
     "variability": (dict,),
 }
@@ -723,12 +776,17 @@ def _check_persons(file: Path, persons: pl.DataFrame) -> pl.DataFrame:
     """The reconstructed persons: block, the person attributes (null where the tables do not
     determine them) and both age bounds or neither, integer codes within their domains."""
     expected = ["block", *schema.PERSON.names]
-    columns = set(persons.columns)
+    columns = set(persons.columns) - {CONFIDENCE}
     if not (columns == set(expected) or columns == {*expected, *AGE_BOUNDS}):
         raise InputError(
-            f"{file}: columns {persons.columns}, expected {expected} (and {', '.join(AGE_BOUNDS)})"
+            f"{file}: columns {persons.columns}, expected {expected} (and "
+            f"{', '.join(AGE_BOUNDS)}; {CONFIDENCE})"
         )
-    codes = [c for c in persons.columns if c != "block"]
+    if CONFIDENCE in persons.columns:
+        share = persons[CONFIDENCE]
+        if not share.dtype.is_float() or share.null_count() or not share.is_between(0, 1).all():
+            raise InputError(f"{file}: column {CONFIDENCE} must hold shares from 0 to 1")
+    codes = [c for c in persons.columns if c not in ("block", CONFIDENCE)]
     not_integer = [c for c in codes if not persons.schema[c].is_integer()]
     if persons.schema["block"] != pl.String or not_integer:
         raise InputError(

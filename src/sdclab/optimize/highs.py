@@ -76,14 +76,20 @@ def solve_mip(
     col_upper: npt.ArrayLike,
     integer: npt.ArrayLike,
     col_lower: npt.ArrayLike | None = None,
+    start: npt.ArrayLike | None = None,
     **options: bool | float | str,
 ) -> tuple[str, npt.NDArray[np.float64] | None, float]:
     """min cost·x s.t. row_lower ≤ A x ≤ row_upper, col_lower (default 0) ≤ x ≤ col_upper, x_j
-    integer where flagged.
+    integer where flagged; ``start``: a feasible point to begin from (HiGHS's MIP start).
 
     Returns (model status text, x or None if no feasible point was found, objective).
     """
     highs = _passed(matrix, row_lower, row_upper, cost, col_upper, integer, col_lower, options)
+    if start is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = np.asarray(start, dtype=np.float64).tolist()
+        solution.value_valid = True
+        highs.setSolution(solution)
     highs.run()
     status = highs.modelStatusToString(highs.getModelStatus())
     if highs.getInfo().primal_solution_status != 2:  # 2: a feasible solution is available
