@@ -50,6 +50,7 @@ name = "suppress"
 [attacks]
 workers = 1
 attackers = ["census", "commercial"]
+time_limit = 8
 """
 
 

@@ -21,6 +21,7 @@ unless the release contradicts its noise model, and their total is reported.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import highspy
@@ -29,7 +30,7 @@ import scipy.sparse as sp
 
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.attacks.knowledge import CellBounds
-from sdclab.optimize.highs import INF, quiet_highs, single_threaded_highs, solve_lp, solve_mip
+from sdclab.optimize.highs import INF, lp_instance, quiet_highs, single_threaded_highs, solve_mip
 
 MAX_ROUNDS = 10
 """Pricing rounds at most (the program is then solved over the pairs priced in so far)."""
@@ -42,6 +43,10 @@ ELASTIC_COST = 1000.0
 that keeps every restricted program feasible."""
 REDUCED_COST_TOLERANCE = 1e-7
 LP_ZERO = 1e-9
+PRICING_SHARE = 0.5
+"""Share of a tract's time limit the pricing rounds may take; the integer program gets the rest."""
+MINIMUM_SOLVE = 1.0
+"""Seconds the integer program gets at least."""
 ENTERING = 2000
 """Pairs added per pricing round at most, the most negative reduced costs first: a degenerate
 relaxation prices many pairs negative that would leave its objective unchanged."""
@@ -185,23 +190,6 @@ def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, active: Boo
     )
 
 
-def relaxation(space: ColumnSpace, model: Model) -> tuple[float, FloatArray, FloatArray]:
-    """(objective, price of every row of the tract, the pairs' values) of the model's linear
-    relaxation; a row the model leaves out is priced at its distance cost per unit (it holds no
-    pair, so its count rises from its target of 0)."""
-    _, x, duals, objective = solve_lp(
-        model.matrix,
-        model.target,
-        model.target,
-        model.cost,
-        model.upper,
-        threads=single_threaded_highs(),
-    )
-    prices = -space.rows.weight.copy()
-    prices[model.rows] = duals
-    return objective, prices, x[: model.n]
-
-
 def integer_solution(
     model: Model,
     seed: int,
@@ -337,8 +325,9 @@ def solve_priced(
     free = (rows.weight == 0) & (rows.low <= 0) & np.isinf(rows.high)  # withheld: no constraint
     master = Master(space, informative & ~free)
     master.add(*np.nonzero(chosen))
+    began = time.perf_counter()
     rounds, converged, previous = 0, False, np.inf
-    while rounds < MAX_ROUNDS:
+    while rounds < MAX_ROUNDS and time.perf_counter() - began < PRICING_SHARE * time_limit:
         rounds += 1
         objective, prices, relaxed = master.solve()
         block, cell = master.chosen()
@@ -366,7 +355,8 @@ def solve_priced(
     active = (informative | _touched(space, block, cell)) & ~free
     model = build_model(space, block, cell, active)
     rounded = np.floor(values[block, cell] + LP_ZERO)
-    status, x, objective = integer_solution(model, seed, time_limit, gap, counts=rounded)
+    remaining = max(time_limit - (time.perf_counter() - began), MINIMUM_SOLVE)
+    status, x, objective = integer_solution(model, seed, remaining, gap, counts=rounded)
     n, m = model.n, model.m
     if x is None:
         counts = np.zeros(n, np.int64)
@@ -403,15 +393,18 @@ def relaxed_draws(
     """Whole counts of the first ``n`` columns (pairs) in ``draws`` diverse reconstructions:
     vertices of the relaxation A z = target under the cost plus a random one per draw on the
     pairs (uniform, a hundredth of the smallest positive cost; all of it for a feasibility
-    program), rounded down. Columns × draws."""
+    program), rounded down; one HiGHS instance, each draw starting from the last basis.
+    Columns × draws."""
     rng = np.random.default_rng(seed)
     positive = cost[cost > 0]
     scale = 0.01 * float(positive.min()) if len(positive) else 1.0
+    highs = lp_instance(matrix, target, target, cost, upper, threads=single_threaded_highs())
+    columns = np.arange(n, dtype=np.int32)
     out = np.zeros((n, draws), dtype=np.int64)
     for d in range(draws):
-        noisy = cost.copy()
-        noisy[:n] += scale * rng.random(n)
-        _, x, _, _ = solve_lp(matrix, target, target, noisy, upper, threads=single_threaded_highs())
+        highs.changeColsCost(n, columns, cost[:n] + scale * rng.random(n))
+        highs.run()
+        x = np.asarray(highs.getSolution().col_value, dtype=np.float64)
         out[:, d] = np.floor(x[:n] + LP_ZERO).astype(np.int64)
     return out
 

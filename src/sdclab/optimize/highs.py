@@ -98,7 +98,7 @@ def solve_mip(
     return status, x, float(highs.getInfo().objective_function_value)
 
 
-def solve_lp(
+def lp_instance(
     matrix: sp.spmatrix,
     row_lower: npt.ArrayLike,
     row_upper: npt.ArrayLike,
@@ -106,19 +106,9 @@ def solve_lp(
     col_upper: npt.ArrayLike,
     col_lower: npt.ArrayLike | None = None,
     **options: bool | float | str,
-) -> tuple[str, npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
-    """The linear program of :func:`solve_mip` without integrality: (status, x, row duals,
-    objective). The duals y are HiGHS's: a column's reduced cost is c_j − A_jᵀ y. Raises
-    RuntimeError when HiGHS finds no optimum (the callers' programs are always feasible)."""
-    highs = _passed(matrix, row_lower, row_upper, cost, col_upper, None, col_lower, options)
-    highs.run()
-    status = highs.modelStatusToString(highs.getModelStatus())
-    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        raise RuntimeError(f"HiGHS found no optimum of a linear program: {status}")
-    solution = highs.getSolution()
-    x = np.asarray(solution.col_value, dtype=np.float64)
-    duals = np.asarray(solution.row_dual, dtype=np.float64)
-    return status, x, duals, float(highs.getInfo().objective_function_value)
+) -> highspy.Highs:
+    """A HiGHS instance holding the linear program, not yet run (to be re-run after changes)."""
+    return _passed(matrix, row_lower, row_upper, cost, col_upper, None, col_lower, options)
 
 
 INF = highspy.kHighsInf

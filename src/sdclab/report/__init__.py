@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -551,6 +551,17 @@ def _upper(reid: Reidentification | NotMeasured, name: str) -> str:
     return _pct(reid.fixed[name].all.confirmed_rate)
 
 
+def _table(headers: Sequence[str], rows: list[str]) -> str:
+    """A table of header cells and rendered rows."""
+    return (
+        "<table><tr>"
+        + "".join(f"<th>{h}</th>" for h in headers)
+        + "</tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
 def _headline_section(results: ExperimentResult) -> str:
     rows = []
     for title, release in results.releases.items():
@@ -577,13 +588,7 @@ def _headline_section(results: ExperimentResult) -> str:
         "upper bound: confidential records",
         "upper bound: swapped microdata",
     )
-    table = (
-        "<table><tr>"
-        + "".join(f"<th>{h}</th>" for h in headers)
-        + "</tr>"
-        + "".join(rows)
-        + "</table>"
-    )
+    table = _table(headers, rows)
     uniques = results.population.uniques
     unrecorded = NotMeasured("not recorded")
     by_age = uniques.get("unique_on_block_sex_age", unrecorded)
@@ -618,13 +623,7 @@ def _ranking_section(results: ExperimentResult) -> str:
         "agreement, naive",
         *(f"precision, {s.replace('_', ' ')}" for s in shares),
     ]
-    table = (
-        "<table><tr>"
-        + "".join(f"<th>{h}</th>" for h in headers)
-        + "</tr>"
-        + "".join(rows)
-        + "</table>"
-    )
+    table = _table(headers, rows)
     return section("Noise-aware attack and ranked records", [(EVALUATION, RANK_NOTE + table)])
 
 
