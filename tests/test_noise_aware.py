@@ -103,6 +103,7 @@ CASES = {
     ),
     "primary suppression": ("suppress", {}),
     "complementary suppression": ("suppress", {"complementary": True}),
+    "suppression without the size rule": ("suppress", {"min_persons": 0, "small_cells": 3}),
     "geometric": ("geometric", {"epsilon": 8}),
     "geometric, clamped": ("geometric", {"epsilon": 2, "nonnegative": True}),
 }

@@ -14,7 +14,9 @@ log-likelihood slope of the noise, 0 where every count in the range is as plausi
   ONS 10/5 table); distance weight 1 (the p-table's mass is largest at no change);
 * suppression: a shown positive count is exact, a shown 0 is 0..``small_cells`` (exactly 0 in
   an 18+ table whose group rule is stricter than the small-cell rule, and at a geounit whose P1
-  is published as 0), a withheld cell constrains nothing;
+  is published as 0 when the size rule is stricter than the small-cell rule: a geounit of
+  1..``small_cells`` persons would have had its tables withheld), a withheld cell constrains
+  nothing;
 * geometric noise: any count ≥ 0, weight 1/scale of its table and level (the log-likelihood of
   the two-sided geometric; where negatives were set to 0, the censored likelihood of a 0 has the
   same slope);
@@ -148,7 +150,7 @@ def _suppressed(
     for name, cols in zip(names, columns, strict=True):
         if is_adult_table(CATALOG[name]) and p.group_min > p.small_cells:
             high[:, cols] = np.where(zero[:, cols], 0.0, high[:, cols])
-    if "P1" in names:
+    if "P1" in names and p.min_persons > p.small_cells:  # a P1 of 1..small would be withheld
         empty = published[:, columns[list(names).index("P1")].start] == 0
         high[empty] = np.where(zero[empty], 0.0, high[empty])
     return _bounds(published, low, high, zero.astype(np.float64))
