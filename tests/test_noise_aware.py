@@ -168,6 +168,7 @@ def test_preimage_of_a_bounded_table_keeps_true_zeros() -> None:
     assert (low[12], high[12]) == (7, 17)
     with_threshold = preimage_range(table, 4, 12)
     assert with_threshold[1][0] == 8  # 0 also hides counts the noise took below the threshold
+    assert preimage_range(table, 4, 0)[1][0] == 8  # the same when every published count is 0
 
 
 def test_the_noise_aware_program_fits_a_cell_key_release_no_worse(population) -> None:

@@ -258,6 +258,8 @@ def evaluation(
     the naive reconstruction beside the noise-aware one, when they differ)."""
     from sdclab import evaluation as ev
     from sdclab import protection
+    from sdclab.attacks.knowledge import EXACT_MECHANISMS
+    from sdclab.results import NAIVE_IS_AWARE, NO_NAIVE
 
     figures = ev.accuracy(release, truth)
     accuracy, additivity = table_accuracies(figures)
@@ -305,10 +307,10 @@ def evaluation(
         diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else {},
         risk=risk,
         rank_curve=curve,
-        **(
-            {}
-            if naive is None
-            else {"naive_agreement": Agreement.from_dict(ev.agreement(naive.persons, truth))}
+        naive_agreement=(
+            Agreement.from_dict(ev.agreement(naive.persons, truth))
+            if naive is not None
+            else NotMeasured(NAIVE_IS_AWARE if release.mechanism in EXACT_MECHANISMS else NO_NAIVE)
         ),
     )
 

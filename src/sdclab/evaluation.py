@@ -140,7 +140,7 @@ def ranked_precision(
         recon.with_columns(_tie=pl.Series(order))
         .sort(["confidence", "_tie"], descending=[True, False])
         .with_columns(_within=pl.int_range(pl.len()).over([*KEY, "agebin"]))
-        .join(true, on=[*KEY, "agebin"], how="left")
+        .join(true, on=[*KEY, "agebin"], how="left", maintain_order="left")
         .with_columns(right=pl.col("_within") < pl.col("true").fill_null(0))
     )
     right = ranked["right"].to_numpy()

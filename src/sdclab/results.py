@@ -470,6 +470,7 @@ class ReconstructionResult(ReconstructionFigures):
 # ---------------------------------------------------------------------------------------------
 
 NO_CHILDREN = "no parent cell whose children are all shown"
+NO_NAIVE = "no naive reconstruction was run beside the noise-aware one"
 NAIVE_IS_AWARE = (
     "no naive reconstruction apart: the release's counts are exact, so the naive attack is the "
     "noise-aware one"

@@ -187,7 +187,7 @@ def preimage_range(
     unreachable count has smallest > largest."""
     support, offset, row_of = _noise_support(table)
     reach = int(max(abs(offset), support.shape[1] + offset))
-    true = np.arange(largest + reach + 1)
+    true = np.arange(max(largest, threshold) + reach + 1)  # all that can land at or below both
     rows, steps = np.nonzero(support[row_of(true)])
     out = true[rows] + offset + steps
     out = np.where(out < threshold, 0, out)

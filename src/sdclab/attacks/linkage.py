@@ -346,6 +346,9 @@ proportional guessers on the exact tables, and random age–sex records matched 
 UPPER_BOUNDS = ("confidential", "swapped")
 """Publishing the confidential records themselves, or the swapped microdata (the HDF-like file
 the 2010 attack reconstructed; swap-low's swap): what no table release can exceed."""
+FIXED_BASELINE_SEED = 2010
+"""Seed of the fixed baselines' draws (PRG, random draw): their own stream, so that they are the
+same for every release of a population."""
 UPPER_BOUND_SWAP_SEED = 2010
 """Seed of the swap behind the swapped-microdata upper bound (fixed, so that the bound is the
 same for every release of a population)."""
@@ -547,7 +550,7 @@ def reidentify(
     if not missing:
         files["mdg"] = baseline_records(release, "mdg", rng)
         files["prg"] = baseline_records(release, "prg", rng)
-    files |= fixed_files(truth, rng)
+    files |= fixed_files(truth, make_rng(FIXED_BASELINE_SEED))
     columns = ["block", "sex", "age", "race", "hispanic"]
     attacker_cast = attacker.with_columns(pl.col("id", "block", "sex", "age").cast(pl.Int64))
     figures: dict[str, Any] = {

@@ -327,25 +327,24 @@ def solve_priced(
     master.add(*np.nonzero(chosen))
     began = time.perf_counter()
     rounds, converged, previous = 0, False, np.inf
-    while rounds < MAX_ROUNDS and time.perf_counter() - began < PRICING_SHARE * time_limit:
+    while True:
         rounds += 1
         objective, prices, relaxed = master.solve()
-        block, cell = master.chosen()
-        if previous - objective < STALL * max(abs(objective), 1.0):
-            break
-        previous = objective
         reduced = space.reduced_costs(prices)
         reduced[~allowed | chosen] = np.inf
         entering = reduced < -REDUCED_COST_TOLERANCE
-        if not entering.any():
-            converged = True
-            break
-        limit = ENTERING
-        if entering.sum() > limit:
-            cut = np.partition(reduced[entering], limit - 1)[limit - 1]
+        converged = not entering.any()
+        stalled = previous - objective < STALL * max(abs(objective), 1.0)
+        late = rounds >= MAX_ROUNDS or time.perf_counter() - began >= PRICING_SHARE * time_limit
+        if converged or stalled or late:
+            break  # the last relaxation holds every pair chosen so far
+        previous = objective
+        if entering.sum() > ENTERING:
+            cut = np.partition(reduced[entering], ENTERING - 1)[ENTERING - 1]
             entering &= reduced <= cut
         chosen |= entering
         master.add(*np.nonzero(entering))
+    block, cell = master.chosen()
     # the integer program over the pairs the relaxation uses and the starting ones
     used = np.zeros_like(chosen)
     used[block[relaxed > LP_ZERO], cell[relaxed > LP_ZERO]] = True
@@ -404,6 +403,9 @@ def relaxed_draws(
     for d in range(draws):
         highs.changeColsCost(n, columns, cost[:n] + scale * rng.random(n))
         highs.run()
+        if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            status = highs.modelStatusToString(highs.getModelStatus())
+            raise RuntimeError(f"HiGHS found no optimum of a ranking draw: {status}")
         x = np.asarray(highs.getSolution().col_value, dtype=np.float64)
         out[:, d] = np.floor(x[:n] + LP_ZERO).astype(np.int64)
     return out
