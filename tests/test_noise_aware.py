@@ -52,8 +52,9 @@ def true_pairs(population: Population, problem, tables) -> np.ndarray:
     block = population.persons["block"].cast(pl.Int64).to_numpy()
     inside = np.isin(block, problem.blocks)
     row = np.searchsorted(problem.blocks, block[inside])
-    used = np.zeros((len(problem.blocks), len(resolution(tables).representative)), dtype=bool)
-    used[row, resolution(tables).class_of[cells[inside]]] = True
+    classes = resolution(tables)
+    used = np.zeros((len(problem.blocks), len(classes.representative)), dtype=bool)
+    used[row, classes.class_of[cells[inside]]] = True
     return used
 
 
@@ -172,9 +173,8 @@ def test_preimage_of_a_bounded_table_keeps_true_zeros() -> None:
 
 
 def test_the_noise_aware_program_fits_a_cell_key_release_no_worse(population) -> None:
-    """Its optimum is measured against the noise model: the truth is feasible, so the solution's
-    ranges hold without elastic slack, and it reconstructs as many persons as the truth ±D per
-    block total."""
+    """The truth is feasible, so the solution keeps every cell within its range (no elastic
+    slack) and reconstructs persons."""
     release = api.protect(population, "cellkey", seed=SEED, ptable="maxent", bound=5, variance=3)
     problem = tract_problems(release, knowledge="published")[0]
     result = solve_tract(problem)

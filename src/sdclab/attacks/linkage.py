@@ -354,10 +354,11 @@ UPPER_BOUND_SWAP_SEED = 2010
 same for every release of a population)."""
 
 
-def random_draw_records(truth: Population, rng: np.random.Generator) -> pl.DataFrame:
+def random_draw_records(
+    truth: Population, exact: Release, rng: np.random.Generator
+) -> pl.DataFrame:
     """As many records per block as it has persons, each with a random sex and an age drawn from
-    the national ages, and the block's modal race-ethnicity of the exact tables."""
-    exact = exact_release(truth, BASELINE_TABLES)
+    the national ages, and the block's modal race-ethnicity of the ``exact`` tables."""
     persons = truth.persons
     block = np.sort(persons["block"].cast(pl.Int64).to_numpy())
     ages = persons["age"].to_numpy()
@@ -386,7 +387,7 @@ def fixed_files(truth: Population, rng: np.random.Generator) -> dict[str, pl.Dat
     return {
         "mdg_exact": baseline_records(exact, "mdg", rng),
         "prg_exact": baseline_records(exact, "prg", rng),
-        "random_draw": random_draw_records(truth, rng),
+        "random_draw": random_draw_records(truth, exact, rng),
         "confidential": records(truth),
         "swapped": records(swapped.population),
     }

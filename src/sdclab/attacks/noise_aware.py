@@ -64,6 +64,23 @@ class Rows:
     n_blocks: int
     block_width: int
 
+    @property
+    def elastic(self) -> float:
+        """Cost per unit of an elastic slack (:data:`ELASTIC_COST` times the largest weight)."""
+        return ELASTIC_COST * max(1.0, float(self.weight.max(initial=0.0)))
+
+    def slacks(self, index: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(coefficient, cost, upper bound) of the four slacks of the rows ``index``, in the
+        order u⁺ (above the target, up to high), u⁻ (below it, down to low), v⁺, v⁻ (elastic),
+        each a block of len(index) columns."""
+        m, target = len(index), self.target[index]
+        w = self.weight[index]
+        return (
+            np.repeat([-1.0, 1.0, -1.0, 1.0], m),
+            np.r_[w, w, np.full(2 * m, self.elastic)],
+            np.r_[self.high[index] - target, target - self.low[index], np.full(2 * m, INF)],
+        )
+
     @classmethod
     def of(cls, block: CellBounds, tract: CellBounds) -> Rows:
         def joined(name: str) -> FloatArray:
@@ -168,23 +185,18 @@ class Model:
 
 def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, active: BoolArray) -> Model:
     """The program over the pairs (``block``, ``cell``) and the ``active`` rows."""
-    rows = space.rows
     index = np.flatnonzero(active)
     a = space.matrix(block, cell)[index]
     m, n = a.shape
-    eye = sp.identity(m, format="csc")
-    elastic = ELASTIC_COST * max(1.0, float(rows.weight.max(initial=0.0)))
-    w = rows.weight[index]
+    coefficient, cost, upper = space.rows.slacks(index)
+    slacks = sp.csc_matrix(
+        (coefficient, (np.tile(np.arange(m), 4), np.arange(4 * m))), shape=(m, 4 * m)
+    )
     return Model(
-        matrix=sp.hstack([a, -eye, eye, -eye, eye], format="csc"),
-        target=rows.target[index],
-        cost=np.r_[np.zeros(n), w, w, np.full(2 * m, elastic)],
-        upper=np.r_[
-            np.full(n, INF),
-            rows.high[index] - rows.target[index],
-            rows.target[index] - rows.low[index],
-            np.full(2 * m, INF),
-        ],
+        matrix=sp.hstack([a, slacks], format="csc"),
+        target=space.rows.target[index],
+        cost=np.r_[np.zeros(n), cost],
+        upper=np.r_[np.full(n, INF), upper],
         rows=index,
         n=n,
     )
@@ -228,25 +240,21 @@ class Master:
         self.pairs: list[tuple[IntArray, IntArray]] = []
         self.x_columns: list[IntArray] = []
         self.n_columns = 0
-        self.elastic = ELASTIC_COST * max(1.0, float(space.rows.weight.max(initial=0.0)))
+        self.elastic = space.rows.elastic
         self._add_rows(np.flatnonzero(informative))
 
     def _add_rows(self, rows: IntArray) -> None:
         rows = rows[self.position[rows] < 0]
         if not len(rows):
             return
-        r, first = self.space.rows, int(self.position.max(initial=-1)) + 1
-        target = r.target[rows]
+        first = int(self.position.max(initial=-1)) + 1
+        target = self.space.rows.target[rows]
         self.highs.addRows(
             len(rows), target, target, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0)
         )
         self.position[rows] = first + np.arange(len(rows))
         m = len(rows)
-        index = np.tile(self.position[rows], 4).astype(np.int32)
-        values = np.repeat([-1.0, 1.0, -1.0, 1.0], m)
-        w = r.weight[rows]
-        cost = np.r_[w, w, np.full(2 * m, self.elastic)]
-        upper = np.r_[r.high[rows] - target, target - r.low[rows], np.full(2 * m, INF)]
+        coefficient, cost, upper = self.space.rows.slacks(rows)
         self.highs.addCols(
             4 * m,
             cost,
@@ -254,8 +262,8 @@ class Master:
             upper,
             4 * m,
             np.arange(4 * m, dtype=np.int32),
-            index,
-            values,
+            np.tile(self.position[rows], 4).astype(np.int32),
+            coefficient,
         )
         self.n_columns += 4 * m
 
