@@ -11,9 +11,15 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+import scipy.sparse as sp
 
 from sdclab import api, schema
-from sdclab.attacks.knowledge import cell_bounds, preimage_range
+from sdclab.attacks.knowledge import (
+    cell_bounds,
+    measured_query,
+    measurement_bounds,
+    preimage_range,
+)
 from sdclab.attacks.noise_aware import ColumnSpace, Rows
 from sdclab.attacks.reconstruction import (
     class_query,
@@ -63,17 +69,33 @@ def population_cells(population: Population) -> np.ndarray:
     return schema.PERSON.cell_index({a: persons[a].to_numpy() for a in schema.PERSON.names})
 
 
+def measured_truth(records: Population, names: tuple[str, ...], level: str) -> np.ndarray:
+    """Geounits of ``level`` × the groups of the measured queries ``names``: the records' counts."""
+    geography = exact_release(records).geography
+    block = records.persons["block"].cast(pl.Int64).to_numpy()
+    unit = geography.units(level)[1][np.searchsorted(geography.blocks, block)]
+    histogram = sp.csr_matrix(
+        (np.ones(len(block)), (unit, population_cells(records))),
+        shape=(geography.n_units(level), schema.PERSON.size),
+    )
+    parts = [(histogram @ measured_query(n).query.T).toarray() for n in names]
+    return np.hstack([np.zeros((histogram.shape[0], 0))] + parts)
+
+
 def assert_feasible(release: Release, records: Population) -> None:
-    """The records' exact tables lie within every cell's range, and their pairs are variables."""
+    """The records' exact tables (and measured queries) lie within every cell's range, and their
+    pairs are variables."""
     exact = exact_release(records)
     problems = tract_problems(release, knowledge="published")
     assert problems
     for problem in problems:
-        for bounds, level, names in (
-            (problem.block_bounds, "block", problem.block_tables),
-            (problem.tract_bounds, "tract", problem.tract_tables),
+        for bounds, level, names, measured in (
+            (problem.block_bounds, "block", problem.block_tables, problem.block_measured),
+            (problem.tract_bounds, "tract", problem.tract_tables, problem.tract_measured),
         ):
-            counts = side_by_side(exact, names, level)
+            counts = np.hstack(
+                [side_by_side(exact, names, level), measured_truth(records, measured, level)]
+            )
             units = exact.geography.units(level)[0]
             if level == "block":
                 rows = np.searchsorted(exact.geography.blocks, problem.blocks)
@@ -86,8 +108,8 @@ def assert_feasible(release: Release, records: Population) -> None:
                 f"{problem.tract} hold a true count outside the attack's range"
             )
         space = ColumnSpace(
-            class_query(problem.block_tables, problem.tables),
-            class_query(problem.tract_tables, problem.tables),
+            class_query(problem.block_tables + problem.block_measured, problem.tables),
+            class_query(problem.tract_tables + problem.tract_measured, problem.tables),
             Rows.of(problem.block_bounds, problem.tract_bounds),
         )
         used = true_pairs(records, problem, problem.tables)
@@ -148,9 +170,49 @@ def test_the_naive_attack_rules_out_true_records_of_a_cell_key_release(populatio
     assert excluded > 0
 
 
-def test_topdown_tables_exclude_no_class_the_truth_uses(population: Population) -> None:
-    release = api.protect(population, "topdown", seed=SEED, product="dhc")
-    assert_feasible(release, population)
+@pytest.fixture(scope="module")
+def topdown(population: Population) -> Release:
+    return api.protect(population, "topdown", seed=SEED, product="dhc")
+
+
+def test_topdown_tables_and_measurements_exclude_no_class_the_truth_uses(
+    population: Population, topdown: Release
+) -> None:
+    problem = tract_problems(topdown, knowledge="published")[0]
+    assert "dhc:detailed" in problem.block_measured and problem.tract_measured
+    tables_only = tract_problems(topdown, knowledge="tables")[0]
+    assert not tables_only.block_measured and not tables_only.tract_measured
+    assert_feasible(topdown, population)
+
+
+def test_measured_queries_project_onto_the_person_domain() -> None:
+    detailed = measured_query("dhc:detailed")  # quarters × person cells: 8 quarters per group
+    assert detailed.query.shape == (schema.PERSON.size, schema.PERSON.size)
+    assert set(detailed.cells_per_group.tolist()) == {schema.UNIT_TYPE.size}
+    assert measured_query("dhc:hhgq").query.shape[0] == 1  # the quarters alone: the total
+    votingage = measured_query("pl94:votingage").query  # under 18 / 18 and over, by age
+    ages = schema.PERSON.decode(np.arange(schema.PERSON.size))["age"]
+    assert votingage.shape[0] == 2
+    assert np.array_equal(votingage[1].toarray().ravel() == 1, ages >= schema.VOTING_AGE)
+    for name in ("dhc:sex*age", "dhc:hhgq*sex*agecat", "pl94:detailed"):
+        q = measured_query(name).query
+        assert np.array_equal(np.asarray(q.sum(axis=0)).ravel(), np.ones(schema.PERSON.size))
+
+
+def test_measurements_are_the_truth_plus_noise(population: Population, topdown: Release) -> None:
+    """A group measured in every cell answers its true count plus noise of the stated
+    variance; one measured in part answers less than its count, up to the noise."""
+    names = tuple(n for n in tract_problems(topdown, knowledge="published")[0].block_measured)
+    published, bounds = measurement_bounds(topdown, names, "block")
+    truth = measured_truth(population, names, "block")
+    measured = ~np.isnan(published)
+    complete = measured & (bounds.above > 0)
+    partial = measured & (bounds.above == 0)
+    assert complete.sum() > 1000 and partial.sum() > 1000
+    z = (published[complete] - truth[complete]) * bounds.weight[complete]  # (noisy − true) / σ
+    assert abs(z.mean()) < 5 / np.sqrt(complete.sum())  # mean 0 within 5 standard errors
+    assert 0.9 < z.var() < 1.1
+    assert np.mean(published[partial] - truth[partial] <= 3 / bounds.weight[partial]) > 0.99
 
 
 def test_preimage_of_the_ons_table() -> None:

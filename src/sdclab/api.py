@@ -131,8 +131,9 @@ def reconstruct(
     tract), and with ``variability`` measure how many blocks have one solution only.
 
     ``knowledge``: ``published`` (the attack of record) models the noise the release states —
-    the cell key method's p-table, the geometric scales, the suppression rules —, never ruling
-    out what the mechanism could have produced; ``naive`` takes every count as exact and every
+    the cell key method's p-table, the geometric scales, the suppression rules, TopDown's noisy
+    measurements —, never ruling out what the mechanism could have produced; ``tables`` the same
+    without TopDown's measurements; ``naive`` takes every count as exact and every
     0 as a true 0, as an attack that ignores the noise would. ``draws``: further diverse
     reconstructions per tract, whose share holding each record ranks it (``confidence``).
 

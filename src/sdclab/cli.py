@@ -275,6 +275,7 @@ class Knowledge(StrEnum):
     """What the reconstruction knows of the release's noise."""
 
     published = "published"
+    tables = "tables"
     naive = "naive"
 
 
@@ -305,7 +306,8 @@ def reconstruct(
         Knowledge,
         typer.Option(
             help="published: model the noise the release states (never rules out what the "
-            "mechanism could have produced); naive: every count exact, every 0 a true 0."
+            "mechanism could have produced), with TopDown's noisy measurements; tables: the "
+            "same without the measurements; naive: every count exact, every 0 a true 0."
         ),
     ] = Knowledge.published,
 ) -> None:

@@ -20,7 +20,9 @@ log-likelihood slope of the noise, 0 where every count in the range is as plausi
 * geometric noise: any count ≥ 0, weight 1/scale of its table and level (the log-likelihood of
   the two-sided geometric; where negatives were set to 0, the censored likelihood of a 0 has the
   same slope);
-* TopDown's tables: any count ≥ 0 (post-processing can move any cell), weight 1.
+* TopDown's tables: any count ≥ 0 (post-processing can move any cell), weight 1; and, where
+  the release carries them, TopDown's noisy measurements at block and tract level
+  (:func:`measurement_bounds`).
 
 A suppressed (null) cell is NaN in ``published`` and yields no bound (low 0, high ∞, weight 0).
 """
@@ -29,12 +31,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
+import polars as pl
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
-from sdclab.arrays import FloatArray, IntArray
+from sdclab import schema
+from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.errors import InputError
+from sdclab.geography import parse_geoids
 from sdclab.protection.cellkey import PTABLE_ARTIFACT, CellKeyParameters
 from sdclab.protection.ptable import OnsPTable, PTable, pcv, ptable_from_frame
 from sdclab.release import Release
@@ -56,6 +64,9 @@ class CellBounds:
     target: FloatArray
     """The published count moved into [low, high] (the distance is measured from it); 0 where
     the cell is withheld."""
+    above: FloatArray
+    """The cost per unit above the target (``weight`` but for a one-sided measurement, which
+    bounds the true count from below only)."""
 
     @property
     def exact(self) -> bool:
@@ -64,22 +75,40 @@ class CellBounds:
 
     def take(self, index: int | IntArray) -> CellBounds:
         """The bounds of some geounits (rows)."""
-        return CellBounds(self.low[index], self.high[index], self.weight[index], self.target[index])
+        return CellBounds(
+            self.low[index],
+            self.high[index],
+            self.weight[index],
+            self.target[index],
+            self.above[index],
+        )
+
+    def beside(self, other: CellBounds) -> CellBounds:
+        """These cells' bounds and ``other``'s side by side (the same geounits)."""
+        return CellBounds(*(np.hstack([getattr(self, f), getattr(other, f)]) for f in _FIELDS))
 
     def contains(self, counts: FloatArray) -> bool:
         """Whether true ``counts`` (same shape) lie in every cell's range."""
         return bool(np.all((counts >= self.low) & (counts <= self.high)))
 
 
+_FIELDS = ("low", "high", "weight", "target", "above")
+
+
 def _bounds(
-    published: FloatArray, low: FloatArray, high: FloatArray, weight: FloatArray
+    published: FloatArray,
+    low: FloatArray,
+    high: FloatArray,
+    weight: FloatArray,
+    above: FloatArray | None = None,
 ) -> CellBounds:
     withheld = np.isnan(published)
     low = np.where(withheld, 0.0, low)
     high = np.where(withheld, np.inf, high)
     weight = np.where(withheld, 0.0, weight)
+    above = weight if above is None else np.where(withheld, 0.0, above)
     target = np.clip(np.nan_to_num(published, nan=0.0), low, high)
-    return CellBounds(low, high, weight, target)
+    return CellBounds(low, high, weight, target, above)
 
 
 def cell_bounds(
@@ -230,3 +259,121 @@ MODELS: dict[str, Callable[[Release, Sequence[str], str, FloatArray], CellBounds
     "topdown": _post_processed,
 }
 """The attacker's model of each mechanism's published tables, by mechanism name."""
+
+
+# ---------------------------------------------------------------------------------------------
+# TopDown's noisy measurements
+# ---------------------------------------------------------------------------------------------
+
+MEASURED = ":"
+"""Separates product and query in the name of a measured query (``dhc:detailed``)."""
+
+
+def measured_name(product: str, query: str) -> str:
+    return f"{product}{MEASURED}{query}"
+
+
+def is_measured(name: str) -> bool:
+    """Whether ``name`` is a measured TopDown query rather than a catalogue table."""
+    return MEASURED in name
+
+
+@dataclass(frozen=True)
+class MeasuredQuery:
+    """A TopDown query projected onto the person domain.
+
+    TopDown's histogram has the type of living quarters, which a person record of the
+    reconstruction lacks. The query cells that differ only by it are summed into one *group*:
+    the connected components of query cells that share a person cell, so that each group counts
+    exactly the persons of a set of person cells, whatever their quarters. A group's noisy
+    answer is the sum of its cells' (variances add); a group measured in some of its cells only
+    — TopDown measures a cell only where the parent's output is positive — bounds its count from
+    below (the unmeasured cells hold any number).
+    """
+
+    query: sp.csr_matrix
+    """Groups × person cells (0/1, a partition of the person domain)."""
+    group_of_cell: IntArray
+    """The group of every query cell."""
+    cells_per_group: IntArray
+
+
+@cache
+def measured_query(name: str) -> MeasuredQuery:
+    """The person-domain projection of the measured query ``product:query``."""
+    from sdclab.protection.topdown_strategy import PRODUCTS
+
+    product_name, query_name = name.split(MEASURED)
+    product = PRODUCTS[product_name]
+    query = product.query_matrix(query_name).tocsc()
+    persons = schema.PERSON.decode(np.arange(schema.PERSON.size))
+    persons["votingage"] = (persons["age"] >= schema.VOTING_AGE).astype(np.int64)
+    touched = sp.csr_matrix((query.shape[0], schema.PERSON.size))
+    for unit_type in schema.UNIT_TYPE.codes:
+        quarters = np.full(schema.PERSON.size, unit_type)
+        touched = touched + query[:, product.schema.cell_index({**persons, "unit_type": quarters})]
+    graph = sp.bmat([[None, touched], [touched.T, None]], format="csr")
+    _, label = connected_components(graph, directed=False)
+    groups, group_of_person = np.unique(label[query.shape[0] :], return_inverse=True)
+    group_of_cell = np.searchsorted(groups, label[: query.shape[0]])
+    if not np.array_equal(groups[group_of_cell], label[: query.shape[0]]):
+        raise AssertionError(f"a cell of {name} counts no person")
+    matrix = sp.csr_matrix(
+        (np.ones(schema.PERSON.size), (group_of_person, np.arange(schema.PERSON.size))),
+        shape=(len(groups), schema.PERSON.size),
+    )
+    return MeasuredQuery(matrix, group_of_cell, np.bincount(group_of_cell, minlength=len(groups)))
+
+
+def measured_queries(release: Release, level: str) -> tuple[str, ...]:
+    """The measured queries the release publishes at ``level`` (none without measurements)."""
+    from sdclab.protection.topdown import MEASUREMENTS_ARTIFACT
+
+    frame = release.artifacts.get(MEASUREMENTS_ARTIFACT)
+    if release.mechanism != "topdown" or frame is None or frame.height == 0:
+        return ()
+    product = release.parameters.get("product", "dhc")
+    asked = frame.filter(pl.col("level") == level)["query"].unique().sort().to_list()
+    return tuple(measured_name(product, q) for q in asked)
+
+
+def measurement_bounds(
+    release: Release, names: Sequence[str], level: str
+) -> tuple[FloatArray, CellBounds]:
+    """(the noisy answers, their bounds): geounits of ``level`` × the groups of the measured
+    queries ``names`` side by side; NaN where no cell of a group was measured.
+
+    The noise is discrete Gaussian; its likelihood is quadratic, which an integer program over
+    HiGHS cannot hold, so the distance is weighted L1 at 1/σ of the group (a Laplace stand-in
+    with the same scale), one-sided for a group measured in part.
+    """
+    from sdclab.protection.topdown import MEASUREMENTS_ARTIFACT
+
+    frame = release.artifacts[MEASUREMENTS_ARTIFACT].filter(pl.col("level") == level)
+    n_units = release.geography.n_units(level)
+    codes = release.geography.codes(level)
+    parts = []
+    for name in names:
+        projected = measured_query(name)
+        rows = frame.filter(pl.col("query") == name.split(MEASURED)[1])
+        unit = np.searchsorted(codes, parse_geoids(rows["geoid"], level))
+        group = projected.group_of_cell[rows["cell"].to_numpy()]
+        sums = np.zeros((3, n_units, len(projected.cells_per_group)))  # noisy, variance, cells
+        columns = (rows["noisy"].to_numpy(), rows["variance"].to_numpy(), np.ones(rows.height))
+        for i, column in enumerate(columns):
+            np.add.at(sums[i], (unit, group), column)
+        parts.append((sums, projected.cells_per_group))
+    value, variance, measured = np.concatenate(
+        [np.zeros((3, n_units, 0))] + [p[0] for p in parts], axis=2
+    )
+    complete: BoolArray = measured == np.concatenate([np.zeros(0)] + [p[1] for p in parts])
+    published = np.where(measured > 0, value, np.nan)
+    weight = np.where(measured > 0, 1.0 / np.sqrt(np.maximum(variance, 1e-12)), 0.0)
+    bounds = _bounds(
+        published,
+        np.zeros_like(published),
+        np.full_like(published, np.inf),
+        weight,
+        np.where(complete, weight, 0.0),
+    )
+    return published, bounds

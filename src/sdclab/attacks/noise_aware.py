@@ -6,7 +6,8 @@ its true count is exactly 0 — and, for every published cell r with true count 
 
     low_r ≤ t_r ≤ high_r   and the cost  weight_r · |t_r − target_r|
 
-(:mod:`sdclab.attacks.knowledge`). Its optimum is the most likely reconstruction under the noise
+(above the target at ``above_r`` instead, 0 for a one-sided measurement;
+:mod:`sdclab.attacks.knowledge`). Its optimum is the most likely reconstruction under the noise
 model (for bounded noise: the one nearest the published counts among those the noise allows).
 
 Every class of every block is a variable, far too many to pass to a solver (26,000 classes ×
@@ -61,6 +62,7 @@ class Rows:
     high: FloatArray
     weight: FloatArray
     target: FloatArray
+    above: FloatArray
     n_blocks: int
     block_width: int
 
@@ -74,10 +76,9 @@ class Rows:
         order u⁺ (above the target, up to high), u⁻ (below it, down to low), v⁺, v⁻ (elastic),
         each a block of len(index) columns."""
         m, target = len(index), self.target[index]
-        w = self.weight[index]
         return (
             np.repeat([-1.0, 1.0, -1.0, 1.0], m),
-            np.r_[w, w, np.full(2 * m, self.elastic)],
+            np.r_[self.above[index], self.weight[index], np.full(2 * m, self.elastic)],
             np.r_[self.high[index] - target, target - self.low[index], np.full(2 * m, INF)],
         )
 
@@ -91,6 +92,7 @@ class Rows:
             joined("high"),
             joined("weight"),
             joined("target"),
+            joined("above"),
             block.low.shape[0],
             block.low.shape[1],
         )
@@ -231,9 +233,10 @@ def integer_solution(
 class Master:
     """The relaxation over the pairs priced in so far, kept in one HiGHS instance: each round
     adds the rows the new pairs enter (with their slacks) and the pairs, and the simplex starts
-    from the last round's basis."""
+    from the last round's basis. A row no pair enters yet stays out: its count is 0, its cost a
+    constant, and its price that of its first unit (:meth:`solve`)."""
 
-    def __init__(self, space: ColumnSpace, informative: BoolArray) -> None:
+    def __init__(self, space: ColumnSpace, forced: BoolArray) -> None:
         self.space = space
         self.highs = quiet_highs(threads=single_threaded_highs())
         self.position = np.full(len(space.rows.low), -1, dtype=np.int64)  # row → HiGHS row
@@ -241,7 +244,7 @@ class Master:
         self.x_columns: list[IntArray] = []
         self.n_columns = 0
         self.elastic = space.rows.elastic
-        self._add_rows(np.flatnonzero(informative))
+        self._add_rows(np.flatnonzero(forced))
 
     def _add_rows(self, rows: IntArray) -> None:
         rows = rows[self.position[rows] < 0]
@@ -294,7 +297,8 @@ class Master:
 
     def solve(self) -> tuple[float, FloatArray, FloatArray]:
         """(objective, price of every row of the tract, value of every pair in order of
-        addition); a row not in the relaxation is priced at its distance cost per unit."""
+        addition); a row not in the relaxation (its count is 0) is priced at what its
+        first unit saves: its distance weight below a positive target, minus its cost above."""
         self.highs.run()
         if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             status = self.highs.modelStatusToString(self.highs.getModelStatus())
@@ -302,11 +306,13 @@ class Master:
         solution = self.highs.getSolution()
         duals = np.asarray(solution.row_dual, dtype=np.float64)
         values = np.asarray(solution.col_value, dtype=np.float64)
-        prices = -self.space.rows.weight.copy()
+        rows = self.space.rows
+        prices = np.where(rows.target > 0, rows.weight, -rows.above)
         inside = self.position >= 0
         prices[inside] = duals[self.position[inside]]
         x = values[np.concatenate(self.x_columns)] if self.x_columns else np.zeros(0)
-        return float(self.highs.getInfo().objective_function_value), prices, x
+        absent = float(np.sum((rows.weight * rows.target)[~inside]))  # their counts are 0
+        return float(self.highs.getInfo().objective_function_value) + absent, prices, x
 
     def chosen(self) -> tuple[IntArray, IntArray]:
         """(block, cell) of every pair, in order of addition."""
@@ -329,9 +335,9 @@ def solve_priced(
     rows = space.rows
     allowed = space.allowed()
     chosen = start & allowed
-    informative = (rows.target > 0) | (rows.low > 0)
-    free = (rows.weight == 0) & (rows.low <= 0) & np.isinf(rows.high)  # withheld: no constraint
-    master = Master(space, informative & ~free)
+    forced = rows.low > 0  # a count of 0 leaves its range: held from the start
+    free = (rows.weight == 0) & (rows.above == 0) & (rows.low <= 0) & np.isinf(rows.high)
+    master = Master(space, forced)
     master.add(*np.nonzero(chosen))
     began = time.perf_counter()
     rounds, converged, previous = 0, False, np.inf
@@ -359,8 +365,9 @@ def solve_priced(
     values = np.zeros(chosen.shape)
     values[block, cell] = relaxed
     block, cell = np.nonzero(used | (start & allowed))
-    active = (informative | _touched(space, block, cell)) & ~free
+    active = (forced | _touched(space, block, cell)) & ~free
     model = build_model(space, block, cell, active)
+    untouched = float(np.sum((rows.weight * rows.target)[~active]))  # their counts stay 0
     rounded = np.floor(values[block, cell] + LP_ZERO)
     remaining = max(time_limit - (time.perf_counter() - began), MINIMUM_SOLVE)
     status, x, objective = integer_solution(model, seed, remaining, gap, counts=rounded)
@@ -378,7 +385,7 @@ def solve_priced(
         cell[keep],
         counts[keep],
         status,
-        objective,
+        objective + untouched,
         rounds,
         converged,
         n,

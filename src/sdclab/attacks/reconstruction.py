@@ -40,7 +40,14 @@ import scipy.sparse as sp
 
 from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
-from sdclab.attacks.knowledge import CellBounds, cell_bounds
+from sdclab.attacks.knowledge import (
+    CellBounds,
+    cell_bounds,
+    is_measured,
+    measured_queries,
+    measured_query,
+    measurement_bounds,
+)
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
@@ -58,9 +65,11 @@ from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 
 BLOCK_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "block")
 TRACT_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "tract")
-KNOWLEDGE = ("naive", "published")
+KNOWLEDGE = ("naive", "tables", "published")
 """What the attack knows: ``naive`` takes the tables at face value (every count exact, every 0 a
-true 0); ``published`` models the noise the release states (:mod:`sdclab.attacks.knowledge`)."""
+true 0); ``tables`` models the noise the release states for its tables
+(:mod:`sdclab.attacks.knowledge`); ``published`` uses TopDown's noisy measurements as well, where
+the release carries them (for every other release it is ``tables``)."""
 DEVIATION_GAP = 0.01
 """Least-deviation programs stop within 1% of the optimum (their LP bound is tight; the last
 percent costs far more time than it changes the reconstruction)."""
@@ -70,10 +79,16 @@ TIME_LIMIT = 300.0
 
 @lru_cache(maxsize=8)
 def stacked_query(names: tuple[str, ...]) -> sp.csr_matrix:
-    """The query matrices of ``names`` one above the other (rows = all their cells)."""
+    """The query matrices of ``names`` (catalogue tables or measured TopDown queries, see
+    :func:`.knowledge.measured_query`) one above the other (rows = all their cells)."""
     if not names:
         return sp.csr_matrix((0, schema.PERSON.size), dtype=np.int64)
-    return sp.vstack([CATALOG[n].query for n in names], format="csr")
+    return sp.vstack([query_of(n).astype(np.int64) for n in names], format="csr")
+
+
+def query_of(name: str) -> sp.csr_matrix:
+    """A catalogue table's query, or a measured query's projection onto the person domain."""
+    return measured_query(name).query if is_measured(name) else CATALOG[name].query
 
 
 @dataclass(frozen=True)
@@ -183,10 +198,15 @@ class TractProblem:
     tract_bounds: CellBounds | None = None
     draws: int = 0
     """Further diverse reconstructions drawn to rank the records (:data:`DRAWS`)."""
+    block_measured: tuple[str, ...] = ()
+    """Measured TopDown queries at block level whose groups follow the block tables' cells in
+    ``block_bounds`` (their answers are not in ``block_counts``)."""
+    tract_measured: tuple[str, ...] = ()
 
     @property
     def tables(self) -> tuple[str, ...]:
-        return self.block_tables + self.tract_tables
+        """Every query the program holds (its classes are those these cannot tell apart)."""
+        return self.block_tables + self.tract_tables + self.block_measured + self.tract_measured
 
     @property
     def noise_aware(self) -> bool:
@@ -355,8 +375,8 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
     assert problem.block_bounds is not None and problem.tract_bounds is not None
     start_time = time.perf_counter()
     space = ColumnSpace(
-        class_query(problem.block_tables, problem.tables),
-        class_query(problem.tract_tables, problem.tables),
+        class_query(problem.block_tables + problem.block_measured, problem.tables),
+        class_query(problem.tract_tables + problem.tract_measured, problem.tables),
         Rows.of(problem.block_bounds, problem.tract_bounds),
     )
     start = np.zeros((len(problem.blocks), space.n_classes), dtype=bool)
@@ -444,7 +464,8 @@ def tract_problems(
     draws: int = 0,
 ) -> list[TractProblem]:
     """One problem per tract with persons, from the person tables the release publishes; with
-    ``knowledge="published"`` each carries the noise model's bounds on its cells."""
+    ``knowledge`` other than naive each carries the noise model's bounds on its cells (and with
+    ``published`` TopDown's measured queries at block and tract level)."""
     block_tables, tract_tables = person_tables(release)
     if not block_tables:
         raise InputError(
@@ -459,10 +480,19 @@ def tract_problems(
     tract_counts = side_by_side(release, tract_tables, "tract")
     if knowledge not in KNOWLEDGE:
         raise InputError(f"knowledge {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}")
-    aware = knowledge == "published"
+    aware = knowledge != "naive"
+    block_measured, tract_measured = used_measurements(release, knowledge)
     if aware:
         block_bounds = cell_bounds(release, block_tables, "block", block_counts)
         tract_bounds = cell_bounds(release, tract_tables, "tract", tract_counts)
+        if block_measured:
+            block_bounds = block_bounds.beside(
+                measurement_bounds(release, block_measured, "block")[1]
+            )
+        if tract_measured:
+            tract_bounds = tract_bounds.beside(
+                measurement_bounds(release, tract_measured, "tract")[1]
+            )
     order = np.argsort(tract_of_block, kind="stable")
     bounds = np.searchsorted(tract_of_block[order], np.arange(len(tract_codes) + 1))
     children = np.random.SeedSequence(seed).spawn(len(tract_codes))
@@ -485,9 +515,19 @@ def tract_problems(
                 block_bounds=block_bounds.take(rows) if aware else None,
                 tract_bounds=tract_bounds.take(t) if aware else None,
                 draws=draws,
+                block_measured=block_measured,
+                tract_measured=tract_measured,
             )
         )
     return problems
+
+
+def used_measurements(release: Release, knowledge: str) -> tuple[tuple[str, ...], ...]:
+    """The measured TopDown queries the attack holds at block and tract level (with
+    ``published`` knowledge of a release that carries them; none otherwise)."""
+    if knowledge != "published":
+        return (), ()
+    return measured_queries(release, "block"), measured_queries(release, "tract")
 
 
 def reconstruct(
@@ -504,7 +544,8 @@ def reconstruct(
     ``checkpoint`` directory every finished tract is kept and a re-run resumes."""
     problems = tract_problems(release, seed, time_limit, knowledge, draws)
     block_tables, tract_tables = person_tables(release)
-    known = resolution(block_tables + tract_tables)
+    measured = used_measurements(release, knowledge)
+    known = resolution(block_tables + tract_tables + measured[0] + measured[1])
     sizes = [float(np.nansum(p.block_counts[:, 0])) for p in problems]
     names = [f"tract {p.tract:011d}" for p in problems]
     saved = None
@@ -512,6 +553,7 @@ def reconstruct(
         identity = json.dumps(
             [
                 frames_digest(*(t.frame(labels=False) for t in release.tables.values())),
+                frames_digest(*release.artifacts.values()) if any(measured) else None,
                 release.parameters,
                 seed,
                 time_limit,
