@@ -268,3 +268,22 @@ def test_a_swapped_release_does_not_admit_the_confidential_records(population: P
     release = api.protect(population, "swap-low", seed=SEED)
     with pytest.raises(AssertionError, match="outside the attack's range"):
         assert_feasible(release, population)
+
+
+@pytest.mark.parametrize(("complementary", "bounded"), [(False, True), (True, False)])
+def test_a_geounit_withheld_for_its_size_is_small_unless_complements_hide_it(
+    population: Population, complementary: bool, bounded: bool
+) -> None:
+    """Without complementary suppression only the size rule withholds P1, so its geounits hold
+    1..min_persons − 1 persons; with it a withheld P1 may be a complement of any size."""
+    release = api.protect(population, "suppress", seed=SEED, complementary=complementary)
+    bounds = [p.block_bounds for p in tract_problems(release, knowledge="published")]
+    p1 = [(b.low[:, 0], b.high[:, 0]) for b in bounds]
+    low = np.concatenate([lo for lo, _ in p1])
+    high = np.concatenate([hi for _, hi in p1])
+    withheld = np.concatenate([np.isnan(p.block_counts[:, 0]) for p in tract_problems(release)])
+    assert withheld.sum() > 10
+    if bounded:
+        assert np.all(low[withheld] == 1) and np.all(high[withheld] == 14)
+    else:
+        assert np.isinf(high[withheld]).all()

@@ -15,8 +15,9 @@ log-likelihood slope of the noise, 0 where every count in the range is as plausi
 * suppression: a shown positive count is exact, a shown 0 is 0..``small_cells`` (exactly 0 in
   an 18+ table whose group rule is stricter than the small-cell rule, and at a geounit whose P1
   is published as 0 when the size rule is stricter than the small-cell rule: a geounit of
-  1..``small_cells`` persons would have had its tables withheld), a withheld cell constrains
-  nothing;
+  1..``small_cells`` persons would have had its tables withheld); a withheld cell is free, but
+  without complementary suppression only the size rule withholds P1, so a geounit whose P1 is
+  withheld has 1..``min_persons`` − 1 persons and no cell above that;
 * geometric noise: any count ≥ 0, weight 1/scale of its table and level (the log-likelihood of
   the two-sided geometric; where negatives were set to 0, the censored likelihood of a 0 has the
   same slope);
@@ -182,7 +183,17 @@ def _suppressed(
     if "P1" in names and p.min_persons > p.small_cells:  # a P1 of 1..small would be withheld
         empty = published[:, columns[list(names).index("P1")].start] == 0
         high[empty] = np.where(zero[empty], 0.0, high[empty])
-    return _bounds(published, low, high, zero.astype(np.float64))
+    bounds = _bounds(published, low, high, zero.astype(np.float64))
+    if p.complementary or "P1" not in release.tables:
+        return bounds  # a withheld P1 may be a complementary suppression, of any size
+    # only the size rule withholds P1: such a geounit has 1..min_persons − 1 persons
+    small = np.isnan(release.tables["P1"].dense(level, suppressed=np.nan)[:, 0])
+    withheld = np.isnan(published) & small[:, None]
+    bounds.high[withheld] = p.min_persons - 1
+    if "P1" in names:
+        bounds.low[small, columns[list(names).index("P1")].start] = 1.0
+    bounds.target[:] = np.clip(bounds.target, bounds.low, bounds.high)
+    return bounds
 
 
 def _cell_key(
