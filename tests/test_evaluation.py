@@ -67,7 +67,7 @@ def test_evaluate_command(tmp_path):
     assert result.exit_code == 0, result.output
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["mechanism"] == "swap-high"
-    assert metrics["schema_version"] == 2
+    assert metrics["schema_version"] == 3
     # the figures an experiment records for a mechanism, under the same keys
     assert metrics["accuracy_by_level"]["state"]["mean_mae"] == 0  # swapping keeps states exact
     assert metrics["accuracy_by_level"]["block"]["mean_mae"] > 0

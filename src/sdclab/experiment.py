@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import re
 import shutil
@@ -39,12 +40,21 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sdclab import __version__, api, protection
 from sdclab.attacks import linkage
 from sdclab.attacks.knowledge import EXACT_MECHANISMS
 from sdclab.attacks.reconstruction import DRAWS, METRICS_FILE, write_reconstruction
+from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Executor
 from sdclab.fileio import (
@@ -75,14 +85,21 @@ from sdclab.results import (
     ReconstructionResult,
     Reidentification,
     ReleaseResult,
+    Sweep,
     no_risk_analysis,
 )
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
 EXPERIMENT_KIND = "experiment"
-EXPERIMENT_ENTRIES = ["steps", RESULTS_FILE, REPORT_FILE]
+TIDY_FILES = ("results.parquet", "results.csv")
+EXPERIMENT_ENTRIES = ["steps", RESULTS_FILE, *TIDY_FILES, REPORT_FILE]
 """What an experiment's directory may hold besides its marker."""
+MAX_POINTS = 100
+"""Values of a range at most."""
+MAX_REPLICATES = 100
+MAX_RELEASES = 1000
+"""Releases an experiment may make at most (its sweeps' grids times their replicates)."""
 
 
 class _Strict(BaseModel):
@@ -110,15 +127,141 @@ class PopulationSpec(_Strict):
         return self
 
 
+Scalar = str | int | float | bool
+
+
+class Range(_Strict):
+    """Values of a numeric setting from ``from`` to ``to`` in ``steps`` (both ends included),
+    evenly spaced on a linear or a log scale."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    start: float = Field(alias="from")
+    to: float
+    steps: int = Field(ge=2, le=MAX_POINTS)
+    scale: Literal["linear", "log"] = "linear"
+
+    @model_validator(mode="after")
+    def _positive_on_a_log_scale(self) -> Range:
+        if self.scale == "log" and min(self.start, self.to) <= 0:
+            raise ValueError("a log scale needs from and to above 0")
+        return self
+
+    def values(self) -> list[int | str]:
+        """The values as settings take them: whole numbers where every value is one, else
+        decimal strings of 4 significant digits (what the titles show is what is run)."""
+        if self.scale == "log":
+            points = np.geomspace(self.start, self.to, self.steps)
+        else:
+            points = np.linspace(self.start, self.to, self.steps)
+        if np.allclose(points, np.round(points), rtol=1e-12, atol=0):  # 2 of 1.9999999999999996
+            return [int(v) for v in np.round(points)]
+        return [format(float(v), ".4g") for v in points]
+
+
 class MechanismSpec(_Strict):
     name: str
-    settings: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    settings: dict[str, Scalar | list[Scalar] | Range] = Field(default_factory=dict)
+    """A value, or a list or a range of values to sweep (the grid of every swept setting)."""
     seed: int = Field(1, ge=0, le=MAX_SEED)
     label: str | None = Field(None, pattern=r"^[\w.%+-]{1,64}$")
+    replicates: int = Field(1, ge=1, le=MAX_REPLICATES)
+    """Independent runs of every point, each with its own seed (the first: ``seed``)."""
+
+    @field_validator("settings", mode="before")
+    @classmethod
+    def _ranges_in_words(cls, settings: Any) -> Any:
+        """A table of values is a :class:`Range`, its problems said in its own terms; a list
+        holds at least one value."""
+        if not isinstance(settings, dict):
+            return settings
+        out = dict(settings)
+        for key, value in settings.items():
+            if isinstance(value, list) and not value:
+                raise ValueError(f"{key}: an empty list sweeps nothing; give at least one value")
+            if not isinstance(value, dict):
+                continue
+            try:
+                out[key] = Range.model_validate(value)
+            except ValidationError as exc:
+                first = min(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+                if first["type"] == "extra_forbidden":
+                    raise ValueError(
+                        f"{key}: unknown key {first['loc'][-1]} of a range (from, to, steps, scale)"
+                    ) from None
+                raise ValueError(
+                    experiment_problem({**first, "loc": (key, *first["loc"])})
+                ) from None
+        return out
 
     @property
     def title(self) -> str:
         return self.label or self.name
+
+    def swept(self) -> dict[str, list[Scalar]]:
+        """The swept settings and their values, in the file's order."""
+        out: dict[str, list[Scalar]] = {}
+        for key, value in self.settings.items():
+            if isinstance(value, Range):
+                out[key] = list(value.values())
+            elif isinstance(value, list):
+                out[key] = list(value)
+        return out
+
+    def points(self) -> list[Point]:
+        """Every (setting, replicate) of the entry: the grid of its swept settings, each run
+        ``replicates`` times."""
+        swept = self.swept()
+        fixed = {k: v for k, v in self.settings.items() if k not in swept}
+        assert all(not isinstance(v, (list, Range)) for v in fixed.values())
+        out = []
+        for values in itertools.product(*swept.values()):
+            varied = dict(zip(swept, values, strict=True))
+            name = self.title + "".join(
+                f"{'@' if i == 0 else ','}{k}={v}" for i, (k, v) in enumerate(varied.items())
+            )
+            for replicate in range(1, self.replicates + 1):
+                out.append(
+                    Point(
+                        title=name + (f"#{replicate}" if self.replicates > 1 else ""),
+                        entry=self.title,
+                        setting=name,
+                        name=self.name,
+                        settings={**fixed, **varied},  # type: ignore[dict-item]
+                        seed=replicate_seed(self.seed, replicate),
+                        varied={k: str(v) for k, v in varied.items()},
+                        replicate=replicate,
+                    )
+                )
+        return out
+
+
+def replicate_seed(seed: int, replicate: int) -> int:
+    """The seed of a replicate: the entry's own for the first, a derived one for the others."""
+    if replicate == 1:
+        return seed
+    high, low = (
+        int(w) for w in np.random.SeedSequence([seed, replicate]).generate_state(2, np.uint64)
+    )
+    return (high << 64 | low) & MAX_SEED
+
+
+@dataclass(frozen=True)
+class Point:
+    """One release of an experiment: a mechanism entry at one setting of its sweep, one
+    replicate."""
+
+    title: str
+    """Unique in the experiment: ``topdown-dhc@rho=4#2`` (the entry's title alone when it
+    sweeps nothing and runs once)."""
+    entry: str
+    """The entry's title."""
+    setting: str
+    """The title without the replicate: what the replicates of a setting share."""
+    name: str
+    settings: dict[str, Scalar]
+    seed: int
+    varied: dict[str, str]
+    replicate: int
 
 
 class AttackSpec(_Strict):
@@ -146,8 +289,15 @@ class Experiment(_Strict):
         titles = [m.title for m in self.mechanisms]
         if len(set(titles)) != len(titles):
             raise ValueError("two mechanisms share a name: give them distinct labels")
+        releases = sum(len(m.points()) for m in self.mechanisms)
+        if releases > MAX_RELEASES:
+            raise ValueError(
+                f"the sweeps make {releases:,} releases, more than {MAX_RELEASES:,}: "
+                "sweep fewer values or run fewer replicates"
+            )
         for m in self.mechanisms:
-            protection.get(m.name).parse(m.settings)
+            for point in m.points():
+                protection.get(m.name).parse(point.settings)
         Executor.parse(self.attacks.executor)  # a bad executor is an input error before any work
         return self
 
@@ -320,7 +470,7 @@ def _make_population(spec: PopulationSpec, tmp: Path) -> None:
         write_population(population, tmp, {"synth.json": report})
 
 
-def _make_release(truth: Population, m: MechanismSpec, tmp: Path) -> None:
+def _make_release(truth: Population, m: Point, tmp: Path) -> None:
     write_release(api.protect(truth, m.name, seed=m.seed, **m.settings), tmp / "release")
 
 
@@ -367,6 +517,8 @@ class Runner:
     def __init__(self, experiment: Experiment, out: Path, say: Callable[[str], None]) -> None:
         self.experiment = experiment
         self.steps = StepCache(Path(out), say)
+        self.published: dict[tuple[str, str], str] = {}
+        """The first replicate of every (setting, release tables) seen (digests in memory)."""
 
     def run(self) -> ExperimentResult:
         spec = self.experiment.population
@@ -381,14 +533,16 @@ class Runner:
             uniques=linkage.population_uniques(truth),
         )
         releases = {
-            m.title: self.mechanism(m, truth, pop_digest) for m in self.experiment.mechanisms
+            point.title: self.mechanism(point, truth, pop_digest)
+            for m in self.experiment.mechanisms
+            for point in m.points()
         }
         return ExperimentResult(
             population, releases, tuple(self.steps.computed), tuple(self.steps.reused)
         )
 
-    def mechanism(self, m: MechanismSpec, truth: Population, pop_digest: str) -> ReleaseResult:
-        """One mechanism's release, its attacks and its evaluation."""
+    def mechanism(self, m: Point, truth: Population, pop_digest: str) -> ReleaseResult:
+        """One release, its attacks and its evaluation."""
         mechanism = protection.get(m.name)
         files = _settings_files_digest(m.settings)
         settings = {k: str(v) for k, v in m.settings.items()}
@@ -409,11 +563,17 @@ class Runner:
             evaluation=api.evaluation(
                 release, truth, reconstruction, reidentification, risk, naive
             ),
+            point=Sweep(m.entry, m.setting, m.varied, m.replicate, self.same_as(m, release)),
         )
 
-    def naive(
-        self, m: MechanismSpec, release: Release, rel_digest: str
-    ) -> ReconstructionResult | None:
+    def same_as(self, m: Point, release: Release) -> str | None:
+        """The earlier replicate of ``m``'s setting whose release is identical (the mechanism
+        drew no fresh randomness for it), if any."""
+        key = (m.setting, frames_digest(*(t.frame(labels=False) for t in release.tables.values())))
+        first = self.published.setdefault(key, m.title)
+        return None if first == m.title else first
+
+    def naive(self, m: Point, release: Release, rel_digest: str) -> ReconstructionResult | None:
         """The naive reconstruction of a noisy release (None for exact ones: it is the same)."""
         attacks = self.experiment.attacks
         if not attacks.naive or release.mechanism in EXACT_MECHANISMS:
@@ -424,7 +584,7 @@ class Runner:
         return api.read_reconstruction(made / "recon")
 
     def attacks(
-        self, m: MechanismSpec, release: Release, truth: Population, rel_digest: str
+        self, m: Point, release: Release, truth: Population, rel_digest: str
     ) -> tuple[ReconstructionResult | None, dict[str, Reidentification | NotMeasured]]:
         """The reconstruction of a release and the reidentification by each attacker."""
         attacks = self.experiment.attacks
@@ -474,8 +634,8 @@ def run_experiment(
     out = Path(out)
     inputs = (*protect, *([Path(experiment.population.path)] if experiment.population.path else []))
     check_replaceable(out, EXPERIMENT_KIND, inputs)
-    for m in experiment.mechanisms:
-        parsed = MECHANISMS[m.name].parse(m.settings)
+    for point in (p for m in experiment.mechanisms for p in m.points()):
+        parsed = MECHANISMS[point.name].parse(point.settings)
         checkpoint = getattr(parsed, "checkpoint", None)
         if checkpoint is not None:
             check_checkpoint_directory(checkpoint, (*inputs, out))
@@ -496,6 +656,10 @@ def run_experiment(
             (out / OUTPUT_MARKER).unlink(missing_ok=True)
         raise
     write_json(results.to_dict(), out / RESULTS_FILE)
+    tidy = results.tidy()
+    write_parquet(tidy, out / TIDY_FILES[0])
+    with atomic_file(out / TIDY_FILES[1]) as tmp:
+        tidy.write_csv(tmp)
     with atomic_file(out / REPORT_FILE) as tmp:
         tmp.write_text(render_report(results), encoding="utf-8")
     return results

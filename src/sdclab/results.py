@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the layout of ``metrics.json`` and ``results.json`` (2: the specification card
-holds its guarantee as values, with the common-axis figure)."""
+holds its guarantee as values, with the common-axis figure; 3: every release names its sweep
+point and replicate, and the results hold every setting's replicate means and intervals)."""
 
 
 @dataclass(frozen=True)
@@ -864,14 +865,56 @@ def has_path(figures: dict[str, Any], path: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """Where a release sits in its experiment entry's sweep."""
+
+    entry: str
+    """The entry's title (the mechanism's name unless labelled)."""
+    setting: str
+    """The entry at this point of its grid (``topdown-dhc@rho=4``): its replicates share it."""
+    varied: Mapping[str, str] = field(default_factory=dict)
+    """The swept settings' values at this point."""
+    replicate: int = 1
+    same_as: str | None = None
+    """An earlier replicate whose release is identical (the mechanism drew no fresh
+    randomness), if any."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_json(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Sweep:
+        return cls(
+            entry=str(data["entry"]),
+            setting=str(data["setting"]),
+            varied=dict(data.get("varied", {})),
+            replicate=int(data.get("replicate", 1)),
+            same_as=data.get("same_as"),
+        )
+
+
+@dataclass(frozen=True)
 class ReleaseResult:
     """One release of an experiment: the mechanism as configured and its evaluation."""
 
     title: str
-    """The experiment's label of the release (the mechanism's name unless labelled)."""
+    """The experiment's label of the release (the mechanism's name unless labelled; with the
+    sweep point and the replicate where the entry has them)."""
     settings: Mapping[str, Any] = field(repr=False)
     notes: Mapping[str, Any] = field(repr=False)
     evaluation: Evaluation = field(repr=False)
+    point: Sweep | None = field(default=None, repr=False)
+    """Its place in the entry's sweep (None: the release is the entry, run once)."""
+
+    @property
+    def sweep(self) -> Sweep:
+        return self.point if self.point is not None else Sweep(self.title, self.title)
+
+    @property
+    def epsilon(self) -> Value:
+        """The common-axis ε (δ = 10⁻¹⁰, one person's record changed), or why there is none."""
+        common = self.evaluation.card.common
+        return common if isinstance(common, NotMeasured) else common.epsilon
 
     @property
     def mechanism(self) -> str:
@@ -892,6 +935,7 @@ class ReleaseResult:
                 "settings": dict(self.settings),
                 "notes": dict(self.notes),
                 "budget": self.budget,
+                "sweep": self.sweep.to_dict(),
                 **{k: v for k, v in figures.items() if k not in ("schema_version", "mechanism")},
             }
         )
@@ -903,6 +947,7 @@ class ReleaseResult:
             settings=dict(data.get("settings", {})),
             notes=dict(data.get("notes", {})),
             evaluation=Evaluation.from_dict(data),
+            point=Sweep.from_dict(data["sweep"]) if "sweep" in data else None,
         )
 
 
@@ -945,9 +990,63 @@ class ExperimentResult:
         )
 
     def figures(self) -> Iterator[Figure]:
-        """Every release's figures in long form, with its title as the setting."""
+        """Every release's figures in long form, with its setting (the entry at its sweep
+        point) and replicate."""
+        for release in self.releases.values():
+            sweep = release.sweep
+            yield from release.evaluation.figures(setting=sweep.setting, replicate=sweep.replicate)
+
+    def tidy(self) -> pl.DataFrame:
+        """``results.parquet``: one row per release × metric × level × block-size class ×
+        table, with the release's entry, setting, replicate and common-axis ε; ``value`` is null
+        where the figure was not measured and ``reason`` says why."""
+        import polars as pl
+
+        rows = []
         for title, release in self.releases.items():
-            yield from release.evaluation.figures(setting=title)
+            sweep, epsilon = release.sweep, release.epsilon
+            for f in release.evaluation.figures():
+                rows.append(
+                    {
+                        "release": title,
+                        "entry": sweep.entry,
+                        "setting": sweep.setting,
+                        "replicate": sweep.replicate,
+                        "mechanism": release.mechanism,
+                        "epsilon": number(epsilon),
+                        "metric": f.metric,
+                        "level": f.level,
+                        "size_class": f.size_class,
+                        "table": f.table,
+                        "value": number(f.value),
+                        "reason": f.value.reason if isinstance(f.value, NotMeasured) else None,
+                    }
+                )
+        schema = {name: getattr(pl, kind) for name, kind in TIDY_SCHEMA.items()}
+        return pl.DataFrame(rows, schema=schema, orient="row")
+
+    def replicate_summary(self) -> list[dict[str, Any]]:
+        """Per setting with more than one replicate and figure: the number of replicates that
+        measured it, their mean, standard deviation and the 95% t-interval of the mean."""
+        import polars as pl
+
+        tidy = self.tidy()
+        keys = ["setting", "metric", "level", "size_class", "table"]
+        counts = tidy.group_by("setting").agg(pl.col("replicate").n_unique().alias("n"))
+        several = counts.filter(pl.col("n") > 1)["setting"]
+        grouped = (
+            tidy.filter(pl.col("setting").is_in(several.implode()) & pl.col("value").is_not_null())
+            .group_by(keys, maintain_order=True)
+            .agg(
+                n=pl.len(),
+                mean=pl.col("value").mean(),
+                sd=pl.col("value").std(),
+            )
+        )
+        return [
+            {**row, **replicate_interval(row["mean"], row["sd"], row["n"])}
+            for row in grouped.iter_rows(named=True)
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``results.json``."""
@@ -955,6 +1054,7 @@ class ExperimentResult:
             "schema_version": SCHEMA_VERSION,
             "population": self.population.to_dict(),
             "mechanisms": {title: r.to_dict() for title, r in self.releases.items()},
+            "replicates": self.replicate_summary(),
             "steps": {"computed": list(self.steps_computed), "reused": list(self.steps_reused)},
         }
 
@@ -983,3 +1083,31 @@ class ExperimentResult:
             steps_computed=tuple(steps.get("computed", ())),
             steps_reused=tuple(steps.get("reused", ())),
         )
+
+
+TIDY_SCHEMA = {
+    "release": "String",
+    "entry": "String",
+    "setting": "String",
+    "replicate": "Int64",
+    "mechanism": "String",
+    "epsilon": "Float64",
+    "metric": "String",
+    "level": "String",
+    "size_class": "String",
+    "table": "String",
+    "value": "Float64",
+    "reason": "String",
+}
+"""The columns of ``results.parquet`` and ``results.csv`` (polars type names)."""
+
+
+def replicate_interval(mean: float, sd: float | None, n: int) -> dict[str, float | None]:
+    """The 95% t-interval of a mean of ``n`` replicates with standard deviation ``sd`` (none
+    for a single replicate)."""
+    from scipy import stats
+
+    if n < 2 or sd is None:
+        return {"low": None, "high": None}
+    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return {"low": mean - half, "high": mean + half}
