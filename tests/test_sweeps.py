@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from sdclab.errors import InputError
-from sdclab.experiment import parse_experiment, replicate_seed, run_experiment
+from sdclab.experiment import parse_experiment, progress, replicate_seed, run_experiment
 from sdclab.results import TIDY_SCHEMA, ExperimentResult
 
 
@@ -169,3 +169,8 @@ def test_a_rerun_reuses_every_step_and_reads_back(swept) -> None:
     read = ExperimentResult.from_dict(json.loads((out / "results.json").read_text()))
     assert read["geometric@epsilon=8#3"].sweep.varied == {"epsilon": "8"}
     assert read["geometric@epsilon=8#3"].sweep.replicate == 3
+
+
+def test_progress_counts_releases_and_estimates_the_time_left() -> None:
+    assert progress(0, 4, 0.2, "none") == "[1/4] none — 0 s elapsed"
+    assert progress(2, 4, 130.0, "psa") == "[3/4] psa — 2 min 10 s elapsed, about 2 min 10 s left"

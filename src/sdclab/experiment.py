@@ -508,6 +508,20 @@ def _make_reidentification(
     write_json(result.to_dict(), tmp / METRICS_FILE)
 
 
+def progress(done: int, total: int, elapsed: float, title: str) -> str:
+    """``[k/N] title``, with the time so far and, once a release is done, an estimate of the
+    time left (the mean time of the releases done so far times those left)."""
+    line = f"[{done + 1}/{total}] {title} — {_duration(elapsed)} elapsed"
+    if done:
+        line += f", about {_duration(elapsed / done * (total - done))} left"
+    return line
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s" if minutes else f"{rest} s"
+
+
 NOTHING_TO_RECONSTRUCT = "the release publishes no person tables to reconstruct from"
 
 
@@ -532,11 +546,12 @@ class Runner:
             geography=truth.geography.summary,
             uniques=linkage.population_uniques(truth),
         )
-        releases = {
-            point.title: self.mechanism(point, truth, pop_digest)
-            for m in self.experiment.mechanisms
-            for point in m.points()
-        }
+        points = [point for m in self.experiment.mechanisms for point in m.points()]
+        releases = {}
+        began = time.perf_counter()
+        for index, point in enumerate(points):
+            self.steps.say(progress(index, len(points), time.perf_counter() - began, point.title))
+            releases[point.title] = self.mechanism(point, truth, pop_digest)
         return ExperimentResult(
             population, releases, tuple(self.steps.computed), tuple(self.steps.reused)
         )
