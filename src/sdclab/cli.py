@@ -553,6 +553,64 @@ def spec(
         typer.echo(card.render())
 
 
+@app.command()
+@reports_input_errors
+def budget(
+    mechanism: Annotated[str, typer.Argument(help="topdown, safetab_h or geometric.")],
+    level: Annotated[
+        str,
+        typer.Option(
+            help="Geography level (SafeTab-H: regional, detailed-national or detailed-local)."
+        ),
+    ],
+    query: Annotated[
+        str | None, typer.Option(help="TopDown's query (default total); geometric: the table.")
+    ] = None,
+    at: Annotated[
+        float | None,
+        typer.Option("--budget", help="The error at this budget (rho; geometric: epsilon)."),
+    ] = None,
+    moe: Annotated[
+        int | None, typer.Option(help="The budget for a 95% margin of error of at most this.")
+    ] = None,
+    rmse: Annotated[
+        float | None, typer.Option(help="The budget for an RMSE of at most this.")
+    ] = None,
+    settings: SetOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+) -> None:
+    """The error a budget gives one query at one level, or the budget a target error needs."""
+    import json
+
+    from sdclab import budget as budgets
+    from sdclab.errors import InputError
+    from sdclab.protection import parse_settings
+
+    asked = {"budget": at, "moe": moe, "rmse": rmse}
+    given = [(k, v) for k, v in asked.items() if v is not None]
+    if len(given) != 1:
+        raise InputError("give exactly one of --budget, --moe and --rmse")
+    target, value = given[0]
+    noise = budgets.noise_of(mechanism, query, level, parse_settings(settings or []))
+    result = budgets.answer(noise, target, float(value))  # type: ignore[arg-type]
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    spread = (
+        f"σ² = {result['sigma2']:.4g}" if "sigma2" in result else f"scale {result['scale']:.4g}"
+    )
+    error = "a 95% margin of error" if target == "moe" else "an RMSE"
+    lead = (
+        f"at {noise.unit} {value:g}"
+        if target == "budget"
+        else f"the smallest {noise.unit} for {error} of at most {value:g}: {result['budget']:.6g}"
+    )
+    typer.echo(
+        f"{mechanism}, {noise.query} at {level}: {lead} → {spread}, 95% margin of error "
+        f"±{result['moe_95']}, RMSE {result['rmse']:.4g} — {noise.caveat}"
+    )
+
+
 @app.command("mechanisms")
 @reports_input_errors
 def list_mechanisms(

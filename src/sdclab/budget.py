@@ -1,0 +1,197 @@
+"""Choosing a budget: the error a budget gives one query at one level, and the budget a target
+error needs (docs/privacy.md, *Choosing a budget*).
+
+Both directions use the exact noise distributions the specification cards use: the discrete
+Gaussian N_Z(0, σ²) of TopDown and SafeTab-H and the discrete Laplace of the geometric
+mechanism. The 95% margin of error is the smallest integer E with P(|X| ≤ E) ≥ 95%; the RMSE is
+the square root of the exact variance. For TopDown the figure is the error of the *noisy
+measurement* of the query, before post-processing: the published tables' error differs (the
+optimisation combines every measurement and levels, and rounds).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+from scipy import optimize
+
+from sdclab import accounting
+from sdclab.errors import InputError
+
+Target = Literal["budget", "moe", "rmse"]
+
+MEASUREMENT_CAVEAT = (
+    "the error of the noisy measurement, before post-processing (the published tables' error "
+    "differs)"
+)
+SAFETAB_LEVELS = {
+    "regional": "rho_regional",
+    "detailed-national": "rho_detailed_national",
+    "detailed-local": "rho_detailed_local",
+}
+"""SafeTab-H's iteration levels and region groups, by the parameter that budgets them."""
+
+
+@dataclass(frozen=True)
+class QueryNoise:
+    """How one query's cells are noised, as a function of the mechanism's budget."""
+
+    mechanism: str
+    query: str
+    level: str
+    unit: str
+    """The budget's unit: "rho (zCDP)" or "epsilon (pure DP)"."""
+    caveat: str
+    factor: float
+    """σ² (or the Laplace scale) at a budget of 1: it falls as 1/budget."""
+
+
+@dataclass(frozen=True)
+class GaussianNoise(QueryNoise):
+    """σ² = factor / budget (TopDown: 1/(ρ·share); SafeTab-H: s/(2ρ))."""
+
+    def error(self, budget: float) -> tuple[float, int, float]:
+        """(σ², the 95% margin of error, the RMSE) at ``budget``."""
+        sigma2 = self.factor / budget
+        rmse = math.sqrt(accounting.discrete_gaussian_variance(sigma2))
+        return sigma2, accounting.gaussian_margin_of_error(sigma2), rmse
+
+    def budget_for(self, target: str, value: float) -> float:
+        """The smallest budget whose margin of error (``moe``) or RMSE is at most ``value``."""
+        if target == "moe":
+            sigma2 = accounting.gaussian_variance_for_margin(int(value))
+        else:
+            sigma2 = _solve(lambda s: accounting.discrete_gaussian_variance(s) - value**2)
+        return self.factor / sigma2
+
+
+@dataclass(frozen=True)
+class LaplaceNoise(QueryNoise):
+    """Scale = factor / ε (the table's sensitivity over its share of ε)."""
+
+    def error(self, budget: float) -> tuple[float, int, float]:
+        """(the scale, the 95% margin of error, the RMSE) at ``budget``."""
+        scale = self.factor / budget
+        q = math.exp(-1 / scale)
+        return scale, accounting.laplace_margin_of_error(scale), math.sqrt(2 * q) / (1 - q)
+
+    def budget_for(self, target: str, value: float) -> float:
+        """The smallest ε whose margin of error (``moe``) or RMSE is at most ``value``."""
+        if target == "moe":  # P(|X| > E) = 2q^{E+1}/(1+q), rising with q
+            m = int(value)
+            q = optimize.brentq(lambda q: 2 * q ** (m + 1) / (1 + q) - 0.05, 1e-15, 1 - 1e-15)
+        else:  # variance 2q/(1−q)²
+            q = optimize.brentq(lambda q: 2 * q / (1 - q) ** 2 - value**2, 1e-15, 1 - 1e-12)
+        return self.factor * -math.log(q)
+
+
+Noise = GaussianNoise | LaplaceNoise
+
+
+def _solve(excess: Any) -> float:
+    """The σ² where ``excess`` (rising in σ²) crosses 0."""
+    low, high = 1e-9, 1.0
+    while excess(high) < 0:
+        low, high = high, 2 * high
+    return float(optimize.brentq(excess, low, high, xtol=1e-13, rtol=1e-13))
+
+
+def topdown_noise(query: str, level: str, settings: dict[str, Any]) -> GaussianNoise:
+    """The noise of a TopDown query at a level: σ² = 1/(ρ_global · γ_level · α_query,level)."""
+    from sdclab.protection.topdown import TopDownParameters
+
+    product, strategy = TopDownParameters.model_validate(settings).resolve()
+    if query not in product.queries:
+        raise InputError(
+            f"query {query!r}: the {product.name} product has {', '.join(product.queries)}"
+        )
+    if level not in strategy.level_shares:
+        raise InputError(f"level {level!r}: expected one of {', '.join(strategy.level_shares)}")
+    share = strategy.rho_of(query, level) / strategy.rho
+    if share == 0:
+        raise InputError(
+            f"query {query!r} is not measured at {level} level "
+            f"(measured there: {', '.join(strategy.measured(level))})"
+        )
+    return GaussianNoise(
+        "topdown", query, level, "rho (zCDP)", MEASUREMENT_CAVEAT, float(1 / Fraction(share))
+    )
+
+
+def geometric_noise(table: str, level: str, settings: dict[str, Any]) -> LaplaceNoise:
+    """The noise of a table at a level: scale = Δ₁ / (ε · its share of ε)."""
+    from sdclab.protection.geometric import GeometricParameters, allocation, scale_of
+    from sdclab.tables.catalog import CATALOG
+
+    if table not in CATALOG:
+        raise InputError(f"table {table!r}: not in the catalogue (see sdclab tables)")
+    p = GeometricParameters.model_validate({**settings, "epsilon": 1})
+    shares = allocation(p)
+    if (table, level) not in shares:
+        raise InputError(f"table {table} is not published at {level} level")
+    scale = scale_of(CATALOG[table], shares[table, level], p.neighbours)
+    return LaplaceNoise(
+        "geometric",
+        table,
+        level,
+        "epsilon (pure DP)",
+        "the error of every published cell",
+        float(scale),
+    )
+
+
+def safetab_noise(level: str, settings: dict[str, Any]) -> GaussianNoise:
+    """The noise of SafeTab-H's T03/T04 cells at an iteration level: σ² = s / (2ρ)."""
+    from sdclab.protection.safetab_h import SafeTabHParameters
+
+    if level not in SAFETAB_LEVELS:
+        raise InputError(f"level {level!r}: SafeTab-H's levels are {', '.join(SAFETAB_LEVELS)}")
+    p = SafeTabHParameters.model_validate(settings)
+    return GaussianNoise(
+        "safetab_h",
+        "T03/T04",
+        level,
+        f"rho (zCDP) of each of T03 and T04 ({SAFETAB_LEVELS[level]})",
+        "the error of a measured cell, before clamping",
+        p.stability / 2,
+    )
+
+
+def noise_of(mechanism: str, query: str | None, level: str, settings: dict[str, Any]) -> Noise:
+    if mechanism == "topdown":
+        return topdown_noise(query or "total", level, settings)
+    if mechanism == "geometric":
+        if query is None:
+            raise InputError("geometric: give the table (--query P12)")
+        return geometric_noise(query, level, settings)
+    if mechanism == "safetab_h":
+        return safetab_noise(level, settings)
+    raise InputError(
+        f"mechanism {mechanism!r}: budgets are chosen for topdown, safetab_h and geometric"
+    )
+
+
+def answer(noise: Noise, target: Target, value: float) -> dict[str, Any]:
+    """The budget and its error for one query: at budget ``value``, or the smallest budget whose
+    margin of error or RMSE is at most ``value``."""
+    if not value > 0 and not (target == "moe" and value == 0):
+        raise InputError(f"{target} {value:g}: expected a number above 0")
+    if target == "moe" and value != int(value):
+        raise InputError(f"moe {value:g}: a margin of error is a whole number of persons")
+    budget = value if target == "budget" else noise.budget_for(target, value)
+    spread, margin, rmse = noise.error(budget)
+    return {
+        "mechanism": noise.mechanism,
+        "query": noise.query,
+        "level": noise.level,
+        "asked": {target: value},
+        "budget": budget,
+        "unit": noise.unit,
+        "sigma2" if isinstance(noise, GaussianNoise) else "scale": spread,
+        "moe_95": margin,
+        "rmse": rmse,
+        "what": noise.caveat,
+    }
