@@ -85,7 +85,7 @@ def test_safetab_h_margins_are_the_card_s() -> None:
         ("topdown", "total", "blok", "level 'blok': expected one of nation"),
         ("geometric", None, "block", "give the table"),
         ("safetab_h", None, "block", "SafeTab-H's levels are regional"),
-        ("cellkey", None, "block", "budgets are chosen for topdown, safetab_h and geometric"),
+        ("cellkey", None, "block", "budgets are chosen for topdown, geometric, safetab_h"),
     ],
 )
 def test_bad_questions_are_refused_in_words(mechanism, query, level, message) -> None:

@@ -160,18 +160,26 @@ def safetab_noise(level: str, settings: dict[str, Any]) -> GaussianNoise:
     )
 
 
+def _geometric(query: str | None, level: str, settings: dict[str, Any]) -> Noise:
+    if query is None:
+        raise InputError("geometric: give the table (--query P12)")
+    return geometric_noise(query, level, settings)
+
+
+NOISES: dict[str, Any] = {
+    "topdown": lambda query, level, settings: topdown_noise(query or "total", level, settings),
+    "geometric": _geometric,
+    "safetab_h": lambda query, level, settings: safetab_noise(level, settings),
+}
+"""How each mechanism with a budget to choose noises one query at one level."""
+
+
 def noise_of(mechanism: str, query: str | None, level: str, settings: dict[str, Any]) -> Noise:
-    if mechanism == "topdown":
-        return topdown_noise(query or "total", level, settings)
-    if mechanism == "geometric":
-        if query is None:
-            raise InputError("geometric: give the table (--query P12)")
-        return geometric_noise(query, level, settings)
-    if mechanism == "safetab_h":
-        return safetab_noise(level, settings)
-    raise InputError(
-        f"mechanism {mechanism!r}: budgets are chosen for topdown, safetab_h and geometric"
-    )
+    """The noise of ``query`` at ``level`` under ``mechanism`` with ``settings``."""
+    make = NOISES.get(mechanism)
+    if make is None:
+        raise InputError(f"mechanism {mechanism!r}: budgets are chosen for {', '.join(NOISES)}")
+    return make(query, level, settings)
 
 
 def answer(noise: Noise, target: Target, value: float) -> dict[str, Any]:

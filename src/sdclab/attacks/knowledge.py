@@ -341,7 +341,7 @@ def measured_queries(release: Release, level: str) -> tuple[str, ...]:
     from sdclab.protection.topdown import MEASUREMENTS_ARTIFACT
 
     frame = release.artifacts.get(MEASUREMENTS_ARTIFACT)
-    if release.mechanism != "topdown" or frame is None or frame.height == 0:
+    if frame is None or frame.height == 0:  # only TopDown declares this artifact
         return ()
     product = release.parameters.get("product", "dhc")
     asked = frame.filter(pl.col("level") == level)["query"].unique().sort().to_list()
