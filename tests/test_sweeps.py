@@ -174,3 +174,13 @@ def test_a_rerun_reuses_every_step_and_reads_back(swept) -> None:
 def test_progress_counts_releases_and_estimates_the_time_left() -> None:
     assert progress(0, 4, 0.2, "none") == "[1/4] none — 0 s elapsed"
     assert progress(2, 4, 130.0, "psa") == "[3/4] psa — 2 min 10 s elapsed, about 2 min 10 s left"
+
+
+def test_the_results_say_what_made_them(swept) -> None:
+    _, out, _ = swept
+    made = json.loads((out / "results.json").read_text())["provenance"]
+    assert made["sdclab"] and made["run_at"].endswith("UTC")
+    assert made["population"] == {"persons": 500, "seed": 7}
+    assert made["mechanism_seeds"].startswith("in the experiment (not repeated")
+    report = (out / "report.html").read_text()
+    assert f"sdclab {made['sdclab']} · experiment an experiment given in Python" in report

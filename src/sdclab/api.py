@@ -345,12 +345,14 @@ def run_experiment(
     from sdclab.experiment import run_experiment as run
 
     inputs: tuple[Path, ...] = ()
+    source = "a mapping given to sdclab.run_experiment"
     if isinstance(experiment, Mapping):
         spec = parse_experiment(dict(experiment), "experiment", Path.cwd())
     else:
         spec = load_experiment(Path(experiment))
         inputs = (Path(experiment),)
-    return run(spec, Path(out), progress or (lambda _: None), inputs)
+        source = str(Path(experiment).resolve())
+    return run(spec, Path(out), progress or (lambda _: None), inputs, source)
 
 
 @dataclass(frozen=True)

@@ -650,7 +650,7 @@ def run(
 
     spec = load_experiment(experiment)
     start = time.perf_counter()
-    run_experiment(spec, out, progress, (experiment,))
+    run_experiment(spec, out, progress, (experiment,), str(experiment.resolve()))
     typer.echo(
         f"done in {time.perf_counter() - start:.0f} s; report: {(out / 'report.html').resolve()}"
     )
@@ -666,7 +666,7 @@ def demo(
     from sdclab.results import Linkage
 
     start = time.perf_counter()
-    results = run_experiment(DEMO, out, progress)
+    results = run_experiment(DEMO, out, progress, source="the built-in demo (sdclab demo)")
     typer.echo(
         f"{'mechanism':>13}  {'guarantee':<24} {'ε (1e-10)':>9} {'block MAE':>9}  "
         "nonmodal precision"

@@ -35,7 +35,8 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -640,12 +641,14 @@ def run_experiment(
     out: Path,
     say: Callable[[str], None],
     protect: tuple[Path, ...] = (),
+    source: str = "an experiment given in Python",
 ) -> ExperimentResult:
     """Run (or finish) an experiment in ``out``; write results.json and report.html.
 
     ``out`` must be absent, empty or an earlier experiment's directory, apart from the inputs
     (``protect`` and the population directory). A run refused for bad input leaves no step it
-    wrote, and a directory it created (or found empty) as it was."""
+    wrote, and a directory it created (or found empty) as it was. ``source`` names the
+    experiment in the results' provenance."""
     out = Path(out)
     inputs = (*protect, *([Path(experiment.population.path)] if experiment.population.path else []))
     check_replaceable(out, EXPERIMENT_KIND, inputs)
@@ -670,6 +673,7 @@ def run_experiment(
             shutil.rmtree(out / "steps", ignore_errors=True)
             (out / OUTPUT_MARKER).unlink(missing_ok=True)
         raise
+    results = replace(results, provenance=provenance(experiment, source))
     write_json(results.to_dict(), out / RESULTS_FILE)
     tidy = results.tidy()
     write_parquet(tidy, out / TIDY_FILES[0])
@@ -678,6 +682,25 @@ def run_experiment(
     with atomic_file(out / REPORT_FILE) as tmp:
         tmp.write_text(render_report(results), encoding="utf-8")
     return results
+
+
+def provenance(experiment: Experiment, source: str) -> dict[str, Any]:
+    """What made an experiment's results, for the top of its report (mechanism seeds are left
+    out: each reproduces its release's noise)."""
+    attacks = experiment.attacks
+    return {
+        "sdclab": __version__,
+        "experiment": source,
+        "run_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "population": experiment.population.source(),
+        "attacks": {
+            "seed": attacks.seed,
+            "time_limit": attacks.time_limit,
+            "attackers": list(attacks.attackers),
+            "knowledge": "published (noise-aware)" + (", naive beside" if attacks.naive else ""),
+        },
+        "mechanism_seeds": "in the experiment (not repeated: a seed reproduces its noise)",
+    }
 
 
 DEMO = Experiment.model_validate(

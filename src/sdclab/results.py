@@ -979,6 +979,9 @@ class ExperimentResult:
     """By title, in the experiment's order."""
     steps_computed: tuple[str, ...] = field(default=(), repr=False)
     steps_reused: tuple[str, ...] = field(default=(), repr=False)
+    provenance: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """What made the results: sdclab's version, the experiment, when it ran, the population's
+    source and the attacks' settings (never a mechanism's seed: it reproduces the noise)."""
 
     def __getitem__(self, title: str) -> ReleaseResult:
         return _entry(self.releases, title, "release")
@@ -1056,6 +1059,7 @@ class ExperimentResult:
             "mechanisms": {title: r.to_dict() for title, r in self.releases.items()},
             "replicates": self.replicate_summary(),
             "steps": {"computed": list(self.steps_computed), "reused": list(self.steps_reused)},
+            "provenance": dict(self.provenance),
         }
 
     @classmethod
@@ -1082,6 +1086,7 @@ class ExperimentResult:
             },
             steps_computed=tuple(steps.get("computed", ())),
             steps_reused=tuple(steps.get("reused", ())),
+            provenance=dict(data.get("provenance", {})),
         )
 
 

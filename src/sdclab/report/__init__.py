@@ -627,6 +627,22 @@ def _ranking_section(results: ExperimentResult) -> str:
     return section("Noise-aware attack and ranked records", [(EVALUATION, RANK_NOTE + table)])
 
 
+def _provenance(made: Mapping[str, Any]) -> str:
+    """One line of what made the results (nothing for results that do not record it)."""
+    if not made:
+        return ""
+    attacks = made.get("attacks", {})
+    population = ", ".join(f"{k} {v}" for k, v in made.get("population", {}).items())
+    return (
+        f"<p><small>sdclab {_esc(str(made.get('sdclab')))} · experiment "
+        f"{_esc(str(made.get('experiment')))} · run {_esc(str(made.get('run_at')))} · population: "
+        f"{_esc(population)} · attacks: seed {_esc(str(attacks.get('seed')))}, time limit "
+        f"{_esc(str(attacks.get('time_limit')))} s per tract, "
+        f"{_esc(str(attacks.get('knowledge')))} · mechanism seeds: "
+        f"{_esc(str(made.get('mechanism_seeds')))}</small></p>"
+    )
+
+
 def render_report(results: ExperimentResult) -> str:
     """The whole report as one HTML string.
 
@@ -677,6 +693,7 @@ th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-spac
 {STYLE}</style>
 </head><body>
 <h1>sdclab: protection, accuracy and risk side by side</h1>
+{_provenance(results.provenance)}
 {_legend(results)}
 {labelled(EVALUATION, population)}
 <p>{_attack_sentence(results)}</p>
