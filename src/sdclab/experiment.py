@@ -387,9 +387,16 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel]:
     return model
 
 
+STEP_FORMAT = 2
+"""Version of what a step holds, in every digest so that a step made by older code is made
+again (2: releases carry their mechanism's noise publication, which the noise-aware attack
+reads; reconstructions rank their records)."""
+
+
 def _digest(*parts: Any) -> str:
-    """Digest of a step's settings and inputs (and of the sdclab version that computes it)."""
-    text = json.dumps([__version__, *parts], sort_keys=True, default=str)
+    """Digest of a step's settings and inputs (and of the sdclab version and step format that
+    compute it)."""
+    text = json.dumps([__version__, STEP_FORMAT, *parts], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
