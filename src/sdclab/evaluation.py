@@ -214,16 +214,20 @@ def block_agebin_agreement(reconstructed: pl.DataFrame, truth: Population) -> fl
 # ---------------------------------------------------------------------------------------------
 
 RELATIVE_ERROR_THRESHOLDS = (0.1, 0.5, 1.0)
+CELL_SIZE_CLASSES = ((0, 0), (1, 9), (10, 99), (100, None))
+"""Classes of a cell's true count for its errors (a cell of true count 0 is its own class)."""
 
 
 def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Any]]]:
     """Error of every published table at every level against the exact tabulation of the truth.
 
     Over the shown (non-suppressed) cells of all geounits of the level, zeros included: mean
-    absolute error, root mean squared error, share of negative counts; the share suppressed over
-    all cells; over shown cells whose true count is positive: share with |relative error| above
-    10/50/100%; cells whose true count is 0 but published otherwise; and the share of parent cells
-    whose children do not add up to them.
+    absolute error, root mean squared error, bias (mean signed error), share of negative counts;
+    the same over the shown cells whose true count is positive (non-empty: a mechanism that never
+    perturbs zeros is not flattered by them), the mean absolute error by class of the true count
+    (0, 1–9, 10–99, 100+); the share suppressed over all cells; over shown cells whose true count
+    is positive: share with |relative error| above 10/50/100%; cells whose true count is 0 but
+    published otherwise; and the share of parent cells whose children do not add up to them.
     """
     exact = tabulate(truth, [n for n in release.tables if n in CATALOG])
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -268,11 +272,30 @@ def _level_errors(
     abs_error = np.abs(error.data)
     # cells published non-zero whose true count is 0
     false_positive = (released != 0).nnz - (released != 0).multiply(truth != 0).nnz
+    nonempty_error = shown_error  # the shown cells whose true count is positive
+    by_size = {}
+    for low, high in CELL_SIZE_CLASSES:
+        label = "0" if high == 0 else size_class_label(low, high)
+        if low == 0:  # the shown cells of true count 0 hold the error not on a positive cell
+            n_zero = n_shown - n_positive
+            zero_error = abs_error.sum() - np.abs(nonempty_error).sum()
+            by_size[label] = float(zero_error / n_zero) if n_zero else None
+            continue
+        inside = truth_values[positive] >= low
+        if high is not None:
+            inside &= truth_values[positive] <= high
+        by_size[label] = float(np.abs(nonempty_error[inside]).mean()) if inside.any() else None
     return {
         "cells": n_cells,
         "shown_cells": n_shown,
+        "nonempty_cells": n_positive,
         "mae": float(abs_error.sum() / n_shown) if n_shown else None,
         "rmse": float(np.sqrt((error.data**2).sum() / n_shown)) if n_shown else None,
+        "bias": float(error.data.sum() / n_shown) if n_shown else None,
+        "mae_nonempty": float(np.abs(nonempty_error).mean()) if n_positive else None,
+        "rmse_nonempty": float(np.sqrt((nonempty_error**2).mean())) if n_positive else None,
+        "bias_nonempty": float(nonempty_error.mean()) if n_positive else None,
+        **{f"mae_true_count_{k}": v for k, v in by_size.items()},
         "max_abs_error": float(abs_error.max(initial=0.0)) if n_shown else None,
         "negative_share": float((released.data < 0).sum() / n_shown) if n_shown else None,
         "suppressed_share": n_suppressed / n_cells if n_cells else 0.0,

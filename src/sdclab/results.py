@@ -478,6 +478,7 @@ NAIVE_IS_AWARE = (
 )
 NO_SHOWN_CELLS = "every cell of the table is suppressed at this level"
 NO_POSITIVE_CELLS = "no cell has a positive true count"
+NO_CELLS_OF_SIZE = "no shown cell has a true count of this size"
 
 
 @dataclass(frozen=True)
@@ -489,8 +490,18 @@ class TableAccuracy:
     level: str
     cells: int
     shown_cells: int
+    nonempty_cells: int
+    """Shown cells whose true count is positive."""
     mae: Value
     rmse: Value
+    bias: Value
+    """Mean signed error (published − true) over the shown cells."""
+    mae_nonempty: Value
+    rmse_nonempty: Value
+    bias_nonempty: Value
+    mae_by_true_count: Mapping[str, Value]
+    """Mean absolute error over the shown cells of each class of true count ("0", "1-9",
+    "10-99", "100+")."""
     max_abs_error: Value
     negative_share: Value
     suppressed_share: float
@@ -503,13 +514,24 @@ class TableAccuracy:
     @classmethod
     def from_dict(cls, table: str, level: str, data: Mapping[str, Any]) -> TableAccuracy:
         prefix = "share_rel_error_above_"
+        by_count = "mae_true_count_"
         return cls(
             table=table,
             level=level,
             cells=int(data["cells"]),
             shown_cells=int(data["shown_cells"]),
+            nonempty_cells=int(data["nonempty_cells"]),
             mae=from_json(data["mae"], NO_SHOWN_CELLS),
             rmse=from_json(data["rmse"], NO_SHOWN_CELLS),
+            bias=from_json(data["bias"], NO_SHOWN_CELLS),
+            mae_nonempty=from_json(data["mae_nonempty"], NO_POSITIVE_CELLS),
+            rmse_nonempty=from_json(data["rmse_nonempty"], NO_POSITIVE_CELLS),
+            bias_nonempty=from_json(data["bias_nonempty"], NO_POSITIVE_CELLS),
+            mae_by_true_count={
+                k.removeprefix(by_count): from_json(v, NO_CELLS_OF_SIZE)
+                for k, v in data.items()
+                if k.startswith(by_count)
+            },
             max_abs_error=from_json(data["max_abs_error"], NO_SHOWN_CELLS),
             negative_share=from_json(data["negative_share"], NO_SHOWN_CELLS),
             suppressed_share=float(data["suppressed_share"]),
@@ -525,7 +547,9 @@ class TableAccuracy:
         """The figures as ``metrics.json`` holds them (one key per relative-error threshold)."""
         out = fields_json(self, exclude=("table", "level"))
         shares = out.pop("share_rel_error_above")
+        by_count = out.pop("mae_by_true_count")
         false_positives = out.pop("false_positive_cells")
+        out |= {f"mae_true_count_{k}": v for k, v in by_count.items()}
         out |= {f"share_rel_error_above_{k}": v for k, v in shares.items()}
         return out | {"false_positive_cells": false_positives}
 
@@ -696,10 +720,21 @@ class Evaluation:
         diagnostics and risk analysis, whose shapes are its own, stay in their mappings."""
         for name, levels in self.accuracy.items():
             for level, acc in levels.items():
-                numbers = fields_json(acc, exclude=("table", "level", "share_rel_error_above"))
+                numbers = fields_json(
+                    acc, exclude=("table", "level", "share_rel_error_above", "mae_by_true_count")
+                )
                 for metric in numbers:
                     yield Figure(
                         f"accuracy.{metric}", getattr(acc, metric), level=level, table=name, **dims
+                    )
+                for size, mae in acc.mae_by_true_count.items():
+                    yield Figure(  # size_class: the class of the cell's true count
+                        "accuracy.mae_by_true_count",
+                        mae,
+                        level=level,
+                        size_class=size,
+                        table=name,
+                        **dims,
                     )
                 for threshold, share in acc.share_rel_error_above.items():
                     yield Figure(

@@ -1,0 +1,43 @@
+"""Accuracy over all cells, over non-empty cells and by the class of the true count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sdclab import api
+from sdclab.evaluation import _level_errors
+from sdclab.population.synth import synthesize
+
+
+def test_errors_by_hand() -> None:
+    truth = sp.csr_matrix(np.array([[0, 2, 15], [0, 0, 120]]))
+    published = sp.csr_matrix(np.array([[1, 3, 15], [0, 2, 100]]))
+    nothing = sp.csr_matrix((2, 3), dtype=np.int8)
+    e = _level_errors(published, nothing, truth)
+    assert e["mae"] == pytest.approx(24 / 6) and e["bias"] == pytest.approx(-16 / 6)
+    assert e["nonempty_cells"] == 3
+    assert e["mae_nonempty"] == pytest.approx(21 / 3)
+    assert e["bias_nonempty"] == pytest.approx(-19 / 3)
+    assert e["rmse_nonempty"] == pytest.approx(np.sqrt(401 / 3))
+    assert [e[f"mae_true_count_{k}"] for k in ("0", "1-9", "10-99", "100+")] == [1, 1, 0, 20]
+
+
+def test_a_suppressed_cell_counts_in_no_class() -> None:
+    truth = sp.csr_matrix(np.array([[0, 2, 15]]))
+    published = sp.csr_matrix(np.array([[1, 0, 15]]))
+    suppressed = sp.csr_matrix(np.array([[0, 1, 0]], dtype=np.int8))
+    e = _level_errors(published, suppressed, truth)
+    assert e["nonempty_cells"] == 1 and e["mae_true_count_1-9"] is None
+    assert e["mae_true_count_0"] == 1 and e["mae"] == pytest.approx(1 / 2)
+
+
+def test_the_cell_key_method_is_not_flattered_by_its_zeros() -> None:
+    """It never perturbs a true 0, so over all cells its error looks smaller than over the
+    cells that hold persons."""
+    population = synthesize(3_000, seed=5)
+    release = api.protect(population, "cellkey", seed=2, ptable="maxent", bound=5, variance=3)
+    p12 = api.evaluate(release, population).table("P12", "block")
+    assert p12.mae_by_true_count["0"] == 0
+    assert p12.mae_nonempty > 1.5 * p12.mae
