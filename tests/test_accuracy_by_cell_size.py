@@ -41,3 +41,31 @@ def test_the_cell_key_method_is_not_flattered_by_its_zeros() -> None:
     p12 = api.evaluate(release, population).table("P12", "block")
     assert p12.mae_by_true_count["0"] == 0
     assert p12.mae_nonempty > 1.5 * p12.mae
+
+
+def test_geounit_totals_are_the_bureau_s_detailed_summary_metrics() -> None:
+    population = synthesize(3_000, seed=5)
+    release = api.protect(population, "geometric", seed=3, epsilon="4")
+    totals = api.evaluate(release, population).totals
+    exact = api.protect(population, "none").tables["P1"].dense("block")[:, 0]
+    noisy = release.tables["P1"].dense("block")[:, 0]
+    error, positive = noisy - exact, exact > 0
+    block = totals["block"]["all"]
+    assert block["geounits"] == len(exact)
+    assert block["mae"] == pytest.approx(np.abs(error).mean())
+    assert block["bias"] == pytest.approx(error.mean())
+    relative = error[positive] / exact[positive]
+    assert block["mape"] == pytest.approx(100 * np.abs(relative).mean())
+    assert block["malpe"] == pytest.approx(100 * relative.mean())
+    assert block["share_off_10pct"] == pytest.approx(np.mean(np.abs(relative) > 0.1))
+    small = (exact >= 1) & (exact <= 9)
+    assert totals["block"]["1-9"]["mae"] == pytest.approx(np.abs(error[small]).mean())
+    assert sum(totals["block"][c]["geounits"] for c in totals["block"] if c != "all") == len(exact)
+
+
+def test_a_release_without_p1_says_why_it_has_no_totals() -> None:
+    population = synthesize(1_000, seed=5)
+    evaluation = api.evaluate(api.protect(population, "safetab_h", seed=1), population)
+    assert evaluation.totals == {}
+    (figure,) = [f for f in evaluation.figures() if f.metric == "totals"]
+    assert "publishes no P1" in figure.value.reason

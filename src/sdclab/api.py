@@ -260,7 +260,7 @@ def evaluation(
     from sdclab import evaluation as ev
     from sdclab import protection
     from sdclab.attacks.knowledge import EXACT_MECHANISMS
-    from sdclab.results import NAIVE_IS_AWARE, NO_NAIVE
+    from sdclab.results import NAIVE_IS_AWARE, NO_NAIVE, totals_from
 
     figures = ev.accuracy(release, truth)
     accuracy, additivity = table_accuracies(figures)
@@ -308,6 +308,7 @@ def evaluation(
         diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else {},
         risk=risk,
         rank_curve=curve,
+        totals=totals_from(ev.geounit_totals(release, truth)),
         naive_agreement=(
             Agreement.from_dict(ev.agreement(naive.persons, truth))
             if naive is not None

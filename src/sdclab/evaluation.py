@@ -343,6 +343,50 @@ def _values(matrix: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.nda
     return np.asarray(matrix[rows, cols]).ravel()
 
 
+TOTAL_SIZE_CLASSES = ((0, 0), *BLOCK_SIZE_CLASSES)
+"""Classes of a geounit's true total for the detailed summary metrics."""
+
+
+def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Any]]]:
+    """The Census Bureau's detailed summary metrics of geounit totals (P1), per level, over every
+    geounit whose total is shown and by class of its true total: geounits, MAE, RMSE, bias (mean
+    signed error), and over geounits with a positive true total MAPE and MALPE (mean absolute and
+    mean algebraic percentage error) and the shares off by more than 5% and 10%. Empty when the
+    release publishes no P1."""
+    if "P1" not in release.tables:
+        return {}
+    exact = tabulate(truth, ["P1"])["P1"]
+    published = release.table("P1")
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for level in published.levels:
+        shown = published.suppressed(level).toarray()[:, 0] == 0
+        true = exact.counts[level][1].toarray()[:, 0].astype(np.float64)[shown]
+        error = published.matrix(level).toarray()[:, 0].astype(np.float64)[shown] - true
+        classes = {"all": np.ones(len(true), dtype=bool)}
+        for low, high in TOTAL_SIZE_CLASSES:
+            label = "0" if high == 0 else size_class_label(low, high)
+            classes[label] = (true >= low) & (true <= (np.inf if high is None else high))
+        out[level] = {label: _total_errors(true[m], error[m]) for label, m in classes.items()}
+    return out
+
+
+def _total_errors(true: np.ndarray, error: np.ndarray) -> dict[str, Any]:
+    n = len(true)
+    positive = true > 0
+    relative = error[positive] / true[positive]
+    some = bool(positive.any())
+    return {
+        "geounits": n,
+        "mae": float(np.abs(error).mean()) if n else None,
+        "rmse": float(np.sqrt((error**2).mean())) if n else None,
+        "bias": float(error.mean()) if n else None,
+        "mape": float(100 * np.abs(relative).mean()) if some else None,
+        "malpe": float(100 * relative.mean()) if some else None,
+        "share_off_5pct": float((np.abs(relative) > 0.05).mean()) if some else None,
+        "share_off_10pct": float((np.abs(relative) > 0.10).mean()) if some else None,
+    }
+
+
 def summarise_accuracy(
     figures: dict[str, dict[str, dict[str, Any]]],
 ) -> dict[str, dict[str, float]]:

@@ -647,6 +647,19 @@ def level_accuracies(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Leve
 
 
 NO_RECONSTRUCTION = "no reconstruction of this release was given"
+NO_TOTALS = "the release publishes no P1 (total population) table"
+NO_GEOUNITS = "no geounit of this class has its total shown"
+
+
+def totals_from(data: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Value]]]:
+    """The geounit-total metrics read back (None: no geounit of the class, or none positive)."""
+    return {
+        level: {
+            size: {k: from_json(v, NO_GEOUNITS) for k, v in metrics.items()}
+            for size, metrics in classes.items()
+        }
+        for level, classes in data.items()
+    }
 
 
 def no_risk_analysis(mechanism: str) -> NotMeasured:
@@ -696,6 +709,11 @@ class Evaluation:
         default=NotMeasured(NAIVE_IS_AWARE), repr=False
     )
     """Of the naive reconstruction, which takes every published count as exact."""
+    totals: Mapping[str, Mapping[str, Mapping[str, Value]]] = field(
+        default_factory=dict, repr=False
+    )
+    """The detailed summary metrics of geounit totals (P1): by level, then class of the true
+    total ("all", "0", "1-9", …), then metric (:func:`sdclab.evaluation.geounit_totals`)."""
     rank_curve: Mapping[str, Value] | NotMeasured = field(
         default=NotMeasured(NO_RECONSTRUCTION), repr=False
     )
@@ -750,6 +768,19 @@ class Evaluation:
                 )
         for level, summary in self.by_level.items():
             yield Figure("accuracy.mean_mae", summary.mean_mae, level=level, **dims)
+        if not self.totals:
+            yield Figure("totals", NotMeasured(NO_TOTALS), table="P1", **dims)
+        for level, classes in self.totals.items():
+            for size, metrics in classes.items():
+                for metric, value in metrics.items():
+                    yield Figure(
+                        f"totals.{metric}",
+                        value,
+                        level=level,
+                        size_class=None if size == "all" else size,
+                        table="P1",
+                        **dims,
+                    )
         for what in ("microdata_agreement", "reconstruction_agreement", "naive_agreement"):
             agreement = getattr(self, what)
             for metric in ("agree_exact_age", "agree_agebin"):
@@ -780,6 +811,7 @@ class Evaluation:
             "mechanism": self.mechanism,
             "specification": self.card.to_dict(),
             "accuracy_by_level": {k: v.to_dict() for k, v in self.by_level.items()},
+            "geounit_totals": as_json(self.totals),
             "accuracy": {
                 name: {
                     **{level: acc.to_dict() for level, acc in levels.items()},
@@ -838,6 +870,7 @@ class Evaluation:
                 data.get("naive_reconstruction_agreement", {"not_measured": NAIVE_IS_AWARE})
             ),
             rank_curve=_rank_curve(data.get("ranked_precision", {"not_measured": "not recorded"})),
+            totals=totals_from(data.get("geounit_totals", {})),
         )
 
 
@@ -852,6 +885,7 @@ EVALUATION_ONLY = "evaluation_only"
 TRUTH_BASED_FIELDS = (
     "accuracy",
     "accuracy_by_level",
+    "geounit_totals",
     "microdata_agreement",
     "reconstruction_agreement",
     "naive_reconstruction_agreement",
