@@ -29,7 +29,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("mechanism", "query", "level", "settings"), CASES)
-@pytest.mark.parametrize("margin", [0, 3, 40])
+@pytest.mark.parametrize("margin", [0, 1, 2, 3, 7, 40, 250])
 def test_the_budget_for_a_margin_is_the_smallest_that_meets_it(
     mechanism, query, level, settings, margin
 ) -> None:

@@ -83,6 +83,11 @@ def test_an_entry_without_sweep_keeps_its_title_and_seed() -> None:
         ),
         ({"name": "geometric", "settings": {"epsilon": [1, "x"]}}, "epsilon"),
         ({"name": "geometric", "settings": {"epsilon": []}}, "an empty list sweeps nothing"),
+        ({"name": "geometric", "settings": {"epsilon": [4, 4]}}, "holds 4 more than once"),
+        (
+            {"name": "geometric", "settings": {"epsilon": {"from": 100, "to": 100.01, "steps": 3}}},
+            "holds 100 more than once",
+        ),
         ({"name": "none", "replicates": 0}, r"replicates: expected a number at least 1"),
         (
             {"name": "geometric", "settings": {"epsilon": list(range(1, 101))}, "replicates": 11},
@@ -156,10 +161,18 @@ def test_replicates_get_their_mean_and_t_interval(swept) -> None:
     assert (row["low"], row["high"]) == (pytest.approx(mean - half), pytest.approx(mean + half))
 
 
-def test_identical_replicates_are_named(swept) -> None:
+def test_identical_replicates_are_named_and_not_counted_as_draws(swept) -> None:
     _, _, result = swept
     assert result["none#2"].sweep.same_as == "none#1"
     assert result["geometric@epsilon=2#2"].sweep.same_as is None
+    assert not [r for r in result.replicate_summary() if r["setting"] == "none"]
+
+
+def test_a_swept_value_cannot_leave_the_steps_directory(tmp_path) -> None:
+    from sdclab.experiment import Step
+
+    made = Step("release:td@strategy=../../x/y.toml", "abc").directory(tmp_path)
+    assert made.parent == tmp_path / "steps" and made.name.endswith("-abc")
 
 
 def test_a_rerun_reuses_every_step_and_reads_back(swept) -> None:

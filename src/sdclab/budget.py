@@ -65,7 +65,7 @@ class GaussianNoise(QueryNoise):
             sigma2 = accounting.gaussian_variance_for_margin(int(value))
         else:
             sigma2 = _solve(lambda s: accounting.discrete_gaussian_variance(s) - value**2)
-        return self.factor / sigma2
+        return _meeting(self, target, value, self.factor / sigma2)
 
 
 @dataclass(frozen=True)
@@ -85,10 +85,21 @@ class LaplaceNoise(QueryNoise):
             q = optimize.brentq(lambda q: 2 * q ** (m + 1) / (1 + q) - 0.05, 1e-15, 1 - 1e-15)
         else:  # variance 2q/(1−q)²
             q = optimize.brentq(lambda q: 2 * q / (1 - q) ** 2 - value**2, 1e-15, 1 - 1e-12)
-        return self.factor * -math.log(q)
+        return _meeting(self, target, value, self.factor * -math.log(q))
 
 
 Noise = GaussianNoise | LaplaceNoise
+
+
+def _meeting(noise: Noise, target: str, value: float, budget: float) -> float:
+    """``budget`` raised by the root finder's last few ulps where they leave the target missed
+    (the error at the root itself may land on the wrong side of it)."""
+    position = 1 if target == "moe" else 2
+    for _ in range(64):
+        if noise.error(budget)[position] <= value * (1 + 1e-12):
+            return budget
+        budget *= 1 + 1e-12
+    raise AssertionError(f"no budget near {budget:g} meets {target} {value:g}")
 
 
 def _solve(excess: Any) -> float:
@@ -133,14 +144,10 @@ def geometric_noise(table: str, level: str, settings: dict[str, Any]) -> Laplace
     if (table, level) not in shares:
         raise InputError(f"table {table} is not published at {level} level")
     scale = scale_of(CATALOG[table], shares[table, level], p.neighbours)
-    return LaplaceNoise(
-        "geometric",
-        table,
-        level,
-        "epsilon (pure DP)",
-        "the error of every published cell",
-        float(scale),
-    )
+    what = "the error of every published cell"
+    if p.nonnegative:
+        what += ", before negative counts are set to 0 (which biases small cells upward)"
+    return LaplaceNoise("geometric", table, level, "epsilon (pure DP)", what, float(scale))
 
 
 def safetab_noise(level: str, settings: dict[str, Any]) -> GaussianNoise:

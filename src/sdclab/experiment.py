@@ -99,6 +99,8 @@ EXPERIMENT_ENTRIES = ["steps", RESULTS_FILE, *TIDY_FILES, REPORT_FILE]
 MAX_POINTS = 100
 """Values of a range at most."""
 MAX_REPLICATES = 100
+MAX_STEP_NAME = 120
+"""Characters of a step's title kept in its directory's name."""
 MAX_RELEASES = 1000
 """Releases an experiment may make at most (its sweeps' grids times their replicates)."""
 
@@ -207,6 +209,20 @@ class MechanismSpec(_Strict):
             elif isinstance(value, list):
                 out[key] = list(value)
         return out
+
+    @model_validator(mode="after")
+    def _distinct_values(self) -> MechanismSpec:
+        """Every swept value once (a repeated one, or a range whose values round alike, would
+        make two releases of one title)."""
+        for key, values in self.swept().items():
+            shown = [str(v) for v in values]
+            twice = sorted({v for v in shown if shown.count(v) > 1})
+            if twice:
+                raise ValueError(
+                    f"settings.{key} holds {', '.join(twice)} more than once: sweep distinct "
+                    "values (a range's values are rounded to 4 significant digits)"
+                )
+        return self
 
     def points(self) -> list[Point]:
         """Every (setting, replicate) of the entry: the grid of its swept settings, each run
@@ -438,7 +454,10 @@ class Step:
     """Of its own settings and of the digests of its inputs."""
 
     def directory(self, root: Path) -> Path:
-        return root / "steps" / f"{self.title}-{self.digest}"
+        """``steps/<title>-<digest>``, the title made safe for a file name (a swept value may
+        hold any character; the digest keeps names distinct)."""
+        safe = re.sub(r"[^\w.%+@=,#:-]", "_", self.title)[:MAX_STEP_NAME]
+        return root / "steps" / f"{safe}-{self.digest}"
 
 
 @dataclass

@@ -94,6 +94,8 @@ class Figure:
     replicate: int | None = None
     level: str | None = None
     size_class: str | None = None
+    """The block-size class; for ``accuracy.mae_by_true_count`` the class of the cell's true
+    count, for ``totals.*`` the class of the geounit's true total."""
     table: str | None = None
     interval: tuple[float, float] | None = None
     """A confidence or variability interval around ``value``, when one is known."""
@@ -649,13 +651,18 @@ def level_accuracies(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Leve
 NO_RECONSTRUCTION = "no reconstruction of this release was given"
 NO_TOTALS = "the release publishes no P1 (total population) table"
 NO_GEOUNITS = "no geounit of this class has its total shown"
+NO_POSITIVE_TOTAL = "no geounit of this class has a positive true total"
+RELATIVE_TOTAL_METRICS = ("mape", "malpe", "share_off_5pct", "share_off_10pct")
 
 
 def totals_from(data: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Value]]]:
     """The geounit-total metrics read back (None: no geounit of the class, or none positive)."""
     return {
         level: {
-            size: {k: from_json(v, NO_GEOUNITS) for k, v in metrics.items()}
+            size: {
+                k: from_json(v, NO_POSITIVE_TOTAL if k in RELATIVE_TOTAL_METRICS else NO_GEOUNITS)
+                for k, v in metrics.items()
+            }
             for size, metrics in classes.items()
         }
         for level, classes in data.items()
@@ -1099,10 +1106,13 @@ class ExperimentResult:
 
     def replicate_summary(self) -> list[dict[str, Any]]:
         """Per setting with more than one replicate and figure: the number of replicates that
-        measured it, their mean, standard deviation and the 95% t-interval of the mean."""
+        measured it, their mean, standard deviation and the 95% t-interval of the mean. A
+        replicate identical to an earlier one (``same_as``) is not an independent draw and is
+        left out."""
         import polars as pl
 
-        tidy = self.tidy()
+        repeats = [t for t, r in self.releases.items() if r.sweep.same_as is not None]
+        tidy = self.tidy().filter(~pl.col("release").is_in(repeats))  # identical: not a draw
         keys = ["setting", "metric", "level", "size_class", "table"]
         counts = tidy.group_by("setting").agg(pl.col("replicate").n_unique().alias("n"))
         several = counts.filter(pl.col("n") > 1)["setting"]

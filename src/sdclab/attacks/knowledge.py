@@ -297,9 +297,9 @@ class MeasuredQuery:
     reconstruction lacks. The query cells that differ only by it are summed into one *group*:
     the connected components of query cells that share a person cell, so that each group counts
     exactly the persons of a set of person cells, whatever their quarters. A group's noisy
-    answer is the sum of its cells' (variances add); a group measured in some of its cells only
-    — TopDown measures a cell only where the parent's output is positive — bounds its count from
-    below (the unmeasured cells hold any number).
+    answer is the sum of its cells' (their exact variances add); a group measured in some of
+    its cells only — TopDown measures a cell only where the parent's output is positive —
+    bounds its count from below (the unmeasured cells hold any number).
     """
 
     query: sp.csr_matrix
@@ -336,6 +336,14 @@ def measured_query(name: str) -> MeasuredQuery:
     return MeasuredQuery(matrix, group_of_cell, np.bincount(group_of_cell, minlength=len(groups)))
 
 
+def exact_variance(sigma2: pl.Series) -> FloatArray:
+    """The exact variance of N_Z(0, σ²) for every stated σ² (below σ² when σ is small)."""
+    from sdclab.accounting import discrete_gaussian_variance
+
+    distinct, index = np.unique(sigma2.to_numpy(), return_inverse=True)
+    return np.array([discrete_gaussian_variance(float(v)) for v in distinct])[index]
+
+
 def measured_queries(release: Release, level: str) -> tuple[str, ...]:
     """The measured queries the release publishes at ``level`` (none without measurements)."""
     from sdclab.protection.topdown import MEASUREMENTS_ARTIFACT
@@ -370,7 +378,7 @@ def measurement_bounds(
         unit = np.searchsorted(codes, parse_geoids(rows["geoid"], level))
         group = projected.group_of_cell[rows["cell"].to_numpy()]
         sums = np.zeros((3, n_units, len(projected.cells_per_group)))  # noisy, variance, cells
-        columns = (rows["noisy"].to_numpy(), rows["variance"].to_numpy(), np.ones(rows.height))
+        columns = (rows["noisy"].to_numpy(), exact_variance(rows["variance"]), np.ones(rows.height))
         for i, column in enumerate(columns):
             np.add.at(sums[i], (unit, group), column)
         parts.append((sums, projected.cells_per_group))

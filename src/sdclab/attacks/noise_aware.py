@@ -298,7 +298,8 @@ class Master:
     def solve(self) -> tuple[float, FloatArray, FloatArray]:
         """(objective, price of every row of the tract, value of every pair in order of
         addition); a row not in the relaxation (its count is 0) is priced at what its
-        first unit saves: its distance weight below a positive target, minus its cost above."""
+        first unit saves: its distance weight when its target is positive, or, at a target of
+        0, minus its cost above."""
         self.highs.run()
         if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             status = self.highs.modelStatusToString(self.highs.getModelStatus())
