@@ -110,7 +110,14 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
         and "http" not in (report.replace('xmlns="http://www.w3.org/2000/svg"', ""))
     )
     results = json.loads((out / "results.json").read_text())
-    assert set(results) == {"schema_version", "population", "mechanisms", "steps"}
+    assert set(results) == {
+        "schema_version",
+        "population",
+        "mechanisms",
+        "replicates",
+        "steps",
+        "provenance",
+    }
     for title in ("none", "swap-high", "psa-10"):
         assert title in report
         entry = results["mechanisms"][title]
