@@ -125,3 +125,14 @@ def test_random_draw_records_fill_every_block_to_its_size() -> None:
 def test_person_weighted_solvar() -> None:
     solvar = pl.DataFrame({"persons": [10, 30, 5], "solvar": [0.0, 0.5, float("nan")]})
     assert values_by_person(solvar) == pytest.approx(15 / 40)
+
+
+def test_a_release_not_reconstructed_has_no_naive_agreement_for_that_reason() -> None:
+    from sdclab import api
+    from sdclab.population.synth import synthesize
+    from sdclab.results import NO_RECONSTRUCTION
+
+    population = synthesize(1_000, seed=5)
+    release = api.protect(population, "safetab_h", seed=1)
+    evaluation = api.evaluate(release, population)
+    assert evaluation.naive_agreement.reason == NO_RECONSTRUCTION

@@ -259,8 +259,7 @@ def evaluation(
     the naive reconstruction beside the noise-aware one, when they differ)."""
     from sdclab import evaluation as ev
     from sdclab import protection
-    from sdclab.attacks.knowledge import EXACT_MECHANISMS
-    from sdclab.results import NAIVE_IS_AWARE, NO_NAIVE, totals_from
+    from sdclab.results import totals_from
 
     figures = ev.accuracy(release, truth)
     accuracy, additivity = table_accuracies(figures)
@@ -309,11 +308,7 @@ def evaluation(
         risk=risk,
         rank_curve=curve,
         totals=totals_from(ev.geounit_totals(release, truth)),
-        naive_agreement=(
-            Agreement.from_dict(ev.agreement(naive.persons, truth))
-            if naive is not None
-            else NotMeasured(NAIVE_IS_AWARE if release.mechanism in EXACT_MECHANISMS else NO_NAIVE)
-        ),
+        naive_agreement=_naive_agreement(release, truth, reconstruction, naive),
     )
 
 
@@ -331,6 +326,24 @@ def audit(
 
     check_seed(seed, "seed")
     return run_audit(mechanism, parameters, trials, seed, alpha)
+
+
+def _naive_agreement(
+    release: Release,
+    truth: Population,
+    reconstruction: ReconstructionResult | None,
+    naive: ReconstructionResult | None,
+) -> Agreement | NotMeasured:
+    """The naive reconstruction's agreement, or why there is none."""
+    from sdclab import evaluation as ev
+    from sdclab.attacks.knowledge import EXACT_MECHANISMS
+    from sdclab.results import NAIVE_IS_AWARE, NO_NAIVE
+
+    if naive is not None:
+        return Agreement.from_dict(ev.agreement(naive.persons, truth))
+    if reconstruction is None:
+        return NotMeasured(NO_RECONSTRUCTION)
+    return NotMeasured(NAIVE_IS_AWARE if release.mechanism in EXACT_MECHANISMS else NO_NAIVE)
 
 
 def run_experiment(
