@@ -30,7 +30,7 @@ label = "psa-10"
 
 [[mechanisms]]
 name = "topdown"
-settings = { product = "pl94" }
+settings = { product = "pl94", measurements = false }
 label = "topdown-pl94"
 
 [[mechanisms]]

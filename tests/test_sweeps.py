@@ -15,7 +15,7 @@ from sdclab.experiment import parse_experiment, progress, replicate_seed, run_ex
 from sdclab.results import TIDY_SCHEMA, ExperimentResult
 
 
-def experiment(mechanisms: list[dict], persons: int = 500) -> dict:
+def experiment(mechanisms: list[dict], persons: int = 200) -> dict:
     return {
         "population": {"persons": persons, "seed": 7},
         "mechanisms": mechanisms,
@@ -193,7 +193,7 @@ def test_the_results_say_what_made_them(swept) -> None:
     _, out, _ = swept
     made = json.loads((out / "results.json").read_text())["provenance"]
     assert made["sdclab"] and made["run_at"].endswith("UTC")
-    assert made["population"] == {"persons": 500, "seed": 7}
+    assert made["population"] == {"persons": 200, "seed": 7}
     assert made["mechanism_seeds"].startswith("in the experiment (not repeated")
     report = (out / "report.html").read_text()
     assert f"sdclab {made['sdclab']} · experiment an experiment given in Python" in report
