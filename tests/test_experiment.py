@@ -154,6 +154,7 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path):
     again = json.loads((out / "results.json").read_text())
     assert again["steps"]["computed"] == []
     assert len(again["steps"]["reused"]) == len(results["steps"]["computed"])
+    assert again.pop("provenance")["run_at"] >= results.pop("provenance")["run_at"]  # a new run
     again.pop("steps"), results.pop("steps")
     assert again == results
 
