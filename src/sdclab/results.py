@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
@@ -1076,6 +1077,11 @@ class ExperimentResult:
             yield from release.evaluation.figures(setting=sweep.setting, replicate=sweep.replicate)
 
     def tidy(self) -> pl.DataFrame:
+        """``results.parquet`` (built once: the replicate summary and the files share it)."""
+        return self._tidy
+
+    @cached_property
+    def _tidy(self) -> pl.DataFrame:
         """``results.parquet``: one row per release × metric × level × block-size class ×
         table, with the release's entry, setting, replicate and common-axis ε; ``value`` is null
         where the figure was not measured and ``reason`` says why."""

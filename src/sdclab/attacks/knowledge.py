@@ -180,8 +180,9 @@ def _suppressed(
     for name, cols in zip(names, columns, strict=True):
         if is_adult_table(CATALOG[name]) and p.group_min > p.small_cells:
             high[:, cols] = np.where(zero[:, cols], 0.0, high[:, cols])
-    if "P1" in names and p.min_persons > p.small_cells:  # a P1 of 1..small would be withheld
-        empty = published[:, columns[list(names).index("P1")].start] == 0
+    p1 = columns[list(names).index("P1")].start if "P1" in names else None  # P1's column
+    if p1 is not None and p.min_persons > p.small_cells:  # a P1 of 1..small would be withheld
+        empty = published[:, p1] == 0
         high[empty] = np.where(zero[empty], 0.0, high[empty])
     bounds = _bounds(published, low, high, zero.astype(np.float64))
     if p.complementary or "P1" not in release.tables:
@@ -190,8 +191,8 @@ def _suppressed(
     small = np.isnan(release.tables["P1"].dense(level, suppressed=np.nan)[:, 0])
     withheld = np.isnan(published) & small[:, None]
     bounds.high[withheld] = p.min_persons - 1
-    if "P1" in names:
-        bounds.low[small, columns[list(names).index("P1")].start] = 1.0
+    if p1 is not None:
+        bounds.low[small, p1] = 1.0
     bounds.target[:] = np.clip(bounds.target, bounds.low, bounds.high)
     return bounds
 
