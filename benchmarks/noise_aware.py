@@ -43,6 +43,7 @@ def main() -> None:
         figures[f"{label}_statuses"] = recon.metrics()["statuses"]
         if draws:
             figures[f"{label}_precision"] = ranked_precision(recon.persons, population)["precision"]
+        print(f"{label}: {seconds:.1f} s, agreement {agree:.4f}", file=sys.stderr, flush=True)
     figures["noise_aware_over_naive"] = round(seconds_of["noise_aware"] / seconds_of["naive"], 1)
     figures["ranked_over_one_solve"] = round(
         seconds_of["noise_aware_ranked"] / seconds_of["noise_aware"], 2
