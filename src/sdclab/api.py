@@ -259,7 +259,7 @@ def evaluation(
     the naive reconstruction beside the noise-aware one, when they differ)."""
     from sdclab import evaluation as ev
     from sdclab import protection
-    from sdclab.results import totals_from
+    from sdclab.results import indicators_from, totals_from
 
     figures = ev.accuracy(release, truth)
     accuracy, additivity = table_accuracies(figures)
@@ -308,6 +308,7 @@ def evaluation(
         risk=risk,
         rank_curve=curve,
         totals=totals_from(ev.geounit_totals(release, truth)),
+        indicators=indicators_from(ev.tract_indicators(release, truth)),
         naive_agreement=_naive_agreement(release, truth, reconstruction, naive),
     )
 

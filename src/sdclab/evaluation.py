@@ -12,7 +12,7 @@ from sdclab import schema
 from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.release import Release
-from sdclab.tables.catalog import CATALOG
+from sdclab.tables.catalog import CATALOG, Part, TableDef, part_query
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
 
@@ -227,7 +227,9 @@ def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[st
     perturbs zeros is not flattered by them), the mean absolute error by class of the true count
     (0, 1–9, 10–99, 100+); the share suppressed over all cells; over shown cells whose true count
     is positive: share with |relative error| above 10/50/100%; cells whose true count is 0 but
-    published otherwise; and the share of parent cells whose children do not add up to them.
+    published otherwise; the mean total variation and Hellinger distance between each geounit's
+    true and published distribution over the table's cells; and the share of parent cells whose
+    children do not add up to them.
     """
     exact = tabulate(truth, [n for n in release.tables if n in CATALOG])
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -306,6 +308,35 @@ def _level_errors(
             for t in RELATIVE_ERROR_THRESHOLDS
         },
         "false_positive_cells": int(false_positive),
+        **_distances(released, truth),
+    }
+
+
+def _distances(released: sp.csr_matrix, truth: sp.csr_matrix) -> dict[str, Any]:
+    """Mean total variation and Hellinger distance between each geounit's true and published
+    distribution over the table's shown cells (a negative published count read as 0), over the
+    geounits whose true and published totals are both positive; none for a table of one cell,
+    which has no distribution to compare."""
+    published = released.maximum(0).tocsr()
+    true_total = np.asarray(truth.sum(axis=1)).ravel()
+    published_total = np.asarray(published.sum(axis=1)).ravel()
+    compared = (true_total > 0) & (published_total > 0)
+    n = int(compared.sum()) if released.shape[1] > 1 else 0
+    if not n:
+        return {"distance_geounits": n, "tv_mean": None, "hellinger_mean": None}
+
+    def shares(counts: sp.csr_matrix, totals: np.ndarray) -> sp.csr_matrix:
+        inverse = np.divide(1.0, totals, out=np.zeros(len(totals)), where=compared)
+        return (sp.diags(inverse) @ counts).tocsr()
+
+    p, q = shares(truth, true_total), shares(published, published_total)
+    tv = 0.5 * np.asarray(abs(p - q).sum(axis=1)).ravel()
+    root_gap = p.sqrt() - q.sqrt()
+    hellinger = np.sqrt(0.5 * np.asarray(root_gap.multiply(root_gap).sum(axis=1)).ravel())
+    return {
+        "distance_geounits": n,
+        "tv_mean": float(tv[compared].mean()),
+        "hellinger_mean": float(hellinger[compared].mean()),
     }
 
 
@@ -385,6 +416,65 @@ def _total_errors(true: np.ndarray, error: np.ndarray) -> dict[str, Any]:
         "share_off_5pct": float((np.abs(relative) > 0.05).mean()) if some else None,
         "share_off_10pct": float((np.abs(relative) > 0.10).mean()) if some else None,
     }
+
+
+TRACT_INDICATORS: dict[str, tuple[str, dict[str, np.ndarray], dict[str, np.ndarray], float]] = {
+    "sex_ratio": (
+        "males per 100 females",
+        {"sex": schema.SEX.codes == 1},
+        {"sex": schema.SEX.codes == 2},
+        100.0,
+    ),
+    "share_65_plus": ("share of persons aged 65 and over", {"age": schema.AGE.codes >= 65}, {}, 1.0),
+    "share_under_18": ("share of persons under 18", {"age": schema.AGE.codes < 18}, {}, 1.0),
+}
+"""Key indicators of a tract, each ``scale`` × numerator / denominator of persons matching the
+masks (an empty mask: every person), as a user computes them from the published P12."""
+
+
+def tract_indicators(release: Release, truth: Population) -> dict[str, dict[str, Any]]:
+    """Error of the key indicators per tract computed from the published P12 (sex by age)
+    against the truth: over the tracts whose true denominator is positive, the mean absolute
+    error and the bias; a tract whose published denominator is not positive, or that has a
+    suppressed cell, has no published indicator and is counted apart. Empty when the release
+    publishes no P12 at tract level."""
+    if "P12" not in release.tables or "tract" not in release.table("P12").levels:
+        return {}
+    table = CATALOG["P12"]
+    published = release.table("P12")
+    shown = np.asarray(published.suppressed("tract").sum(axis=1)).ravel() == 0
+    released = published.matrix("tract").astype(np.float64)
+    true = tabulate(truth, ["P12"])["P12"].counts["tract"][1].astype(np.float64)
+    out = {}
+    for name, (_, numerator, denominator, scale) in TRACT_INDICATORS.items():
+        up, down = _cell_weights(table, numerator), _cell_weights(table, denominator)
+        true_down = true @ down
+        counted = true_down > 0
+        published_down = released @ down
+        defined = counted & shown & (published_down > 0)
+        value = np.divide(released @ up, published_down, out=np.zeros(len(counted)), where=defined)
+        truth_value = np.divide(true @ up, true_down, out=np.zeros(len(counted)), where=counted)
+        error = scale * (value - truth_value)[defined]
+        some = bool(defined.any())
+        out[name] = {
+            "tracts": int(counted.sum()),
+            "undefined_tracts": int((counted & ~defined).sum()),
+            "mae": float(np.abs(error).mean()) if some else None,
+            "bias": float(error.mean()) if some else None,
+        }
+    return out
+
+
+def _cell_weights(table: TableDef, universe: dict[str, np.ndarray]) -> np.ndarray:
+    """The 0/1 weights of the table's cells whose sum counts the persons of ``universe``
+    (ValueError if the table's cells do not determine that count)."""
+    wanted = part_query(table.schema, Part((), universe)).toarray().ravel()
+    query = table.query.toarray()
+    inside = (query * (1 - wanted)[None, :]).sum(axis=1) == 0
+    weights = inside.astype(np.float64)
+    if not np.array_equal(weights @ query, wanted):
+        raise ValueError(f"table {table.name}'s cells do not add up to the persons asked for")
+    return weights
 
 
 def summarise_accuracy(

@@ -10,7 +10,7 @@ needs: setting, replicate, level, block-size class, table and an interval.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -25,7 +25,8 @@ T = TypeVar("T")
 SCHEMA_VERSION = 3
 """Version of the layout of ``metrics.json`` and ``results.json`` (2: the specification card
 holds its guarantee as values, with the common-axis figure; 3: every release names its sweep
-point and replicate, and the results hold every setting's replicate means and intervals)."""
+point and replicate, and the results hold every setting's replicate means and intervals; the
+accuracy holds distances and tract indicators)."""
 
 
 @dataclass(frozen=True)
@@ -482,6 +483,10 @@ NAIVE_IS_AWARE = (
 NO_SHOWN_CELLS = "every cell of the table is suppressed at this level"
 NO_POSITIVE_CELLS = "no cell has a positive true count"
 NO_CELLS_OF_SIZE = "no shown cell has a true count of this size"
+NO_DISTRIBUTION = (
+    "no geounit has a positive true and published total, or the table has one cell (no "
+    "distribution to compare)"
+)
 
 
 @dataclass(frozen=True)
@@ -513,6 +518,13 @@ class TableAccuracy:
     threshold ("10pct", "50pct", "100pct")."""
     false_positive_cells: int
     """Cells whose true count is 0 but published otherwise."""
+    distance_geounits: int
+    """Geounits whose true and published totals are positive: those of the distances."""
+    tv_mean: Value
+    """Mean over those geounits of the total variation distance between the true and the
+    published distribution over the table's cells."""
+    hellinger_mean: Value
+    """The same for the Hellinger distance."""
 
     @classmethod
     def from_dict(cls, table: str, level: str, data: Mapping[str, Any]) -> TableAccuracy:
@@ -544,6 +556,9 @@ class TableAccuracy:
                 if k.startswith(prefix)
             },
             false_positive_cells=int(data["false_positive_cells"]),
+            distance_geounits=int(data["distance_geounits"]),
+            tv_mean=from_json(data["tv_mean"], NO_DISTRIBUTION),
+            hellinger_mean=from_json(data["hellinger_mean"], NO_DISTRIBUTION),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -553,8 +568,9 @@ class TableAccuracy:
         by_count = out.pop("mae_by_true_count")
         false_positives = out.pop("false_positive_cells")
         out |= {f"mae_true_count_{k}": v for k, v in by_count.items()}
+        distances = {k: out.pop(k) for k in ("distance_geounits", "tv_mean", "hellinger_mean")}
         out |= {f"share_rel_error_above_{k}": v for k, v in shares.items()}
-        return out | {"false_positive_cells": false_positives}
+        return out | {"false_positive_cells": false_positives} | distances
 
 
 @dataclass(frozen=True)
@@ -567,6 +583,49 @@ class LevelAccuracy:
 
     def to_dict(self) -> dict[str, Any]:
         return {"mean_mae": self.mean_mae, "tables": self.tables}
+
+
+COMPARED_TABLES = ("P1", "P12")
+"""The tables every release's accuracy is compared on, like for like: total population and sex
+by age (the mean over whatever each release publishes would compare different tables)."""
+COMPARED_LEVELS = ("tract", "block")
+"""The levels the report compares the releases at."""
+
+
+@dataclass(frozen=True)
+class ComparedAccuracy:
+    """Error over the cells of the :data:`COMPARED_TABLES` at one level, pooled: every shown
+    cell of every table of the set weighs the same."""
+
+    level: str
+    shown_cells: int
+    nonempty_cells: int
+    mae: Value
+    mae_nonempty: Value
+    rmse_nonempty: Value
+    bias_nonempty: Value
+
+    @classmethod
+    def pool(cls, level: str, tables: Sequence[TableAccuracy]) -> ComparedAccuracy:
+        """The pooled figures of ``tables`` (one level's)."""
+
+        def mean(metric: str, cells: str, square: bool = False) -> Value:
+            parts = [(number(getattr(t, metric)), getattr(t, cells)) for t in tables]
+            n = sum(k for v, k in parts if v is not None)
+            if not n:
+                return NotMeasured(NO_SHOWN_CELLS if cells == "shown_cells" else NO_POSITIVE_CELLS)
+            total = sum(k * (v * v if square else v) for v, k in parts if v is not None)
+            return math.sqrt(total / n) if square else total / n
+
+        return cls(
+            level=level,
+            shown_cells=sum(t.shown_cells for t in tables),
+            nonempty_cells=sum(t.nonempty_cells for t in tables),
+            mae=mean("mae", "shown_cells"),
+            mae_nonempty=mean("mae_nonempty", "nonempty_cells"),
+            rmse_nonempty=mean("rmse_nonempty", "nonempty_cells", square=True),
+            bias_nonempty=mean("bias_nonempty", "nonempty_cells"),
+        )
 
 
 @dataclass(frozen=True)
@@ -670,6 +729,18 @@ def totals_from(data: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Value]
     }
 
 
+NO_INDICATORS = "the release publishes no P12 (sex by age) at tract level"
+NO_INDICATOR = "no tract has a published indicator (a positive published denominator, no cell suppressed)"
+
+
+def indicators_from(data: Mapping[str, Any]) -> dict[str, dict[str, Value]]:
+    """The tract indicators read back (None: no tract with a published indicator)."""
+    return {
+        name: {k: from_json(v, NO_INDICATOR) for k, v in metrics.items()}
+        for name, metrics in data.items()
+    }
+
+
 def no_risk_analysis(mechanism: str) -> NotMeasured:
     """The risk figures of a mechanism without a risk analysis of its own."""
     return NotMeasured(f"the {mechanism} mechanism has no risk analysis of its own")
@@ -727,12 +798,27 @@ class Evaluation:
     )
     """Precision among the top k% of reconstructed records ranked by confidence (top_1% ...
     top_100%)."""
+    indicators: Mapping[str, Mapping[str, Value]] = field(default_factory=dict, repr=False)
+    """Errors of the key indicators per tract from the published P12: by indicator
+    (``sex_ratio``, ``share_65_plus``, ``share_under_18``), then figure (tracts,
+    undefined_tracts, mae, bias; :func:`sdclab.evaluation.tract_indicators`)."""
 
     def table(self, name: str, level: str) -> TableAccuracy:
         """The accuracy of table ``name`` at ``level``."""
         if name not in self.accuracy or level not in self.accuracy[name]:
             raise KeyError(f"no accuracy of table {name!r} at level {level!r}")
         return self.accuracy[name][level]
+
+    def compared(self, level: str) -> ComparedAccuracy | NotMeasured:
+        """Accuracy over the :data:`COMPARED_TABLES` at ``level``, or why a release that does not
+        publish them all there has none."""
+        missing = [t for t in COMPARED_TABLES if level not in self.accuracy.get(t, {})]
+        if missing:
+            return NotMeasured(
+                f"the release publishes no {' or '.join(missing)} at {level} level (accuracy is "
+                f"compared on {' and '.join(COMPARED_TABLES)})"
+            )
+        return ComparedAccuracy.pool(level, [self.accuracy[t][level] for t in COMPARED_TABLES])
 
     def __repr__(self) -> str:
         block = self.by_level.get("block")
@@ -776,6 +862,19 @@ class Evaluation:
                 )
         for level, summary in self.by_level.items():
             yield Figure("accuracy.mean_mae", summary.mean_mae, level=level, **dims)
+        compared_set = "+".join(COMPARED_TABLES)
+        for level in dict.fromkeys([*self.accuracy.get(COMPARED_TABLES[0], {}), *COMPARED_LEVELS]):
+            pooled = self.compared(level)
+            for metric in ("mae", "mae_nonempty", "rmse_nonempty", "bias_nonempty"):
+                value = pooled if isinstance(pooled, NotMeasured) else getattr(pooled, metric)
+                yield Figure(f"compared.{metric}", value, level=level, table=compared_set, **dims)
+        if not self.indicators:
+            yield Figure("indicators", NotMeasured(NO_INDICATORS), level="tract", **dims)
+        for name, metrics in self.indicators.items():
+            for metric, value in metrics.items():
+                yield Figure(
+                    f"indicators.{name}.{metric}", value, level="tract", table="P12", **dims
+                )
         if not self.totals:
             yield Figure("totals", NotMeasured(NO_TOTALS), table="P1", **dims)
         for level, classes in self.totals.items():
@@ -820,6 +919,7 @@ class Evaluation:
             "specification": self.card.to_dict(),
             "accuracy_by_level": {k: v.to_dict() for k, v in self.by_level.items()},
             "geounit_totals": as_json(self.totals),
+            "tract_indicators": as_json(self.indicators),
             "accuracy": {
                 name: {
                     **{level: acc.to_dict() for level, acc in levels.items()},
@@ -879,6 +979,7 @@ class Evaluation:
             ),
             rank_curve=_rank_curve(data.get("ranked_precision", {"not_measured": "not recorded"})),
             totals=totals_from(data.get("geounit_totals", {})),
+            indicators=indicators_from(data.get("tract_indicators", {})),
         )
 
 
@@ -894,6 +995,7 @@ TRUTH_BASED_FIELDS = (
     "accuracy",
     "accuracy_by_level",
     "geounit_totals",
+    "tract_indicators",
     "microdata_agreement",
     "reconstruction_agreement",
     "naive_reconstruction_agreement",
