@@ -10,6 +10,7 @@ needs: setting, replicate, level, block-size class, table and an interval.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -314,6 +315,12 @@ class Reidentification:
                         size_class=size or None,
                         **dims,
                     )
+        if self.baselines():
+            for group in HEADLINE_GROUPS:
+                head = self.headline(group)
+                prefix = f"reidentification.{self.attacker}.headline.{group}"
+                yield Figure(f"{prefix}.points", head.points, **dims)
+                yield Figure(f"{prefix}.persons", head.persons, **dims)
 
     def to_dict(self) -> dict[str, Any]:
         baselines = self.mdg.reason if isinstance(self.mdg, NotMeasured) else "computed"
@@ -1238,6 +1245,40 @@ class ExperimentResult:
             for row in grouped.iter_rows(named=True)
         ]
 
+    def frontier(self, axes: FrontierAxes | None = None) -> list[FrontierPoint]:
+        """One point per setting (the entry at one point of its sweep): the replicate means of
+        an accuracy figure and of the headline risk, with their 95% intervals, and the
+        common-axis ε. A replicate identical to an earlier one is not a draw and is left out."""
+        import polars as pl
+
+        axes = axes or FrontierAxes()
+        repeats = [t for t, r in self.releases.items() if r.sweep.same_as is not None]
+        tidy = self.tidy().filter(~pl.col("release").is_in(repeats))
+        accuracy = tidy.filter(
+            (pl.col("metric") == axes.accuracy)
+            & (pl.col("level") == axes.level)
+            & pl.col("size_class").is_null()
+            & (pl.col("table") == axes.table if axes.table else pl.lit(True))
+        )
+        if accuracy.group_by("release").len()["len"].max() not in (None, 1):
+            raise ValueError(f"{axes.accuracy} has one figure per table: name the table")
+        risk = tidy.filter(pl.col("metric") == axes.risk)
+        points = []
+        for setting, rows in _by_setting(self.releases).items():
+            first = self.releases[rows[0]]
+            points.append(
+                FrontierPoint(
+                    setting=setting,
+                    entry=first.sweep.entry,
+                    mechanism=first.mechanism,
+                    epsilon=first.epsilon,
+                    releases=tuple(rows),
+                    accuracy=_replicate_mean(accuracy, rows, f"no {axes.accuracy} at {axes.level}"),
+                    risk=_replicate_mean(risk, rows, f"no {axes.risk}"),
+                )
+            )
+        return points
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``results.json``."""
         return {
@@ -1275,6 +1316,120 @@ class ExperimentResult:
             steps_reused=tuple(steps.get("reused", ())),
             provenance=dict(data.get("provenance", {})),
         )
+
+
+def _by_setting(releases: Mapping[str, ReleaseResult]) -> dict[str, list[str]]:
+    """The titles of each setting's independent replicates, in the experiment's order."""
+    out: dict[str, list[str]] = {}
+    for title, release in releases.items():
+        if release.sweep.same_as is None:
+            out.setdefault(release.sweep.setting, []).append(title)
+    return out
+
+
+@dataclass(frozen=True)
+class FrontierAxes:
+    """What the accuracy–risk frontier plots: an accuracy figure of the tidy results (lower is
+    better) at a level, against a risk figure (the census attacker's headline by default)."""
+
+    accuracy: str = "compared.mae_nonempty"
+    level: str = "tract"
+    table: str | None = None
+    """For a figure given per table (``accuracy.*``): which table's."""
+    risk: str = "reidentification.census.headline.all.points"
+
+    def describe(self) -> tuple[str, str]:
+        """The axes' labels, in words."""
+        accuracy = ACCURACY_WORDS.get(self.accuracy, self.accuracy)
+        table = f" of {self.table}" if self.table else ""
+        risk = RISK_WORDS.get(self.risk, self.risk)
+        return f"{accuracy}{table}, {self.level.replace('_', ' ')}", risk
+
+
+ACCURACY_WORDS = {
+    "compared.mae_nonempty": "MAE of P1 and P12, non-empty cells",
+    "compared.mae": "MAE of P1 and P12, all cells",
+    "compared.rmse_nonempty": "RMSE of P1 and P12, non-empty cells",
+    "accuracy.mae_nonempty": "MAE, non-empty cells",
+    "accuracy.tv_mean": "mean total variation distance",
+    "accuracy.hellinger_mean": "mean Hellinger distance",
+}
+RISK_WORDS = {
+    "reidentification.census.headline.all.points": (
+        "confirmed beyond the best baseline, census attacker (pp)"
+    ),
+    "reidentification.census.headline.nonmodal.points": (
+        "nonmodal confirmed beyond the best baseline, census attacker (pp)"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ReplicateMean:
+    """A figure's mean over the replicates that measured it, with its 95% t-interval."""
+
+    mean: float
+    n: int
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """One setting of an experiment on the accuracy–risk plane."""
+
+    setting: str
+    entry: str
+    mechanism: str
+    epsilon: Value
+    releases: tuple[str, ...]
+    """Its independent replicates."""
+    accuracy: ReplicateMean | NotMeasured
+    risk: ReplicateMean | NotMeasured
+
+    @property
+    def placed(self) -> bool:
+        """Whether both coordinates were measured."""
+        return isinstance(self.accuracy, ReplicateMean) and isinstance(self.risk, ReplicateMean)
+
+
+def _replicate_mean(
+    figures: pl.DataFrame, releases: list[str], missing: str
+) -> ReplicateMean | NotMeasured:
+    """The mean of one figure over ``releases`` (the rows of ``figures`` that are theirs)."""
+    import polars as pl
+
+    rows = figures.filter(pl.col("release").is_in(releases))
+    values = rows["value"].drop_nulls().to_list()
+    if not values:
+        reasons = rows["reason"].drop_nulls().unique().to_list()
+        return NotMeasured("; ".join(sorted(reasons)) or missing)
+    mean = sum(values) / len(values)
+    sd = statistics.stdev(values) if len(values) > 1 else None
+    interval = replicate_interval(mean, sd, len(values))
+    return ReplicateMean(mean, len(values), interval["low"], interval["high"])
+
+
+def choose(points: Sequence[FrontierPoint], targets: Sequence[float]) -> list[dict[str, Any]]:
+    """For each accuracy target, the lowest-risk setting whose mean accuracy meets it (lower is
+    better), with how many settings meet it; None where none does."""
+    placed = [p for p in points if p.placed]
+    out = []
+    for target in targets:
+        meeting = [p for p in placed if p.accuracy.mean <= target]  # type: ignore[union-attr]
+        best = min(meeting, key=lambda p: p.risk.mean, default=None)  # type: ignore[union-attr]
+        out.append({"target": target, "meeting": len(meeting), "best": best})
+    return out
+
+
+def accuracy_targets(points: Sequence[FrontierPoint]) -> list[float]:
+    """Round targets (1, 2, 5 × a power of ten) spanning the measured mean accuracies."""
+    values = [p.accuracy.mean for p in points if p.placed and p.accuracy.mean > 0]  # type: ignore[union-attr]
+    if not values:
+        return []
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    steps = [m * 10.0**e for e in range(low, high + 1) for m in (1, 2, 5)]
+    return [t for t in steps if min(values) <= t <= 2 * max(values)][:12]
 
 
 TIDY_SCHEMA = {

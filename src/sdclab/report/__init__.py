@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, RANK_SHARES, size_class_label
 from sdclab.geography import LEVELS
+from sdclab.report.charts import PRG_LABEL, bar_chart, line_chart
+from sdclab.report.html import (
+    CARD,
+    EVALUATION,
+    RELEASE,
+    SOURCES,
+    STYLE,
+    Source,
+    column,
+    count,
+    decimal,
+    esc,
+    figure,
+    labelled,
+    pct,
+    section,
+    source_label,
+)
 from sdclab.results import (
     EVALUATION_ONLY,
     ExperimentResult,
@@ -19,128 +35,9 @@ from sdclab.results import (
     ReleaseResult,
     Value,
     Variability,
-    from_json,
-    number,
 )
 
-COLOURS = ("#1b6ca8", "#d1495b", "#e59a1c", "#2e8b57", "#8d6a9f", "#8c564b", "#17becf", "#bcbd22")
-BASELINE_COLOUR = "#777"
 CLASSES = [size_class_label(lo, hi) for lo, hi in BLOCK_SIZE_CLASSES]
-PRG_LABEL = "guess (PRG"
-"""How a baseline series is named: dashed and grey in the charts."""
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value))
-
-
-# ---------------------------------------------------------------------------------------------
-# Where each number comes from: every section, table and figure declares its source here
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Source:
-    """What a part of the report was computed from, with the label it carries."""
-
-    key: str
-    label: str
-    mark: str
-    """One letter marking a column of a table that mixes sources."""
-    colour: str
-    background: str
-    explanation: str
-
-
-EVALUATION = Source(
-    "evaluation",
-    "Evaluation only — computed with the confidential data; not for publication",
-    "E",
-    "#b3261e",
-    "#fbe3e1",
-    "Compares a release, or an attack on it, with the confidential records: errors of the "
-    "tables, agreement of reconstructed with true records, reidentification (the attacker files "
-    "are simulated from the confidential records, so even the putative links are measured on "
-    "them), tails and suppression by true size, attacks checked against the true counts, and the "
-    "true totals of the population. They are for choosing a method; publishing them would "
-    "disclose the data they were measured on.",
-)
-RELEASE = Source(
-    "release",
-    "From the release alone",
-    "R",
-    "#2e7d32",
-    "#e4f2e4",
-    "Computed from the published tables only, as any user or attacker can: the reconstruction's "
-    "solution variability, the cell key method's bound estimate, pinned tuples and (D, V) grid.",
-)
-CARD = Source(
-    "card",
-    "From the specification card",
-    "C",
-    "#1b5e9a",
-    "#e3ecf7",
-    "Stated by the mechanism's specification card (guarantee, budget, noise scale, margins of "
-    "error): they follow from the settings, not from the data.",
-)
-SOURCES = (EVALUATION, RELEASE, CARD)
-
-
-def source_label(source: Source) -> str:
-    """The visible label of a part of the report."""
-    return f'<p class="source {source.key}"><b>{_esc(source.label)}</b></p>'
-
-
-def labelled(source: Source, body: str, tag: str = "div") -> str:
-    """``body`` in an element marked with its source, its label first."""
-    return f'<{tag} data-source="{source.key}">{source_label(source)}{body}</{tag}>'
-
-
-def section(title: str, parts: list[tuple[Source, str]]) -> str:
-    """An ``<h2>`` section: labelled once when all its parts share a source, else part by part."""
-    heading = f"<h2>{_esc(title)}</h2>"
-    sources = {source for source, _ in parts}
-    if len(sources) == 1:
-        (source,) = sources
-        return (
-            f'<section data-source="{source.key}">{heading}{source_label(source)}'
-            + "".join(body for _, body in parts)
-            + "</section>"
-        )
-    return (
-        f'<section data-source="mixed">{heading}'
-        + "".join(labelled(source, body) for source, body in parts)
-        + "</section>"
-    )
-
-
-def figure(source: Source, svg: str) -> str:
-    """A chart with its label as caption."""
-    return (
-        f'<figure data-source="{source.key}"><figcaption>{source_label(source)}</figcaption>'
-        f"{svg}</figure>"
-    )
-
-
-def column(header: str, source: Source | None) -> str:
-    """A table header, marked with its column's source."""
-    if source is None:
-        return f"<th>{header}</th>"
-    return (
-        f'<th data-source="{source.key}">{header} <sup class="mark {source.key}" '
-        f'title="{_esc(source.label)}">{source.mark}</sup></th>'
-    )
-
-
-STYLE = "".join(
-    f".source.{s.key}{{background:{s.background};border-color:{s.colour}}}"
-    f".mark.{s.key}{{color:{s.colour}}}"
-    for s in SOURCES
-) + (
-    ".source{margin:6px 0;padding:3px 8px;border-left:5px solid;font-size:13px}"
-    ".mark{font-weight:bold}.legend{border:1px solid #ccc;padding:4px 12px;margin:12px 0}"
-    ".legend li{list-style:none;margin:6px 0}"
-)
 
 
 def _legend(results: ExperimentResult) -> str:
@@ -148,170 +45,20 @@ def _legend(results: ExperimentResult) -> str:
     fields = sorted(
         {path for r in results.releases.values() for path in r.to_dict()[EVALUATION_ONLY]}
     )
-    items = "".join(f"<li>{source_label(s)}{_esc(s.explanation)}</li>" for s in SOURCES)
+    items = "".join(f"<li>{source_label(s)}{esc(s.explanation)}</li>" for s in SOURCES)
     return (
         '<div class="legend"><h2>Where each number comes from</h2>'
         "<p>Every section, table and figure below carries one of these labels; the columns of the "
         f"summary table are marked {', '.join(s.mark for s in SOURCES)}.</p><ul>{items}</ul>"
         + (
             "<p>In <code>results.json</code>, these figures of each mechanism are evaluation only: "
-            + ", ".join(f"<code>{_esc(f)}</code>" for f in fields)
+            + ", ".join(f"<code>{esc(f)}</code>" for f in fields)
             + ".</p>"
             if fields
             else ""
         )
         + "</div>"
     )
-
-
-def _not_measured(value: Any) -> str | None:
-    """ "n/a" with the reason on hover for a figure that was not measured (None otherwise)."""
-    value = from_json(value)
-    if isinstance(value, NotMeasured):
-        return f'<span title="{_esc(value.reason)}">n/a</span>'
-    return None
-
-
-def _pct(value: Any) -> str:
-    return _not_measured(value) or f"{100 * value:.1f}%"
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n:,} {one if n == 1 else many}"
-
-
-def _number(value: Any) -> str:
-    return _not_measured(value) or f"{value:.3f}"
-
-
-def _grid(
-    left: float, top: float, width: float, height: float, top_value: float, percent: bool
-) -> list[str]:
-    """Five horizontal grid lines with their value labels."""
-    parts = []
-    for k in range(5):
-        v = top_value * k / 4
-        y = top + height * (1 - k / 4)
-        label = f"{100 * v:.0f}%" if percent else f"{v:.3g}"
-        parts.append(
-            f'<line x1="{left}" x2="{left + width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
-        )
-        parts.append(
-            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{label}</text>'
-        )
-    return parts
-
-
-def _x_labels(positions: list[float], labels: list[str], y: float) -> list[str]:
-    return [
-        f'<text x="{x:.1f}" y="{y}" font-size="11" text-anchor="middle">{_esc(text)}</text>'
-        for x, text in zip(positions, labels, strict=True)
-    ]
-
-
-def _svg_label(source: Source | None, left: float, y: float) -> list[str]:
-    """The source's label written into a chart, so that it travels with a copied image."""
-    if source is None:
-        return []
-    return [
-        f'<text x="{left}" y="{y}" font-size="10" fill="{source.colour}">'
-        f"{_esc(source.label)}</text>"
-    ]
-
-
-def line_chart(
-    title: str,
-    categories: list[str],
-    series: dict[str, list[Any]],
-    percent: bool = True,
-    source: Source | None = None,
-) -> str:
-    """A small SVG line chart: one polyline per series over categorical x positions (a figure
-    not measured leaves a gap)."""
-    series = {name: [number(v) for v in vs] for name, vs in series.items()}
-    width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
-    values = [v for vs in series.values() for v in vs if v is not None]
-    top_value = 1.0 if percent else max(values + [1e-9]) * 1.1
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def x(i: int) -> float:
-        return left + (plot_w * i / max(len(categories) - 1, 1))
-
-    def y(v: float) -> float:
-        return top + plot_h * (1 - v / top_value)
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="{_esc(title)}">',
-        f'<text x="{left}" y="18" font-size="14" font-weight="bold">{_esc(title)}</text>',
-    ]
-    parts += _grid(left, top, plot_w, plot_h, top_value, percent)
-    parts += _x_labels([x(i) for i in range(len(categories))], categories, top + plot_h + 18)
-    for s, (name, vs) in enumerate(series.items()):
-        baseline = name.startswith(PRG_LABEL)
-        colour = BASELINE_COLOUR if baseline else COLOURS[s % len(COLOURS)]
-        dash = ' stroke-dasharray="5,3"' if baseline else ""
-        points = [f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(vs) if v is not None]
-        if points:
-            parts.append(
-                f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} '
-                f'points="{" ".join(points)}"/>'
-            )
-        for p in points:
-            px, py = p.split(",")
-            parts.append(f'<circle cx="{px}" cy="{py}" r="3" fill="{colour}"/>')
-        ly = top + 14 + 18 * s
-        parts.append(
-            f'<line x1="{left + plot_w + 12}" x2="{left + plot_w + 32}" y1="{ly - 4}" '
-            f'y2="{ly - 4}" stroke="{colour}" stroke-width="2"{dash}/>'
-        )
-        parts.append(f'<text x="{left + plot_w + 36}" y="{ly}" font-size="11">{_esc(name)}</text>')
-    parts += _svg_label(source, 8, height - 6)
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def bar_chart(
-    title: str,
-    groups: list[str],
-    series: dict[str, list[Any]],
-    source: Source | None = None,
-) -> str:
-    """A small SVG grouped bar chart of shares (0–100%; a figure not measured: no bar)."""
-    series = {name: [number(v) for v in vs] for name, vs in series.items()}
-    width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
-    plot_w, plot_h = width - left - right, height - top - bottom
-    slot = plot_w / max(len(groups), 1)
-    bar = slot * 0.8 / max(len(series), 1)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="{_esc(title)}">',
-        f'<text x="{left}" y="18" font-size="14" font-weight="bold">{_esc(title)}</text>',
-    ]
-    parts += _grid(left, top, plot_w, plot_h, 1.0, True)
-    parts += _x_labels(
-        [left + slot * (g + 0.5) for g in range(len(groups))], groups, top + plot_h + 18
-    )
-    for s, (name, values) in enumerate(series.items()):
-        colour = COLOURS[s % len(COLOURS)]
-        for g, v in enumerate(values):
-            if v is None:
-                continue
-            x = left + slot * g + slot * 0.1 + bar * s
-            h = plot_h * v
-            parts.append(
-                f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar * 0.9:.1f}" '
-                f'height="{h:.1f}" fill="{colour}"><title>{_esc(name)}: '
-                f"{_pct(v)}</title></rect>"
-            )
-        ly = top + 14 + 18 * s
-        parts.append(
-            f'<rect x="{left + plot_w + 12}" y="{ly - 9}" width="14" height="10" fill="{colour}"/>'
-        )
-        parts.append(f'<text x="{left + plot_w + 30}" y="{ly}" font-size="11">{_esc(name)}</text>')
-    parts += _svg_label(source, 8, height - 6)
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def _rates(
@@ -384,7 +131,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, Source | None], ...] = (
 SUMMARY_NOTE = (
     "<p>Most columns compare the releases and the attacks with the confidential data; each column "
     "is marked with its source: "
-    + ", ".join(f"{s.mark}: {_esc(s.label.split(' — ')[0].lower())}" for s in SOURCES)
+    + ", ".join(f"{s.mark}: {esc(s.label.split(' — ')[0].lower())}" for s in SOURCES)
     + ". The ε column puts every guarantee on one axis: ε at δ = 10⁻¹⁰ for one person's record "
     "changed (replace), within the card's invariants, over the whole release — the tight "
     "conversion for zCDP, the standard bound beside it; a release without a valid conversion "
@@ -400,21 +147,21 @@ def _summary_row(release: ReleaseResult) -> str:
     variability = _variability(release)
     agreement = release.evaluation.reconstruction_agreement
     cells = (
-        f"<b>{_esc(release.title)}</b>",
+        f"<b>{esc(release.title)}</b>",
         _guarantee(release),
         _common(release),
-        _number(_level_mae(release, "block")),
-        _number(_level_mae(release, "tract")),
-        _pct(agreement if isinstance(agreement, NotMeasured) else agreement.all.agree_agebin),
-        _pct(
+        decimal(_level_mae(release, "block")),
+        decimal(_level_mae(release, "tract")),
+        pct(agreement if isinstance(agreement, NotMeasured) else agreement.all.agree_agebin),
+        pct(
             variability
             if isinstance(variability, NotMeasured)
             else variability.share_blocks_solvar_zero
         ),
-        f"{_pct(_rate(census, 'putative_rate'))} / {_pct(_rate(census, 'precision'))}",
-        f"{_pct(_rate(commercial, 'putative_rate'))} / {_pct(_rate(commercial, 'precision'))}",
-        _pct(_rate(nonmodal, "precision")),
-        _pct(_rate(solvar0, "precision")),
+        f"{pct(_rate(census, 'putative_rate'))} / {pct(_rate(census, 'precision'))}",
+        f"{pct(_rate(commercial, 'putative_rate'))} / {pct(_rate(commercial, 'precision'))}",
+        pct(_rate(nonmodal, "precision")),
+        pct(_rate(solvar0, "precision")),
     )
     assert len(cells) == len(SUMMARY_COLUMNS)
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
@@ -426,15 +173,15 @@ def _guarantee(release: ReleaseResult) -> str:
     if not g.is_formal:
         return "no formal guarantee"
     where = f"per {g.unit} record, {'replace' if g.relation == 'replace' else 'add/remove'}"
-    asked = "" if g.asked is None else f" <small>(asked: {_esc(g.asked.text())})</small>"
-    return f'<span title="{_esc(where)}">{_esc(g.text())}</span>{asked}'
+    asked = "" if g.asked is None else f" <small>(asked: {esc(g.asked.text())})</small>"
+    return f'<span title="{esc(where)}">{esc(g.text())}</span>{asked}'
 
 
 def _common(release: ReleaseResult) -> str:
     """The common-axis figure of a release's card, or "not comparable" with the reason."""
     common = release.evaluation.card.common
     if isinstance(common, NotMeasured):
-        return f"not comparable: <small>{_esc(common.reason)}</small>"
+        return f"not comparable: <small>{esc(common.reason)}</small>"
     standard = (
         ""
         if common.epsilon_standard is None
@@ -536,19 +283,19 @@ RANK_NOTE = (
 
 def _beyond(reid: Reidentification | NotMeasured, group: str) -> str:
     if isinstance(reid, NotMeasured):
-        return f"n/a ({_esc(reid.reason)})"
+        return f"n/a ({esc(reid.reason)})"
     if not reid.baselines():
         return "n/a (no baseline measured)"
     head = reid.headline(group)
     points = head.points
     shown = "n/a" if isinstance(points, NotMeasured) else f"{points:+.1f} pp"
-    return f"{shown} / {head.persons:+,} persons (best: {_esc(head.best_baseline)})"
+    return f"{shown} / {head.persons:+,} persons (best: {esc(head.best_baseline)})"
 
 
 def _upper(reid: Reidentification | NotMeasured, name: str) -> str:
     if isinstance(reid, NotMeasured) or name not in reid.fixed:
         return "n/a"
-    return _pct(reid.fixed[name].all.confirmed_rate)
+    return pct(reid.fixed[name].all.confirmed_rate)
 
 
 def _table(headers: Sequence[str], rows: list[str]) -> str:
@@ -570,9 +317,9 @@ def _headline_section(results: ExperimentResult) -> str:
                 reid if isinstance(reid, NotMeasured) else reid.reconstruction.all.confirmed_rate
             )
             cells = (
-                f"<b>{_esc(title)}</b>",
-                _esc(attacker),
-                _pct(confirmed),
+                f"<b>{esc(title)}</b>",
+                esc(attacker),
+                pct(confirmed),
                 _beyond(reid, "all"),
                 _beyond(reid, "nonmodal"),
                 _upper(reid, "confidential"),
@@ -594,8 +341,8 @@ def _headline_section(results: ExperimentResult) -> str:
     by_age = uniques.get("unique_on_block_sex_age", unrecorded)
     by_bin = uniques.get("unique_on_block_sex_agebin", unrecorded)
     sentence = (
-        f"<p>Persons unique in their block on sex and age: {_pct(by_age)}; on sex and agebin: "
-        f"{_pct(by_bin)}.</p>"
+        f"<p>Persons unique in their block on sex and age: {pct(by_age)}; on sex and agebin: "
+        f"{pct(by_bin)}.</p>"
     )
     return section("Headline risk", [(EVALUATION, HEADLINE_NOTE + sentence + table)])
 
@@ -608,11 +355,11 @@ def _ranking_section(results: ExperimentResult) -> str:
         aware, naive = ev.reconstruction_agreement, ev.naive_agreement
         curve = ev.rank_curve
         cells = [
-            f"<b>{_esc(title)}</b>",
-            _pct(aware if isinstance(aware, NotMeasured) else aware.all.agree_agebin),
-            _pct(naive if isinstance(naive, NotMeasured) else naive.all.agree_agebin),
+            f"<b>{esc(title)}</b>",
+            pct(aware if isinstance(aware, NotMeasured) else aware.all.agree_agebin),
+            pct(naive if isinstance(naive, NotMeasured) else naive.all.agree_agebin),
             *(
-                _pct(curve if isinstance(curve, NotMeasured) else curve.get(s, NotMeasured("")))
+                pct(curve if isinstance(curve, NotMeasured) else curve.get(s, NotMeasured("")))
                 for s in shares
             ),
         ]
@@ -634,12 +381,12 @@ def _provenance(made: Mapping[str, Any]) -> str:
     attacks = made.get("attacks", {})
     population = ", ".join(f"{k} {v}" for k, v in made.get("population", {}).items())
     return (
-        f"<p><small>sdclab {_esc(str(made.get('sdclab')))} · experiment "
-        f"{_esc(str(made.get('experiment')))} · run {_esc(str(made.get('run_at')))} · population: "
-        f"{_esc(population)} · attacks: seed {_esc(str(attacks.get('seed')))}, time limit "
-        f"{_esc(str(attacks.get('time_limit')))} s per tract, "
-        f"{_esc(str(attacks.get('knowledge')))} · mechanism seeds: "
-        f"{_esc(str(made.get('mechanism_seeds')))}</small></p>"
+        f"<p><small>sdclab {esc(str(made.get('sdclab')))} · experiment "
+        f"{esc(str(made.get('experiment')))} · run {esc(str(made.get('run_at')))} · population: "
+        f"{esc(population)} · attacks: seed {esc(str(attacks.get('seed')))}, time limit "
+        f"{esc(str(attacks.get('time_limit')))} s per tract, "
+        f"{esc(str(attacks.get('knowledge')))} · mechanism seeds: "
+        f"{esc(str(made.get('mechanism_seeds')))}</small></p>"
     )
 
 
@@ -661,7 +408,7 @@ def render_report(results: ExperimentResult) -> str:
     population = (
         f"<p>Population: {pop.persons:,} persons in {pop.units:,} units; "
         f"{pop.geography['block']:,} blocks, {pop.geography['tract']:,} tracts, "
-        f"{_count(pop.geography['county'], 'county', 'counties')}.</p>"
+        f"{count(pop.geography['county'], 'county', 'counties')}.</p>"
     )
     diagnostics = {t: r.evaluation.diagnostics for t, r in releases.items()}
     sections = "".join(
@@ -681,8 +428,8 @@ def render_report(results: ExperimentResult) -> str:
         _suppression_section(t, d["by_level"]) for t, d in diagnostics.items() if "by_level" in d
     )
     cards = "".join(
-        f"<details><summary>{_esc(t)}: specification card</summary><pre>"
-        f"{_esc(r.evaluation.card.render())}</pre></details>"
+        f"<details><summary>{esc(t)}: specification card</summary><pre>"
+        f"{esc(r.evaluation.card.render())}</pre></details>"
         for t, r in releases.items()
     )
     return f"""<!DOCTYPE html>
@@ -736,15 +483,15 @@ def _ckm_section(title: str, risk: Mapping[str, Any]) -> str:
         attack = c["attack"]
         with_truth.append(
             f"Averaging the release's redundant representations (inverse-variance weights, "
-            f"SPSN {'on' if c['spsn'] else 'off'}): {_pct(attack['averaged_exact_share'])} of "
-            f"non-empty cells exact, against {_pct(attack['published_exact_share'])} for the "
+            f"SPSN {'on' if c['spsn'] else 'off'}): {pct(attack['averaged_exact_share'])} of "
+            f"non-empty cells exact, against {pct(attack['published_exact_share'])} for the "
             "published values."
         )
     for rq in risk.get("repeated_queries", []):
         with_truth.append(
             f"Repeated queries ({rq['runs']} answers per cell, simulated on the confidential "
-            f"data, SPSN {'on' if rq['spsn'] else 'off'}): {_pct(rq['averaged_exact_share'])} "
-            f"exact after averaging, {_pct(rq['one_answer_exact_share'])} from one answer."
+            f"data, SPSN {'on' if rq['spsn'] else 'off'}): {pct(rq['averaged_exact_share'])} "
+            f"exact after averaging, {pct(rq['one_answer_exact_share'])} from one answer."
         )
     variances = sorted({row["variance"] for row in design["grid"]})
     cells = {(row["bound"], row["variance"]): row for row in design["grid"]}
@@ -772,10 +519,10 @@ def _ckm_section(title: str, risk: Mapping[str, Any]) -> str:
         (
             RELEASE,
             "<ul>"
-            + "".join(f"<li>{_esc(line)}</li>" for line in from_release)
+            + "".join(f"<li>{esc(line)}</li>" for line in from_release)
             + f"</ul><p>Choosing (D, V): risk of disclosing D over {design['tuples']:,} tuples "
             "(green: below the paper's 0.68 heuristic; empty: V above the uniform limit "
-            f"D(D+1)/3).{_esc(averaging_note)}</p>"
+            f"D(D+1)/3).{esc(averaging_note)}</p>"
             f"<table><tr><th></th>{header}</tr>{''.join(body)}</table>",
         )
     ]
@@ -783,7 +530,7 @@ def _ckm_section(title: str, risk: Mapping[str, Any]) -> str:
         parts.append(
             (
                 EVALUATION,
-                "<ul>" + "".join(f"<li>{_esc(line)}</li>" for line in with_truth) + "</ul>",
+                "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in with_truth) + "</ul>",
             )
         )
     return section(f"Cell key method: {title}", parts)
@@ -804,7 +551,7 @@ def _tails_section(title: str, tails: dict[str, Any]) -> str:
                 return f"{row[key + '_expected']:.1f} / {row[key + '_sampled']}"
 
             rows.append(
-                f"<tr><td>{_esc(level)}</td><td>{_esc(row['class'])}</td><td>{row['areas']}</td>"
+                f"<tr><td>{esc(level)}</td><td>{esc(row['class'])}</td><td>{row['areas']}</td>"
                 f"<td>{pair('T_error_0.5')}</td><td>{pair('T_error_1')}</td>"
                 f"<td>{pair('depopulated')}</td><td>{pair('broadband_0.5')}</td>"
                 f"<td>{pair('broadband_1')}</td></tr>"
@@ -837,9 +584,9 @@ def _groups_section(title: str, rows: list[dict[str, Any]]) -> str:
         "<th>MAE measured</th><th>MAE derived</th><th>95% MOE</th><th>within MOE</th></tr>"
     )
     body = "".join(
-        f"<tr><td>{_esc(r['level'])}</td><td>{r['iteration_level']}</td><td>{r['groups']}</td>"
-        f"<td>{r['measured_cells']}</td><td>{_number(r['mae_measured'])}</td>"
-        f"<td>{_number(r['mae_derived'])}</td><td>{r['moe']}</td><td>{_pct(r['within_moe'])}</td>"
+        f"<tr><td>{esc(r['level'])}</td><td>{r['iteration_level']}</td><td>{r['groups']}</td>"
+        f"<td>{r['measured_cells']}</td><td>{decimal(r['mae_measured'])}</td>"
+        f"<td>{decimal(r['mae_derived'])}</td><td>{r['moe']}</td><td>{pct(r['within_moe'])}</td>"
         "</tr>"
         for r in rows
     )
@@ -869,10 +616,10 @@ def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
         red = f["tables_suppressed_redistricting"]
         other = f["tables_suppressed_others"]
         rows.append(
-            f"<tr><td>{_esc(level)}</td><td>{_pct(person['zeroed_share'])}</td>"
-            f"<td>{_pct(person['null_share'])}</td>"
-            f"<td>{_pct(red['share'])} ({red['suppressed']} of {red['pairs']})</td>"
-            f"<td>{_pct(other['share'])} ({other['suppressed']} of {other['pairs']})</td></tr>"
+            f"<tr><td>{esc(level)}</td><td>{pct(person['zeroed_share'])}</td>"
+            f"<td>{pct(person['null_share'])}</td>"
+            f"<td>{pct(red['share'])} ({red['suppressed']} of {red['pairs']})</td>"
+            f"<td>{pct(other['share'])} ({other['suppressed']} of {other['pairs']})</td></tr>"
         )
     return section(
         f"Suppression: {title}",
@@ -906,4 +653,4 @@ def _attack_sentence(results: ExperimentResult) -> str:
             "proportional guesser (PRG), which needs no reconstruction. Precision = confirmed / "
             "putative reidentifications"
         )
-    return _esc(text + ".")
+    return esc(text + ".")
