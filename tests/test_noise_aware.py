@@ -287,3 +287,13 @@ def test_a_geounit_withheld_for_its_size_is_small_unless_complements_hide_it(
         assert np.all(low[withheld] == 1) and np.all(high[withheld] == 14)
     else:
         assert np.isinf(high[withheld]).all()
+
+
+def test_a_tract_whose_relaxation_starts_empty_is_solved() -> None:
+    """Under heavy geometric noise no row may force a person in (no positive lower bound): the
+    first relaxation holds no row and no pair, and its optimum is 0 rather than an error (this
+    release made HiGHS report an empty model)."""
+    small = synthesize(500, seed=7)
+    release = api.protect(small, "geometric", seed=1, epsilon=4)
+    result = solve_tract(tract_problems(release, knowledge="published")[0])
+    assert result.mode == "noise-aware" and result.count.sum() > 0

@@ -300,20 +300,23 @@ class Master:
         addition); a row not in the relaxation (its count is 0) is priced at what its
         first unit saves: its distance weight when its target is positive, or, at a target of
         0, minus its cost above."""
-        self.highs.run()
-        if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            status = self.highs.modelStatusToString(self.highs.getModelStatus())
-            raise RuntimeError(f"HiGHS found no optimum of the relaxation: {status}")
-        solution = self.highs.getSolution()
-        duals = np.asarray(solution.row_dual, dtype=np.float64)
-        values = np.asarray(solution.col_value, dtype=np.float64)
+        objective, duals, values = 0.0, np.zeros(0), np.zeros(0)
+        if self.n_columns:  # else no row is in yet: the empty relaxation's optimum is 0
+            self.highs.run()
+            if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                status = self.highs.modelStatusToString(self.highs.getModelStatus())
+                raise RuntimeError(f"HiGHS found no optimum of the relaxation: {status}")
+            solution = self.highs.getSolution()
+            duals = np.asarray(solution.row_dual, dtype=np.float64)
+            values = np.asarray(solution.col_value, dtype=np.float64)
+            objective = float(self.highs.getInfo().objective_function_value)
         rows = self.space.rows
         prices = np.where(rows.target > 0, rows.weight, -rows.above)
         inside = self.position >= 0
         prices[inside] = duals[self.position[inside]]
         x = values[np.concatenate(self.x_columns)] if self.x_columns else np.zeros(0)
         absent = float(np.sum((rows.weight * rows.target)[~inside]))  # their counts are 0
-        return float(self.highs.getInfo().objective_function_value) + absent, prices, x
+        return objective + absent, prices, x
 
     def chosen(self) -> tuple[IntArray, IntArray]:
         """(block, cell) of every pair, in order of addition."""
