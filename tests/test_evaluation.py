@@ -13,6 +13,7 @@ import sdclab
 from sdclab import protection
 from sdclab.cli import app
 from sdclab.evaluation import accuracy, summarise_accuracy
+from sdclab.results import SCHEMA_VERSION
 from sdclab.release import exact_release
 from sdclab.results import evaluation_only
 
@@ -67,7 +68,7 @@ def test_evaluate_command(tmp_path):
     assert result.exit_code == 0, result.output
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["mechanism"] == "swap-high"
-    assert metrics["schema_version"] == 3
+    assert metrics["schema_version"] == SCHEMA_VERSION
     # the figures an experiment records for a mechanism, under the same keys
     assert metrics["accuracy_by_level"]["state"]["mean_mae"] == 0  # swapping keeps states exact
     assert metrics["accuracy_by_level"]["block"]["mean_mae"] > 0

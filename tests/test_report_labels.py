@@ -147,7 +147,9 @@ def test_each_part_shows_its_own_label_and_no_other(run):
         ("Precision by block size, all persons (census)", "figure"),
         ("Precision by block size, nonmodal persons (commercial)", "figure"),
         ("Putative and confirmed rates", "figure"),
-        ("Mean absolute error of the tables by geography level", "figure"),
+        ("MAE of P1 and P12 (non-empty cells) by geography level", "figure"),
+        ("Accuracy against the headline risk", "figure"),
+        ("Choose a method", "section"),
         ("Averaging the release", "div"),
         ("Repeated queries", "div"),
         ("Areas classed by their true total", "div"),
@@ -197,7 +199,7 @@ def test_summary_columns_are_marked(run):
         if source is not None:
             assert marked[header] == source.key
     assert marked["blocks with solvar 0"] == "release" and marked["guarantee"] == "card"
-    assert marked["MAE block"] == "evaluation"
+    assert marked["MAE block: P1, P12, non-empty cells"] == "evaluation"
 
 
 def test_charts_carry_their_label_inside_the_image(run):

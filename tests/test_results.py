@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from sdclab.attacks.variability import NO_EXACT_TRACT, variability_summary
-from sdclab.results import ExperimentResult, NotMeasured, Variability
+from sdclab.results import SCHEMA_VERSION, ExperimentResult, NotMeasured, Variability
 
 
 def test_no_exactly_solved_block_gives_no_solvar_share_rather_than_zero() -> None:
@@ -29,5 +29,5 @@ def test_one_exactly_solved_block_gives_its_share() -> None:
 
 
 def test_results_of_another_schema_version_are_refused_in_words() -> None:
-    with pytest.raises(ValueError, match="schema version 0, not 3: run the experiment again"):
+    with pytest.raises(ValueError, match=f"schema version 0, not {SCHEMA_VERSION}: run the experiment again"):
         ExperimentResult.from_dict({"schema_version": 0, "population": {}, "mechanisms": {}})

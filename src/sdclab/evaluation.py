@@ -425,7 +425,12 @@ TRACT_INDICATORS: dict[str, tuple[str, dict[str, np.ndarray], dict[str, np.ndarr
         {"sex": schema.SEX.codes == 2},
         100.0,
     ),
-    "share_65_plus": ("share of persons aged 65 and over", {"age": schema.AGE.codes >= 65}, {}, 1.0),
+    "share_65_plus": (
+        "share of persons aged 65 and over",
+        {"age": schema.AGE.codes >= 65},
+        {},
+        1.0,
+    ),
     "share_under_18": ("share of persons under 18", {"age": schema.AGE.codes < 18}, {}, 1.0),
 }
 """Key indicators of a tract, each ``scale`` × numerator / denominator of persons matching the

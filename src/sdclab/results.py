@@ -23,11 +23,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the layout of ``metrics.json`` and ``results.json`` (2: the specification card
 holds its guarantee as values, with the common-axis figure; 3: every release names its sweep
-point and replicate, and the results hold every setting's replicate means and intervals; the
-accuracy holds distances and tract indicators)."""
+point and replicate, and the results hold every setting's replicate means and intervals; 4: the
+accuracy holds distances between distributions and the tract indicators)."""
 
 
 @dataclass(frozen=True)
@@ -737,7 +737,9 @@ def totals_from(data: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Value]
 
 
 NO_INDICATORS = "the release publishes no P12 (sex by age) at tract level"
-NO_INDICATOR = "no tract has a published indicator (a positive published denominator, no cell suppressed)"
+NO_INDICATOR = (
+    "no tract has a published indicator (a positive published denominator, no cell suppressed)"
+)
 
 
 def indicators_from(data: Mapping[str, Any]) -> dict[str, dict[str, Value]]:
@@ -1262,7 +1264,11 @@ class ExperimentResult:
         )
         if accuracy.group_by("release").len()["len"].max() not in (None, 1):
             raise ValueError(f"{axes.accuracy} has one figure per table: name the table")
-        risk = tidy.filter(pl.col("metric") == axes.risk)
+        # a figure not measured as a whole (``reidentification.census``) says why for its parts
+        risk = tidy.filter(
+            (pl.col("metric") == axes.risk)
+            | pl.lit(axes.risk).str.starts_with(pl.col("metric") + ".")
+        )
         points = []
         for setting, rows in _by_setting(self.releases).items():
             first = self.releases[rows[0]]
@@ -1337,6 +1343,11 @@ class FrontierAxes:
     table: str | None = None
     """For a figure given per table (``accuracy.*``): which table's."""
     risk: str = "reidentification.census.headline.all.points"
+
+    @property
+    def nonnegative(self) -> bool:
+        """Whether the accuracy figure is an error's size (never below 0), not a bias."""
+        return "bias" not in self.accuracy
 
     def describe(self) -> tuple[str, str]:
         """The axes' labels, in words."""
@@ -1423,13 +1434,17 @@ def choose(points: Sequence[FrontierPoint], targets: Sequence[float]) -> list[di
 
 
 def accuracy_targets(points: Sequence[FrontierPoint]) -> list[float]:
-    """Round targets (1, 2, 5 × a power of ten) spanning the measured mean accuracies."""
+    """Round targets (1, 2, 5 × a power of ten) across the measured mean accuracies: from the
+    last below the smallest positive one (which only a setting as accurate meets) to the first
+    at or above the largest."""
     values = [p.accuracy.mean for p in points if p.placed and p.accuracy.mean > 0]  # type: ignore[union-attr]
     if not values:
         return []
-    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    low, high = math.floor(math.log10(min(values))) - 1, math.ceil(math.log10(max(values)))
     steps = [m * 10.0**e for e in range(low, high + 1) for m in (1, 2, 5)]
-    return [t for t in steps if min(values) <= t <= 2 * max(values)][:12]
+    first = max(i for i, t in enumerate(steps) if t < min(values))
+    last = min(i for i, t in enumerate(steps) if t >= max(values))
+    return steps[first : last + 1]
 
 
 TIDY_SCHEMA = {

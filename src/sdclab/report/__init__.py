@@ -8,6 +8,7 @@ from typing import Any
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, RANK_SHARES, size_class_label
 from sdclab.geography import LEVELS
 from sdclab.report.charts import PRG_LABEL, bar_chart, line_chart
+from sdclab.report.frontier import budget_section, choose_section, frontier_section
 from sdclab.report.html import (
     CARD,
     EVALUATION,
@@ -16,6 +17,7 @@ from sdclab.report.html import (
     STYLE,
     Source,
     column,
+    contents,
     count,
     decimal,
     esc,
@@ -28,6 +30,7 @@ from sdclab.report.html import (
 from sdclab.results import (
     EVALUATION_ONLY,
     ExperimentResult,
+    FrontierAxes,
     Linkage,
     LinkRates,
     NotMeasured,
@@ -86,13 +89,10 @@ def _variability(release: ReleaseResult) -> Variability | NotMeasured:
     return figures if isinstance(figures, NotMeasured) else figures.variability
 
 
-def _level_mae(release: ReleaseResult, level: str) -> Value:
-    summary = release.evaluation.by_level.get(level)
-    if summary is not None:
-        return summary.mean_mae
-    if any(level in levels for levels in release.evaluation.accuracy.values()):
-        return NotMeasured(f"every cell of every table at {level} level is suppressed")
-    return NotMeasured(f"the release publishes no table at {level} level")
+def _compared_mae(release: ReleaseResult, level: str) -> Value:
+    """The MAE over the non-empty cells of the compared tables at ``level``, or why none."""
+    compared = release.evaluation.compared(level)
+    return compared if isinstance(compared, NotMeasured) else compared.mae_nonempty
 
 
 def _precision_series(results: ExperimentResult, attacker: str, prefix: str) -> dict:
@@ -118,8 +118,8 @@ SUMMARY_COLUMNS: tuple[tuple[str, Source | None], ...] = (
     ("mechanism", None),
     ("guarantee", CARD),
     ("ε at δ = 10⁻¹⁰, one person's record changed", CARD),
-    ("MAE block", EVALUATION),
-    ("MAE tract", EVALUATION),
+    ("MAE block: P1, P12, non-empty cells", EVALUATION),
+    ("MAE tract: P1, P12, non-empty cells", EVALUATION),
     ("reconstruction agrees (agebin)", EVALUATION),
     ("blocks with solvar 0", RELEASE),
     ("census: putative / precision", EVALUATION),
@@ -150,8 +150,8 @@ def _summary_row(release: ReleaseResult) -> str:
         f"<b>{esc(release.title)}</b>",
         _guarantee(release),
         _common(release),
-        decimal(_level_mae(release, "block")),
-        decimal(_level_mae(release, "tract")),
+        decimal(_compared_mae(release, "block")),
+        decimal(_compared_mae(release, "tract")),
         pct(agreement if isinstance(agreement, NotMeasured) else agreement.all.agree_agebin),
         pct(
             variability
@@ -241,9 +241,9 @@ def _charts(results: ExperimentResult) -> list[str]:
         figure(
             EVALUATION,
             line_chart(
-                "Mean absolute error of the tables by geography level",
+                "MAE of P1 and P12 (non-empty cells) by geography level",
                 list(LEVELS),
-                {t: [_level_mae(r, lv) for lv in LEVELS] for t, r in releases.items()},
+                {t: [_compared_mae(r, lv) for lv in LEVELS] for t, r in releases.items()},
                 percent=False,
                 source=EVALUATION,
             ),
@@ -390,12 +390,15 @@ def _provenance(made: Mapping[str, Any]) -> str:
     )
 
 
-def render_report(results: ExperimentResult) -> str:
-    """The whole report as one HTML string.
+def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -> str:
+    """The whole report as one HTML string: a table of contents, the accuracy–risk frontier
+    (``axes``: what it plots; the tract MAE of non-empty cells against the census attacker's
+    headline risk by default) and the choose table first, then the detail.
 
     Every section, table and figure is labelled with its :class:`Source`: evaluation only
     (computed with the confidential data), from the release alone, or from the specification card.
     """
+    axes = axes or FrontierAxes()
     pop = results.population
     releases = results.releases
     summary = (
@@ -432,6 +435,15 @@ def render_report(results: ExperimentResult) -> str:
         f"{esc(r.evaluation.card.render())}</pre></details>"
         for t, r in releases.items()
     )
+    body = f"""{frontier_section(results, axes)}
+{choose_section(results, axes)}
+{budget_section(results, axes)}
+{section("Summary", [(EVALUATION, SUMMARY_NOTE + summary)])}
+{_headline_section(results)}
+{_ranking_section(results)}
+{"".join(_charts(results))}
+{sections}
+{section("Specification cards", [(CARD, cards)])}"""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>sdclab report</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}
@@ -444,12 +456,8 @@ th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-spac
 {_legend(results)}
 {labelled(EVALUATION, population)}
 <p>{_attack_sentence(results)}</p>
-{section("Summary", [(EVALUATION, SUMMARY_NOTE + summary)])}
-{_headline_section(results)}
-{_ranking_section(results)}
-{"".join(_charts(results))}
-{sections}
-{section("Specification cards", [(CARD, cards)])}
+{contents(body)}
+{body}
 <p><small>Steps computed: {len(results.steps_computed)}; reused:
 {len(results.steps_reused)}.</small></p>
 </body></html>
@@ -469,7 +477,7 @@ def _ckm_section(title: str, risk: Mapping[str, Any]) -> str:
         f"{a['tuples_present']:,} additive 3-tuples of the release (children of two-child "
         f"parents and their parent); p1 = {a['p1_independent']:.3g} per tuple in the paper's "
         f"independence model, {a['p1_exact_keys']:.3g} with the exact integer keys; disclosure "
-        f"risk over the tuples present {a['risk_independent']:.3f} (independence model).",
+        f"risk over the tuples present {decimal(a['risk_independent'])} (independence model).",
         f"Tuples whose published values pin the true counts once D is known: {b['pinned']} of "
         f"{b['tuples']}.",
     ]
@@ -563,7 +571,7 @@ def _tails_section(title: str, tails: dict[str, Any]) -> str:
             (
                 CARD,
                 f"<p>A block total's noise exceeds ±{block['tail_bound']} with probability "
-                f"{block['tail_probability']:.1%} (from the noise scale alone).</p>",
+                f"{pct(block['tail_probability'])} (from the noise scale alone).</p>",
             )
         )
     parts.append(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sdclab.report.html import Source, esc, pct
@@ -137,6 +140,231 @@ def bar_chart(
             f'<rect x="{left + plot_w + 12}" y="{ly - 9}" width="14" height="10" fill="{colour}"/>'
         )
         parts.append(f'<text x="{left + plot_w + 30}" y="{ly}" font-size="11">{esc(name)}</text>')
+    parts += _svg_label(source, 8, height - 6)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+SERIES_COLOURS = (
+    *COLOURS,
+    "#393b79",
+    "#e377c2",
+    "#637939",
+    "#ad494a",
+)
+"""Twelve colours; with :data:`MARKERS` (seven) every series of up to 84 has its own pair."""
+MARKERS = ("circle", "square", "triangle", "diamond", "down", "cross", "star")
+
+
+def series_style(index: int) -> tuple[str, str]:
+    """The colour and marker of the ``index``-th series."""
+    return SERIES_COLOURS[index % len(SERIES_COLOURS)], MARKERS[index % len(MARKERS)]
+
+
+def marker(shape: str, x: float, y: float, colour: str, size: float = 4.5) -> str:
+    """One SVG marker centred at (x, y)."""
+    s = size
+    if shape == "circle":
+        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{s:.1f}" fill="{colour}"/>'
+    if shape == "square":
+        return (
+            f'<rect x="{x - s:.1f}" y="{y - s:.1f}" width="{2 * s:.1f}" height="{2 * s:.1f}" '
+            f'fill="{colour}"/>'
+        )
+    if shape == "cross":
+        return (
+            f'<path d="M{x - s:.1f},{y - s:.1f}L{x + s:.1f},{y + s:.1f}M{x - s:.1f},{y + s:.1f}'
+            f'L{x + s:.1f},{y - s:.1f}" stroke="{colour}" stroke-width="2.5"/>'
+        )
+    corners = {
+        "triangle": [(0, -1.2), (1.1, 0.9), (-1.1, 0.9)],
+        "down": [(0, 1.2), (1.1, -0.9), (-1.1, -0.9)],
+        "diamond": [(0, -1.3), (1.1, 0), (0, 1.3), (-1.1, 0)],
+        "star": [
+            (0.95 * (1 if k % 2 == 0 else 0.45) * _sin(k), -(1 if k % 2 == 0 else 0.45) * _cos(k))
+            for k in range(10)
+        ],
+    }[shape]
+    points = " ".join(f"{x + s * dx:.1f},{y + s * dy:.1f}" for dx, dy in corners)
+    return f'<polygon points="{points}" fill="{colour}"/>'
+
+
+def _sin(k: int) -> float:
+    return math.sin(math.pi * k / 5)
+
+
+def _cos(k: int) -> float:
+    return math.cos(math.pi * k / 5)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A numeric axis: its label and whether it is logarithmic."""
+
+    label: str
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class XYPoint:
+    """A point of an x–y chart, with optional interval bars and a label beside it."""
+
+    x: float
+    y: float
+    x_interval: tuple[float, float] | None = None
+    y_interval: tuple[float, float] | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference line across the chart at ``value`` of the x (or y) axis, labelled."""
+
+    value: float
+    label: str
+    vertical: bool = True
+
+
+def wants_log(values: list[float]) -> bool:
+    """A log scale where positive values span more than a factor of 30."""
+    positive = [v for v in values if v > 0]
+    return len(positive) == len(values) > 1 and max(positive) / min(positive) > 30
+
+
+def _scale(
+    low: float, high: float, log: bool, start: float, length: float, flip: bool
+) -> tuple[Callable[[float], float], list[float]]:
+    """The map from values to pixels, and the tick values."""
+    if log:
+        lo, hi = math.floor(math.log10(low)), math.ceil(math.log10(high))
+        hi = max(hi, lo + 1)
+        ticks = [10.0**e for e in range(lo, hi + 1)]
+
+        def place(v: float) -> float:
+            share = (math.log10(max(v, 10.0**lo)) - lo) / (hi - lo)
+            return start + length * (1 - share if flip else share)
+
+        return place, ticks
+    if high == low:
+        low, high = low - 1, high + 1
+    step = _nice_step((high - low) / 4)
+    first, last = math.floor(low / step) * step, math.ceil(high / step) * step
+    ticks = [first + k * step for k in range(round((last - first) / step) + 1)]
+
+    def place_linear(v: float) -> float:
+        share = (v - first) / (last - first)
+        return start + length * (1 - share if flip else share)
+
+    return place_linear, ticks
+
+
+def _nice_step(raw: float) -> float:
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def _tick(v: float) -> str:
+    return f"{v:g}"
+
+
+def xy_chart(
+    title: str,
+    series: dict[str, list[XYPoint]],
+    x_axis: Axis,
+    y_axis: Axis,
+    references: list[Reference] | None = None,
+    connect: bool = False,
+    source: Source | None = None,
+) -> str:
+    """An SVG chart of numeric x against numeric y: one colour and marker per series, interval
+    bars where known, a label beside each point, reference lines (dashed, labelled); with
+    ``connect`` the points of a series are joined in order of x."""
+    references = references or []
+    width, height, left, right, top, bottom = 760, 420, 64, 230, 34, 58
+    plot_w, plot_h = width - left - right, height - top - bottom
+    xs = [v for ps in series.values() for p in ps for v in (p.x, *(p.x_interval or ()))]
+    ys = [v for ps in series.values() for p in ps for v in (p.y, *(p.y_interval or ()))]
+    xs += [r.value for r in references if r.vertical]
+    ys += [r.value for r in references if not r.vertical]
+    if x_axis.log:
+        xs = [v for v in xs if v > 0]
+    if y_axis.log:
+        ys = [v for v in ys if v > 0]
+    x, x_ticks = _scale(min(xs), max(xs), x_axis.log, left, plot_w, flip=False)
+    y, y_ticks = _scale(min(ys), max(ys), y_axis.log, top, plot_h, flip=True)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="{esc(title)}">',
+        f'<text x="{left}" y="20" font-size="14" font-weight="bold">{esc(title)}</text>',
+    ]
+    for t in y_ticks:
+        parts.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
+            'stroke="#e4e4e4"/>'
+            f'<text x="{left - 6}" y="{y(t) + 4:.1f}" font-size="11" text-anchor="end">'
+            f"{_tick(t)}</text>"
+        )
+    for t in x_ticks:
+        parts.append(
+            f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top}" y2="{top + plot_h}" '
+            'stroke="#f0f0f0"/>'
+            f'<text x="{x(t):.1f}" y="{top + plot_h + 16}" font-size="11" text-anchor="middle">'
+            f"{_tick(t)}</text>"
+        )
+    scale = {True: " (log scale)", False: ""}
+    parts.append(
+        f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h + 36}" font-size="12" '
+        f'text-anchor="middle">{esc(x_axis.label + scale[x_axis.log])}</text>'
+        f'<text x="14" y="{top + plot_h / 2:.1f}" font-size="12" text-anchor="middle" '
+        f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">'
+        f"{esc(y_axis.label + scale[y_axis.log])}</text>"
+    )
+    for k, r in enumerate(references):
+        if r.vertical:
+            at = x(r.value)
+            parts.append(
+                f'<line x1="{at:.1f}" x2="{at:.1f}" y1="{top}" y2="{top + plot_h}" '
+                f'stroke="{BASELINE_COLOUR}" stroke-dasharray="5,3"/>'
+                f'<text x="{at + 3:.1f}" y="{top + 10 + 12 * k}" font-size="10" fill="#555">'
+                f"{esc(r.label)}</text>"
+            )
+        else:
+            at = y(r.value)
+            parts.append(
+                f'<line x1="{left}" x2="{left + plot_w}" y1="{at:.1f}" y2="{at:.1f}" '
+                f'stroke="{BASELINE_COLOUR}" stroke-dasharray="5,3"/>'
+                f'<text x="{left + 3}" y="{at - 3:.1f}" font-size="10" fill="#555">'
+                f"{esc(r.label)}</text>"
+            )
+    for s, (name, points) in enumerate(series.items()):
+        colour, shape = series_style(s)
+        shown = [p for p in points if (p.x > 0 or not x_axis.log) and (p.y > 0 or not y_axis.log)]
+        if connect and len(shown) > 1:
+            line = " ".join(f"{x(p.x):.1f},{y(p.y):.1f}" for p in sorted(shown, key=lambda p: p.x))
+            parts.append(
+                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{line}"/>'
+            )
+        for p in shown:
+            px, py = x(p.x), y(p.y)
+            if p.x_interval:
+                parts.append(
+                    f'<line x1="{x(p.x_interval[0]):.1f}" x2="{x(p.x_interval[1]):.1f}" '
+                    f'y1="{py:.1f}" y2="{py:.1f}" stroke="{colour}"/>'
+                )
+            if p.y_interval:
+                parts.append(
+                    f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{y(p.y_interval[0]):.1f}" '
+                    f'y2="{y(p.y_interval[1]):.1f}" stroke="{colour}"/>'
+                )
+            parts.append(marker(shape, px, py, colour))
+            if p.label:
+                parts.append(
+                    f'<text x="{px + 7:.1f}" y="{py - 6:.1f}" font-size="10" fill="{colour}">'
+                    f"{esc(p.label)}</text>"
+                )
+        ly = top + 10 + 18 * s
+        parts.append(marker(shape, left + plot_w + 20, ly - 4, colour))
+        parts.append(f'<text x="{left + plot_w + 32}" y="{ly}" font-size="11">{esc(name)}</text>')
     parts += _svg_label(source, 8, height - 6)
     parts.append("</svg>")
     return "".join(parts)

@@ -4,6 +4,7 @@ and figures formatted so that "not measured" never reads as a number."""
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +79,7 @@ def labelled(source: Source, body: str, tag: str = "div") -> str:
 
 def section(title: str, parts: list[tuple[Source, str]]) -> str:
     """An ``<h2>`` section: labelled once when all its parts share a source, else part by part."""
-    heading = f"<h2>{esc(title)}</h2>"
+    heading = f'<h2 id="{anchor(title)}">{esc(title)}</h2>'
     sources = {source for source, _ in parts}
     if len(sources) == 1:
         (source,) = sources
@@ -92,6 +93,18 @@ def section(title: str, parts: list[tuple[Source, str]]) -> str:
         + "".join(labelled(source, body) for source, body in parts)
         + "</section>"
     )
+
+
+def anchor(title: str) -> str:
+    """The id of a section's heading, from its title."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def contents(body: str) -> str:
+    """A table of contents of the sections of ``body``, in order."""
+    headings = re.findall(r'<h2 id="([^"]+)">(.*?)</h2>', body)
+    items = "".join(f'<li><a href="#{key}">{title}</a></li>' for key, title in headings)
+    return f'<nav class="contents"><h2>Contents</h2><ol>{items}</ol></nav>'
 
 
 def figure(source: Source, svg: str) -> str:
@@ -132,7 +145,14 @@ def not_measured(value: Any) -> str | None:
 
 
 def pct(value: Any) -> str:
-    return not_measured(value) or f"{100 * value:.1f}%"
+    shown = not_measured(value)
+    if shown is not None:
+        return shown
+    if value == 0:
+        return "0%"  # measured and exactly 0: never the 0.0% a rounded figure would show
+    if abs(value) < 0.0005:
+        return f"{'−' if value < 0 else ''}<0.1%"
+    return f"{100 * value:.1f}%"
 
 
 def count(n: int, one: str, many: str) -> str:
@@ -140,4 +160,11 @@ def count(n: int, one: str, many: str) -> str:
 
 
 def decimal(value: Any) -> str:
-    return not_measured(value) or f"{value:.3f}"
+    shown = not_measured(value)
+    if shown is not None:
+        return shown
+    if value == 0:
+        return "0"  # measured and exactly 0
+    if abs(value) < 0.0005:
+        return f"{'−' if value < 0 else ''}<0.001"
+    return f"{value:.3f}"

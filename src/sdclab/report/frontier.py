@@ -1,0 +1,226 @@
+"""The decision view of the report: the accuracy–risk frontier, the choose table, and accuracy
+and risk against the budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sdclab.report.charts import Axis, Reference, XYPoint, wants_log, xy_chart
+from sdclab.report.html import EVALUATION, esc, figure, section
+from sdclab.results import (
+    ExperimentResult,
+    FrontierAxes,
+    FrontierPoint,
+    NotMeasured,
+    ReplicateMean,
+    accuracy_targets,
+    choose,
+)
+
+FRONTIER_NOTE = (
+    "<p>One point per release setting: its replicates' mean, with their 95% t-interval as bars "
+    "(no bar: one replicate). Accuracy is measured on the same tables and cells for every "
+    "release; risk is the headline risk — confirmed reidentifications beyond the best baseline, "
+    "the fixed baselines included, so 0 is what the statistics alone give. A label is the "
+    "setting's ε on the common axis (δ = 10⁻¹⁰, one person's record changed); no label: no "
+    "common-axis ε. Lower and further left is better.</p>"
+)
+
+
+def _mean(value: ReplicateMean | NotMeasured) -> float:
+    assert isinstance(value, ReplicateMean)
+    return value.mean
+
+
+def _interval(
+    value: ReplicateMean | NotMeasured, nonnegative: bool = False
+) -> tuple[float, float] | None:
+    """The 95% interval of a replicate mean (cut at 0 for an error's size, which is never
+    below it), or None for one replicate."""
+    if not isinstance(value, ReplicateMean) or value.low is None or value.high is None:
+        return None
+    return (max(value.low, 0.0) if nonnegative else value.low), value.high
+
+
+def _epsilon_label(point: FrontierPoint) -> str:
+    return "" if isinstance(point.epsilon, NotMeasured) else f"ε={point.epsilon:.3g}"
+
+
+def _by_entry(points: Sequence[FrontierPoint]) -> dict[str, list[FrontierPoint]]:
+    out: dict[str, list[FrontierPoint]] = {}
+    for p in points:
+        out.setdefault(p.entry, []).append(p)
+    return out
+
+
+def _unplaced(points: Sequence[FrontierPoint]) -> str:
+    """The settings left off the frontier, each with the reason."""
+    rows = []
+    for p in points:
+        if p.placed:
+            continue
+        missing = [v for v in (p.accuracy, p.risk) if isinstance(v, NotMeasured)]
+        rows.append(
+            f"<li><b>{esc(p.setting)}</b>: {esc('; '.join(m.reason for m in missing))}</li>"
+        )
+    return f"<p>Not on the frontier:</p><ul>{''.join(rows)}</ul>" if rows else ""
+
+
+def frontier_section(results: ExperimentResult, axes: FrontierAxes) -> str:
+    """The frontier chart, with the exact release and the best baseline as reference lines."""
+    points = results.frontier(axes)
+    placed = [p for p in points if p.placed]
+    accuracy_label, risk_label = axes.describe()
+    body = FRONTIER_NOTE
+    if not placed:
+        body += "<p>No release has both an accuracy and a risk figure: no frontier to draw.</p>"
+        return section("Accuracy and risk: the frontier", [(EVALUATION, body + _unplaced(points))])
+    series = {
+        entry: [
+            XYPoint(
+                _mean(p.risk),
+                _mean(p.accuracy),
+                _interval(p.risk),
+                _interval(p.accuracy, axes.nonnegative),
+                _epsilon_label(p),
+            )
+            for p in entry_points
+            if p.placed
+        ]
+        for entry, entry_points in _by_entry(points).items()
+    }
+    series = {k: v for k, v in series.items() if v}
+    references = [Reference(0.0, "best baseline")]
+    exact = [p for p in placed if p.mechanism == "none"]
+    if exact:
+        references.append(Reference(_mean(exact[0].risk), "exact release"))
+    accuracies = [_mean(p.accuracy) for p in placed]
+    chart = xy_chart(
+        "Accuracy against the headline risk",
+        series,
+        Axis(risk_label),
+        Axis(accuracy_label, log=wants_log(accuracies)),
+        references,
+        source=EVALUATION,
+    )
+    body += figure(EVALUATION, chart) + _unplaced(points)
+    return section("Accuracy and risk: the frontier", [(EVALUATION, body)])
+
+
+def _shown(value: ReplicateMean | NotMeasured, unit: str = "", nonnegative: bool = False) -> str:
+    if isinstance(value, NotMeasured):
+        return f'<span title="{esc(value.reason)}">n/a</span>'
+    interval = _interval(value, nonnegative)
+    bounds = "" if interval is None else f" <small>[{interval[0]:.3g}, {interval[1]:.3g}]</small>"
+    return f"{value.mean:.3g}{unit}{bounds}"
+
+
+def choose_section(results: ExperimentResult, axes: FrontierAxes) -> str:
+    """For each accuracy target, the setting of least headline risk that meets it."""
+    points = results.frontier(axes)
+    accuracy_label, risk_label = axes.describe()
+    targets = accuracy_targets(points)
+    if not targets:
+        return section(
+            "Choose a method",
+            [(EVALUATION, "<p>No release has both an accuracy and a risk figure.</p>")],
+        )
+    rows = []
+    chosen = choose(points, targets)
+    for start, row in enumerate(chosen):
+        best: FrontierPoint | None = row["best"]
+        if start + 1 < len(chosen) and chosen[start + 1]["best"] is best:
+            continue  # the next target has the same answer: one row for the run of targets
+        first = start
+        while first > 0 and chosen[first - 1]["best"] is best:
+            first -= 1
+        target = f"≤ {row['target']:g}"
+        if first < start:
+            target = f"≤ {chosen[first]['target']:g} to ≤ {row['target']:g}"
+        if best is None:
+            cells = [target, "none meets it", "", "", "", "0"]
+        else:
+            epsilon = "n/a" if isinstance(best.epsilon, NotMeasured) else f"{best.epsilon:.3g}"
+            cells = [
+                target,
+                f"<b>{esc(best.setting)}</b>",
+                _shown(best.accuracy, nonnegative=axes.nonnegative),
+                _shown(best.risk, " pp"),
+                epsilon,
+                str(row["meeting"]),
+            ]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    headers = (
+        f"accuracy target ({esc(accuracy_label)})",
+        "lowest-risk setting that meets it",
+        "its accuracy [95% interval]",
+        f"its risk ({esc(risk_label)})",
+        "ε (common axis)",
+        "settings meeting the target",
+    )
+    table = (
+        "<table><tr>"
+        + "".join(f"<th>{h}</th>" for h in headers)
+        + "</tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    note = (
+        "<p>Targets are round values across the measured accuracies (a run of targets with the "
+        "same answer is one row); a setting meets a target when its replicates' mean accuracy "
+        "does, and the count of settings meeting it is for the loosest target of the row. Where "
+        "intervals overlap, these replicates do not settle the choice between two settings; an "
+        "interval of an error's mean is cut at 0.</p>"
+    )
+    return section("Choose a method", [(EVALUATION, note + table)])
+
+
+def budget_section(results: ExperimentResult, axes: FrontierAxes) -> str:
+    """Accuracy and risk against the common-axis ε, one line per entry that has one; nothing
+    when no setting has a common-axis ε."""
+    points = [p for p in results.frontier(axes) if not isinstance(p.epsilon, NotMeasured)]
+    accuracy_label, risk_label = axes.describe()
+    charts = []
+    for title, label, coordinate in (
+        ("Accuracy against the budget", accuracy_label, "accuracy"),
+        ("Headline risk against the budget", risk_label, "risk"),
+    ):
+        series: dict[str, list[XYPoint]] = {}
+        for entry, entry_points in _by_entry(points).items():
+            measured = [
+                (p, getattr(p, coordinate))
+                for p in entry_points
+                if isinstance(getattr(p, coordinate), ReplicateMean)
+            ]
+            if measured:
+                series[entry] = [
+                    XYPoint(
+                        float(p.epsilon),  # type: ignore[arg-type]
+                        v.mean,
+                        y_interval=_interval(v, coordinate == "accuracy" and axes.nonnegative),
+                    )
+                    for p, v in measured
+                ]
+        if not series:
+            continue
+        values = [q.y for qs in series.values() for q in qs]
+        baseline = Reference(0.0, "best baseline", vertical=False)
+        references = [baseline] if coordinate == "risk" else []
+        epsilons = [q.x for qs in series.values() for q in qs]
+        charts.append(
+            figure(
+                EVALUATION,
+                xy_chart(
+                    title,
+                    series,
+                    Axis("ε at δ = 10⁻¹⁰, one person's record changed", log=wants_log(epsilons)),
+                    Axis(label, log=coordinate == "accuracy" and wants_log(values)),
+                    references,
+                    connect=True,
+                    source=EVALUATION,
+                ),
+            )
+        )
+    if not charts:
+        return ""
+    return section("Accuracy and risk against the budget", [(EVALUATION, "".join(charts))])

@@ -1,0 +1,158 @@
+"""The decision view: the accuracy–risk frontier, the choose table and the budget charts, on a
+sweep with replicates; and no figure that reads 0.000 or 0.0% where nothing was measured."""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+
+import pytest
+from scipy import stats
+
+from sdclab.experiment import REPORT_FILE, Experiment, run_experiment
+from sdclab.report.charts import series_style
+from sdclab.report.html import decimal, pct
+from sdclab.results import (
+    FrontierAxes,
+    FrontierPoint,
+    NotMeasured,
+    ReplicateMean,
+    accuracy_targets,
+    choose,
+)
+
+SWEEP = {
+    "population": {"persons": 500, "seed": 7},
+    "mechanisms": [
+        {"name": "none"},
+        {"name": "geometric", "settings": {"epsilon": [4, 16]}, "replicates": 2},
+        {
+            "name": "cellkey",
+            "settings": {"ptable": "maxent", "bound": 3, "variance": 2},
+            "replicates": 2,
+        },
+        {"name": "safetab_h"},
+    ],
+    "attacks": {"workers": 1, "attackers": ["census"], "variability": False, "naive": False},
+}
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    out = tmp_path_factory.mktemp("frontier")
+    results = run_experiment(Experiment.model_validate(SWEEP), out, lambda _: None)
+    return results, (out / REPORT_FILE).read_text(encoding="utf-8")
+
+
+def test_one_point_per_setting_with_replicate_means_and_intervals(swept) -> None:
+    results, _ = swept
+    points = {p.setting: p for p in results.frontier()}
+    assert list(points) == [
+        "none",
+        "geometric@epsilon=4",
+        "geometric@epsilon=16",
+        "cellkey",
+        "safetab_h",
+    ]
+    point = points["geometric@epsilon=4"]
+    replicates = [results[t] for t in point.releases]
+    assert len(replicates) == 2
+    maes = [r.evaluation.compared("tract").mae_nonempty for r in replicates]
+    risks = [r.evaluation.reidentification["census"].headline("all").points for r in replicates]
+    assert point.accuracy.mean == pytest.approx(statistics.mean(maes))
+    half = stats.t.ppf(0.975, 1) * statistics.stdev(maes) / math.sqrt(2)
+    assert (point.accuracy.low, point.accuracy.high) == pytest.approx(
+        (statistics.mean(maes) - half, statistics.mean(maes) + half)
+    )
+    assert point.risk.mean == pytest.approx(statistics.mean(risks))
+    assert point.epsilon == pytest.approx(8.0)  # the common axis: 2ε for one record changed
+    assert points["none"].accuracy.mean == 0 and points["none"].accuracy.n == 1
+    safetab = points["safetab_h"]
+    assert not safetab.placed
+    assert "publishes no P1 or P12" in safetab.accuracy.reason
+    assert isinstance(safetab.risk, NotMeasured) and "reidentification" not in safetab.risk.reason
+
+
+def test_another_accuracy_figure_can_be_chosen(swept) -> None:
+    results, _ = swept
+    axes = FrontierAxes(accuracy="accuracy.tv_mean", level="block", table="P12")
+    point = next(p for p in results.frontier(axes) if p.setting == "cellkey")
+    tvs = [results[t].evaluation.table("P12", "block").tv_mean for t in point.releases]
+    assert point.accuracy.mean == pytest.approx(statistics.mean(tvs))
+    with pytest.raises(ValueError, match="name the table"):
+        results.frontier(FrontierAxes(accuracy="accuracy.tv_mean", level="block"))
+
+
+def _section(report: str, title: str) -> str:
+    start = report.index(f">{title}</h2>")
+    return report[start : report.index("</section>", start)]
+
+
+def test_the_report_opens_with_the_frontier_and_the_choose_table(swept) -> None:
+    _, report = swept
+    headings = re.findall(r'<h2 id="([^"]+)">', report)
+    assert headings[:3] == [
+        "accuracy-and-risk-the-frontier",
+        "choose-a-method",
+        "accuracy-and-risk-against-the-budget",
+    ]
+    nav = report[report.index('<nav class="contents">') : report.index("</nav>")]
+    assert all(f'href="#{h}"' in nav for h in headings)
+    frontier = _section(report, "Accuracy and risk: the frontier")
+    assert "exact release" in frontier and "best baseline" in frontier
+    assert "ε=8" in frontier and "ε=32" in frontier  # geometric at ε = 4 and 16 per record
+    assert "safetab_h</b>: the release publishes no P1 or P12" in frontier
+    choose_table = _section(report, "Choose a method")
+    assert choose_table.count("<tr>") >= 2 and "lowest-risk setting" in choose_table
+    budget = _section(report, "Accuracy and risk against the budget")
+    assert budget.count("<svg") == 2
+
+
+def test_no_zero_stands_for_a_figure_not_measured(swept) -> None:
+    """Every figure goes through one formatter: n/a with its reason where nothing was measured,
+    0 or 0% where the figure is exactly 0, <0.1% or <0.001 where it is below what is shown."""
+    _, report = swept
+    text = re.sub(r"<[^>]+>", " ", report)
+    assert not re.search(r"(?<![\d.])-?0\.0%", text)
+    assert not re.search(r"(?<![\d.])-?0\.000(?!\d)", text)
+    assert "n/a" in text
+
+
+def test_formatting_of_zero_small_and_not_measured() -> None:
+    assert pct(0.0) == "0%" and pct(0.0004) == "<0.1%" and pct(-0.0004) == "−<0.1%"
+    assert pct(0.1234) == "12.3%" and decimal(0) == "0" and decimal(0.0001) == "<0.001"
+    assert "n/a" in pct(NotMeasured("why")) and 'title="why"' in decimal(NotMeasured("why"))
+
+
+def _point(setting: str, accuracy: float, risk: float) -> FrontierPoint:
+    return FrontierPoint(
+        setting,
+        setting,
+        "m",
+        1.0,
+        (setting,),
+        ReplicateMean(accuracy, 1, None, None),
+        ReplicateMean(risk, 1, None, None),
+    )
+
+
+def test_choose_takes_the_lowest_risk_that_meets_each_target() -> None:
+    points = [_point("exact", 0.0, 10.0), _point("a", 1.5, 2.0), _point("b", 4.0, -3.0)]
+    points.append(
+        FrontierPoint(
+            "c", "c", "m", 1.0, ("c",), NotMeasured("x"), ReplicateMean(-9, 1, None, None)
+        )
+    )
+    rows = {row["target"]: row for row in choose(points, [1.0, 2.0, 5.0])}
+    assert rows[1.0]["best"].setting == "exact" and rows[1.0]["meeting"] == 1
+    assert rows[2.0]["best"].setting == "a" and rows[2.0]["meeting"] == 2
+    assert rows[5.0]["best"].setting == "b" and rows[5.0]["meeting"] == 3  # c is not placed
+    assert choose([_point("a", 3.0, 0.0)], [1.0])[0]["best"] is None
+    assert accuracy_targets(points) == [1.0, 2.0, 5.0]
+
+
+def test_twelve_series_and_more_are_told_apart() -> None:
+    styles = [series_style(i) for i in range(84)]
+    assert len(set(styles)) == 84
+    assert len({colour for colour, _ in styles[:12]}) == 12
