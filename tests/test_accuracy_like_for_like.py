@@ -86,10 +86,11 @@ def test_pooled_accuracy_is_over_the_cells_of_both_tables(population) -> None:
     pooled = api.evaluate(release, population).compared("block")
     errors, true = [], []
     for name in COMPARED_TABLES:
-        errors.append((release.tables[name].dense("block") - truth.tables[name].dense("block")))
+        errors.append(release.tables[name].dense("block") - truth.tables[name].dense("block"))
         true.append(truth.tables[name].dense("block"))
-    error, counts = np.concatenate([e.ravel() for e in errors]), np.concatenate(
-        [t.ravel() for t in true]
+    error, counts = (
+        np.concatenate([e.ravel() for e in errors]),
+        np.concatenate([t.ravel() for t in true]),
     )
     assert pooled.mae == pytest.approx(np.abs(error).mean())
     assert pooled.mae_nonempty == pytest.approx(np.abs(error[counts > 0]).mean())

@@ -13,9 +13,8 @@ import sdclab
 from sdclab import protection
 from sdclab.cli import app
 from sdclab.evaluation import accuracy, summarise_accuracy
-from sdclab.results import SCHEMA_VERSION
 from sdclab.release import exact_release
-from sdclab.results import evaluation_only
+from sdclab.results import SCHEMA_VERSION, evaluation_only
 
 
 def test_exact_release_has_no_error(small_population):

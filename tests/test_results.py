@@ -29,5 +29,7 @@ def test_one_exactly_solved_block_gives_its_share() -> None:
 
 
 def test_results_of_another_schema_version_are_refused_in_words() -> None:
-    with pytest.raises(ValueError, match=f"schema version 0, not {SCHEMA_VERSION}: run the experiment again"):
+    with pytest.raises(
+        ValueError, match=f"schema version 0, not {SCHEMA_VERSION}: run the experiment again"
+    ):
         ExperimentResult.from_dict({"schema_version": 0, "population": {}, "mechanisms": {}})
