@@ -156,3 +156,21 @@ def test_twelve_series_and_more_are_told_apart() -> None:
     styles = [series_style(i) for i in range(84)]
     assert len(set(styles)) == 84
     assert len({colour for colour, _ in styles[:12]}) == 12
+
+
+def test_the_experiment_file_chooses_what_the_frontier_plots() -> None:
+    from pathlib import Path
+
+    from sdclab.errors import InputError
+    from sdclab.experiment import parse_experiment
+
+    chosen = {**SWEEP, "report": {"accuracy": "accuracy.tv_mean", "level": "block", "table": "P12"}}
+    axes = parse_experiment(chosen, "exp.toml", Path(".")).report.axes()
+    assert (axes.accuracy, axes.level, axes.table) == ("accuracy.tv_mean", "block", "P12")
+    assert axes.risk == "reidentification.census.headline.all.points"
+    for report, message in (
+        ({"accuracy": "precision"}, "report.accuracy: expected a figure of the tidy results"),
+        ({"level": "town"}, "report.level: expected one of nation, state"),
+    ):
+        with pytest.raises(InputError, match=message):
+            parse_experiment({**SWEEP, "report": report}, "exp.toml", Path("."))

@@ -81,6 +81,7 @@ from sdclab.release import Release, read_release, write_release
 from sdclab.report import render_report
 from sdclab.results import (
     ExperimentResult,
+    FrontierAxes,
     NotMeasured,
     PopulationSummary,
     ReconstructionResult,
@@ -296,10 +297,44 @@ class AttackSpec(_Strict):
     time_limit: float = Field(300.0, gt=0)
 
 
+ACCURACY_FIGURES = ("compared.", "accuracy.", "totals.", "indicators.")
+"""What the frontier's accuracy axis may plot: a figure of these families of the tidy results."""
+
+
+class ReportSpec(_Strict):
+    """What the report's frontier plots: an accuracy figure (lower is better) at a level, and
+    for a figure given per table, the table; against the headline risk of an attacker."""
+
+    accuracy: str = "compared.mae_nonempty"
+    level: Literal["nation", "state", "county", "tract", "block_group", "block"] = "tract"
+    table: str | None = None
+    attacker: Literal["census", "commercial"] = "census"
+    persons: Literal["all", "nonmodal"] = "all"
+
+    @field_validator("accuracy")
+    @classmethod
+    def _an_accuracy_figure(cls, value: str) -> str:
+        if not value.startswith(ACCURACY_FIGURES) or value.endswith("."):
+            raise ValueError(
+                f"expected a figure of the tidy results starting with "
+                f"{', '.join(ACCURACY_FIGURES)} (such as compared.mae_nonempty), got {value!r}"
+            )
+        return value
+
+    def axes(self) -> FrontierAxes:
+        return FrontierAxes(
+            accuracy=self.accuracy,
+            level=self.level,
+            table=self.table,
+            risk=f"reidentification.{self.attacker}.headline.{self.persons}.points",
+        )
+
+
 class Experiment(_Strict):
     population: PopulationSpec
     mechanisms: list[MechanismSpec] = Field(min_length=1)
     attacks: AttackSpec = Field(default_factory=lambda: AttackSpec.model_validate({}))
+    report: ReportSpec = Field(default_factory=lambda: ReportSpec.model_validate({}))
 
     @model_validator(mode="after")
     def _known_mechanisms(self) -> Experiment:
@@ -706,7 +741,7 @@ def run_experiment(
     with atomic_file(out / TIDY_FILES[1]) as tmp:
         tidy.write_csv(tmp)
     with atomic_file(out / REPORT_FILE) as tmp:
-        tmp.write_text(render_report(results), encoding="utf-8")
+        tmp.write_text(render_report(results, experiment.report.axes()), encoding="utf-8")
     return results
 
 

@@ -1353,7 +1353,11 @@ class FrontierAxes:
         """The axes' labels, in words."""
         accuracy = ACCURACY_WORDS.get(self.accuracy, self.accuracy)
         table = f" of {self.table}" if self.table else ""
-        risk = RISK_WORDS.get(self.risk, self.risk)
+        risk = self.risk
+        parts = self.risk.split(".")
+        if len(parts) == 5 and parts[2] == "headline":  # reidentification.census.headline.all…
+            who = "nonmodal persons " if parts[3] == "nonmodal" else ""
+            risk = f"{who}confirmed beyond the best baseline, {parts[1]} attacker (pp)"
         return f"{accuracy}{table}, {self.level.replace('_', ' ')}", risk
 
 
@@ -1365,16 +1369,6 @@ ACCURACY_WORDS = {
     "accuracy.tv_mean": "mean total variation distance",
     "accuracy.hellinger_mean": "mean Hellinger distance",
 }
-RISK_WORDS = {
-    "reidentification.census.headline.all.points": (
-        "confirmed beyond the best baseline, census attacker (pp)"
-    ),
-    "reidentification.census.headline.nonmodal.points": (
-        "nonmodal confirmed beyond the best baseline, census attacker (pp)"
-    ),
-}
-
-
 @dataclass(frozen=True)
 class ReplicateMean:
     """A figure's mean over the replicates that measured it, with its 95% t-interval."""
