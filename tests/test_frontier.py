@@ -174,3 +174,14 @@ def test_the_experiment_file_chooses_what_the_frontier_plots() -> None:
     ):
         with pytest.raises(InputError, match=message):
             parse_experiment({**SWEEP, "report": report}, "exp.toml", Path("."))
+
+
+def test_every_block_size_class_shows_its_persons(swept) -> None:
+    results, report = swept
+    sizes = results.population.block_sizes
+    assert sum(v["persons"] for v in sizes.values()) == results.population.persons
+    assert "By block size (persons in the block)" in report
+    for size, v in sizes.items():
+        assert f"{size}: {v['persons']:,} persons" in report
+    chart = report[report.index("Precision by block size") :]
+    assert f"n={sizes['10-49']['persons']:,}" in chart[: chart.index("</svg>")]

@@ -35,6 +35,26 @@ def _size_class(persons: pl.Expr) -> pl.Expr:
     return expr
 
 
+def block_size_counts(truth: Population) -> dict[str, dict[str, int]]:
+    """Blocks and persons in each block-size class (blocks with no person are in none)."""
+    sizes = (
+        truth.persons.group_by("block")
+        .len("persons")
+        .with_columns(_size_class(pl.col("persons")).alias("size_class"))
+        .group_by("size_class")
+        .agg(pl.len().alias("blocks"), pl.col("persons").sum())
+    )
+    found = {row["size_class"]: row for row in sizes.iter_rows(named=True)}
+    out = {}
+    for low, high in BLOCK_SIZE_CLASSES:
+        row = found.get(size_class_label(low, high), {"blocks": 0, "persons": 0})
+        out[size_class_label(low, high)] = {
+            "blocks": int(row["blocks"]),
+            "persons": int(row["persons"]),
+        }
+    return out
+
+
 def with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
     """The frame with an ``agebin`` column (the 38 bins of P12 + P14) derived from ``age``
     (null where age is)."""

@@ -57,6 +57,7 @@ from sdclab.attacks.knowledge import EXACT_MECHANISMS
 from sdclab.attacks.reconstruction import DRAWS, METRICS_FILE, write_reconstruction
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
+from sdclab.evaluation import block_size_counts
 from sdclab.execution import Executor
 from sdclab.fileio import (
     OUTPUT_MARKER,
@@ -607,6 +608,7 @@ class Runner:
             units=truth.n_units,
             geography=truth.geography.summary,
             uniques=linkage.population_uniques(truth),
+            block_sizes=block_size_counts(truth),
         )
         points = [point for m in self.experiment.mechanisms for point in m.points()]
         releases = {}

@@ -1152,6 +1152,8 @@ class PopulationSummary:
     uniques: Mapping[str, float] = field(default_factory=dict)
     """Share of persons unique in their block on {sex, age} and on {sex, agebin} (evaluation
     only: from the confidential records)."""
+    block_sizes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Blocks and persons in each block-size class ("1-9", …; evaluation only)."""
 
     def to_dict(self) -> dict[str, Any]:
         return fields_json(self)
@@ -1313,6 +1315,7 @@ class ExperimentResult:
                 units=int(pop["units"]),
                 geography=dict(pop["geography"]),
                 uniques=dict(pop.get("uniques", {})),
+                block_sizes=dict(pop.get("block_sizes", {})),
             ),
             releases={
                 title: ReleaseResult.from_dict(title, entry)

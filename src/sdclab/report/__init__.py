@@ -198,6 +198,26 @@ def _solvar_curve(release: ReleaseResult, points: list[str]) -> list[Value]:
     return [shares.get(p, NotMeasured(f"solvar ≤ {p} is not in the results")) for p in points]
 
 
+def _class_persons(results: ExperimentResult) -> list[str] | None:
+    """Persons in each block-size class, as the charts' second line of x labels."""
+    sizes = results.population.block_sizes
+    if not sizes:
+        return None
+    return [f"n={sizes[c]['persons']:,}" if c in sizes else "" for c in CLASSES]
+
+
+def _block_sizes(results: ExperimentResult) -> str:
+    """A sentence of the blocks and persons in each block-size class."""
+    sizes = results.population.block_sizes
+    if not sizes:
+        return ""
+    parts = [
+        f"{c}: {v['persons']:,} persons in {count(v['blocks'], 'block', 'blocks')}"
+        for c, v in sizes.items()
+    ]
+    return "<p>By block size (persons in the block): " + "; ".join(parts) + ".</p>"
+
+
 def _charts(results: ExperimentResult) -> list[str]:
     """The figures, each labelled with its source."""
     releases = results.releases
@@ -216,6 +236,7 @@ def _charts(results: ExperimentResult) -> list[str]:
                             CLASSES,
                             _precision_series(results, attacker, prefix),
                             source=EVALUATION,
+                            notes=_class_persons(results),
                         ),
                     )
                 )
@@ -411,7 +432,7 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
     population = (
         f"<p>Population: {pop.persons:,} persons in {pop.units:,} units; "
         f"{pop.geography['block']:,} blocks, {pop.geography['tract']:,} tracts, "
-        f"{count(pop.geography['county'], 'county', 'counties')}.</p>"
+        f"{count(pop.geography['county'], 'county', 'counties')}.</p>" + _block_sizes(results)
     )
     diagnostics = {t: r.evaluation.diagnostics for t, r in releases.items()}
     sections = "".join(

@@ -56,9 +56,10 @@ def line_chart(
     series: dict[str, list[Any]],
     percent: bool = True,
     source: Source | None = None,
+    notes: list[str] | None = None,
 ) -> str:
     """A small SVG line chart: one polyline per series over categorical x positions (a figure
-    not measured leaves a gap)."""
+    not measured leaves a gap); ``notes``: a second, smaller line under each category."""
     series = {name: [number(v) for v in vs] for name, vs in series.items()}
     width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
     values = [v for vs in series.values() for v in vs if v is not None]
@@ -78,6 +79,11 @@ def line_chart(
     ]
     parts += _grid(left, top, plot_w, plot_h, top_value, percent)
     parts += _x_labels([x(i) for i in range(len(categories))], categories, top + plot_h + 18)
+    for i, note in enumerate(notes or []):
+        parts.append(
+            f'<text x="{x(i):.1f}" y="{top + plot_h + 31}" font-size="9" fill="#555" '
+            f'text-anchor="middle">{esc(note)}</text>'
+        )
     for s, (name, vs) in enumerate(series.items()):
         baseline = name.startswith(PRG_LABEL)
         colour = BASELINE_COLOUR if baseline else COLOURS[s % len(COLOURS)]
