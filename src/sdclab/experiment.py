@@ -34,9 +34,10 @@ import json
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from fractions import Fraction
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -51,7 +52,7 @@ from pydantic import (
     model_validator,
 )
 
-from sdclab import __version__, api, protection
+from sdclab import __version__, api, matching, protection
 from sdclab.attacks import linkage
 from sdclab.attacks.knowledge import EXACT_MECHANISMS
 from sdclab.attacks.reconstruction import DRAWS, METRICS_FILE, write_reconstruction
@@ -226,15 +227,21 @@ class MechanismSpec(_Strict):
                 )
         return self
 
-    def points(self) -> list[Point]:
+    def points(self, common: Sequence[float] = ()) -> list[Point]:
         """Every (setting, replicate) of the entry: the grid of its swept settings, each run
-        ``replicates`` times."""
+        ``replicates`` times; with ``common`` values, the grid once per common-axis ε, the
+        budget set to reach it (:mod:`sdclab.matching`)."""
         swept = self.swept()
         fixed = {k: v for k, v in self.settings.items() if k not in swept}
         assert all(not isinstance(v, (list, Range)) for v in fixed.values())
         out = []
-        for values in itertools.product(*swept.values()):
-            varied = dict(zip(swept, values, strict=True))
+        axis: list[float | None] = list(common) or [None]
+        for target, values in itertools.product(axis, itertools.product(*swept.values())):
+            varied: dict[str, Scalar] = dict(zip(swept, values, strict=True))
+            settings: dict[str, Scalar] = {**fixed, **varied}  # type: ignore[dict-item]
+            if target is not None:
+                settings |= matching.matched(self.name, settings, target).settings
+                varied = {MATCHED: format(target, "g"), **varied}
             name = self.title + "".join(
                 f"{'@' if i == 0 else ','}{k}={v}" for i, (k, v) in enumerate(varied.items())
             )
@@ -245,7 +252,7 @@ class MechanismSpec(_Strict):
                         entry=self.title,
                         setting=name,
                         name=self.name,
-                        settings={**fixed, **varied},  # type: ignore[dict-item]
+                        settings=settings,
                         seed=replicate_seed(self.seed, replicate),
                         varied={k: str(v) for k, v in varied.items()},
                         replicate=replicate,
@@ -331,26 +338,91 @@ class ReportSpec(_Strict):
         )
 
 
+MATCHED = "ε"
+"""How a matched release's title names its common-axis ε: ``topdown@ε=4``."""
+
+
+class MatchSpec(_Strict):
+    """Run every mechanism that has a common-axis ε at the same values of it."""
+
+    axis: Literal["epsilon@1e-10"] = "epsilon@1e-10"
+    """ε at δ = 10⁻¹⁰ for one person's record changed (the only axis)."""
+    values: list[float] | Range
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _range_in_words(cls, values: Any) -> Any:
+        return Range.model_validate(values) if isinstance(values, dict) else values
+
+    def targets(self) -> list[float]:
+        values = self.values.values() if isinstance(self.values, Range) else self.values
+        out = [float(v) for v in values]
+        if not out or min(out) <= 0:
+            raise ValueError("give one or more values of ε above 0")
+        if len(set(out)) != len(out):
+            raise ValueError("every value of ε once")
+        return out
+
+
 class Experiment(_Strict):
     population: PopulationSpec
     mechanisms: list[MechanismSpec] = Field(min_length=1)
     attacks: AttackSpec = Field(default_factory=lambda: AttackSpec.model_validate({}))
     report: ReportSpec = Field(default_factory=lambda: ReportSpec.model_validate({}))
+    match: MatchSpec | None = None
+
+    def unmatched(self) -> dict[str, str]:
+        """The entries a match leaves as they are, with the reason (none without a match)."""
+        if self.match is None:
+            return {}
+        out = {}
+        for m in self.mechanisms:
+            first = m.points()[0].settings
+            why = matching.unmatchable(m.name, first)
+            if why is not None:
+                out[m.title] = why.reason
+        return out
+
+    def points_of(self, entry: MechanismSpec) -> list[Point]:
+        """The entry's releases: at every matched ε where the experiment matches and the
+        mechanism can be matched."""
+        if self.match is None or entry.title in self.unmatched():
+            return entry.points()
+        return entry.points(self.match.targets())
+
+    def points(self) -> list[Point]:
+        return [p for m in self.mechanisms for p in self.points_of(m)]
 
     @model_validator(mode="after")
     def _known_mechanisms(self) -> Experiment:
         titles = [m.title for m in self.mechanisms]
         if len(set(titles)) != len(titles):
             raise ValueError("two mechanisms share a name: give them distinct labels")
-        releases = sum(len(m.points()) for m in self.mechanisms)
+        for m in self.mechanisms:
+            for point in m.points():
+                protection.get(m.name).parse(point.settings)
+        if self.match is not None:
+            self.match.targets()
+            unmatched = self.unmatched()
+            for m in self.mechanisms:
+                rescale = protection.get(m.name).rescale
+                if m.title in unmatched or rescale is None:
+                    continue
+                budgets = set(rescale(protection.get(m.name).parse({}), Fraction(1)))
+                clash = sorted(budgets & set(m.swept()))
+                if clash:
+                    raise ValueError(
+                        f"mechanisms: {m.title} sweeps {', '.join(clash)} and the experiment "
+                        f"matches it on {self.match.axis}: sweep one or the other"
+                    )
+        releases = len(self.points())
         if releases > MAX_RELEASES:
             raise ValueError(
                 f"the sweeps make {releases:,} releases, more than {MAX_RELEASES:,}: "
                 "sweep fewer values or run fewer replicates"
             )
-        for m in self.mechanisms:
-            for point in m.points():
-                protection.get(m.name).parse(point.settings)
+        for point in self.points():
+            protection.get(point.name).parse(point.settings)
         Executor.parse(self.attacks.executor)  # a bad executor is an input error before any work
         return self
 
@@ -610,7 +682,7 @@ class Runner:
             uniques=linkage.population_uniques(truth),
             block_sizes=block_size_counts(truth),
         )
-        points = [point for m in self.experiment.mechanisms for point in m.points()]
+        points = self.experiment.points()
         releases = {}
         began = time.perf_counter()
         for index, point in enumerate(points):
@@ -715,7 +787,7 @@ def run_experiment(
     out = Path(out)
     inputs = (*protect, *([Path(experiment.population.path)] if experiment.population.path else []))
     check_replaceable(out, EXPERIMENT_KIND, inputs)
-    for point in (p for m in experiment.mechanisms for p in m.points()):
+    for point in experiment.points():
         parsed = MECHANISMS[point.name].parse(point.settings)
         checkpoint = getattr(parsed, "checkpoint", None)
         if checkpoint is not None:
@@ -763,6 +835,17 @@ def provenance(experiment: Experiment, source: str) -> dict[str, Any]:
             "knowledge": "published (noise-aware)" + (", naive beside" if attacks.naive else ""),
         },
         "mechanism_seeds": "in the experiment (not repeated: a seed reproduces its noise)",
+        **(
+            {}
+            if experiment.match is None
+            else {
+                "match": {
+                    "axis": experiment.match.axis,
+                    "values": experiment.match.targets(),
+                    "not_matched": experiment.unmatched(),
+                }
+            }
+        ),
     }
 
 

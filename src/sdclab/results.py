@@ -1372,6 +1372,8 @@ ACCURACY_WORDS = {
     "accuracy.tv_mean": "mean total variation distance",
     "accuracy.hellinger_mean": "mean Hellinger distance",
 }
+
+
 @dataclass(frozen=True)
 class ReplicateMean:
     """A figure's mean over the replicates that measured it, with its 95% t-interval."""

@@ -181,6 +181,9 @@ class Mechanism(Generic[P]):
     audit_plan: Callable[[Mapping[str, Any], int, int], Trials] | None = None
     """How a privacy audit observes it: (settings, trials, seed) → outputs on two neighbouring
     datasets and the guarantee's claim for them."""
+    rescale: Callable[[P, Fraction], dict[str, str]] | None = None
+    """The settings that multiply its privacy budget by a factor (every budget setting alike),
+    for matching mechanisms on the common axis; None for a mechanism without a budget."""
 
     def define(self, role: str) -> Callable[[F], F]:
         """A decorator: the function it decorates plays ``role`` (guarantee, protect, noise,
@@ -272,7 +275,15 @@ class Mechanism(Generic[P]):
         return f"<mechanism {self.name}: {self.summary}>"
 
 
-ROLES = ("guarantee", "protect", "noise", "diagnostics", "risk_analysis", "audit_plan")
+ROLES = (
+    "guarantee",
+    "protect",
+    "noise",
+    "diagnostics",
+    "risk_analysis",
+    "audit_plan",
+    "rescale",
+)
 """What a mechanism's functions may be (:meth:`Mechanism.define`)."""
 
 
@@ -598,3 +609,8 @@ def _show(value: Fraction) -> str:
         return f"{float(value):.4g}"
     except OverflowError:
         return "a number beyond 1e308"
+
+
+def decimal_text(value: Fraction, digits: int = 6) -> str:
+    """A budget as a setting takes it: decimal text of ``digits`` significant digits."""
+    return format(Decimal(value.numerator) / Decimal(value.denominator), f".{digits}g")

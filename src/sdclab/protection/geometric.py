@@ -42,6 +42,7 @@ from sdclab.protection.base import (
     Parameters,
     Unit,
     check_budget_range,
+    decimal_text,
 )
 from sdclab.release import Release, exact_release
 from sdclab.tables.catalog import CATALOG, UNIT_CELLS_A_PERSON_MOVES, TableDef
@@ -165,6 +166,12 @@ def person_loss(p: GeometricParameters) -> tuple[Fraction, list[str]]:
         "joining a household)"
     ]
     return total, steps
+
+
+@MECHANISM.define("rescale")
+def rescale(p: GeometricParameters, factor: Fraction) -> dict[str, str]:
+    """ε times ``factor``."""
+    return {"epsilon": decimal_text(Fraction(p.epsilon) * factor)}
 
 
 @MECHANISM.define("guarantee")

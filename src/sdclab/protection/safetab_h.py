@@ -48,6 +48,7 @@ from sdclab.protection.base import (
     Parameters,
     Unit,
     check_budget_range,
+    decimal_text,
 )
 from sdclab.release import Release, frame_problem, geoid_problem
 from sdclab.results import NotMeasured, as_json
@@ -921,6 +922,16 @@ def _group_frame(counts: IntArray, lc: GroupHistograms, geography: Geography) ->
         "iteration",
         "count",
     )
+
+
+SAFETAB_BUDGETS = ("rho_regional", "rho_detailed_national", "rho_detailed_local", "t01001_rho")
+
+
+@MECHANISM.define("rescale")
+def rescale(p: SafeTabHParameters, factor: Fraction) -> dict[str, str]:
+    """Every ρ times ``factor`` (T01001's only where it is noisy: else it spends none)."""
+    names = SAFETAB_BUDGETS if p.t01001 == "noisy" else SAFETAB_BUDGETS[:-1]
+    return {name: decimal_text(Fraction(getattr(p, name)) * factor) for name in names}
 
 
 @MECHANISM.define("guarantee")

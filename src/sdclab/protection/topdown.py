@@ -60,6 +60,7 @@ from sdclab.protection.base import (
     Parameters,
     Unit,
     check_budget_range,
+    decimal_text,
 )
 from sdclab.protection.topdown_strategy import (
     PRODUCTS,
@@ -136,6 +137,13 @@ MECHANISM = Mechanism(
     "the 2020 census TopDown Algorithm (zCDP measurements, consistent integer tables)",
     TopDownParameters,
 )
+
+
+@MECHANISM.define("rescale")
+def rescale(p: TopDownParameters, factor: Fraction) -> dict[str, str]:
+    """The strategy's total ρ times ``factor`` (its shares kept)."""
+    _, strategy = p.resolve()
+    return {"rho": decimal_text(strategy.rho * factor)}
 
 
 @MECHANISM.define("guarantee")

@@ -407,7 +407,23 @@ def _provenance(made: Mapping[str, Any]) -> str:
         f"{esc(population)} · attacks: seed {esc(str(attacks.get('seed')))}, time limit "
         f"{esc(str(attacks.get('time_limit')))} s per tract, "
         f"{esc(str(attacks.get('knowledge')))} · mechanism seeds: "
-        f"{esc(str(made.get('mechanism_seeds')))}</small></p>"
+        f"{esc(str(made.get('mechanism_seeds')))}</small></p>" + _matched(made.get("match"))
+    )
+
+
+def _matched(match: Mapping[str, Any] | None) -> str:
+    """What a match ran: its axis and values, and each entry it left as it was, with why."""
+    if not match:
+        return ""
+    values = ", ".join(f"{v:g}" for v in match["values"])
+    left = "".join(
+        f"<li><b>{esc(title)}</b>: {esc(reason)}</li>"
+        for title, reason in match.get("not_matched", {}).items()
+    )
+    return (
+        f"<p>Matched on the common axis (ε at δ = 10⁻¹⁰, one person's record changed): every "
+        f"mechanism that has one runs at ε = {esc(values)}."
+        + (f" Not matchable, run as given:</p><ul>{left}</ul>" if left else "</p>")
     )
 
 
