@@ -17,6 +17,13 @@ settings = { rate = "0.05" }
 reconstruct = true
 variability = true
 attackers = ["census", "commercial"]
+
+[match]                  # optional: every mechanism with a common-axis ε at these values
+values = [1, 4, 16]
+
+[report]                 # optional: what the frontier plots
+accuracy = "compared.mae_nonempty"
+level = "tract"
 ```
 
 Every step writes into ``DIR/steps/<step>-<digest>/``, where the digest covers the step's own
