@@ -440,3 +440,68 @@ def test_blocks_are_segregated(population):
     observed, unsegregated = nonmodal(persons), nonmodal(shuffled)
     assert unsegregated > 0.3
     assert observed < 0.7 * unsegregated
+
+
+def test_small_populations_can_have_several_tracts_counties_and_states() -> None:
+    from sdclab.population.synth import GeographyCounts
+
+    population = synth.synthesize(3_000, 5, GeographyCounts(tracts=6, counties=3, states=2))
+    summary = population.geography.summary
+    assert (summary["tract"], summary["county"], summary["state"]) == (6, 3, 2)
+    assert population.n_persons == 3_000
+    tract_sizes = population.persons.group_by(pl.col("block").str.slice(0, 11)).len()["len"]
+    assert tract_sizes.min() >= 0.3 * 500 and tract_sizes.max() <= 2 * 500  # about 500 each
+    # the counts given change nothing when they are the ones the size gives
+    default = synth.synthesize(3_000, 5)
+    assert default.persons.equals(synth.synthesize(3_000, 5, GeographyCounts()).persons)
+
+
+@pytest.mark.parametrize(
+    ("counts", "message"),
+    [
+        ({"tracts": 31}, "tracts 31: expected 1 to 30 for 3,000 persons"),
+        ({"tracts": 4, "counties": 5}, r"counties 5: expected 1 to 4 \(the tracts\)"),
+        ({"tracts": 4, "counties": 2, "states": 3}, "states 3: expected 1 to 2"),
+    ],
+)
+def test_geography_counts_the_population_cannot_hold_are_refused_in_words(counts, message) -> None:
+    from sdclab import api
+    from sdclab.errors import InputError
+
+    with pytest.raises(InputError, match=message):
+        api.synthesize(3_000, seed=1, **counts)
+
+
+def test_synth_command_and_experiments_take_the_geography_counts(tmp_path) -> None:
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from sdclab.cli import app
+    from sdclab.errors import InputError
+    from sdclab.experiment import PopulationSpec, parse_experiment
+
+    out = tmp_path / "pop"
+    args = [
+        "synth",
+        "--out",
+        str(out),
+        "-n",
+        "2000",
+        "--seed",
+        "3",
+        "--tracts",
+        "4",
+        "--counties",
+        "2",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "synth.json").read_text())
+    assert report["parameters"]["tracts"] == 4 and report["counts"]["counties"] == 2
+    # a population without counts keeps the digest it had before they existed
+    assert PopulationSpec(persons=2000).digested() == {"persons": 2000, "seed": 2010, "path": None}
+    assert PopulationSpec(persons=2000, tracts=4).digested()["tracts"] == 4
+    spec = {"population": {"persons": 2000, "tracts": 40}, "mechanisms": [{"name": "none"}]}
+    with pytest.raises(InputError, match="population: tracts 40: expected 1 to 20"):
+        parse_experiment(spec, "exp.toml", Path("."))

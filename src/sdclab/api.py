@@ -48,14 +48,29 @@ if TYPE_CHECKING:  # the modules behind them load on first use: the command line
     from sdclab.release import Release
 
 
-def synthesize(persons: int = 20_000, *, seed: int | None = None) -> Population:
-    """A synthetic census population of exactly ``persons`` persons (seeded: reproducible)."""
+def synthesize(
+    persons: int = 20_000,
+    *,
+    seed: int | None = None,
+    tracts: int | None = None,
+    counties: int | None = None,
+    states: int | None = None,
+) -> Population:
+    """A synthetic census population of exactly ``persons`` persons (seeded: reproducible), with
+    ``tracts``, ``counties`` and ``states`` where given (else they follow its size: about 4,000,
+    100,000 and 6,000,000 persons each)."""
+    from sdclab.population.synth import GeographyCounts
     from sdclab.population.synth import synthesize as generate
 
     check_seed(seed, "seed")
     if isinstance(persons, bool) or not isinstance(persons, int) or persons < 1:
         raise InputError(f"persons {persons!r}: expected a whole number of at least 1")
-    return generate(persons, seed)
+    geography = GeographyCounts(tracts, counties, states)
+    try:
+        geography.check(persons)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return generate(persons, seed, geography)
 
 
 def read_population(path: str | Path) -> Population:

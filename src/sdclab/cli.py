@@ -197,19 +197,31 @@ def synth(
         int, typer.Option("--persons", "-n", min=1, help="Number of persons.")
     ] = 20_000,
     seed: Annotated[int | None, typer.Option(help="Seed (omit for OS entropy).")] = None,
+    tracts: Annotated[
+        int | None, typer.Option(help="Number of tracts (default: about one per 4,000 persons).")
+    ] = None,
+    counties: Annotated[
+        int | None,
+        typer.Option(help="Number of counties (default: about one per 100,000 persons)."),
+    ] = None,
+    states: Annotated[
+        int | None,
+        typer.Option(help="Number of states (default: about one per 6,000,000 persons)."),
+    ] = None,
 ) -> None:
     """Generate a seeded synthetic census population (persons, units, synth.json)."""
     from sdclab import api
     from sdclab.fileio import check_replaceable
     from sdclab.population.io import POPULATION_KIND, write_population
-    from sdclab.population.synth import build_report
+    from sdclab.population.synth import GeographyCounts, build_report
     from sdclab.randomness import check_seed
 
     start = time.perf_counter()
     check_seed(seed)
     check_replaceable(out, POPULATION_KIND)
-    population = api.synthesize(persons, seed=seed)
-    write_population(population, out, {"synth.json": build_report(population, seed)})
+    population = api.synthesize(persons, seed=seed, tracts=tracts, counties=counties, states=states)
+    geography = GeographyCounts(tracts, counties, states)
+    write_population(population, out, {"synth.json": build_report(population, seed, geography)})
     typer.echo(
         f"wrote {population.n_persons:,} persons and {population.n_units:,} units to {out} "
         f"in {time.perf_counter() - start:.1f} s"

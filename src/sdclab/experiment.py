@@ -82,7 +82,7 @@ from sdclab.fileio import (
 )
 from sdclab.population import Population
 from sdclab.population.io import read_population, write_population
-from sdclab.population.synth import build_report, synthesize
+from sdclab.population.synth import GeographyCounts, build_report, synthesize
 from sdclab.protection import MECHANISMS
 from sdclab.protection.base import EXPECTED, did_you_mean, shown
 from sdclab.randomness import MAX_SEED
@@ -119,24 +119,44 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+GEOGRAPHY = ("tracts", "counties", "states")
+
+
 class PopulationSpec(_Strict):
     """A synthetic population (persons, seed) or a population directory (path)."""
 
     persons: int | None = Field(None, ge=100, le=100_000_000)
     seed: int = Field(2010, ge=0, le=MAX_SEED)
     path: str | None = None
+    tracts: int | None = Field(None, ge=1)
+    counties: int | None = Field(None, ge=1)
+    states: int | None = Field(None, ge=1)
+    """A synthetic population's numbers of tracts, counties and states (else by its size)."""
+
+    def geography(self) -> GeographyCounts:
+        return GeographyCounts(self.tracts, self.counties, self.states)
 
     def source(self) -> dict[str, Any]:
         """Where the population came from: a directory, or the synthetic generator's settings
         (a seed is not recorded for a population that was read, since none made it)."""
         if self.path is not None:
             return {"path": self.path}
-        return {"persons": self.persons, "seed": self.seed}
+        return {"persons": self.persons, "seed": self.seed, **self.geography().to_dict()}
+
+    def digested(self) -> dict[str, Any]:
+        """What the population step's digest covers (the geography counts only when given, so
+        that an earlier experiment's steps stay valid)."""
+        given = self.geography().to_dict()
+        return {k: v for k, v in self.model_dump().items() if k not in GEOGRAPHY or k in given}
 
     @model_validator(mode="after")
     def _one_source(self) -> PopulationSpec:
         if (self.persons is None) == (self.path is None):
             raise ValueError("give either persons (synthetic) or path (a population directory)")
+        if self.path is not None and self.geography().to_dict():
+            raise ValueError("tracts, counties and states shape a synthetic population only")
+        if self.persons is not None:
+            self.geography().check(self.persons)
         return self
 
 
@@ -607,8 +627,8 @@ def _make_population(spec: PopulationSpec, tmp: Path) -> None:
     if spec.path is not None:
         write_population(read_population(Path(spec.path)), tmp)
     else:
-        population = synthesize(spec.persons or 0, spec.seed)
-        report = build_report(population, spec.seed)
+        population = synthesize(spec.persons or 0, spec.seed, spec.geography())
+        report = build_report(population, spec.seed, spec.geography())
         write_population(population, tmp, {"synth.json": report})
 
 
@@ -678,7 +698,7 @@ class Runner:
 
     def run(self) -> ExperimentResult:
         spec = self.experiment.population
-        pop_digest = _digest("population", spec.model_dump(), _directory_digest(spec.path))
+        pop_digest = _digest("population", spec.digested(), _directory_digest(spec.path))
         step = Step("population", pop_digest)
         truth = read_population(self.steps.get(step, partial(_make_population, spec)))
         population = PopulationSummary(

@@ -427,10 +427,49 @@ their index, so appending a stage leaves every earlier stream (and column) uncha
 # =============================================================================================
 
 
-def synthesize(n_persons: int, seed: int | None = None) -> Population:
+@dataclass(frozen=True)
+class GeographyCounts:
+    """How many tracts, counties and states to make (None: about one per
+    :data:`TRACT_PERSONS`, :data:`COUNTY_PERSONS` and :data:`STATE_PERSONS` persons), so that a
+    small population can still have a hierarchy to study."""
+
+    tracts: int | None = None
+    counties: int | None = None
+    states: int | None = None
+
+    def check(self, n: int) -> None:
+        """ValueError in words for counts the population cannot hold."""
+        tracts = self.tracts if self.tracts is not None else max(1, round(n / TRACT_PERSONS))
+        counties = self.counties if self.counties is not None else 1
+        if self.tracts is not None and not 1 <= self.tracts <= n // MIN_TRACT_PERSONS:
+            raise ValueError(
+                f"tracts {self.tracts}: expected 1 to {max(1, n // MIN_TRACT_PERSONS):,} for "
+                f"{n:,} persons (at least {MIN_TRACT_PERSONS} persons per tract)"
+            )
+        if self.counties is not None and not 1 <= self.counties <= tracts:
+            raise ValueError(f"counties {self.counties}: expected 1 to {tracts} (the tracts)")
+        if self.states is not None and not 1 <= self.states <= min(counties, len(STATE_FIPS)):
+            raise ValueError(
+                f"states {self.states}: expected 1 to {min(counties, len(STATE_FIPS))} (the "
+                "counties, and at most the 50 states and DC)"
+            )
+
+    def to_dict(self) -> dict[str, int]:
+        """The counts given (for ``synth.json`` and digests; none given: empty)."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+MIN_TRACT_PERSONS = 100
+"""Persons per tract at least when the number of tracts is given."""
+
+
+def synthesize(
+    n_persons: int, seed: int | None = None, geography: GeographyCounts | None = None
+) -> Population:
     """Seeded synthetic census population of exactly n_persons persons.
 
-    The same seed gives identical frames; ``seed=None`` draws from OS entropy.
+    The same seed gives identical frames; ``seed=None`` draws from OS entropy. ``geography``
+    sets the number of tracts, counties or states (otherwise they follow the population's size).
     :func:`build_report` measures it against :data:`TARGETS` for ``synth.json``.
     """
     if isinstance(n_persons, bool) or not isinstance(n_persons, int | np.integer):
@@ -438,10 +477,12 @@ def synthesize(n_persons: int, seed: int | None = None) -> Population:
     if n_persons < 1:
         raise ValueError(f"n_persons must be at least 1, got {n_persons}")
     n = int(n_persons)
+    geography = geography or GeographyCounts()
+    geography.check(n)
     streams = dict(zip(STAGES, make_rng(seed).spawn(len(STAGES)), strict=True))
 
     units = draw_occupied_units(streams["households"], n)
-    plan = plan_geography(streams["geography"], n)
+    plan = plan_geography(streams["geography"], n, geography)
     unit_block = place_in_blocks(units.sizes, plan.block_end)
     people = draw_people(streams["people"], units)
     race, hispanic = draw_race_ethnicity(streams["race"], plan, units, unit_block, people)
@@ -756,9 +797,12 @@ class GeographyPlan:
     n_tracts: int
 
 
-def plan_geography(rng: np.random.Generator, n: int) -> GeographyPlan:
+def plan_geography(
+    rng: np.random.Generator, n: int, counts: GeographyCounts | None = None
+) -> GeographyPlan:
     """Blocks nested in block groups, tracts, counties and states for ``n`` persons."""
-    tract_persons = tract_targets(rng, n)
+    counts = counts or GeographyCounts()
+    tract_persons = tract_targets(rng, n, counts.tracts)
     bg_tract, bg_number, bg_end = block_group_targets(rng, tract_persons)
     block_end = block_capacities(rng, n)
     block_mid = block_end - np.diff(block_end, prepend=0.0) / 2
@@ -767,16 +811,19 @@ def plan_geography(rng: np.random.Generator, n: int) -> GeographyPlan:
     block_number = np.arange(len(block_bg)) - first_in_bg
     if block_number.max() >= MAX_BLOCKS_PER_BLOCK_GROUP:
         raise RuntimeError("a block group received more than 999 blocks")
-    tract_code = tract_codes(rng, tract_persons)
+    tract_code = tract_codes(rng, tract_persons, counts.counties, counts.states)
     tract = bg_tract[block_bg]
     block_code = tract_code[tract] * 10_000 + bg_number[block_bg] * 1_000 + block_number
     return GeographyPlan(block_end, block_code, tract, len(tract_persons))
 
 
-def tract_targets(rng: np.random.Generator, n: int) -> FloatArray:
-    """Persons per tract: about TRACT_PERSONS each, summing to ``n``."""
-    n_tracts = max(1, round(n / TRACT_PERSONS))
-    raw = np.clip(TRACT_PERSONS * rng.lognormal(0.0, TRACT_LOG_SD, n_tracts), *TRACT_PERSONS_RANGE)
+def tract_targets(rng: np.random.Generator, n: int, n_tracts: int | None = None) -> FloatArray:
+    """Persons per tract: about TRACT_PERSONS each (or ``n_tracts`` tracts of the same spread
+    around n / n_tracts), summing to ``n``."""
+    mean = float(TRACT_PERSONS) if n_tracts is None else n / n_tracts
+    n_tracts = n_tracts or max(1, round(n / TRACT_PERSONS))
+    low, high = (mean * r / TRACT_PERSONS for r in TRACT_PERSONS_RANGE)
+    raw = np.clip(mean * rng.lognormal(0.0, TRACT_LOG_SD, n_tracts), low, high)
     return np.asarray(n * raw / raw.sum(), dtype=np.float64)
 
 
@@ -811,12 +858,19 @@ def block_capacities(rng: np.random.Generator, n: int) -> FloatArray:
     return np.asarray(end[:needed], dtype=np.float64)
 
 
-def tract_codes(rng: np.random.Generator, tract_persons: FloatArray) -> IntArray:
+def tract_codes(
+    rng: np.random.Generator,
+    tract_persons: FloatArray,
+    n_counties: int | None = None,
+    n_states: int | None = None,
+) -> IntArray:
     """11-digit state+county+tract code of each tract: tracts grouped into counties, counties
-    into states, numbered 000100, 000200, … within a county and 001, 003, … within a state."""
+    into states, numbered 000100, 000200, … within a county and 001, 003, … within a state (the
+    numbers of counties and states follow the population's size unless given)."""
     n = float(tract_persons.sum())
     n_tracts = len(tract_persons)
-    n_counties = int(np.clip(round(n / COUNTY_PERSONS), 1, n_tracts))
+    if n_counties is None:
+        n_counties = int(np.clip(round(n / COUNTY_PERSONS), 1, n_tracts))
     county_weight = rng.lognormal(0.0, COUNTY_LOG_SD, n_counties)
     tracts_per_county = 1 + rng.multinomial(
         n_tracts - n_counties, county_weight / county_weight.sum()
@@ -824,12 +878,21 @@ def tract_codes(rng: np.random.Generator, tract_persons: FloatArray) -> IntArray
     tract_county = np.repeat(np.arange(n_counties), tracts_per_county)
     county_persons = np.bincount(tract_county, weights=tract_persons, minlength=n_counties)
 
-    n_states = int(np.clip(round(n / STATE_PERSONS), 1, len(STATE_FIPS)))
-    state_weight = rng.lognormal(0.0, STATE_LOG_SD, n_states)
-    state_end = np.cumsum(state_weight) / state_weight.sum() * n
-    county_mid = np.cumsum(county_persons) - county_persons / 2
-    county_state = np.minimum(np.searchsorted(state_end, county_mid, side="right"), n_states - 1)
-    _, county_state = np.unique(county_state, return_inverse=True)  # states left empty vanish
+    if n_states is None:
+        n_states = int(np.clip(round(n / STATE_PERSONS), 1, len(STATE_FIPS)))
+        state_weight = rng.lognormal(0.0, STATE_LOG_SD, n_states)
+        state_end = np.cumsum(state_weight) / state_weight.sum() * n
+        county_mid = np.cumsum(county_persons) - county_persons / 2
+        county_state = np.minimum(
+            np.searchsorted(state_end, county_mid, side="right"), n_states - 1
+        )
+        _, county_state = np.unique(county_state, return_inverse=True)  # empty states vanish
+    else:  # as many states as asked, each with a county at least
+        state_weight = rng.lognormal(0.0, STATE_LOG_SD, n_states)
+        counties_per_state = 1 + rng.multinomial(
+            n_counties - n_states, state_weight / state_weight.sum()
+        )
+        county_state = np.repeat(np.arange(n_states), counties_per_state)
     county_number = np.arange(n_counties) - np.searchsorted(county_state, county_state, side="left")
     if county_number.max() >= 500:
         raise RuntimeError("a state received more than 499 counties")
@@ -1332,8 +1395,11 @@ def geounit_size_summary(population: Population) -> dict[str, dict[str, float]]:
     return summary
 
 
-def build_report(population: Population, seed: int | None) -> dict[str, Any]:
-    """The ``synth.json`` document: parameters, counts and marginals against targets."""
+def build_report(
+    population: Population, seed: int | None, geography: GeographyCounts | None = None
+) -> dict[str, Any]:
+    """The ``synth.json`` document: parameters (with the geography counts given), counts and
+    marginals against targets."""
     generated = measure_marginals(population)
     persons = population.persons
     group = race_ethnicity_group(
@@ -1347,6 +1413,7 @@ def build_report(population: Population, seed: int | None) -> dict[str, Any]:
             "seed": seed,
             "randomness": "os-entropy" if seed is None else "seed",
             "generator_version": GENERATOR_VERSION,
+            **(geography.to_dict() if geography else {}),
         },
         "counts": geography_counts(population),
         "geounit_persons": geounit_size_summary(population),
