@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from sdclab.errors import InputError
 from sdclab.fileio import atomic_file, write_json
@@ -100,8 +107,13 @@ class TaskFailed(RuntimeError):
 def _progress(label: str, total: int) -> Progress | None:
     if not sys.stderr.isatty() or total == 0:
         return None
-    progress = Progress(
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True
+    progress = Progress(  # elapsed time ticks even while one long task (a root solve) runs
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        transient=True,
     )
     progress.add_task(label, total=total)
     return progress

@@ -510,7 +510,13 @@ def topdown(
 
     root_task = task("nation", root_support, None, [0])
     (root,) = run_tasks(
-        solve_parent, [root_task], 1, "TopDown nation", None, ["nation"], saved("nation")
+        solve_parent,
+        [root_task],
+        1,
+        "TopDown nation: the root solve (the whole histogram at once)",
+        None,
+        ["nation"],
+        saved("nation"),
     )
     keep("nation", 0, root_support, root.histograms[0])
     _collect(records, root)
