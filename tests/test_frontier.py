@@ -185,3 +185,16 @@ def test_every_block_size_class_shows_its_persons(swept) -> None:
         assert f"{size}: {v['persons']:,} persons" in report
     chart = report[report.index("Precision by block size") :]
     assert f"n={sizes['10-49']['persons']:,}" in chart[: chart.index("</svg>")]
+
+
+def test_the_demo_prints_one_line_per_release_with_its_headline_risk(swept) -> None:
+    from sdclab.cli import release_lines
+
+    results, _ = swept
+    lines = release_lines(results)
+    assert len(lines) == 1 + len(results.releases)
+    none = next(line for line in lines if line.strip().startswith("none"))
+    headline = results["none"].evaluation.reidentification["census"].headline("all").points
+    assert none.endswith(f"{headline:+.1f} pp") and " 0.000 " in none  # exact: no error
+    safetab = next(line for line in lines if line.strip().startswith("safetab_h"))
+    assert safetab.split()[-2:] == ["n/a", "n/a"]
