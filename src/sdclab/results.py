@@ -611,6 +611,8 @@ class ComparedAccuracy:
     mae_nonempty: Value
     rmse_nonempty: Value
     bias_nonempty: Value
+    suppressed_share: float
+    """Cells of the set withheld (their errors are not in the figures: say so beside them)."""
 
     @classmethod
     def pool(cls, level: str, tables: Sequence[TableAccuracy]) -> ComparedAccuracy:
@@ -632,6 +634,8 @@ class ComparedAccuracy:
             mae_nonempty=mean("mae_nonempty", "nonempty_cells"),
             rmse_nonempty=mean("rmse_nonempty", "nonempty_cells", square=True),
             bias_nonempty=mean("bias_nonempty", "nonempty_cells"),
+            suppressed_share=sum(t.suppressed_share * t.cells for t in tables)
+            / max(sum(t.cells for t in tables), 1),
         )
 
 
@@ -874,7 +878,13 @@ class Evaluation:
         compared_set = "+".join(COMPARED_TABLES)
         for level in dict.fromkeys([*self.accuracy.get(COMPARED_TABLES[0], {}), *COMPARED_LEVELS]):
             pooled = self.compared(level)
-            for metric in ("mae", "mae_nonempty", "rmse_nonempty", "bias_nonempty"):
+            for metric in (
+                "mae",
+                "mae_nonempty",
+                "rmse_nonempty",
+                "bias_nonempty",
+                "suppressed_share",
+            ):
                 value = pooled if isinstance(pooled, NotMeasured) else getattr(pooled, metric)
                 yield Figure(f"compared.{metric}", value, level=level, table=compared_set, **dims)
         if not self.indicators:

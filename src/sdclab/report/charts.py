@@ -232,9 +232,10 @@ class Reference:
 
 
 def wants_log(values: list[float]) -> bool:
-    """A log scale where positive values span more than a factor of 30."""
+    """A log scale where no value is negative and the positive ones span more than a factor of
+    30 (a 0 is drawn at the axis floor)."""
     positive = [v for v in values if v > 0]
-    return len(positive) == len(values) > 1 and max(positive) / min(positive) > 30
+    return min(values, default=0) >= 0 and len(positive) > 1 and max(positive) / min(positive) > 30
 
 
 def _scale(
@@ -317,13 +318,15 @@ def xy_chart(
             f'<text x="{x(t):.1f}" y="{top + plot_h + 16}" font-size="11" text-anchor="middle">'
             f"{_tick(t)}</text>"
         )
+    floor = any(p.y == 0 for ps in series.values() for p in ps)
     scale = {True: " (log scale)", False: ""}
+    y_scale = " (log scale; 0 at the floor)" if y_axis.log and floor else scale[y_axis.log]
     parts.append(
         f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h + 36}" font-size="12" '
         f'text-anchor="middle">{esc(x_axis.label + scale[x_axis.log])}</text>'
         f'<text x="14" y="{top + plot_h / 2:.1f}" font-size="12" text-anchor="middle" '
         f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">'
-        f"{esc(y_axis.label + scale[y_axis.log])}</text>"
+        f"{esc(y_axis.label + y_scale)}</text>"
     )
     for k, r in enumerate(references):
         if r.vertical:
@@ -344,7 +347,7 @@ def xy_chart(
             )
     for s, (name, points) in enumerate(series.items()):
         colour, shape = series_style(s)
-        shown = [p for p in points if (p.x > 0 or not x_axis.log) and (p.y > 0 or not y_axis.log)]
+        shown = [p for p in points if (p.x >= 0 or not x_axis.log) and (p.y >= 0 or not y_axis.log)]
         if connect and len(shown) > 1:
             line = " ".join(f"{x(p.x):.1f},{y(p.y):.1f}" for p in sorted(shown, key=lambda p: p.x))
             parts.append(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sdclab.report.charts import Axis, Reference, XYPoint, wants_log, xy_chart
-from sdclab.report.html import EVALUATION, esc, figure, section
+from sdclab.report.html import EVALUATION, esc, figure, pct, section
 from sdclab.results import (
     ExperimentResult,
     FrontierAxes,
@@ -23,7 +23,8 @@ FRONTIER_NOTE = (
     "release; risk is the headline risk — confirmed reidentifications beyond the best baseline, "
     "the fixed baselines included, so 0 is what the statistics alone give. A label is the "
     "setting's ε on the common axis (δ = 10⁻¹⁰, one person's record changed); no label: no "
-    "common-axis ε. Lower and further left is better.</p>"
+    "common-axis ε. A release that withholds cells (suppression) says what share: their errors "
+    "are not in its accuracy. Lower and further left is better.</p>"
 )
 
 
@@ -44,6 +45,15 @@ def _interval(
 
 def _epsilon_label(point: FrontierPoint) -> str:
     return "" if isinstance(point.epsilon, NotMeasured) else f"ε={point.epsilon:.3g}"
+
+
+def _withheld(results: ExperimentResult, point: FrontierPoint, level: str) -> str:
+    """ "x% withheld" where the compared cells of the setting's release are partly suppressed
+    (their errors are not in its accuracy), else ""."""
+    compared = results[point.releases[0]].evaluation.compared(level)
+    if isinstance(compared, NotMeasured) or compared.suppressed_share == 0:
+        return ""
+    return f"{pct(compared.suppressed_share)} withheld"
 
 
 def _by_entry(points: Sequence[FrontierPoint]) -> dict[str, list[FrontierPoint]]:
@@ -82,7 +92,7 @@ def frontier_section(results: ExperimentResult, axes: FrontierAxes) -> str:
                 _mean(p.accuracy),
                 _interval(p.risk),
                 _interval(p.accuracy, axes.nonnegative),
-                _epsilon_label(p),
+                " ".join(filter(None, (_epsilon_label(p), _withheld(results, p, axes.level)))),
             )
             for p in entry_points
             if p.placed
@@ -144,7 +154,12 @@ def choose_section(results: ExperimentResult, axes: FrontierAxes) -> str:
             cells = [
                 target,
                 f"<b>{esc(best.setting)}</b>",
-                _shown(best.accuracy, nonnegative=axes.nonnegative),
+                _shown(best.accuracy, nonnegative=axes.nonnegative)
+                + (
+                    f" <small>({withheld})</small>"
+                    if (withheld := _withheld(results, best, axes.level))
+                    else ""
+                ),
                 _shown(best.risk, " pp"),
                 epsilon,
                 str(row["meeting"]),
