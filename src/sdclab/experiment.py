@@ -878,13 +878,19 @@ def provenance(experiment: Experiment, source: str) -> dict[str, Any]:
 
 DEMO = Experiment.model_validate(
     {
-        "population": {"persons": 50_000, "seed": 2010},
+        "population": {"persons": 4_000, "seed": 2010, "tracts": 4, "counties": 2},
         "mechanisms": [
             {"name": "none"},
             {"name": "swap-low", "seed": 1},
             {"name": "swap-high", "seed": 2},
-            {"name": "psa", "settings": {"rate": "0.05"}, "seed": 3},
-            {"name": "topdown", "label": "topdown-dhc", "seed": 4},
+            {"name": "psa", "settings": {"rate": ["0.02", "0.05"]}, "seed": 3, "replicates": 3},
+            {
+                "name": "topdown",
+                "label": "topdown-dhc",
+                "settings": {"rho": [1, 4, 15.3]},
+                "seed": 4,
+                "replicates": 3,
+            },
             {
                 "name": "topdown",
                 "label": "topdown-pl94",
@@ -893,18 +899,27 @@ DEMO = Experiment.model_validate(
             },
             {
                 "name": "cellkey",
-                "settings": {"ptable": "maxent", "bound": 5, "variance": 3},
+                "label": "cellkey-ons",
+                "settings": {"ptable": "ons-10-5", "keys": "drawn"},
                 "seed": 6,
+                "replicates": 3,
             },
-            {"name": "geometric", "settings": {"epsilon": "8"}, "seed": 7},
+            {
+                "name": "cellkey",
+                "label": "cellkey-maxent",
+                "settings": {"ptable": "maxent", "bound": 5, "variance": 3, "keys": "drawn"},
+                "seed": 6,
+                "replicates": 3,
+            },
+            {"name": "geometric", "settings": {"epsilon": [2, 8]}, "seed": 7, "replicates": 3},
             {"name": "safetab_h", "seed": 8},
             {"name": "suppress", "settings": {"complementary": "true"}},
         ],
-        "attacks": {
-            "reconstruct": True,
-            "variability": True,
-            "attackers": ["census", "commercial"],
-        },
+        "attacks": {"attackers": ["census", "commercial"]},
     }
 )
-"""The built-in experiment of ``sdclab demo``."""
+"""The built-in experiment of ``sdclab demo``: a sweep (TopDown at 3 budgets, the cell key
+method with 2 p-tables, geometric noise at 2 budgets, the PSA at 2 rates, 3 replicates each, and
+the one-point mechanisms) on 4,000 persons in 4 tracts of 2 counties, sized to finish, attacks
+included, in about 15 minutes on 2 cores (docs/experiments.md). The 50,000-person study behind
+docs/findings.md is ``examples/study-50k.toml``."""
