@@ -198,3 +198,20 @@ def test_the_demo_prints_one_line_per_release_with_its_headline_risk(swept) -> N
     assert none.endswith(f"{headline:+.1f} pp") and " 0.000 " in none  # exact: no error
     safetab = next(line for line in lines if line.strip().startswith("safetab_h"))
     assert safetab.split()[-2:] == ["n/a", "n/a"]
+
+
+def test_a_tract_stopped_at_its_time_limit_is_flagged(swept) -> None:
+    from dataclasses import replace
+
+    from sdclab.report import _time_limited
+    from sdclab.results import ReconstructionFigures
+
+    results, _ = swept
+    release = results["cellkey#1"]
+    assert _time_limited(release) == ""
+    figures = release.evaluation.reconstruction
+    stopped = ReconstructionFigures(
+        {**figures.metrics, "statuses": {"Optimal": 3, "Time limit reached": 2}}
+    )
+    flagged = replace(release, evaluation=replace(release.evaluation, reconstruction=stopped))
+    assert "2 tracts stopped at the time limit" in _time_limited(flagged)

@@ -425,6 +425,12 @@ class Experiment(_Strict):
         titles = [m.title for m in self.mechanisms]
         if len(set(titles)) != len(titles):
             raise ValueError("two mechanisms share a name: give them distinct labels")
+        releases = sum(len(m.points()) for m in self.mechanisms)  # before any is parsed
+        if releases > MAX_RELEASES:
+            raise ValueError(
+                f"the sweeps make {releases:,} releases, more than {MAX_RELEASES:,}: "
+                "sweep fewer values or run fewer replicates"
+            )
         for m in self.mechanisms:
             for point in m.points():
                 protection.get(m.name).parse(point.settings)

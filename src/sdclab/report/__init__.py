@@ -377,7 +377,8 @@ def _ranking_section(results: ExperimentResult) -> str:
         curve = ev.rank_curve
         cells = [
             f"<b>{esc(title)}</b>",
-            pct(aware if isinstance(aware, NotMeasured) else aware.all.agree_agebin),
+            pct(aware if isinstance(aware, NotMeasured) else aware.all.agree_agebin)
+            + _time_limited(release),
             pct(naive if isinstance(naive, NotMeasured) else naive.all.agree_agebin),
             *(
                 pct(curve if isinstance(curve, NotMeasured) else curve.get(s, NotMeasured("")))
@@ -393,6 +394,37 @@ def _ranking_section(results: ExperimentResult) -> str:
     ]
     table = _table(headers, rows)
     return section("Noise-aware attack and ranked records", [(EVALUATION, RANK_NOTE + table)])
+
+
+def _time_limited(release: ReleaseResult) -> str:
+    """A flag where some tract's program stopped at its time limit (its reconstruction is the
+    best found, not an optimum), else ""."""
+    figures = release.evaluation.reconstruction
+    if isinstance(figures, NotMeasured):
+        return ""
+    stopped = sum(n for status, n in figures.statuses.items() if "time limit" in status.lower())
+    if not stopped:
+        return ""
+    tracts = count(stopped, "tract", "tracts")
+    return f" <small>⚑ {tracts} stopped at the time limit (best found, not optimal)</small>"
+
+
+def _coarser_tables(results: ExperimentResult) -> str:
+    """A footnote for releases whose block tables are on a coarser attribute set than the
+    person tables (PL94: no sex or single year of age), where there are any."""
+    coarse = [
+        title
+        for title, r in results.releases.items()
+        if "P1" in r.evaluation.accuracy and "P12" not in r.evaluation.accuracy
+    ]
+    if not coarse:
+        return ""
+    return (
+        f"<p><small>{esc(', '.join(coarse))}: the release publishes P1 but not P12 — its block "
+        "histogram is on a coarser attribute set (voting age, race, Hispanic origin; no sex or "
+        "single year of age), so its accuracy on P1 and P12 and its reidentification by sex and "
+        "age are n/a.</small></p>"
+    )
 
 
 def _provenance(made: Mapping[str, Any]) -> str:
@@ -475,7 +507,7 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
     body = f"""{frontier_section(results, axes)}
 {choose_section(results, axes)}
 {budget_section(results, axes)}
-{section("Summary", [(EVALUATION, SUMMARY_NOTE + summary)])}
+{section("Summary", [(EVALUATION, SUMMARY_NOTE + summary + _coarser_tables(results))])}
 {_headline_section(results)}
 {_ranking_section(results)}
 {"".join(_charts(results))}
