@@ -440,7 +440,11 @@ class GeographyCounts:
     def check(self, n: int) -> None:
         """ValueError in words for counts the population cannot hold."""
         tracts = self.tracts if self.tracts is not None else max(1, round(n / TRACT_PERSONS))
-        counties = self.counties if self.counties is not None else 1
+        counties = (
+            self.counties
+            if self.counties is not None
+            else int(np.clip(round(n / COUNTY_PERSONS), 1, tracts))
+        )
         if self.tracts is not None and not 1 <= self.tracts <= n // MIN_TRACT_PERSONS:
             raise ValueError(
                 f"tracts {self.tracts}: expected 1 to {max(1, n // MIN_TRACT_PERSONS):,} for "
@@ -492,6 +496,11 @@ def synthesize(
     population = assemble(
         plan, units, unit_block, people, race, hispanic, tenure, vacant_block, detailed
     )
+    summary = population.geography.summary
+    for level, given in (("tract", "tracts"), ("county", "counties"), ("state", "states")):
+        asked = getattr(geography, given)
+        if asked is not None and summary[level] != asked:
+            raise RuntimeError(f"{summary[level]} {given} made, {asked} asked for")
     return population
 
 
@@ -805,6 +814,9 @@ def plan_geography(
     tract_persons = tract_targets(rng, n, counts.tracts)
     bg_tract, bg_number, bg_end = block_group_targets(rng, tract_persons)
     block_end = block_capacities(rng, n)
+    if counts.to_dict():  # counts asked for: every block group ends a block, so none is empty
+        inner = bg_end[:-1][bg_end[:-1] < block_end[-1]]
+        block_end = np.unique(np.concatenate([block_end, inner]))
     block_mid = block_end - np.diff(block_end, prepend=0.0) / 2
     block_bg = np.minimum(np.searchsorted(bg_end, block_mid, side="right"), len(bg_end) - 1)
     first_in_bg = np.searchsorted(block_bg, block_bg, side="left")
