@@ -39,9 +39,10 @@ from sdclab.population.contract import (
 )
 from sdclab.randomness import make_rng
 
-GENERATOR_VERSION = "1.1"
+GENERATOR_VERSION = "1.2"
 """Bumped whenever a change alters the output for a given seed. 1.1 added the detailed race and
-Hispanic origin columns; every column of 1.0 is unchanged for every seed."""
+Hispanic origin columns; every column of 1.0 is unchanged for every seed. 1.2 added the geography
+counts (a population made without them is unchanged)."""
 
 # =============================================================================================
 # Targets: published 2010 national figures (and one design assumption), with test tolerances
