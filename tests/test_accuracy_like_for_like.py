@@ -21,15 +21,15 @@ def population():
 
 
 def test_distances_by_hand() -> None:
-    truth = sp.csr_matrix(np.array([[2.0, 2.0], [0.0, 0.0], [1.0, 0.0]]))
-    published = sp.csr_matrix(np.array([[4.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
+    truth = sp.csr_matrix(np.array([[2.0, 2.0], [0.0, 0.0], [1.0, 0.0], [3.0, 1.0], [0, 0]]))
+    published = sp.csr_matrix(np.array([[4.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0, 0]]))
     d = _distances(published, truth)
-    # the empty geounit (true total 0) is left out; the others: (½, ½) against (1, 0) and
-    # (1, 0) against (0, 1)
-    assert d["distance_geounits"] == 2
-    assert d["tv_mean"] == pytest.approx((0.5 + 1.0) / 2)
+    # (½, ½) against (1, 0); persons published where none live, and none published where four
+    # live: distance 1 each; (1, 0) against (0, 1); the geounit empty on both sides is left out
+    assert d["distance_geounits"] == 4
+    assert d["tv_mean"] == pytest.approx((0.5 + 1.0 + 1.0 + 1.0) / 4)
     first = math.sqrt(0.5 * ((math.sqrt(0.5) - 1) ** 2 + 0.5))
-    assert d["hellinger_mean"] == pytest.approx((first + 1.0) / 2)
+    assert d["hellinger_mean"] == pytest.approx((first + 1.0 + 1.0 + 1.0) / 4)
 
 
 def test_a_negative_published_count_reads_as_zero_and_one_cell_has_no_distribution() -> None:

@@ -335,24 +335,27 @@ def _level_errors(
 def _distances(released: sp.csr_matrix, truth: sp.csr_matrix) -> dict[str, Any]:
     """Mean total variation and Hellinger distance between each geounit's true and published
     distribution over the table's shown cells (a negative published count read as 0), over the
-    geounits whose true and published totals are both positive; none for a table of one cell,
-    which has no distribution to compare."""
+    geounits with a positive true or published total: one published empty where persons live
+    (or the reverse) is at distance 1, the most there is; none for a table of one cell, which
+    has no distribution to compare."""
     published = released.maximum(0).tocsr()
     true_total = np.asarray(truth.sum(axis=1)).ravel()
     published_total = np.asarray(published.sum(axis=1)).ravel()
-    compared = (true_total > 0) & (published_total > 0)
+    compared = (true_total > 0) | (published_total > 0)
+    one_empty = (true_total > 0) != (published_total > 0)
     n = int(compared.sum()) if released.shape[1] > 1 else 0
     if not n:
         return {"distance_geounits": n, "tv_mean": None, "hellinger_mean": None}
 
     def shares(counts: sp.csr_matrix, totals: np.ndarray) -> sp.csr_matrix:
-        inverse = np.divide(1.0, totals, out=np.zeros(len(totals)), where=compared)
+        inverse = np.divide(1.0, totals, out=np.zeros(len(totals)), where=totals > 0)
         return (sp.diags(inverse) @ counts).tocsr()
 
     p, q = shares(truth, true_total), shares(published, published_total)
-    tv = 0.5 * np.asarray(abs(p - q).sum(axis=1)).ravel()
+    tv = np.where(one_empty, 1.0, 0.5 * np.asarray(abs(p - q).sum(axis=1)).ravel())
     root_gap = p.sqrt() - q.sqrt()
-    hellinger = np.sqrt(0.5 * np.asarray(root_gap.multiply(root_gap).sum(axis=1)).ravel())
+    gap = np.sqrt(0.5 * np.asarray(root_gap.multiply(root_gap).sum(axis=1)).ravel())
+    hellinger = np.where(one_empty, 1.0, gap)
     return {
         "distance_geounits": n,
         "tv_mean": float(tv[compared].mean()),
