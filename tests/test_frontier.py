@@ -215,3 +215,18 @@ def test_a_tract_stopped_at_its_time_limit_is_flagged(swept) -> None:
     )
     flagged = replace(release, evaluation=replace(release.evaluation, reconstruction=stopped))
     assert "2 tracts stopped at the time limit" in _time_limited(flagged)
+
+
+def test_a_log_axis_draws_zero_on_its_own_floor_tick() -> None:
+    from sdclab.report.charts import Axis, XYPoint, xy_chart
+
+    points = [XYPoint(1, 0), XYPoint(2, 0.1), XYPoint(3, 0.26), XYPoint(4, 159)]
+    svg = xy_chart("t", {"a": points}, Axis("x"), Axis("y", log=True))
+    ticks = re.findall(
+        r'<line x1="[\d.]+" x2="[\d.]+" y1="([\d.]+)"[^>]*/><text[^>]*>([^<]+)<', svg
+    )
+    at = {label: float(y) for y, label in ticks}
+    drawn = [float(v) for v in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', svg)][:2]
+    assert ticks[0][1] == "0" and drawn[0] == pytest.approx(at["0"])
+    assert drawn[1] == pytest.approx(at["0.1"]) and drawn[1] != drawn[0]
+    assert "0 at the floor" in svg

@@ -526,7 +526,7 @@ class TableAccuracy:
     false_positive_cells: int
     """Cells whose true count is 0 but published otherwise."""
     distance_geounits: int
-    """Geounits whose true and published totals are positive: those of the distances."""
+    """Geounits with a positive true or published total: those of the distances."""
     tv_mean: Value
     """Mean over those geounits of the total variation distance between the true and the
     published distribution over the table's cells."""

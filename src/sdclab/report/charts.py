@@ -297,19 +297,23 @@ def xy_chart(
         xs = [v for v in xs if v > 0]
     if y_axis.log:
         ys = [v for v in ys if v > 0]
+    floor = any(p.y == 0 for ps in series.values() for p in ps)
     x, x_ticks = _scale(min(xs), max(xs), x_axis.log, left, plot_w, flip=False)
+    if y_axis.log and floor:  # one decade below the data is the floor, where 0 is drawn
+        ys.append(10.0 ** (math.floor(math.log10(min(ys))) - 1))
     y, y_ticks = _scale(min(ys), max(ys), y_axis.log, top, plot_h, flip=True)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'role="img" aria-label="{esc(title)}">',
         f'<text x="{left}" y="20" font-size="14" font-weight="bold">{esc(title)}</text>',
     ]
-    for t in y_ticks:
+    for k, t in enumerate(y_ticks):
+        label = "0" if y_axis.log and floor and k == 0 else _tick(t)
         parts.append(
             f'<line x1="{left}" x2="{left + plot_w}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
             'stroke="#e4e4e4"/>'
             f'<text x="{left - 6}" y="{y(t) + 4:.1f}" font-size="11" text-anchor="end">'
-            f"{_tick(t)}</text>"
+            f"{label}</text>"
         )
     for t in x_ticks:
         parts.append(
@@ -318,7 +322,6 @@ def xy_chart(
             f'<text x="{x(t):.1f}" y="{top + plot_h + 16}" font-size="11" text-anchor="middle">'
             f"{_tick(t)}</text>"
         )
-    floor = any(p.y == 0 for ps in series.values() for p in ps)
     scale = {True: " (log scale)", False: ""}
     y_scale = " (log scale; 0 at the floor)" if y_axis.log and floor else scale[y_axis.log]
     parts.append(
