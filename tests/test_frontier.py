@@ -169,7 +169,11 @@ def test_the_experiment_file_chooses_what_the_frontier_plots() -> None:
     assert (axes.accuracy, axes.level, axes.table) == ("accuracy.tv_mean", "block", "P12")
     assert axes.risk == "reidentification.census.headline.all.points"
     for report, message in (
-        ({"accuracy": "precision"}, "report.accuracy: expected a figure of the tidy results"),
+        ({"accuracy": "precision"}, "report: 'precision' is not an error the frontier can plot"),
+        ({"accuracy": "compared.bias_nonempty"}, "not a signed bias"),
+        ({"accuracy": "accuracy.mae_nonempty"}, "given per table: name the table"),
+        ({"accuracy": "compared.mae", "table": "P12"}, "not given per table: give no table"),
+        ({"accuracy": "accuracy.mae", "table": "P99"}, "'P99' is not a catalogue table"),
         ({"level": "town"}, "report.level: expected one of nation, state"),
     ):
         with pytest.raises(InputError, match=message):

@@ -99,6 +99,7 @@ from sdclab.results import (
     Sweep,
     no_risk_analysis,
 )
+from sdclab.tables.catalog import CATALOG
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -332,10 +333,6 @@ class AttackSpec(_Strict):
     time_limit: float = Field(300.0, gt=0)
 
 
-ACCURACY_FIGURES = ("compared.", "accuracy.", "totals.", "indicators.")
-"""What the frontier's accuracy axis may plot: a figure of these families of the tidy results."""
-
-
 class ReportSpec(_Strict):
     """What the report's frontier plots: an accuracy figure (lower is better) at a level, and
     for a figure given per table, the table; against the headline risk of an attacker."""
@@ -346,15 +343,12 @@ class ReportSpec(_Strict):
     attacker: Literal["census", "commercial"] = "census"
     persons: Literal["all", "nonmodal"] = "all"
 
-    @field_validator("accuracy")
-    @classmethod
-    def _an_accuracy_figure(cls, value: str) -> str:
-        if not value.startswith(ACCURACY_FIGURES) or value.endswith("."):
-            raise ValueError(
-                f"expected a figure of the tidy results starting with "
-                f"{', '.join(ACCURACY_FIGURES)} (such as compared.mae_nonempty), got {value!r}"
-            )
-        return value
+    @model_validator(mode="after")
+    def _axes_the_frontier_can_plot(self) -> ReportSpec:
+        self.axes()  # refused in words: a signed or unknown figure, a table given or missing
+        if self.table is not None and self.table not in CATALOG:
+            raise ValueError(f"table {self.table!r} is not a catalogue table")
+        return self
 
     def axes(self) -> FrontierAxes:
         return FrontierAxes(

@@ -1357,10 +1357,19 @@ class FrontierAxes:
     """For a figure given per table (``accuracy.*``): which table's."""
     risk: str = "reidentification.census.headline.all.points"
 
-    @property
-    def nonnegative(self) -> bool:
-        """Whether the accuracy figure is an error's size (never below 0), not a bias."""
-        return "bias" not in self.accuracy
+    def __post_init__(self) -> None:
+        per_table = FRONTIER_ACCURACY.get(self.accuracy)
+        if per_table is None:
+            raise ValueError(
+                f"{self.accuracy!r} is not an error the frontier can plot (lower must be better "
+                f"and it must be a size, not a signed bias): one of {', '.join(FRONTIER_ACCURACY)}"
+            )
+        if per_table != (self.table is not None):
+            raise ValueError(
+                f"{self.accuracy} is given per table: name the table"
+                if per_table
+                else f"{self.accuracy} is not given per table: give no table"
+            )
 
     def describe(self) -> tuple[str, str]:
         """The axes' labels, in words."""
@@ -1373,6 +1382,31 @@ class FrontierAxes:
             risk = f"{who}confirmed beyond the best baseline, {parts[1]} attacker (pp)"
         return f"{accuracy}{table}, {self.level.replace('_', ' ')}", risk
 
+
+FRONTIER_ACCURACY: dict[str, bool] = {
+    **{f"compared.{m}": False for m in ("mae_nonempty", "mae", "rmse_nonempty")},
+    **{
+        f"accuracy.{m}": True
+        for m in (
+            "mae_nonempty",
+            "mae",
+            "rmse_nonempty",
+            "rmse",
+            "max_abs_error",
+            "tv_mean",
+            "hellinger_mean",
+            "share_rel_error_above_10pct",
+            "share_rel_error_above_50pct",
+            "share_rel_error_above_100pct",
+        )
+    },
+    **{f"totals.{m}": False for m in ("mae", "rmse", "mape", "share_off_5pct", "share_off_10pct")},
+    **{
+        f"indicators.{name}.mae": False for name in ("sex_ratio", "share_65_plus", "share_under_18")
+    },
+}
+"""The accuracy figures the frontier may plot — errors whose size is all that counts, lower
+better — and whether each is given per table (then the axes name the table)."""
 
 ACCURACY_WORDS = {
     "compared.mae_nonempty": "MAE of P1 and P12, non-empty cells",

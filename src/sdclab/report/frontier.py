@@ -37,7 +37,7 @@ def _interval(
     value: ReplicateMean | NotMeasured, nonnegative: bool = False
 ) -> tuple[float, float] | None:
     """The 95% interval of a replicate mean (cut at 0 for an error's size, which is never
-    below it), or None for one replicate."""
+    below it: every accuracy figure of the frontier), or None for one replicate."""
     if not isinstance(value, ReplicateMean) or value.low is None or value.high is None:
         return None
     return (max(value.low, 0.0) if nonnegative else value.low), value.high
@@ -91,7 +91,7 @@ def frontier_section(results: ExperimentResult, axes: FrontierAxes) -> str:
                 _mean(p.risk),
                 _mean(p.accuracy),
                 _interval(p.risk),
-                _interval(p.accuracy, axes.nonnegative),
+                _interval(p.accuracy, nonnegative=True),
                 " ".join(filter(None, (_epsilon_label(p), _withheld(results, p, axes.level)))),
             )
             for p in entry_points
@@ -154,7 +154,7 @@ def choose_section(results: ExperimentResult, axes: FrontierAxes) -> str:
             cells = [
                 target,
                 f"<b>{esc(best.setting)}</b>",
-                _shown(best.accuracy, nonnegative=axes.nonnegative)
+                _shown(best.accuracy, nonnegative=True)
                 + (
                     f" <small>({withheld})</small>"
                     if (withheld := _withheld(results, best, axes.level))
@@ -212,7 +212,7 @@ def budget_section(results: ExperimentResult, axes: FrontierAxes) -> str:
                     XYPoint(
                         float(p.epsilon),  # type: ignore[arg-type]
                         v.mean,
-                        y_interval=_interval(v, coordinate == "accuracy" and axes.nonnegative),
+                        y_interval=_interval(v, nonnegative=coordinate == "accuracy"),
                     )
                     for p, v in measured
                 ]
