@@ -120,3 +120,16 @@ def test_a_match_may_be_a_log_range() -> None:
         Path("."),
     )
     assert [p.title for p in spec.points()] == ["geometric@ε=1", "geometric@ε=4", "geometric@ε=16"]
+
+
+def test_a_budget_swept_under_settings_that_spend_it_is_refused_and_values_stay_distinct() -> None:
+    noisy = {
+        "name": "safetab_h",
+        "settings": {"t01001": "noisy", "t01001_rho": ["0.5", "1"]},
+    }
+    with pytest.raises(InputError, match="safetab_h sweeps t01001_rho"):
+        parse_experiment(experiment({"values": [4]}, [noisy]), "e", Path("."))
+    with pytest.raises(InputError, match="every value of ε once"):
+        parse_experiment(
+            experiment({"values": [1.0000001, 1.0000002]}, [{"name": "geometric"}]), "e", Path(".")
+        )

@@ -380,8 +380,9 @@ class MatchSpec(_Strict):
         out = [float(v) for v in values]
         if not out or min(out) <= 0:
             raise ValueError("give one or more values of ε above 0")
-        if len(set(out)) != len(out):
-            raise ValueError("every value of ε once")
+        shown = [format(v, "g") for v in out]  # as the titles show them
+        if len(set(shown)) != len(shown):
+            raise ValueError("every value of ε once (to 6 significant digits)")
         return out
 
 
@@ -429,25 +430,29 @@ class Experiment(_Strict):
             for point in m.points():
                 protection.get(m.name).parse(point.settings)
         if self.match is not None:
-            self.match.targets()
+            targets = self.match.targets()
             unmatched = self.unmatched()
             for m in self.mechanisms:
-                rescale = protection.get(m.name).rescale
-                if m.title in unmatched or rescale is None:
+                entry = protection.get(m.name)
+                if m.title in unmatched or entry.rescale is None:
                     continue
-                budgets = set(rescale(protection.get(m.name).parse({}), Fraction(1)))
-                clash = sorted(budgets & set(m.swept()))
-                if clash:
-                    raise ValueError(
-                        f"mechanisms: {m.title} sweeps {', '.join(clash)} and the experiment "
-                        f"matches it on {self.match.axis}: sweep one or the other"
-                    )
-        releases = len(self.points())
-        if releases > MAX_RELEASES:
-            raise ValueError(
-                f"the sweeps make {releases:,} releases, more than {MAX_RELEASES:,}: "
-                "sweep fewer values or run fewer replicates"
-            )
+                for point in m.points():
+                    budgets = set(entry.rescale(entry.parse(point.settings), Fraction(1)))
+                    clash = sorted(budgets & set(m.swept()))
+                    if clash:
+                        raise ValueError(
+                            f"mechanisms: {m.title} sweeps {', '.join(clash)} and the experiment "
+                            f"matches it on {self.match.axis}: sweep one or the other"
+                        )
+            releases = sum(
+                len(m.points()) * (1 if m.title in unmatched else len(targets))
+                for m in self.mechanisms
+            )  # before any budget is solved for
+            if releases > MAX_RELEASES:
+                raise ValueError(
+                    f"the sweeps and the match make {releases:,} releases, more than "
+                    f"{MAX_RELEASES:,}: match fewer values or sweep fewer"
+                )
         for point in self.points():
             protection.get(point.name).parse(point.settings)
         Executor.parse(self.attacks.executor)  # a bad executor is an input error before any work

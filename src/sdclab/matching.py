@@ -56,7 +56,7 @@ def unmatchable(name: str, settings: Mapping[str, Any]) -> NotMeasured | None:
     if isinstance(common, NotMeasured):
         return common
     if protection.get(name).rescale is None:
-        return NotMeasured(f"the {name} mechanism has no privacy budget to set")
+        return NotMeasured(f"the {name} mechanism defines no way to scale its budget (no rescale)")
     return None
 
 
