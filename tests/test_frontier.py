@@ -120,6 +120,9 @@ def test_no_zero_stands_for_a_figure_not_measured(swept) -> None:
 
 
 def test_formatting_of_zero_small_and_not_measured() -> None:
+    from sdclab.report.html import points
+
+    assert points(0.0) == "0 pp" and points(-0.01) == "−<0.1 pp" and points(2.345) == "+2.3 pp"
     assert pct(0.0) == "0%" and pct(0.0004) == "<0.1%" and pct(-0.0004) == "−<0.1%"
     assert pct(0.1234) == "12.3%" and decimal(0) == "0" and decimal(0.0001) == "<0.001"
     assert "n/a" in pct(NotMeasured("why")) and 'title="why"' in decimal(NotMeasured("why"))

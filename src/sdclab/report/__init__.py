@@ -27,6 +27,9 @@ from sdclab.report.html import (
     section,
     source_label,
 )
+from sdclab.report.html import (
+    points as points_text,
+)
 from sdclab.results import (
     EVALUATION_ONLY,
     ExperimentResult,
@@ -308,8 +311,7 @@ def _beyond(reid: Reidentification | NotMeasured, group: str) -> str:
     if not reid.baselines():
         return "n/a (no baseline measured)"
     head = reid.headline(group)
-    points = head.points
-    shown = "n/a" if isinstance(points, NotMeasured) else f"{points:+.1f} pp"
+    shown = points_text(head.points)
     return f"{shown} / {head.persons:+,} persons (best: {esc(head.best_baseline)})"
 
 

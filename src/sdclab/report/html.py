@@ -155,6 +155,18 @@ def pct(value: Any) -> str:
     return f"{100 * value:.1f}%"
 
 
+def points(value: Any) -> str:
+    """A difference in percentage points, signed; 0 and what rounds to it said as such."""
+    shown = not_measured(value)
+    if shown is not None:
+        return shown
+    if value == 0:
+        return "0 pp"
+    if abs(value) < 0.05:
+        return f"{'−' if value < 0 else '+'}<0.1 pp"
+    return f"{value:+.1f} pp"
+
+
 def count(n: int, one: str, many: str) -> str:
     return f"{n:,} {one if n == 1 else many}"
 
