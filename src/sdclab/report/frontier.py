@@ -19,12 +19,13 @@ from sdclab.results import (
 
 FRONTIER_NOTE = (
     "<p>One point per release setting: its replicates' mean, with their 95% t-interval as bars "
-    "(no bar: one replicate). Accuracy is measured on the same tables and cells for every "
-    "release; risk is the headline risk — confirmed reidentifications beyond the best baseline, "
-    "the fixed baselines included, so 0 is what the statistics alone give. A label is the "
-    "setting's ε on the common axis (δ = 10⁻¹⁰, one person's record changed); no label: no "
-    "common-axis ε. A release that withholds cells (suppression) says what share: their errors "
-    "are not in its accuracy. Lower and further left is better.</p>"
+    "(no bar: one replicate). Accuracy is the figure named on its axis, measured on the same "
+    "tables for every release, over the cells each shows; risk is the headline risk — confirmed "
+    "reidentifications beyond the best baseline, the fixed baselines included, so 0 is what the "
+    "statistics alone give. A label is the setting's ε on the common axis (δ = 10⁻¹⁰, one "
+    "person's record changed); no label: no common-axis ε. A release that withholds cells "
+    "(suppression) says what share: their errors are not in its accuracy. Lower and further left "
+    "is better.</p>"
 )
 
 
