@@ -13,7 +13,7 @@ from sdclab.experiment import Experiment, load_experiment
 
 TINY = """
 [population]
-persons = 3000
+persons = 1500
 seed = 7
 
 [[mechanisms]]
@@ -68,7 +68,7 @@ def test_experiment_file_round_trip(tmp_path):
         "safetab_h",
         "suppress",
     ]
-    assert experiment.population.persons == 3000
+    assert experiment.population.persons == 1500
     assert Experiment.model_validate(experiment.model_dump()) == experiment
 
 
@@ -76,11 +76,11 @@ def test_experiment_file_round_trip(tmp_path):
     ("text", "message"),
     [
         (TINY.replace("seed = 7", "seed = 7\ncolour = 1"), r"unknown key population\.colour"),
-        (TINY.replace("persons = 3000", "persns = 3000"), "did you mean 'persons'"),
+        (TINY.replace("persons = 1500", "persns = 1500"), "did you mean 'persons'"),
         (TINY.replace('name = "none"', 'name = "nope"'), "unknown mechanism 'nope'"),
         (TINY.replace('name = "none"', 'name = "non"'), "did you mean 'none'"),
         (TINY.replace('rate = "0.1"', 'rate = "2"'), "parameter rate"),
-        (TINY.replace("persons = 3000", "persons = -5"), "population.persons"),
+        (TINY.replace("persons = 1500", "persons = -5"), "population.persons"),
         (TINY.replace('"census", "commercial"', '"spy"'), "attacks.attackers"),
         ("[population\npersons = 3", "not valid TOML"),
         (TINY.replace('label = "psa-10"', 'label = "none"'), "distinct labels"),

@@ -237,3 +237,23 @@ def test_a_log_axis_draws_zero_on_its_own_floor_tick() -> None:
     assert ticks[0][1] == "0" and drawn[0] == pytest.approx(at["0"])
     assert drawn[1] == pytest.approx(at["0.1"]) and drawn[1] != drawn[0]
     assert "0 at the floor" in svg
+
+
+def test_a_line_against_the_budget_joins_only_points_that_differ_in_their_budget() -> None:
+    from sdclab.report.frontier import _budget_lines
+
+    def point(setting: str, entry: str, epsilon: float, varied: dict) -> FrontierPoint:
+        mean = ReplicateMean(1.0, 1, None, None)
+        return FrontierPoint(setting, entry, "m", epsilon, (setting,), mean, mean, varied)
+
+    points = [
+        point(f"td@rho={rho},product={product}", "td", epsilon, {"rho": rho, "product": product})
+        for rho, epsilon in (("1", 10.0), ("4", 22.0))
+        for product in ("dhc", "pl94")
+    ] + [point("g@epsilon=2", "g", 4.0, {"epsilon": "2"}), point("g", "g", 16.0, {"epsilon": "8"})]
+    lines = {k: [p.setting for p in v] for k, v in _budget_lines(points).items()}
+    assert lines == {
+        "td, product=dhc": ["td@rho=1,product=dhc", "td@rho=4,product=dhc"],
+        "td, product=pl94": ["td@rho=1,product=pl94", "td@rho=4,product=pl94"],
+        "g": ["g@epsilon=2", "g"],
+    }

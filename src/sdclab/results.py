@@ -1293,6 +1293,7 @@ class ExperimentResult:
                     releases=tuple(rows),
                     accuracy=_replicate_mean(accuracy, rows, f"no {axes.accuracy} at {axes.level}"),
                     risk=_replicate_mean(risk, rows, f"no {axes.risk}"),
+                    varied=dict(first.sweep.varied),
                 )
             )
         return points
@@ -1440,6 +1441,8 @@ class FrontierPoint:
     """Its independent replicates."""
     accuracy: ReplicateMean | NotMeasured
     risk: ReplicateMean | NotMeasured
+    varied: Mapping[str, str] = field(default_factory=dict)
+    """The swept settings' values at this point of the entry's grid."""
 
     @property
     def placed(self) -> bool:

@@ -64,6 +64,26 @@ def _by_entry(points: Sequence[FrontierPoint]) -> dict[str, list[FrontierPoint]]
     return out
 
 
+def _budget_lines(points: Sequence[FrontierPoint]) -> dict[str, list[FrontierPoint]]:
+    """The points of each line against the budget: an entry's points, split by every swept
+    setting that does not fix ε (a line joins only points that differ in their budget)."""
+    out: dict[str, list[FrontierPoint]] = {}
+    for entry, entry_points in _by_entry(points).items():
+        rest = [k for k in entry_points[0].varied if not _fixes_epsilon(entry_points, k)]
+        for p in entry_points:
+            label = entry + "".join(f", {k}={p.varied.get(k)}" for k in rest)
+            out.setdefault(label, []).append(p)
+    return out
+
+
+def _fixes_epsilon(points: Sequence[FrontierPoint], key: str) -> bool:
+    """Whether the swept setting ``key`` takes several values and each fixes the points' ε."""
+    values = {p.varied.get(key) for p in points}
+    return len(values) > 1 and all(
+        len({str(p.epsilon) for p in points if p.varied.get(key) == v}) == 1 for v in values
+    )
+
+
 def _unplaced(points: Sequence[FrontierPoint]) -> str:
     """The settings left off the frontier, each with the reason."""
     rows = []
@@ -202,7 +222,7 @@ def budget_section(results: ExperimentResult, axes: FrontierAxes) -> str:
         ("Headline risk against the budget", risk_label, "risk"),
     ):
         series: dict[str, list[XYPoint]] = {}
-        for entry, entry_points in _by_entry(points).items():
+        for entry, entry_points in _budget_lines(points).items():
             measured = [
                 (p, getattr(p, coordinate))
                 for p in entry_points
