@@ -257,3 +257,17 @@ def test_a_line_against_the_budget_joins_only_points_that_differ_in_their_budget
         "td, product=pl94": ["td@rho=1,product=pl94", "td@rho=4,product=pl94"],
         "g": ["g@epsilon=2", "g"],
     }
+
+
+def test_the_detail_charts_show_one_series_per_setting(swept) -> None:
+    from sdclab.report import _compared_mae, by_setting
+
+    results, report = swept
+    maes = by_setting(results, lambda r: [_compared_mae(r, "tract")])
+    assert list(maes) == list(results.settings())  # 5 settings, not 8 releases
+    replicates = results.settings()["geometric@epsilon=4"]
+    values = [results[t].evaluation.compared("tract").mae_nonempty for t in replicates]
+    assert maes["geometric@epsilon=4"][0] == pytest.approx(sum(values) / len(values))
+    chart = report[report.index('aria-label="MAE of P1 and P12') :]
+    chart = chart[: chart.index("</svg>")]
+    assert "geometric@epsilon=4<" in chart and "geometric@epsilon=4#1" not in chart

@@ -1259,6 +1259,10 @@ class ExperimentResult:
             for row in grouped.iter_rows(named=True)
         ]
 
+    def settings(self) -> dict[str, list[str]]:
+        """Each setting's independent replicates (titles), in the experiment's order."""
+        return _by_setting(self.releases)
+
     def frontier(self, axes: FrontierAxes | None = None) -> list[FrontierPoint]:
         """One point per setting (the entry at one point of its sweep): the replicate means of
         an accuracy figure and of the headline risk, with their 95% intervals, and the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, RANK_SHARES, size_class_label
@@ -98,14 +98,32 @@ def _compared_mae(release: ReleaseResult, level: str) -> Value:
     return compared if isinstance(compared, NotMeasured) else compared.mae_nonempty
 
 
+def by_setting(
+    results: ExperimentResult, values: Callable[[ReleaseResult], list[Value]]
+) -> dict[str, list[Value]]:
+    """One series per setting: at each position the mean of its replicates' figures (the
+    first one's reason where none measured it), so that a sweep's charts show settings, not
+    every draw."""
+    out: dict[str, list[Value]] = {}
+    for setting, titles in results.settings().items():
+        drawn = [values(results[t]) for t in titles]
+        means: list[Value] = []
+        for figures in zip(*drawn, strict=True):
+            measured = [float(v) for v in figures if not isinstance(v, NotMeasured)]
+            means.append(sum(measured) / len(measured) if measured else figures[0])
+        out[setting] = means
+    return out
+
+
 def _precision_series(results: ExperimentResult, attacker: str, prefix: str) -> dict:
-    series: dict[str, list[Value]] = {}
     groups = [f"block_size_{c}" for c in CLASSES]
-    for title, release in results.releases.items():
-        series[title] = [
+    series = by_setting(
+        results,
+        lambda release: [
             _rate(_rates(release, attacker, "reconstruction", f"{prefix}{c}"), "precision")
             for c in groups
-        ]
+        ],
+    )
     # the guess from the published tract totals of the first release that has one
     for title, release in results.releases.items():
         guess = [
@@ -249,14 +267,14 @@ def _charts(results: ExperimentResult) -> list[str]:
             bar_chart(
                 "Putative and confirmed rates (census / commercial attacker)",
                 ["census putative", "confirmed", "commercial putative", "confirmed"],
-                {
-                    t: [
+                by_setting(
+                    results,
+                    lambda r: [
                         _rate(_rates(r, a, "reconstruction", "all"), k)
                         for a in ("census", "commercial")
                         for k in ("putative_rate", "confirmed_rate")
-                    ]
-                    for t, r in releases.items()
-                },
+                    ],
+                ),
                 source=EVALUATION,
             ),
         )
@@ -267,7 +285,7 @@ def _charts(results: ExperimentResult) -> list[str]:
             line_chart(
                 "MAE of P1 and P12 (non-empty cells) by geography level",
                 list(LEVELS),
-                {t: [_compared_mae(r, lv) for lv in LEVELS] for t, r in releases.items()},
+                by_setting(results, lambda r: [_compared_mae(r, lv) for lv in LEVELS]),
                 percent=False,
                 source=EVALUATION,
             ),
@@ -280,7 +298,7 @@ def _charts(results: ExperimentResult) -> list[str]:
             line_chart(
                 "Solution variability: share of blocks with solvar ≤ x",
                 cdf_points,
-                {t: _solvar_curve(r, cdf_points) for t, r in releases.items()},
+                by_setting(results, lambda r: _solvar_curve(r, cdf_points)),
                 source=RELEASE,
             ),
         )

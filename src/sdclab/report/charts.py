@@ -16,6 +16,15 @@ PRG_LABEL = "guess (PRG"
 """How a baseline series is named: dashed and grey in the charts."""
 
 
+LEGEND_STEP = 15
+"""Pixels between two lines of a chart's legend."""
+
+
+def _height(n_series: int) -> int:
+    """A small chart's height: 280 pixels, more where its legend needs them."""
+    return max(280, 30 + 14 + LEGEND_STEP * n_series + 20)
+
+
 def _grid(
     left: float, top: float, width: float, height: float, top_value: float, percent: bool
 ) -> list[str]:
@@ -61,7 +70,7 @@ def line_chart(
     """A small SVG line chart: one polyline per series over categorical x positions (a figure
     not measured leaves a gap); ``notes``: a second, smaller line under each category."""
     series = {name: [number(v) for v in vs] for name, vs in series.items()}
-    width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
+    width, height, left, right, top, bottom = 530, _height(len(series)), 48, 170, 30, 46
     values = [v for vs in series.values() for v in vs if v is not None]
     top_value = 1.0 if percent else max(values + [1e-9]) * 1.1
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -86,7 +95,7 @@ def line_chart(
         )
     for s, (name, vs) in enumerate(series.items()):
         baseline = name.startswith(PRG_LABEL)
-        colour = BASELINE_COLOUR if baseline else COLOURS[s % len(COLOURS)]
+        colour = BASELINE_COLOUR if baseline else SERIES_COLOURS[s % len(SERIES_COLOURS)]
         dash = ' stroke-dasharray="5,3"' if baseline else ""
         points = [f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(vs) if v is not None]
         if points:
@@ -97,7 +106,7 @@ def line_chart(
         for p in points:
             px, py = p.split(",")
             parts.append(f'<circle cx="{px}" cy="{py}" r="3" fill="{colour}"/>')
-        ly = top + 14 + 18 * s
+        ly = top + 14 + LEGEND_STEP * s
         parts.append(
             f'<line x1="{left + plot_w + 12}" x2="{left + plot_w + 32}" y1="{ly - 4}" '
             f'y2="{ly - 4}" stroke="{colour}" stroke-width="2"{dash}/>'
@@ -116,7 +125,7 @@ def bar_chart(
 ) -> str:
     """A small SVG grouped bar chart of shares (0–100%; a figure not measured: no bar)."""
     series = {name: [number(v) for v in vs] for name, vs in series.items()}
-    width, height, left, right, top, bottom = 530, 280, 48, 150, 30, 46
+    width, height, left, right, top, bottom = 530, _height(len(series)), 48, 170, 30, 46
     plot_w, plot_h = width - left - right, height - top - bottom
     slot = plot_w / max(len(groups), 1)
     bar = slot * 0.8 / max(len(series), 1)
@@ -130,7 +139,7 @@ def bar_chart(
         [left + slot * (g + 0.5) for g in range(len(groups))], groups, top + plot_h + 18
     )
     for s, (name, values) in enumerate(series.items()):
-        colour = COLOURS[s % len(COLOURS)]
+        colour = SERIES_COLOURS[s % len(SERIES_COLOURS)]
         for g, v in enumerate(values):
             if v is None:
                 continue
@@ -141,7 +150,7 @@ def bar_chart(
                 f'height="{h:.1f}" fill="{colour}"><title>{esc(name)}: '
                 f"{pct(v)}</title></rect>"
             )
-        ly = top + 14 + 18 * s
+        ly = top + 14 + LEGEND_STEP * s
         parts.append(
             f'<rect x="{left + plot_w + 12}" y="{ly - 9}" width="14" height="10" fill="{colour}"/>'
         )
@@ -282,10 +291,12 @@ def xy_chart(
     references: list[Reference] | None = None,
     connect: bool = False,
     source: Source | None = None,
+    style_of: Callable[[str], int] | None = None,
 ) -> str:
     """An SVG chart of numeric x against numeric y: one colour and marker per series, interval
     bars where known, a label beside each point, reference lines (dashed, labelled); with
-    ``connect`` the points of a series are joined in order of x."""
+    ``connect`` the points of a series are joined in order of x. ``style_of`` gives a series'
+    style index (so that one entry looks the same in every chart); by default its position."""
     references = references or []
     width, height, left, right, top, bottom = 760, 420, 64, 230, 34, 58
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -349,7 +360,7 @@ def xy_chart(
                 f"{esc(r.label)}</text>"
             )
     for s, (name, points) in enumerate(series.items()):
-        colour, shape = series_style(s)
+        colour, shape = series_style(s if style_of is None else style_of(name))
         shown = [p for p in points if (p.x >= 0 or not x_axis.log) and (p.y >= 0 or not y_axis.log)]
         if connect and len(shown) > 1:
             line = " ".join(f"{x(p.x):.1f},{y(p.y):.1f}" for p in sorted(shown, key=lambda p: p.x))

@@ -3,7 +3,7 @@ and risk against the budget."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sdclab.report.charts import Axis, Reference, XYPoint, wants_log, xy_chart
 from sdclab.report.html import EVALUATION, esc, figure, pct, section
@@ -84,6 +84,13 @@ def _fixes_epsilon(points: Sequence[FrontierPoint], key: str) -> bool:
     )
 
 
+def _styles(points: Sequence[FrontierPoint]) -> Callable[[str], int]:
+    """Each entry's style index, by its place in the experiment, for every chart alike (a
+    budget line is named after its entry, then its other settings)."""
+    entries = list(_by_entry(points))
+    return lambda name: entries.index(name.split(", ")[0])
+
+
 def _unplaced(points: Sequence[FrontierPoint]) -> str:
     """The settings left off the frontier, each with the reason."""
     rows = []
@@ -133,6 +140,7 @@ def frontier_section(results: ExperimentResult, axes: FrontierAxes) -> str:
         Axis(accuracy_label, log=wants_log(accuracies)),
         references,
         source=EVALUATION,
+        style_of=_styles(points),
     )
     body += figure(EVALUATION, chart) + _unplaced(points)
     return section("Accuracy and risk: the frontier", [(EVALUATION, body)])
@@ -214,7 +222,8 @@ def choose_section(results: ExperimentResult, axes: FrontierAxes) -> str:
 def budget_section(results: ExperimentResult, axes: FrontierAxes) -> str:
     """Accuracy and risk against the common-axis ε, one line per entry that has one; nothing
     when no setting has a common-axis ε."""
-    points = [p for p in results.frontier(axes) if not isinstance(p.epsilon, NotMeasured)]
+    everything = results.frontier(axes)
+    points = [p for p in everything if not isinstance(p.epsilon, NotMeasured)]
     accuracy_label, risk_label = axes.describe()
     charts = []
     for title, label, coordinate in (
@@ -254,6 +263,7 @@ def budget_section(results: ExperimentResult, axes: FrontierAxes) -> str:
                     references,
                     connect=True,
                     source=EVALUATION,
+                    style_of=_styles(everything),
                 ),
             )
         )
