@@ -144,27 +144,29 @@ def not_measured(value: Any) -> str | None:
     return None
 
 
-def pct(value: Any) -> str:
+def formatted(value: Any, scale: float, decimals: int, unit: str, signed: bool = False) -> str:
+    """The report's one formatter of figures: n/a with the reason where none was measured, an
+    exact 0 as 0 (never the 0.0 a rounded figure would show), a figure below the shown precision
+    as <0.1 (signed where negative), else ``scale`` × value to ``decimals`` places."""
     shown = not_measured(value)
     if shown is not None:
         return shown
     if value == 0:
-        return "0%"  # measured and exactly 0: never the 0.0% a rounded figure would show
-    if abs(value) < 0.0005:
-        return f"{'−' if value < 0 else ''}<0.1%"
-    return f"{100 * value:.1f}%"
+        return f"0{unit}"
+    smallest = 10.0**-decimals
+    if abs(scale * value) < smallest / 2:
+        sign = "−" if value < 0 else "+" if signed else ""
+        return f"{sign}<{smallest:.{decimals}f}{unit}"
+    return f"{scale * value:{'+' if signed else ''}.{decimals}f}{unit}"
+
+
+def pct(value: Any) -> str:
+    return formatted(value, 100, 1, "%")
 
 
 def points(value: Any) -> str:
-    """A difference in percentage points, signed; 0 and what rounds to it said as such."""
-    shown = not_measured(value)
-    if shown is not None:
-        return shown
-    if value == 0:
-        return "0 pp"
-    if abs(value) < 0.05:
-        return f"{'−' if value < 0 else '+'}<0.1 pp"
-    return f"{value:+.1f} pp"
+    """A difference in percentage points, signed."""
+    return formatted(value, 1, 1, " pp", signed=True)
 
 
 def count(n: int, one: str, many: str) -> str:
@@ -172,11 +174,4 @@ def count(n: int, one: str, many: str) -> str:
 
 
 def decimal(value: Any) -> str:
-    shown = not_measured(value)
-    if shown is not None:
-        return shown
-    if value == 0:
-        return "0"  # measured and exactly 0
-    if abs(value) < 0.0005:
-        return f"{'−' if value < 0 else ''}<0.001"
-    return f"{value:.3f}"
+    return formatted(value, 1, 3, "")
