@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from sdclab.report.charts import Axis, Reference, XYPoint, wants_log, xy_chart
-from sdclab.report.html import EVALUATION, esc, figure, pct, section
+from sdclab.report.html import EVALUATION, esc, figure, pct, points, section
 from sdclab.results import (
     ExperimentResult,
     FrontierAxes,
@@ -146,12 +146,16 @@ def frontier_section(results: ExperimentResult, axes: FrontierAxes) -> str:
     return section("Accuracy and risk: the frontier", [(EVALUATION, body)])
 
 
-def _shown(value: ReplicateMean | NotMeasured, unit: str = "", nonnegative: bool = False) -> str:
+def _shown(
+    value: ReplicateMean | NotMeasured, nonnegative: bool = False, signed: bool = False
+) -> str:
+    """A replicate mean as the report shows figures (a risk in signed points), its interval
+    after it."""
     if isinstance(value, NotMeasured):
         return f'<span title="{esc(value.reason)}">n/a</span>'
     interval = _interval(value, nonnegative)
     bounds = "" if interval is None else f" <small>[{interval[0]:.3g}, {interval[1]:.3g}]</small>"
-    return f"{value.mean:.3g}{unit}{bounds}"
+    return (points(value.mean) if signed else f"{value.mean:.3g}") + bounds
 
 
 def choose_section(results: ExperimentResult, axes: FrontierAxes) -> str:
@@ -189,7 +193,7 @@ def choose_section(results: ExperimentResult, axes: FrontierAxes) -> str:
                     if (withheld := _withheld(results, best, axes.level))
                     else ""
                 ),
-                _shown(best.risk, " pp"),
+                _shown(best.risk, signed=True),
                 epsilon,
                 str(row["meeting"]),
             ]
