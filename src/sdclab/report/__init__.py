@@ -524,9 +524,10 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
         f"{esc(r.evaluation.card.render())}</pre></details>"
         for t, r in releases.items()
     )
-    body = f"""{frontier_section(results, axes)}
-{choose_section(results, axes)}
-{budget_section(results, axes)}
+    points = results.frontier(axes)  # once: the three sections share it
+    body = f"""{frontier_section(results, axes, points)}
+{choose_section(results, axes, points)}
+{budget_section(axes, points)}
 {section("Summary", [(EVALUATION, SUMMARY_NOTE + summary + _coarser_tables(results))])}
 {_headline_section(results)}
 {_ranking_section(results)}

@@ -104,9 +104,10 @@ def _unplaced(points: Sequence[FrontierPoint]) -> str:
     return f"<p>Not on the frontier:</p><ul>{''.join(rows)}</ul>" if rows else ""
 
 
-def frontier_section(results: ExperimentResult, axes: FrontierAxes) -> str:
+def frontier_section(
+    results: ExperimentResult, axes: FrontierAxes, points: Sequence[FrontierPoint]
+) -> str:
     """The frontier chart, with the exact release and the best baseline as reference lines."""
-    points = results.frontier(axes)
     placed = [p for p in points if p.placed]
     accuracy_label, risk_label = axes.describe()
     body = FRONTIER_NOTE
@@ -158,9 +159,10 @@ def _shown(
     return (points(value.mean) if signed else f"{value.mean:.3g}") + bounds
 
 
-def choose_section(results: ExperimentResult, axes: FrontierAxes) -> str:
+def choose_section(
+    results: ExperimentResult, axes: FrontierAxes, points: Sequence[FrontierPoint]
+) -> str:
     """For each accuracy target, the setting of least headline risk that meets it."""
-    points = results.frontier(axes)
     accuracy_label, risk_label = axes.describe()
     targets = accuracy_targets(points)
     if not targets:
@@ -223,10 +225,9 @@ def choose_section(results: ExperimentResult, axes: FrontierAxes) -> str:
     return section("Choose a method", [(EVALUATION, note + table)])
 
 
-def budget_section(results: ExperimentResult, axes: FrontierAxes) -> str:
+def budget_section(axes: FrontierAxes, everything: Sequence[FrontierPoint]) -> str:
     """Accuracy and risk against the common-axis ε, one line per entry that has one; nothing
     when no setting has a common-axis ε."""
-    everything = results.frontier(axes)
     points = [p for p in everything if not isinstance(p.epsilon, NotMeasured)]
     accuracy_label, risk_label = axes.describe()
     charts = []
