@@ -100,11 +100,17 @@ def test_l2_respects_hhgq_lower_bounds_and_invariant_totals():
     assert x[1].sum() >= 2 - 1e-6
 
 
-def test_a_large_root_goes_straight_to_the_interior_point_method(monkeypatch):
-    """Above ROOT_OSQP_MAX_VARIABLES a root skips OSQP (which stalls on the dhc nation); below
-    it, and for any problem with a parent, OSQP runs first. The optimum is the same."""
+def test_a_large_root_falls_back_straight_to_the_interior_point_method(monkeypatch):
+    """When the root's structured solver fails, the general solvers take the root: above
+    ROOT_OSQP_MAX_VARIABLES it skips OSQP (which stalls on the dhc nation); below it, and for any
+    problem with a parent, OSQP runs first. The optimum is the same."""
     from sdclab.optimize import least_squares
+    from sdclab.optimize.sibling_qp import NotConverged
 
+    def fails(qp):
+        raise NotConverged("forced")
+
+    monkeypatch.setattr(least_squares, "solve_root_qp", fails)
     started = []
     real_osqp = least_squares.osqp.OSQP
     monkeypatch.setattr(least_squares.osqp, "OSQP", lambda: started.append(1) or real_osqp())

@@ -33,6 +33,7 @@ from sdclab.optimize.parent_problem import (
     child_operator,
     child_sum_operator,
 )
+from sdclab.optimize.root_qp import solve_root_qp
 from sdclab.optimize.sibling_qp import (
     NotConverged,
     SiblingQP,
@@ -57,8 +58,8 @@ OSQP_ITERATIONS = 1500
 """OSQP solves TopDown's sibling problems in a few hundred iterations; one that needs more (the
 root's single large histogram converges slowly) goes to the interior point method instead."""
 ROOT_OSQP_MAX_VARIABLES = 50_000
-"""A root (one histogram, no parent) with more variables goes straight to the interior point
-method: on a root this large (the dhc nation has 229,320 cells) OSQP reaches its iteration limit,
+"""A root (one histogram, no parent) that :mod:`root_qp` could not solve goes, if it has more
+variables than this, straight to the general interior point method: on a root this large (the dhc nation has 229,320 cells) OSQP reaches its iteration limit,
 and the time it spends getting there is lost."""
 DIRECT_MAX_CELLS = 1500
 """Sibling problems on more support cells than this go to the structured ADMM: the general
@@ -100,11 +101,12 @@ def solve_l2(problem: ParentProblem) -> FloatArray:
     """Children × n continuous non-negative histograms after all L2 passes (tiny entries zeroed).
 
     A pass over type-level queries only (the totals-first pass) is reduced exactly to persons
-    per child and hhgq type. Other passes go to the general sparse QP solvers (OSQP, Clarabel)
+    per child and hhgq type. The root's passes go to the structured interior point method of
+    :mod:`root_qp`. Other passes go to the general sparse QP solvers (OSQP, Clarabel)
     when :func:`_direct` says so (one child, a small problem, or few cells shared by large
     children), and otherwise to the structured ADMM of :mod:`sibling_qp` (the general solvers'
     factorisation fills in over the cells the children share); a pass ADMM cannot finish within
-    its iteration limit goes to the general solvers.
+    its iteration limit (or a root :mod:`root_qp` cannot solve) goes to the general solvers.
     """
     if problem.n_cells == 0 or not problem.allowed.any():
         return np.zeros(problem.allowed.shape)  # an empty parent: nothing to split
@@ -116,6 +118,11 @@ def solve_l2(problem: ParentProblem) -> FloatArray:
         type_rows = None if fixed else by_type(problem, queries)
         if type_rows is not None:
             x = _solve_by_type(problem, queries, type_rows)
+        elif problem.parent is None:
+            try:
+                x = solve_root_qp(qp)
+            except NotConverged:
+                x = _solve_generic(problem, queries, fixed, TOLERANCE + slack)
         elif _direct(problem):
             x = _solve_generic(problem, queries, fixed, TOLERANCE + slack)
         else:
