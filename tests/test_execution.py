@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,14 @@ import numpy as np
 import pytest
 
 from sdclab.errors import InputError
-from sdclab.execution import Checkpoint, Executor, TaskFailed, default_workers, run_tasks
+from sdclab.execution import (
+    Checkpoint,
+    Executor,
+    TaskFailed,
+    default_workers,
+    run_tasks,
+    worker_pool,
+)
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Dask workers cannot import tests
 
@@ -168,3 +176,21 @@ def test_a_process_pool_works_from_a_script_without_a_main_guard(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["main ran", "[6, 24, 120, 720]"]
+
+
+def process_id(_: int) -> int:
+    import time
+
+    time.sleep(0.05)  # long enough that both workers take a task
+    return os.getpid()
+
+
+def test_a_worker_pool_serves_every_call_inside_it():
+    """Inside ``worker_pool`` the calls share one pool (the same worker processes); outside it
+    each call starts its own."""
+    with worker_pool(2):
+        first = set(run_tasks(process_id, list(range(8)), 2))
+        second = set(run_tasks(process_id, list(range(8)), 2))
+    third = set(run_tasks(process_id, list(range(8)), 2))
+    assert first == second and os.getpid() not in first
+    assert not third & first

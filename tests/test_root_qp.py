@@ -30,8 +30,12 @@ def root_problem(seed: int, n: int = 240, persons: int = 60, lower: int = 1) -> 
     }
     weights = {"total": 0.0, "hhgq": 0.5, "a": 1.0, "b": 1.0, "detailed": 2.0}
     targets = {  # noise of variance 1 / weight (none on the unmeasured total)
-        name: ((q @ truth) + rng.normal(0, 1, q.shape[0]) / np.sqrt(max(weights[name], 1e-12))
-        * (weights[name] > 0))[None, :]
+        name: (
+            (q @ truth)
+            + rng.normal(0, 1, q.shape[0])
+            / np.sqrt(max(weights[name], 1e-12))
+            * (weights[name] > 0)
+        )[None, :]
         for name, q in queries.items()
     }
     allowed = np.ones((1, n), bool)

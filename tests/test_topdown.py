@@ -302,7 +302,10 @@ def test_huge_budget_returns_the_truth():
     assert (out.histograms["block"] != truth).nnz == 0
 
 
-def test_one_and_two_workers_and_dask_give_identical_output():
+def test_one_and_two_workers_and_dask_give_identical_output(monkeypatch):
+    from sdclab.protection import topdown as topdown_module
+
+    monkeypatch.setattr(topdown_module, "IN_PROCESS_VARIABLES", 0)  # every level to the workers
     population = two_state_population(4_000, seed=7)
     outs = [
         topdown(population, PRODUCTS["pl94"], PRODUCTION, np.random.default_rng(4), workers=w)

@@ -59,8 +59,9 @@ OSQP_ITERATIONS = 1500
 root's single large histogram converges slowly) goes to the interior point method instead."""
 ROOT_OSQP_MAX_VARIABLES = 50_000
 """A root (one histogram, no parent) that :mod:`root_qp` could not solve goes, if it has more
-variables than this, straight to the general interior point method: on a root this large (the dhc nation has 229,320 cells) OSQP reaches its iteration limit,
-and the time it spends getting there is lost."""
+variables than this, straight to the general interior point method: on a root this large (the
+dhc nation has 229,320 cells) OSQP reaches its iteration limit, and the time it spends getting
+there is lost."""
 DIRECT_MAX_CELLS = 1500
 """Sibling problems on more support cells than this go to the structured ADMM: the general
 solvers' KKT factorisation fills in over the cells the children share (a county of 25 tracts on

@@ -46,7 +46,7 @@ from sdclab import accounting, schema
 from sdclab.arrays import IntArray
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
-from sdclab.execution import Checkpoint, Executor, run_tasks
+from sdclab.execution import Checkpoint, Executor, run_tasks, worker_pool
 from sdclab.geography import LEVELS, Geography, geoid_strings
 from sdclab.noise import SIGMA2_RANGE, discrete_gaussian
 from sdclab.optimize.least_squares import solve_l2
@@ -244,6 +244,11 @@ def geounit_stream(entropy: int, level: int, code: int) -> np.random.Generator:
         np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=(level, int(code))))
     )
 
+
+IN_PROCESS_VARIABLES = 100_000
+"""A level whose problems have fewer (child, cell) variables than this in all is solved in this
+process: a second or two of work, which starting a pool of workers (each imports sdclab) would
+not shorten."""
 
 MAX_WEIGHT = 1e6
 """Weights are capped here: a variance below 10⁻⁶ (σ² < 0.035) means the noisy answer is exact
@@ -508,41 +513,43 @@ def topdown(
         key = hashlib.sha256(f"{identity}|{keep_measurements}|{level}".encode()).hexdigest()
         return Checkpoint(Path(checkpoint) / level, key, Outcome)
 
-    root_task = task("nation", root_support, None, [0])
-    (root,) = run_tasks(
-        solve_parent,
-        [root_task],
-        1,
-        "TopDown nation: the root solve (the whole histogram at once)",
-        None,
-        ["nation"],
-        saved("nation"),
-    )
-    keep("nation", 0, root_support, root.histograms[0])
-    _collect(records, root)
-    seconds["nation"], problems["nation"] = time.perf_counter() - start, 1
-
-    for level, below in zip(LEVELS[:-1], LEVELS[1:], strict=True):
-        start = time.perf_counter()
-        parents = [u for u, kids in enumerate(children[level]) if len(kids) > 1]
-        tasks = []
-        for u in parents:
-            support, counts = found[level][u]
-            tasks.append(task(below, support, counts, children[level][u].tolist()))
-        outcomes = run_tasks(
+    with worker_pool(workers):  # one pool for every level that needs one
+        root_task = task("nation", root_support, None, [0])
+        (root,) = run_tasks(
             solve_parent,
-            tasks,
-            workers,
-            label=f"TopDown {below}",
-            sizes=[len(t.support) * len(t.children) for t in tasks],
-            names=[f"{level} {codes[level][u]}" for u in parents],
-            checkpoint=saved(below),
+            [root_task],
+            1,
+            "TopDown nation: the root solve (the whole histogram at once)",
+            None,
+            ["nation"],
+            saved("nation"),
         )
-        for t, u, outcome in zip(tasks, parents, outcomes, strict=True):
-            for kid, histogram in zip(children[level][u], outcome.histograms, strict=True):
-                keep(below, int(kid), t.support, histogram)
-            _collect(records, outcome)
-        seconds[below], problems[below] = time.perf_counter() - start, len(tasks)
+        keep("nation", 0, root_support, root.histograms[0])
+        _collect(records, root)
+        seconds["nation"], problems["nation"] = time.perf_counter() - start, 1
+
+        for level, below in zip(LEVELS[:-1], LEVELS[1:], strict=True):
+            start = time.perf_counter()
+            parents = [u for u, kids in enumerate(children[level]) if len(kids) > 1]
+            tasks = []
+            for u in parents:
+                support, counts = found[level][u]
+                tasks.append(task(below, support, counts, children[level][u].tolist()))
+            sizes = [len(t.support) * len(t.children) for t in tasks]
+            outcomes = run_tasks(
+                solve_parent,
+                tasks,
+                1 if sum(sizes) < IN_PROCESS_VARIABLES else workers,
+                label=f"TopDown {below}",
+                sizes=sizes,
+                names=[f"{level} {codes[level][u]}" for u in parents],
+                checkpoint=saved(below),
+            )
+            for t, u, outcome in zip(tasks, parents, outcomes, strict=True):
+                for kid, histogram in zip(children[level][u], outcome.histograms, strict=True):
+                    keep(below, int(kid), t.support, histogram)
+                _collect(records, outcome)
+            seconds[below], problems[below] = time.perf_counter() - start, len(tasks)
 
     histograms = {level: _matrix(found[level], len(codes[level]), product) for level in LEVELS}
     measurements = _measurement_frame(records, product, codes) if keep_measurements else None
@@ -593,12 +600,13 @@ def _measurement_frame(
         part = frame.filter(pl.col("level") == index)
         if part.height == 0:
             continue
-        geoid = geoid_strings(part["code"].to_numpy(), level)
+        # strings are made once per geounit and query, then gathered (not once per answer)
+        unit_codes, unit_of_row = np.unique(part["code"].to_numpy(), return_inverse=True)
         parts.append(
             part.with_columns(
                 level=pl.lit(level),
-                geoid=geoid,
-                query=pl.Series(np.array(names)[part["query"].to_numpy()]),
+                geoid=pl.Series(geoid_strings(unit_codes, level)).gather(unit_of_row),
+                query=pl.Series(names).gather(part["query"].to_numpy()),
             ).select("level", "geoid", "query", "cell", "noisy", "variance")
         )
     return pl.concat(parts) if parts else pl.DataFrame()
