@@ -52,7 +52,7 @@ STEP_TO_BOUNDARY = 0.99
 @dataclass(frozen=True)
 class _Data:
     """The pass over the allowed cells: ½ xᵀ(diag(h) + Aᵀ diag(w) A)x − bᵀx, x ≥ 0, G x ≥ g,
-    E x = e (everything scaled so the bounds are of order one)."""
+    E x = e, in units that put the largest bound near the number of cells."""
 
     h: FloatArray
     a: sp.csr_matrix
