@@ -94,12 +94,7 @@ def test_root_optimum_matches_the_general_solver(seed):
 def test_binding_lower_bounds_are_met():
     """A type whose answers say nobody lives there must still hold the 5 persons its facilities
     need: the bound binds and the optimum puts them where the answers are least negative."""
-    problem = root_problem(5, lower=5)
-    targets = dict(problem.targets)
-    targets["detailed"] = np.where(np.arange(problem.n_cells) % 4 == 3, -2.0, targets["detailed"])
-    targets["hhgq"] = targets["hhgq"].copy()
-    targets["hhgq"][0, 3] = 0.0
-    problem = ParentProblem(**{**problem.__dict__, "targets": targets})
+    problem = no_persons_of_type_3(root_problem(5, lower=5))
     qp = pass_of(problem)
     x = root_qp.solve_root_qp(qp)
     exact = _solve_generic(problem, problem.l2_passes[0], {}, least_squares.TOLERANCE)
@@ -126,27 +121,57 @@ def test_cells_the_marginals_demand_join_the_working_set(monkeypatch):
     monkeypatch.setattr(root_qp, "_interior_point", lambda d: rounds.append(len(d.h)) or real(d))
     qp = pass_of(problem)
     x = root_qp.solve_root_qp(qp)
-    assert len(rounds) >= 2 and rounds[-1] > rounds[0]
+    assert len(rounds) >= 2 and rounds[0] < rounds[-1] < qp.mask.sum()  # grew, not fell back
     assert x[0, group].sum() > 5  # the demanded cells filled
     exact = _solve_generic(problem, problem.l2_passes[0], {}, least_squares.TOLERANCE)
     assert qp.objective(x) == pytest.approx(qp.objective(exact), rel=1e-7)
 
 
+def no_persons_of_type_3(problem: ParentProblem) -> ParentProblem:
+    """The answers say nobody lives in hhgq type 3; its facilities need ``hhgq_lower`` persons."""
+    targets = dict(problem.targets)
+    targets["detailed"] = np.where(np.arange(problem.n_cells) % 4 == 3, -2.0, targets["detailed"])
+    targets["hhgq"] = targets["hhgq"].copy()
+    targets["hhgq"][0, 3] = 0.0
+    return ParentProblem(**{**problem.__dict__, "targets": targets})
+
+
 def test_an_infeasible_working_set_falls_back_to_every_cell(monkeypatch):
-    """With no cell of a bound row in the working set the restricted problem cannot meet the
-    bound; the whole problem is solved instead, to the same optimum."""
-    problem = root_problem(7, lower=3)
+    """No cell of type 3 starts in the working set, so the restricted problem cannot give type 3
+    the 3 persons its bound needs; the whole problem is solved instead, to the same optimum."""
+    problem = no_persons_of_type_3(root_problem(7, lower=3))
     monkeypatch.setattr(root_qp, "PER_BOUND_ROW", 0)
-    monkeypatch.setattr(root_qp, "SIGNAL", np.inf)
-    monkeypatch.setattr(root_qp, "MAX_ITERATIONS", 40)
     sizes = []
     real = root_qp._interior_point
     monkeypatch.setattr(root_qp, "_interior_point", lambda d: sizes.append(len(d.h)) or real(d))
     qp = pass_of(problem)
     x = root_qp.solve_root_qp(qp)
-    assert sizes[-1] == qp.mask.sum()
+    assert sizes[0] < qp.mask.sum() and sizes[-1] == qp.mask.sum()
+    assert (problem.hhgq.toarray() @ x[0])[3] == pytest.approx(3, abs=1e-6)
     exact = _solve_generic(problem, problem.l2_passes[0], {}, least_squares.TOLERANCE)
     assert qp.objective(x) == pytest.approx(qp.objective(exact), rel=1e-7)
+
+
+def test_a_large_population_is_solved_in_scaled_units():
+    """60,000 persons on 240 cells: the method works in units of 250 persons (the total over the
+    number of cells) and returns persons, at the optimum of the general solver."""
+    problem = root_problem(10, persons=60_000)
+    qp = pass_of(problem)
+    data, scale = root_qp._scaled(qp, np.flatnonzero(qp.mask[0]))
+    assert scale > 100
+    x = root_qp.solve_root_qp(qp)
+    exact = _solve_generic(problem, problem.l2_passes[0], {}, least_squares.TOLERANCE)
+    assert x.sum() == pytest.approx(60_000, rel=1e-9)
+    assert qp.objective(x) <= qp.objective(exact) * (1 + 1e-6)
+    assert np.abs(x - exact).max() < 1e-2 * 250
+
+
+def test_gram_counts_repeated_entries_once_summed():
+    """B diag(v) Bᵀ of a B holding one (row, column) entry twice is that of the summed matrix."""
+    raw = sp.csr_matrix(([1.0, 2.0, 3.0, 1.0], [0, 0, 1, 1], [0, 3, 4]), shape=(2, 2))
+    v = np.array([2.0, 5.0])
+    dense = raw.toarray()
+    assert root_qp._Gram(raw)(v) == pytest.approx(dense @ np.diag(v) @ dense.T)
 
 
 def test_solve_l2_falls_back_to_the_general_solvers(monkeypatch):

@@ -33,11 +33,13 @@ FEASIBILITY = 1e-8
 """Stop when the primal residuals are below this relative to the bounds' scale, the dual
 residual relative to the largest of its terms, and ..."""
 GAP = 1e-9
-"""... the complementarity x·z + s·λ below this relative to the objective's scale."""
+"""... the complementarity x·z + s·λ below this relative to the objective (the weighted squared
+distance to the answers)."""
 ACCEPTABLE = 1e-6
 """Near the optimum the cells at zero make the Newton systems ill-conditioned; when a step makes
-the dual residual worse tenfold, the previous iterate is returned if it met these looser
-tolerances (production's optimality tolerance), else the method has failed."""
+the dual residual worse tenfold or not finite, or the iterations run out, the last iterate
+measured is returned if it met these looser tolerances (production's optimality tolerance), else
+the method has failed."""
 MAX_ITERATIONS = 100
 MAX_ROUNDS = 50
 """Working-set rounds (each adds every held cell that would fill) before giving up."""
@@ -62,6 +64,8 @@ class _Data:
     g: FloatArray
     e_matrix: sp.csr_matrix
     e: FloatArray
+    constant: float
+    """½ Σ h s² + ½ Σ w t²: with it, the objective is the weighted squared distance itself."""
     answer: FloatArray
     """Each cell's detailed answer, and ..."""
     sigma: FloatArray
@@ -89,14 +93,13 @@ class _Data:
 def solve_root_qp(qp: SiblingQP) -> FloatArray:
     """The pass's optimum (1 × n); NotConverged if the interior point method does not converge.
 
-    Most cells of the root stay empty (1,666 of 229,320 in a 3,000-person dhc nation), so the
-    method works on a *working set*: the cells whose detailed answer is well above its noise
-    and, for each bound row, its cells with the largest answers. The problem with every other
-    cell held at zero is solved; a held cell whose reduced gradient is negative (the objective
-    falls if it fills) joins the set, and the problem is solved again from there. When no held
-    cell would fill, the solution meets every KKT condition of the whole problem: it is the
-    optimum, not an approximation. If the restricted problem is infeasible, the whole problem
-    is solved.
+    Most cells of the root stay empty, so the method works on a *working set*: the cells whose
+    detailed answer is well above its noise and, for each bound row, its cells with the largest
+    answers. The problem with every other cell held at zero is solved; every held cell whose
+    reduced gradient is negative (the objective falls if it fills) joins the set, and the larger
+    problem is solved anew. When no held cell would fill, the solution meets every KKT condition
+    of the whole problem to the method's tolerances. If a restricted problem cannot be solved
+    (it may be infeasible: a bound row whose cells are all held at zero), the whole problem is.
     """
     if qp.mask.shape[0] != 1 or qp.parent is not None:
         raise ValueError("the root problem has one histogram and no parent")
@@ -109,10 +112,9 @@ def solve_root_qp(qp: SiblingQP) -> FloatArray:
         try:
             x_working, y, lam = _interior_point(data.on(cells))
         except NotConverged:
-            if working.all():
-                raise
+            x_working, y, lam = _interior_point(data)  # NotConverged here goes to the caller
             working[:] = True
-            continue
+            cells = np.arange(len(allowed))
         x[:] = 0.0
         x[cells] = x_working
         if working.all():
@@ -146,11 +148,16 @@ def _dual_tolerance(data: _Data) -> float:
 
 
 def _scaled(qp: SiblingQP, allowed: np.ndarray) -> tuple[_Data, float]:
-    """The pass on the allowed cells, in units that make the largest finite bound ≈ the number of
-    cells (interior point tolerances are relative; a nation of millions is otherwise lopsided)."""
+    """The pass on the allowed cells, in units that make the largest detailed answer or finite
+    lower bound (the invariant total) ≈ the number of cells: interior point tolerances are
+    relative, and a nation of millions is otherwise lopsided. Upper bounds are left out: the
+    hhgq caps (99,999 persons per unit) are far above anything that binds."""
     lower, upper = qp.lower[0], qp.upper[0]
-    finite = np.abs(np.concatenate([lower[np.isfinite(lower)], upper[np.isfinite(upper)]]))
-    scale = max(1.0, float(finite.max(initial=0.0)) / max(len(allowed), 1))
+    largest = max(
+        float(np.abs(lower[np.isfinite(lower)]).max(initial=0.0)),
+        float(np.abs(qp.diag_target[0, allowed]).max(initial=0.0)),
+    )
+    scale = max(1.0, largest / max(len(allowed), 1))
     bounds = qp.bounds[:, allowed].tocsr().astype(float)
     equal = np.isfinite(lower) & (lower == upper)
     below = np.isfinite(lower) & ~equal
@@ -160,6 +167,13 @@ def _scaled(qp: SiblingQP, allowed: np.ndarray) -> tuple[_Data, float]:
     a = rows[np.flatnonzero(measured)]
     w = 2 * qp.row_weight[0][measured]
     b = qp.linear()[0, allowed] / scale
+    constant = (
+        float(
+            (qp.diag_weight[0, allowed] * qp.diag_target[0, allowed] ** 2).sum()
+            + (qp.row_weight[0] * qp.row_target[0] ** 2).sum()
+        )
+        / scale**2
+    )
     data = _Data(
         h=2 * qp.diag_weight[0, allowed],
         a=a,
@@ -169,6 +183,7 @@ def _scaled(qp: SiblingQP, allowed: np.ndarray) -> tuple[_Data, float]:
         g=np.concatenate([lower[below], -upper[above]]) / scale,
         e_matrix=bounds[equal],
         e=lower[equal] / scale,
+        constant=constant,
         answer=qp.diag_target[0, allowed] / scale,
         sigma=np.divide(
             1.0,
@@ -190,10 +205,12 @@ class _Gram:
 
     def __init__(self, b: sp.csr_matrix) -> None:
         m = b.shape[0]
-        coo = b.tocsc().tocoo()  # sorted by column, then row
+        csc = b.tocsc(copy=True)
+        csc.sum_duplicates()  # one entry per (row, column), sorted
+        coo = csc.tocoo()  # by column, then row
         col, row, val = coo.col, coo.row, coo.data
         pairs, columns, values = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
-        for offset in range(int(np.diff(b.tocsc().indptr).max(initial=0))):
+        for offset in range(int(np.diff(csc.indptr).max(initial=0))):
             same = col[: len(col) - offset] == col[offset:]
             first = np.flatnonzero(same)
             second = first + offset
@@ -211,7 +228,7 @@ class _Gram:
         return upper + upper.T - np.diag(np.diag(upper))
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Newton:
     """The Newton system at one iterate, factored: its x-block diag(d) + Bᵀ Ω B (B the query
     rows over the inequality rows) by Woodbury, and the Schur complement of the equality rows."""
@@ -231,24 +248,16 @@ class _Newton:
         sqrt_omega = np.sqrt(omega)
         inner = sqrt_omega[:, None] * gram(d_inverse) * sqrt_omega[None, :]
         inner[np.diag_indices_from(inner)] += 1.0
-        cholesky = la.cho_factor(inner, lower=True, check_finite=False)
+        cholesky = la.cho_factor(inner, lower=True)
         newton = cls(d_inverse, stacked, sqrt_omega, cholesky, data.e_matrix, None)
-        if data.e_matrix.shape[0] == 0:
-            return newton
-        schur = data.e_matrix @ newton.solve_x(data.e_matrix.T.toarray())
-        return cls(
-            d_inverse,
-            stacked,
-            sqrt_omega,
-            cholesky,
-            data.e_matrix,
-            la.cho_factor(schur, lower=True),
-        )
+        if data.e_matrix.shape[0] > 0:
+            schur = data.e_matrix @ newton.solve_x(data.e_matrix.T.toarray())
+            newton.schur = la.cho_factor(schur, lower=True)
+        return newton
 
     def times(self, v: FloatArray) -> FloatArray:
         """(diag(d) + BᵀΩB) v."""
-        omega = self.sqrt_omega**2
-        return v / self.d_inverse + self.stacked.T @ (omega * (self.stacked @ v))
+        return v / self.d_inverse + self.stacked.T @ (self.sqrt_omega**2 * (self.stacked @ v))
 
     def solve_x(self, r: FloatArray) -> FloatArray:
         """(diag(d) + BᵀΩB)⁻¹ r, for a vector or the columns of a matrix."""
@@ -288,8 +297,8 @@ class _Point:
         return float(self.x @ self.z + self.s @ self.lam)
 
     def largest_step(self, d: _Point) -> float:
-        """The largest step ≤ 1 keeping x, z, s and λ positive."""
-        step = 1.0
+        """The largest step keeping x, z, s and λ positive (inf if none of them falls)."""
+        step = np.inf
         for value, change in ((self.x, d.x), (self.z, d.z), (self.s, d.s), (self.lam, d.lam)):
             falling = change < 0
             if falling.any():
@@ -307,14 +316,14 @@ class _Residuals:
 def _interior_point(data: _Data) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Mehrotra's predictor-corrector method on :class:`_Data`: the optimal x and the
     multipliers of the equality and inequality rows; NotConverged if it fails."""
-    n, m_g = len(data.h), data.g_matrix.shape[0]
+    n = len(data.h)
     x = np.maximum(data.answer, 1.0)  # a start near the answers converges in fewer steps
     point = _Point(
         x,
         np.zeros(data.e_matrix.shape[0]),
         np.ones(n),
         np.maximum(data.g_matrix @ x - data.g, 1.0),
-        np.ones(m_g),
+        np.ones(data.g_matrix.shape[0]),
     )
     stacked = sp.vstack([data.a, data.g_matrix], format="csr")
     gram = _Gram(stacked)
@@ -324,23 +333,36 @@ def _interior_point(data: _Data) -> tuple[FloatArray, FloatArray, FloatArray]:
         if all(r <= t for r, t in zip(measures, (FEASIBILITY, FEASIBILITY, GAP), strict=True)):
             return point.x, point.y, point.lam
         if previous is not None and measures[0] > 10 * previous[1][0]:
-            if max(previous[1]) <= ACCEPTABLE:
-                return previous[0].x, previous[0].y, previous[0].lam
             break
         previous = (point, measures)
         try:
-            newton = _Newton.build(
-                data,
-                stacked,
-                gram,
-                data.h + point.z / point.x,
-                np.concatenate([data.w, point.lam / point.s]),
-            )
-        except np.linalg.LinAlgError:  # singular: bound rows over no cell of the working set
+            point = _predictor_corrector(data, stacked, gram, point, residuals)
+        except (np.linalg.LinAlgError, ValueError):
+            # a singular system (bound rows over no cell of the working set, or equality rows
+            # that are not independent) or one no longer finite (an infeasible problem drives
+            # slacks to zero and their duals to infinity)
             break
+    if previous is not None and max(previous[1]) <= ACCEPTABLE:
+        return previous[0].x, previous[0].y, previous[0].lam
+    raise NotConverged("the root's interior point method did not converge")
+
+
+def _predictor_corrector(
+    data: _Data, stacked: sp.csr_matrix, gram: _Gram, point: _Point, residuals: _Residuals
+) -> _Point:
+    """One Mehrotra step from ``point``; ValueError if it is not finite."""
+    n, m_g = len(data.h), data.g_matrix.shape[0]
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # checked at the end
+        newton = _Newton.build(
+            data,
+            stacked,
+            gram,
+            data.h + point.z / point.x,
+            np.concatenate([data.w, point.lam / point.s]),
+        )
         mu = point.complementarity() / (n + m_g)
         affine = _direction(data, point, residuals, newton, point.x * point.z, point.s * point.lam)
-        ahead = point.moved(point.largest_step(affine), affine)
+        ahead = point.moved(min(1.0, point.largest_step(affine)), affine)
         sigma = (ahead.complementarity() / point.complementarity()) ** 3
         corrected = _direction(
             data,
@@ -350,8 +372,10 @@ def _interior_point(data: _Data) -> tuple[FloatArray, FloatArray, FloatArray]:
             point.x * point.z + affine.x * affine.z - sigma * mu,
             point.s * point.lam + affine.s * affine.lam - sigma * mu,
         )
-        point = point.moved(STEP_TO_BOUNDARY * point.largest_step(corrected), corrected)
-    raise NotConverged("the root's interior point method did not converge")
+        moved = point.moved(min(1.0, STEP_TO_BOUNDARY * point.largest_step(corrected)), corrected)
+    if not all(np.isfinite(v).all() for v in moved.parts()):
+        raise ValueError("the interior point step is not finite")
+    return moved
 
 
 def _measure(data: _Data, p: _Point) -> tuple[_Residuals, tuple[float, float, float]]:
@@ -367,7 +391,7 @@ def _measure(data: _Data, p: _Point) -> tuple[_Residuals, tuple[float, float, fl
     )
     dual_scale = max(1.0, *(_norm(v) for v in (data.b, hx, p.z, ey, gl)))
     bound_scale = 1.0 + max(_norm(data.g), _norm(data.e))
-    objective = 0.5 * p.x @ hx - data.b @ p.x
+    objective = 0.5 * p.x @ hx - data.b @ p.x + data.constant  # the weighted distance, ≥ 0
     return r, (
         _norm(r.dual) / dual_scale,
         max(_norm(r.equality), _norm(r.inequality)) / bound_scale,

@@ -70,7 +70,8 @@ STEP_CHANGE = 5.0
 
 
 class NotConverged(RuntimeError):
-    """ADMM stopped at its iteration limit before meeting its tolerances."""
+    """An iterative solver (ADMM, the root's interior point method) stopped before meeting its
+    tolerances."""
 
 
 @dataclass(frozen=True)
