@@ -379,18 +379,28 @@ def _run_local(
                     yield i, _Failure(error)
 
 
-_SHARED_POOLS: dict[int, ProcessPoolExecutor | None] = {}
-"""The pools :func:`worker_pool` keeps open, by number of workers (None until first used)."""
+class _Pools(threading.local):
+    """The pools :func:`worker_pool` keeps open in this thread, by number of workers (None until
+    first used). Per thread, so that one thread's block never shuts down a pool another uses."""
+
+    def __init__(self) -> None:
+        self.by_workers: dict[int, ProcessPoolExecutor | None] = {}
+
+
+_SHARED = _Pools()
 
 
 def _shared_pool(workers: int) -> ProcessPoolExecutor | None:
     """The open pool of ``workers`` processes of an enclosing :func:`worker_pool`, started on
-    first use; None outside one."""
-    if workers not in _SHARED_POOLS:
+    first use (and started again if a worker died and broke it); None outside one."""
+    pools = _SHARED.by_workers
+    if workers not in pools:
         return None
-    pool = _SHARED_POOLS[workers]
-    if pool is None:
-        pool = _SHARED_POOLS[workers] = _new_pool(workers)
+    pool = pools[workers]
+    if pool is None or getattr(pool, "_broken", False):
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        pool = pools[workers] = _new_pool(workers)
     return pool
 
 
@@ -406,21 +416,23 @@ def _new_pool(workers: int) -> ProcessPoolExecutor:
 
 @contextmanager
 def worker_pool(workers: Executor | int | None) -> Iterator[None]:
-    """One local process pool for every :func:`run_tasks` inside the block, started when a call
-    first needs it, instead of a new pool (and a new start-up of every worker: ≈ 1 s each, to
-    import sdclab) per call. Dask executors and a single worker need no pool."""
+    """One local process pool for every :func:`run_tasks` of this thread inside the block,
+    started when a call first needs it, instead of a new pool (and a new start-up of every
+    worker, which imports sdclab) per call. Dask executors and a single worker need no pool; a
+    block inside another of the same size uses the outer one's pool."""
     executor = as_executor(workers)
     count = executor.workers or default_workers()
-    if executor.kind == "dask" or count == 1 or count in _SHARED_POOLS:
+    pools = _SHARED.by_workers
+    if executor.kind == "dask" or count == 1 or count in pools:
         yield
         return
-    _SHARED_POOLS[count] = None
+    pools[count] = None
     try:
         yield
     finally:
-        pool = _SHARED_POOLS.pop(count)
+        pool = pools.pop(count)
         if pool is not None:
-            pool.shutdown()
+            pool.shutdown(cancel_futures=True)
 
 
 class WorkerProcess(multiprocessing.context.SpawnProcess):

@@ -926,5 +926,5 @@ DEMO = Experiment.model_validate(
 """The built-in experiment of ``sdclab demo``: a sweep (TopDown at 3 budgets, the cell key
 method with 2 p-tables, geometric noise at 2 budgets, the PSA at 2 rates, 3 replicates each, and
 the one-point mechanisms) on 4,000 persons in 4 tracts of 2 counties, sized to finish, attacks
-included, within 15 minutes on 2 cores (637 s measured; docs/experiments.md). The 50,000-person study behind
+included, within 15 minutes on 2 cores (docs/experiments.md). The 50,000-person study behind
 docs/findings.md is ``examples/study-50k.toml``."""

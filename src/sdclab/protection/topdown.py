@@ -247,8 +247,7 @@ def geounit_stream(entropy: int, level: int, code: int) -> np.random.Generator:
 
 IN_PROCESS_VARIABLES = 100_000
 """A level whose problems have fewer (child, cell) variables than this in all is solved in this
-process: a second or two of work, which starting a pool of workers (each imports sdclab) would
-not shorten."""
+process: less work than starting a pool of workers (each imports sdclab) saves."""
 
 MAX_WEIGHT = 1e6
 """Weights are capped here: a variance below 10⁻⁶ (σ² < 0.035) means the noisy answer is exact
@@ -605,7 +604,7 @@ def _measurement_frame(
         parts.append(
             part.with_columns(
                 level=pl.lit(level),
-                geoid=pl.Series(geoid_strings(unit_codes, level)).gather(unit_of_row),
+                geoid=geoid_strings(unit_codes, level).gather(unit_of_row),
                 query=pl.Series(names).gather(part["query"].to_numpy()),
             ).select("level", "geoid", "query", "cell", "noisy", "variance")
         )
