@@ -45,7 +45,9 @@ def broken(x: int) -> int:
 
 
 def blas_threads(_: int) -> int:
-    """The number of threads of this process's BLAS (the largest, if several are loaded)."""
+    """The number of threads of this process's BLAS (the largest, if several are loaded: NumPy's
+    and SciPy's, which the L2 step's factorisations use)."""
+    import scipy.linalg  # noqa: F401
     from threadpoolctl import threadpool_info
 
     return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)

@@ -481,8 +481,13 @@ def _limit_blas(threads: int) -> None:
 
     Each BLAS otherwise starts a thread per core in every worker: on 2 cores, 2 workers run 4
     spinning threads, and the small dense factorisations of the L2 step ran ≈ 10× slower.
+    threadpoolctl limits only the libraries already loaded, so SciPy's (a BLAS of its own) is
+    loaded first; a worker no longer imports the caller's main module, which used to load it.
     (Dask's nanny sets the same limit in its workers' environment.)"""
     global _BLAS_LIMIT
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)  # for a BLAS loaded later
+    import scipy.linalg  # noqa: F401 (loads SciPy's own BLAS, which the limit must reach)
     from threadpoolctl import threadpool_limits
 
     _BLAS_LIMIT = threadpool_limits(limits=threads)
