@@ -27,7 +27,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from sdclab.arrays import BoolArray, FloatArray, IntArray
-from sdclab.optimize.sibling_qp import NotConverged, SiblingQP
+from sdclab.optimize.sibling_qp import NotConverged, SiblingQP, _norm
 
 FEASIBILITY = 1e-8
 """Stop when the primal residuals are below this relative to the bounds' scale, the dual
@@ -84,10 +84,13 @@ class _Data:
             sigma=self.sigma[cells],
         )
 
+    def hessian_times(self, x: FloatArray) -> FloatArray:
+        """(diag(h) + Aᵀ diag(w) A) x."""
+        return self.h * x + self.a.T @ (self.w * (self.a @ x))
+
     def reduced_gradient(self, x: FloatArray, y: FloatArray, lam: FloatArray) -> FloatArray:
         """∇f(x) − Eᵀy − Gᵀλ: at the optimum, zero where x > 0 and non-negative where x = 0."""
-        hx = self.h * x + self.a.T @ (self.w * (self.a @ x))
-        return hx - self.b - self.e_matrix.T @ y - self.g_matrix.T @ lam
+        return self.hessian_times(x) - self.b - self.e_matrix.T @ y - self.g_matrix.T @ lam
 
 
 def solve_root_qp(qp: SiblingQP) -> FloatArray:
@@ -382,7 +385,7 @@ def _measure(data: _Data, p: _Point) -> tuple[_Residuals, tuple[float, float, fl
     """The residuals at ``p`` and the three measures the stopping rule compares: the dual
     residual relative to its largest term, the primal ones relative to the bounds, and the
     complementarity relative to the objective."""
-    hx = data.h * p.x + data.a.T @ (data.w * (data.a @ p.x))
+    hx = data.hessian_times(p.x)
     ey, gl = data.e_matrix.T @ p.y, data.g_matrix.T @ p.lam
     r = _Residuals(
         dual=hx - data.b - ey - gl - p.z,
@@ -391,7 +394,7 @@ def _measure(data: _Data, p: _Point) -> tuple[_Residuals, tuple[float, float, fl
     )
     dual_scale = max(1.0, *(_norm(v) for v in (data.b, hx, p.z, ey, gl)))
     bound_scale = 1.0 + max(_norm(data.g), _norm(data.e))
-    objective = 0.5 * p.x @ hx - data.b @ p.x + data.constant  # the weighted distance, ≥ 0
+    objective = float(0.5 * p.x @ hx - data.b @ p.x) + data.constant  # the weighted distance, ≥ 0
     return r, (
         _norm(r.dual) / dual_scale,
         max(_norm(r.equality), _norm(r.inequality)) / bound_scale,
@@ -420,7 +423,3 @@ def _direction(
         s=ds,
         lam=-(r_sl + p.lam * ds) / p.s,
     )
-
-
-def _norm(a: FloatArray) -> float:
-    return float(np.abs(a).max(initial=0.0))
