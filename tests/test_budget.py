@@ -107,3 +107,63 @@ def test_the_command_answers_both_ways() -> None:
         app, ["budget", "topdown", "--level", "block", "--moe", "4", "--rmse", "2"]
     )
     assert both.exit_code == 2 and "exactly one of --budget, --moe and --rmse" in both.output
+
+
+@pytest.mark.parametrize(("mechanism", "query", "level", "settings"), CASES)
+@pytest.mark.parametrize("rmse", [1e-3, 0.3, 17.0, 4e3])
+def test_the_budget_for_any_rmse_in_range_is_exact(
+    mechanism, query, level, settings, rmse
+) -> None:
+    noise = noise_of(mechanism, query, level, settings)
+    found = answer(noise, "rmse", rmse)
+    assert found["rmse"] <= rmse * (1 + 1e-12)
+    assert noise.error(found["budget"] * (1 - 1e-6))[2] > rmse  # any less misses it
+
+
+@pytest.mark.parametrize("margin", [10_000, 1_000_000])
+def test_geometric_margins_far_out_are_exact(margin) -> None:
+    noise = noise_of("geometric", "P12", "block", {})
+    found = answer(noise, "moe", margin)
+    assert found["moe_95"] <= margin
+    assert noise.error(found["budget"] * (1 - 1e-9))[1] > margin
+
+
+def test_laplace_margin_holds_where_q_is_near_one() -> None:
+    scale = 3.3e7  # q = e^(−1/scale) within 1e-7 of 1: the tail formula checked by hand
+    margin = accounting.laplace_margin_of_error(scale)
+    q_power = math.exp(-(margin + 1) / scale)
+    q = math.exp(-1 / scale)
+    assert 2 * q_power / (1 + q) <= 0.05 < 2 * math.exp(-margin / scale) / (1 + q)
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "query", "arguments"),
+    [
+        ("topdown", None, ["--budget", "1e-11"]),
+        ("topdown", None, ["--rmse", "1e7"]),
+        ("topdown", None, ["--moe", "100000"]),
+        ("geometric", "P12", ["--budget", "1e-16"]),
+        ("geometric", "P12", ["--rmse", "1e13"]),
+        ("geometric", "P12", ["--rmse", "1e-30"]),
+    ],
+)
+def test_budgets_outside_the_sampler_s_range_are_refused_in_words(
+    mechanism, query, arguments
+) -> None:
+    command = ["budget", mechanism, "--level", "block", *arguments]
+    shown = CliRunner().invoke(app, command + (["--query", query] if query else []))
+    assert shown.exit_code == 2, shown.output
+    assert "exact sampler supports" in shown.output and "Traceback" not in shown.output
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("product=foo", "parameter product: expected one of dhc, pl94"),
+        ("bogus=1", "unknown parameter 'bogus'"),
+    ],
+)
+def test_bad_settings_are_refused_in_words(setting, message) -> None:
+    command = ["budget", "topdown", "--level", "block", "--budget", "1", "--set", setting]
+    shown = CliRunner().invoke(app, command)
+    assert shown.exit_code == 2 and message in shown.output, shown.output

@@ -319,8 +319,9 @@ def laplace_margin_of_error(scale: float | Fraction, level: float = 0.95) -> int
     """Smallest integer E with P(|X| ≤ E) ≥ level for the discrete Laplace of ``scale``."""
     _check_level(level)
     q = math.exp(-1 / float(scale))
-    # P(|X| > E) = 2 q^{E+1} / (1+q) ≤ 1 − level  ⇔  E ≥ ln((1−level)(1+q)/2) / ln q − 1
-    bound = math.ceil(math.log((1 - level) * (1 + q) / 2) / math.log(q) - 1 - 1e-12)
+    # P(|X| > E) = 2 q^{E+1} / (1+q) ≤ 1 − level  ⇔  E ≥ ln((1−level)(1+q)/2) / ln q − 1,
+    # with ln q = −1/scale exactly (log(q) loses digits where q is near 1)
+    bound = math.ceil(-math.log((1 - level) * (1 + q) / 2) * float(scale) - 1 - 1e-12)
     return max(0, bound)
 
 

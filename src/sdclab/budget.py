@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from scipy import optimize
 
 from sdclab import accounting
 from sdclab.errors import InputError
+from sdclab.noise import SCALE_RANGE, SIGMA2_RANGE
 
 Target = Literal["budget", "moe", "rmse"]
 
@@ -48,10 +49,49 @@ class QueryNoise:
     factor: float
     """σ² (or the Laplace scale) at a budget of 1: it falls as 1/budget."""
 
+    SPREAD: ClassVar[str]
+    SUPPORTED: ClassVar[tuple[Fraction, Fraction]]
+    """The spreads the exact sampler draws from, as the mechanisms refuse any other."""
+
+    def budgets(self) -> tuple[float, float]:
+        """The lowest and highest budgets whose noise the exact sampler supports."""
+        low, high = self.SUPPORTED
+        return self.factor / float(high), self.factor / float(low)
+
+    def check(self, budget: float, asked: str) -> None:
+        """Refuse a budget (asked for, or found for ``asked``) outside :meth:`budgets`, in words."""
+        lowest, highest = self.budgets()
+        if not lowest <= budget <= highest:
+            low, high = self.SUPPORTED
+            raise InputError(
+                f"{asked}: needs {self.SPREAD} {self.factor / budget:.6g}, outside the "
+                f"{float(low):g}..{float(high):g} the exact sampler supports (the mechanism "
+                f"refuses it too); budgets from {lowest:.6g} to {highest:.6g} can be asked"
+            )
+
+    def error(self, budget: float) -> tuple[float, int, float]:
+        """(the noise's spread, the 95% margin of error, the RMSE) at ``budget``."""
+        raise NotImplementedError
+
+    def check_not_met_below(self, target: str, value: float) -> None:
+        """Refuse a target that even the lowest supported budget meets: the smallest budget
+        meeting it needs more noise than the exact sampler supports."""
+        lowest, _ = self.budgets()
+        error = self.error(lowest)[1 if target == "moe" else 2]
+        if error <= value:
+            raise InputError(
+                f"{target} {value:g}: even the lowest budget the exact sampler supports, "
+                f"{lowest:.6g}, meets it ({target} {error:.6g}); a smaller one would need "
+                f"{self.SPREAD} above {float(self.SUPPORTED[1]):g}, which the mechanism refuses"
+            )
+
 
 @dataclass(frozen=True)
 class GaussianNoise(QueryNoise):
     """σ² = factor / budget (TopDown: 1/(ρ·share); SafeTab-H: s/(2ρ))."""
+
+    SPREAD = "noise of variance σ²"
+    SUPPORTED = SIGMA2_RANGE
 
     def error(self, budget: float) -> tuple[float, int, float]:
         """(σ², the 95% margin of error, the RMSE) at ``budget``."""
@@ -61,6 +101,7 @@ class GaussianNoise(QueryNoise):
 
     def budget_for(self, target: str, value: float) -> float:
         """The smallest budget whose margin of error (``moe``) or RMSE is at most ``value``."""
+        self.check_not_met_below(target, value)  # then σ² stays inside the range
         if target == "moe":
             sigma2 = accounting.gaussian_variance_for_margin(int(value))
         else:
@@ -72,20 +113,33 @@ class GaussianNoise(QueryNoise):
 class LaplaceNoise(QueryNoise):
     """Scale = factor / ε (the table's sensitivity over its share of ε)."""
 
+    SPREAD = "noise of scale"
+    SUPPORTED = SCALE_RANGE
+
     def error(self, budget: float) -> tuple[float, int, float]:
         """(the scale, the 95% margin of error, the RMSE) at ``budget``."""
         scale = self.factor / budget
         q = math.exp(-1 / scale)
-        return scale, accounting.laplace_margin_of_error(scale), math.sqrt(2 * q) / (1 - q)
+        rmse = math.sqrt(2 * q) / -math.expm1(-1 / scale)  # 1 − q without cancellation
+        return scale, accounting.laplace_margin_of_error(scale), rmse
 
     def budget_for(self, target: str, value: float) -> float:
-        """The smallest ε whose margin of error (``moe``) or RMSE is at most ``value``."""
-        if target == "moe":  # P(|X| > E) = 2q^{E+1}/(1+q), rising with q
+        """The smallest ε whose margin of error (``moe``) or RMSE is at most ``value``.
+
+        Solved for t = −ln q = ε / factor, where q = e^{−1/scale}: the RMSE in closed form,
+        the margin's tail in t (both exact to the last digits, where q itself is too near 1)."""
+        if target == "moe":  # P(|X| > E) = 2q^{E+1}/(1+q) ≤ 5%, rising with q, falling in t
             m = int(value)
-            q = optimize.brentq(lambda q: 2 * q ** (m + 1) / (1 + q) - 0.05, 1e-15, 1 - 1e-15)
-        else:  # variance 2q/(1−q)²
-            q = optimize.brentq(lambda q: 2 * q / (1 - q) ** 2 - value**2, 1e-15, 1 - 1e-12)
-        return _meeting(self, target, value, self.factor * -math.log(q))
+
+            def log_excess(t: float) -> float:
+                return math.log(2 / 0.05) - (m + 1) * t - math.log1p(math.exp(-t))
+
+            t = optimize.brentq(log_excess, 1e-300, 1e3, xtol=1e-300, rtol=1e-15)
+        else:  # variance 2q/(1−q)² = v: the root q < 1 is v / (v + 1 + √(2v + 1))
+            v = value**2
+            t = math.log1p((1 + math.sqrt(2 * v + 1)) / v)
+        self.check_not_met_below(target, value)
+        return _meeting(self, target, value, self.factor * t)
 
 
 Noise = GaussianNoise | LaplaceNoise
@@ -94,6 +148,7 @@ Noise = GaussianNoise | LaplaceNoise
 def _meeting(noise: Noise, target: str, value: float, budget: float) -> float:
     """``budget`` raised by the root finder's last few ulps where they leave the target missed
     (the error at the root itself may land on the wrong side of it)."""
+    noise.check(budget, f"{target} {value:g}")
     position = 1 if target == "moe" else 2
     for _ in range(64):
         if noise.error(budget)[position] <= value * (1 + 1e-12):
@@ -105,16 +160,19 @@ def _meeting(noise: Noise, target: str, value: float, budget: float) -> float:
 def _solve(excess: Any) -> float:
     """The σ² where ``excess`` (rising in σ²) crosses 0."""
     low, high = 1e-9, 1.0
-    while excess(high) < 0:
+    while excess(high) < 0:  # the caller has checked that the range's top is enough
         low, high = high, 2 * high
     return float(optimize.brentq(excess, low, high, xtol=1e-13, rtol=1e-13))
 
 
 def topdown_noise(query: str, level: str, settings: dict[str, Any]) -> GaussianNoise:
     """The noise of a TopDown query at a level: σ² = 1/(ρ_global · γ_level · α_query,level)."""
+    from sdclab import protection
     from sdclab.protection.topdown import TopDownParameters
 
-    product, strategy = TopDownParameters.model_validate(settings).resolve()
+    parameters = protection.get("topdown").parse(settings)
+    assert isinstance(parameters, TopDownParameters)
+    product, strategy = parameters.resolve()
     if query not in product.queries:
         raise InputError(
             f"query {query!r}: the {product.name} product has {', '.join(product.queries)}"
@@ -134,12 +192,14 @@ def topdown_noise(query: str, level: str, settings: dict[str, Any]) -> GaussianN
 
 def geometric_noise(table: str, level: str, settings: dict[str, Any]) -> LaplaceNoise:
     """The noise of a table at a level: scale = Δ₁ / (ε · its share of ε)."""
+    from sdclab import protection
     from sdclab.protection.geometric import GeometricParameters, allocation, scale_of
     from sdclab.tables.catalog import CATALOG
 
     if table not in CATALOG:
         raise InputError(f"table {table!r}: not in the catalogue (see sdclab tables)")
-    p = GeometricParameters.model_validate({**settings, "epsilon": 1})
+    p = protection.get("geometric").parse({**settings, "epsilon": 1})
+    assert isinstance(p, GeometricParameters)
     shares = allocation(p)
     if (table, level) not in shares:
         raise InputError(f"table {table} is not published at {level} level")
@@ -152,11 +212,13 @@ def geometric_noise(table: str, level: str, settings: dict[str, Any]) -> Laplace
 
 def safetab_noise(level: str, settings: dict[str, Any]) -> GaussianNoise:
     """The noise of SafeTab-H's T03/T04 cells at an iteration level: σ² = s / (2ρ)."""
+    from sdclab import protection
     from sdclab.protection.safetab_h import SafeTabHParameters
 
     if level not in SAFETAB_LEVELS:
         raise InputError(f"level {level!r}: SafeTab-H's levels are {', '.join(SAFETAB_LEVELS)}")
-    p = SafeTabHParameters.model_validate(settings)
+    p = protection.get("safetab_h").parse(settings)
+    assert isinstance(p, SafeTabHParameters)
     return GaussianNoise(
         "safetab_h",
         "T03/T04",
@@ -196,6 +258,8 @@ def answer(noise: Noise, target: Target, value: float) -> dict[str, Any]:
         raise InputError(f"{target} {value:g}: expected a number above 0")
     if target == "moe" and value != int(value):
         raise InputError(f"moe {value:g}: a margin of error is a whole number of persons")
+    if target == "budget":
+        noise.check(value, f"budget {value:g}")
     budget = value if target == "budget" else noise.budget_for(target, value)
     spread, margin, rmse = noise.error(budget)
     return {
