@@ -111,9 +111,7 @@ def test_the_command_answers_both_ways() -> None:
 
 @pytest.mark.parametrize(("mechanism", "query", "level", "settings"), CASES)
 @pytest.mark.parametrize("rmse", [1e-3, 0.3, 17.0, 4e3])
-def test_the_budget_for_any_rmse_in_range_is_exact(
-    mechanism, query, level, settings, rmse
-) -> None:
+def test_the_budget_for_any_rmse_in_range_is_exact(mechanism, query, level, settings, rmse) -> None:
     noise = noise_of(mechanism, query, level, settings)
     found = answer(noise, "rmse", rmse)
     assert found["rmse"] <= rmse * (1 + 1e-12)
