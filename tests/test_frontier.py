@@ -155,6 +155,11 @@ def test_choose_takes_the_lowest_risk_that_meets_each_target() -> None:
     assert accuracy_targets(points) == [1.0, 2.0, 5.0]
 
 
+def test_choose_breaks_a_tie_on_risk_by_accuracy() -> None:
+    tied = [_point("worse", 0.9, -5.0), _point("better", 0.1, -5.0)]  # worse is dominated
+    assert choose(tied, [1.0])[0]["best"].setting == "better"
+
+
 def test_twelve_series_and_more_are_told_apart() -> None:
     styles = [series_style(i) for i in range(84)]
     assert len(set(styles)) == 84
@@ -251,11 +256,14 @@ def test_a_line_against_the_budget_joins_only_points_that_differ_in_their_budget
         for rho, epsilon in (("1", 10.0), ("4", 22.0))
         for product in ("dhc", "pl94")
     ] + [point("g@epsilon=2", "g", 4.0, {"epsilon": "2"}), point("g", "g", 16.0, {"epsilon": "8"})]
+    points += [point(f"s@split={s}", "s", 16.0, {"split": s}) for s in ("even", "census2020")]
     lines = {k: [p.setting for p in v] for k, v in _budget_lines(points).items()}
     assert lines == {
         "td, product=dhc": ["td@rho=1,product=dhc", "td@rho=4,product=dhc"],
         "td, product=pl94": ["td@rho=1,product=pl94", "td@rho=4,product=pl94"],
         "g": ["g@epsilon=2", "g"],
+        "s, split=even": ["s@split=even"],  # swept at one ε: not joined along the budget
+        "s, split=census2020": ["s@split=census2020"],
     }
 
 
@@ -271,3 +279,35 @@ def test_the_detail_charts_show_one_series_per_setting(swept) -> None:
     chart = report[report.index('aria-label="MAE of P1 and P12') :]
     chart = chart[: chart.index("</svg>")]
     assert "geometric@epsilon=4<" in chart and "geometric@epsilon=4#1" not in chart
+
+
+@pytest.fixture(scope="module")
+def suppressed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suppressed")
+    spec = {
+        "population": {"persons": 1500, "seed": 7},
+        "mechanisms": [{"name": "suppress", "settings": {"complementary": "true"}}],
+        "attacks": {"reconstruct": False},
+    }
+    return run_experiment(Experiment.model_validate(spec), out, lambda _: None)
+
+
+def test_the_withheld_share_is_of_what_the_frontier_plots(suppressed) -> None:
+    from sdclab.report.frontier import _withheld
+
+    results = suppressed
+    (point,) = results.frontier()
+    evaluation = results[point.releases[0]].evaluation
+
+    def label(accuracy: str, level: str = "block", table: str | None = None) -> str:
+        return _withheld(results, point, FrontierAxes(accuracy=accuracy, level=level, table=table))
+
+    compared = evaluation.compared("block").suppressed_share
+    p1 = evaluation.table("P1", "block").suppressed_share
+    shown = evaluation.totals["block"]["all"]["geounits"]
+    totals = 1 - shown / results.population.geography["block"]
+    assert min(compared, p1, totals) > 0  # whole blocks withheld: the shares agree
+    assert label("compared.mae_nonempty") == f"{pct(compared)} withheld"
+    assert label("accuracy.mae", table="P1") == f"{pct(p1)} withheld"
+    assert label("totals.mae") == f"{pct(totals)} of totals withheld"
+    assert label("compared.mae_nonempty", level="nation") == ""  # nothing withheld there

@@ -1473,12 +1473,17 @@ def _replicate_mean(
 
 def choose(points: Sequence[FrontierPoint], targets: Sequence[float]) -> list[dict[str, Any]]:
     """For each accuracy target, the lowest-risk setting whose mean accuracy meets it (lower is
-    better), with how many settings meet it; None where none does."""
+    better; of settings at the same risk, the most accurate), with how many settings meet it;
+    None where none does."""
     placed = [p for p in points if p.placed]
     out = []
     for target in targets:
         meeting = [p for p in placed if p.accuracy.mean <= target]  # type: ignore[union-attr]
-        best = min(meeting, key=lambda p: p.risk.mean, default=None)  # type: ignore[union-attr]
+        best = min(
+            meeting,
+            key=lambda p: (p.risk.mean, p.accuracy.mean),  # type: ignore[union-attr]
+            default=None,
+        )
         out.append({"target": target, "meeting": len(meeting), "best": best})
     return out
 

@@ -48,13 +48,35 @@ def _epsilon_label(point: FrontierPoint) -> str:
     return "" if isinstance(point.epsilon, NotMeasured) else f"ε={point.epsilon:.3g}"
 
 
-def _withheld(results: ExperimentResult, point: FrontierPoint, level: str) -> str:
-    """ "x% withheld" where the compared cells of the setting's release are partly suppressed
-    (their errors are not in its accuracy), else ""."""
-    compared = results[point.releases[0]].evaluation.compared(level)
-    if isinstance(compared, NotMeasured) or compared.suppressed_share == 0:
+def _withheld(results: ExperimentResult, point: FrontierPoint, axes: FrontierAxes) -> str:
+    """What share of what the plotted figure measures the setting's release withholds (their
+    errors are not in its accuracy): "x% withheld" of the cells of the compared tables or of the
+    table plotted, "x% of totals withheld" of the geounits' totals, "x% of tracts without it" of
+    an indicator; "" where it withholds none."""
+    evaluation = results[point.releases[0]].evaluation
+    family = axes.accuracy.split(".")[0]
+    share: object = None
+    if family == "compared":
+        compared = evaluation.compared(axes.level)
+        share = None if isinstance(compared, NotMeasured) else compared.suppressed_share
+        what = "withheld"
+    elif family == "accuracy":
+        table = evaluation.accuracy.get(axes.table or "", {}).get(axes.level)
+        share = None if table is None else table.suppressed_share
+        what = "withheld"
+    elif family == "totals":
+        shown = evaluation.totals.get(axes.level, {}).get("all", {}).get("geounits")
+        geounits = results.population.geography.get(axes.level)
+        share = 1 - shown / geounits if isinstance(shown, int | float) and geounits else None
+        what = "of totals withheld"
+    else:  # indicators.<name>.mae
+        figures = evaluation.indicators.get(axes.accuracy.split(".")[1], {})
+        tracts, undefined = figures.get("tracts"), figures.get("undefined_tracts")
+        share = undefined / tracts if isinstance(undefined, int | float) and tracts else None
+        what = "of tracts without it"
+    if not isinstance(share, float | int) or share <= 0:
         return ""
-    return f"{pct(compared.suppressed_share)} withheld"
+    return f"{pct(share)} {what}"
 
 
 def _by_entry(points: Sequence[FrontierPoint]) -> dict[str, list[FrontierPoint]]:
@@ -77,11 +99,12 @@ def _budget_lines(points: Sequence[FrontierPoint]) -> dict[str, list[FrontierPoi
 
 
 def _fixes_epsilon(points: Sequence[FrontierPoint], key: str) -> bool:
-    """Whether the swept setting ``key`` takes several values and each fixes the points' ε."""
+    """Whether the swept setting ``key`` takes several values, each fixing the points' ε to
+    an ε of its own (a setting swept at one ε, like the geometric split, does not)."""
     values = {p.varied.get(key) for p in points}
-    return len(values) > 1 and all(
-        len({str(p.epsilon) for p in points if p.varied.get(key) == v}) == 1 for v in values
-    )
+    epsilons = [{str(p.epsilon) for p in points if p.varied.get(key) == v} for v in values]
+    fixed = all(len(e) == 1 for e in epsilons)
+    return len(values) > 1 and fixed and len(set.union(*epsilons)) == len(values)
 
 
 def _styles(points: Sequence[FrontierPoint]) -> Callable[[str], int]:
@@ -121,7 +144,7 @@ def frontier_section(
                 _mean(p.accuracy),
                 _interval(p.risk),
                 _interval(p.accuracy, nonnegative=True),
-                " ".join(filter(None, (_epsilon_label(p), _withheld(results, p, axes.level)))),
+                " ".join(filter(None, (_epsilon_label(p), _withheld(results, p, axes)))),
             )
             for p in entry_points
             if p.placed
@@ -192,7 +215,7 @@ def choose_section(
                 _shown(best.accuracy, nonnegative=True)
                 + (
                     f" <small>({withheld})</small>"
-                    if (withheld := _withheld(results, best, axes.level))
+                    if (withheld := _withheld(results, best, axes))
                     else ""
                 ),
                 _shown(best.risk, signed=True),
