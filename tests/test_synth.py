@@ -472,6 +472,54 @@ def test_geography_counts_the_population_cannot_hold_are_refused_in_words(counts
         api.synthesize(3_000, seed=1, **counts)
 
 
+@pytest.mark.parametrize(
+    ("n", "counts", "message"),
+    [
+        (60_000, {"tracts": 600, "counties": 600}, "counties 600: .* give states 2 or more"),
+        (60_000, {"tracts": 600, "counties": 600, "states": 1}, "give states 2 or more"),
+        (1_000_000, {"tracts": 2}, "tracts 2: at least 25 for 1,000,000 persons"),
+        (2_000_000, {"tracts": 20_000, "counties": 2}, "counties 2: at least 3 for 20,000 tracts"),
+    ],
+)
+def test_counts_beyond_the_geocodes_are_refused_before_any_work(n, counts, message) -> None:
+    """More counties than a state's codes hold, more tracts than a county's, or block groups
+    too large for their block numbers: refused by the check, not found mid-run."""
+    from sdclab.population.synth import GeographyCounts
+
+    with pytest.raises(ValueError, match=message):
+        GeographyCounts(**counts).check(n)
+
+
+def test_a_capped_allocation_keeps_every_group_within_its_cap() -> None:
+    from sdclab.population.synth import _allocate
+
+    rng = np.random.default_rng(0)
+    weight = np.array([1000.0, 1.0, 1.0, 1.0])  # the first group would take nearly all
+    counts = _allocate(rng, 40, weight, cap=12)
+    assert counts.sum() == 40 and counts.max() <= 12 and counts.min() >= 1
+    free = _allocate(np.random.default_rng(0), 40, weight, cap=40)
+    first = 1 + np.random.default_rng(0).multinomial(36, weight / weight.sum())
+    assert np.array_equal(free, first)  # below the cap: the draw it always was
+
+
+def test_more_counties_than_one_state_holds_are_made_across_states() -> None:
+    from sdclab.population.synth import GeographyCounts
+
+    counts = GeographyCounts(tracts=600, counties=600, states=2)
+    summary = synth.synthesize(60_000, 1, counts).geography.summary
+    assert (summary["county"], summary["state"]) == (600, 2)
+
+
+def test_a_tract_swallowed_by_a_large_unit_is_an_error_in_words() -> None:
+    """At 100 persons a tract, a facility of hundreds can hold every person of a tract, which
+    then has no household; the seed that does it is named, not a traceback."""
+    from sdclab.errors import InputError
+    from sdclab.population.synth import GeographyCounts
+
+    with pytest.raises(InputError, match="tracts 600: this seed makes 599.*another seed"):
+        synth.synthesize(60_000, 3, GeographyCounts(tracts=600, counties=300))
+
+
 def test_synth_command_and_experiments_take_the_geography_counts(tmp_path) -> None:
     from pathlib import Path
 

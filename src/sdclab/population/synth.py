@@ -18,6 +18,7 @@ of one PCG64 generator, so a change to one stage does not reshuffle the others.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -29,6 +30,7 @@ from scipy import special
 
 from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
+from sdclab.errors import InputError
 from sdclab.geography import truncate
 from sdclab.population.contract import (
     HISPANIC_ORIGIN,
@@ -451,12 +453,30 @@ class GeographyCounts:
                 f"tracts {self.tracts}: expected 1 to {max(1, n // MIN_TRACT_PERSONS):,} for "
                 f"{n:,} persons (at least {MIN_TRACT_PERSONS} persons per tract)"
             )
+        if self.tracts is not None and n / self.tracts > MAX_TRACT_MEAN_PERSONS:
+            raise ValueError(
+                f"tracts {self.tracts}: at least {math.ceil(n / MAX_TRACT_MEAN_PERSONS):,} for "
+                f"{n:,} persons (at most {MAX_TRACT_MEAN_PERSONS:,} persons per tract on average, "
+                f"so that no block group exceeds {MAX_BLOCKS_PER_BLOCK_GROUP - 1} blocks)"
+            )
         if self.counties is not None and not 1 <= self.counties <= tracts:
             raise ValueError(f"counties {self.counties}: expected 1 to {tracts} (the tracts)")
+        if tracts > MAX_TRACTS_PER_COUNTY * counties:
+            raise ValueError(
+                f"counties {counties}: at least {math.ceil(tracts / MAX_TRACTS_PER_COUNTY)} for "
+                f"{tracts:,} tracts (a county's tract codes hold at most {MAX_TRACTS_PER_COUNTY:,})"
+            )
         if self.states is not None and not 1 <= self.states <= min(counties, len(STATE_FIPS)):
             raise ValueError(
                 f"states {self.states}: expected 1 to {min(counties, len(STATE_FIPS))} (the "
                 "counties, and at most the 50 states and DC)"
+            )
+        needed = math.ceil(counties / MAX_COUNTIES_PER_STATE)  # states
+        given = self.states if self.states is not None else 1 if self.counties else needed
+        if given < needed:
+            raise ValueError(
+                f"counties {counties}: a state's county codes hold at most "
+                f"{MAX_COUNTIES_PER_STATE}; give states {needed} or more"
             )
 
     def to_dict(self) -> dict[str, int]:
@@ -466,6 +486,13 @@ class GeographyCounts:
 
 MIN_TRACT_PERSONS = 100
 """Persons per tract at least when the number of tracts is given."""
+MAX_TRACT_MEAN_PERSONS = 40_000
+"""Persons per tract at most on average when the number of tracts is given (ten times the usual
+size): a tract has at most 9 block groups, whose blocks must number fewer than 1,000."""
+MAX_TRACTS_PER_COUNTY = 9_999
+"""Tracts 000100 to 999900 of a county."""
+MAX_COUNTIES_PER_STATE = 500
+"""Counties 001 to 999 (odd) of a state."""
 
 
 def synthesize(
@@ -500,8 +527,12 @@ def synthesize(
     summary = population.geography.summary
     for level, given in (("tract", "tracts"), ("county", "counties"), ("state", "states")):
         asked = getattr(geography, given)
-        if asked is not None and summary[level] != asked:
-            raise RuntimeError(f"{summary[level]} {given} made, {asked} asked for")
+        if asked is not None and summary[level] != asked:  # a unit wider than a small tract
+            raise InputError(
+                f"{given} {asked}: this seed makes {summary[level]}, as a tract's persons all "
+                f"fell into a neighbour's large unit (a group-quarters facility); ask for fewer "
+                f"{given} or give another seed"
+            )
     return population
 
 
@@ -885,9 +916,7 @@ def tract_codes(
     if n_counties is None:
         n_counties = int(np.clip(round(n / COUNTY_PERSONS), 1, n_tracts))
     county_weight = rng.lognormal(0.0, COUNTY_LOG_SD, n_counties)
-    tracts_per_county = 1 + rng.multinomial(
-        n_tracts - n_counties, county_weight / county_weight.sum()
-    )
+    tracts_per_county = _allocate(rng, n_tracts, county_weight, MAX_TRACTS_PER_COUNTY)
     tract_county = np.repeat(np.arange(n_counties), tracts_per_county)
     county_persons = np.bincount(tract_county, weights=tract_persons, minlength=n_counties)
 
@@ -902,17 +931,28 @@ def tract_codes(
         _, county_state = np.unique(county_state, return_inverse=True)  # empty states vanish
     else:  # as many states as asked, each with a county at least
         state_weight = rng.lognormal(0.0, STATE_LOG_SD, n_states)
-        counties_per_state = 1 + rng.multinomial(
-            n_counties - n_states, state_weight / state_weight.sum()
-        )
+        counties_per_state = _allocate(rng, n_counties, state_weight, MAX_COUNTIES_PER_STATE)
         county_state = np.repeat(np.arange(n_states), counties_per_state)
     county_number = np.arange(n_counties) - np.searchsorted(county_state, county_state, side="left")
-    if county_number.max() >= 500:
-        raise RuntimeError("a state received more than 499 counties")
+    if county_number.max() >= MAX_COUNTIES_PER_STATE:
+        raise RuntimeError(f"a state received more than {MAX_COUNTIES_PER_STATE} counties")
     tract_number = np.arange(n_tracts) - np.searchsorted(tract_county, tract_county, side="left")
     state = np.asarray(STATE_FIPS, dtype=np.int64)[county_state[tract_county]]
     county = 2 * county_number[tract_county] + 1
     return np.asarray(state * 10**9 + county * 10**6 + 100 * (tract_number + 1), dtype=np.int64)
+
+
+def _allocate(rng: np.random.Generator, items: int, weight: FloatArray, cap: int) -> IntArray:
+    """``items`` shared among groups in proportion to ``weight``: at least one and at most
+    ``cap`` each (needs len(weight) ≤ items ≤ cap · len(weight)). What a draw puts above the
+    cap is drawn again among the groups below it."""
+    counts = 1 + rng.multinomial(items - len(weight), weight / weight.sum())
+    while (over := counts > cap).any():
+        excess = int((counts[over] - cap).sum())
+        counts[over] = cap
+        room = np.where(counts < cap, weight, 0.0)
+        counts += rng.multinomial(excess, room / room.sum())
+    return np.asarray(counts, dtype=np.int64)
 
 
 def place_in_blocks(sizes: IntArray, block_end: FloatArray) -> IntArray:
