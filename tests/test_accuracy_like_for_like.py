@@ -110,3 +110,19 @@ def test_a_release_without_the_compared_tables_says_which_it_lacks(population) -
     }
     assert isinstance(figures[("compared.mae_nonempty", "block")], NotMeasured)
     assert evaluation.indicators == {}
+
+
+def test_a_table_withheld_whole_says_so_rather_than_that_it_is_empty(population) -> None:
+    from sdclab.results import NO_POSITIVE_CELLS, NO_SHOWN_CELLS, ComparedAccuracy, TableAccuracy
+
+    exact = api.evaluate(api.protect(population, "none"), population)
+    shown = exact.table("P1", "block").to_dict()
+    nulls = {k: None for k, v in shown.items() if isinstance(v, float) and k != "suppressed_share"}
+    withheld = {**shown, **nulls, "shown_cells": 0, "nonempty_cells": 0, "suppressed_share": 1.0}
+    empty = {**shown, **nulls, "nonempty_cells": 0}  # shown, but no positive true count
+    for data, reason in ((withheld, NO_SHOWN_CELLS), (empty, NO_POSITIVE_CELLS)):
+        table = TableAccuracy.from_dict("P1", "block", data)
+        assert isinstance(table.mae_nonempty, NotMeasured) and table.mae_nonempty.reason == reason
+        pooled = ComparedAccuracy.pool("block", [table, table])
+        assert isinstance(pooled.mae_nonempty, NotMeasured)
+        assert pooled.mae_nonempty.reason == reason

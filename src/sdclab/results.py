@@ -488,7 +488,7 @@ NAIVE_IS_AWARE = (
     "noise-aware one"
 )
 NO_SHOWN_CELLS = "every cell of the table is suppressed at this level"
-NO_POSITIVE_CELLS = "no cell has a positive true count"
+NO_POSITIVE_CELLS = "no shown cell has a positive true count"
 NO_CELLS_OF_SIZE = "no shown cell has a true count of this size"
 NO_DISTRIBUTION = (
     "no geounit has a positive true and published total, or the table has one cell (no "
@@ -537,6 +537,7 @@ class TableAccuracy:
     def from_dict(cls, table: str, level: str, data: Mapping[str, Any]) -> TableAccuracy:
         prefix = "share_rel_error_above_"
         by_count = "mae_true_count_"
+        nonempty = NO_POSITIVE_CELLS if int(data["shown_cells"]) else NO_SHOWN_CELLS
         return cls(
             table=table,
             level=level,
@@ -546,9 +547,9 @@ class TableAccuracy:
             mae=from_json(data["mae"], NO_SHOWN_CELLS),
             rmse=from_json(data["rmse"], NO_SHOWN_CELLS),
             bias=from_json(data["bias"], NO_SHOWN_CELLS),
-            mae_nonempty=from_json(data["mae_nonempty"], NO_POSITIVE_CELLS),
-            rmse_nonempty=from_json(data["rmse_nonempty"], NO_POSITIVE_CELLS),
-            bias_nonempty=from_json(data["bias_nonempty"], NO_POSITIVE_CELLS),
+            mae_nonempty=from_json(data["mae_nonempty"], nonempty),
+            rmse_nonempty=from_json(data["rmse_nonempty"], nonempty),
+            bias_nonempty=from_json(data["bias_nonempty"], nonempty),
             mae_by_true_count={
                 k.removeprefix(by_count): from_json(v, NO_CELLS_OF_SIZE)
                 for k, v in data.items()
@@ -558,7 +559,7 @@ class TableAccuracy:
             negative_share=from_json(data["negative_share"], NO_SHOWN_CELLS),
             suppressed_share=float(data["suppressed_share"]),
             share_rel_error_above={
-                k.removeprefix(prefix): from_json(v, NO_POSITIVE_CELLS)
+                k.removeprefix(prefix): from_json(v, nonempty)
                 for k, v in data.items()
                 if k.startswith(prefix)
             },
@@ -622,7 +623,8 @@ class ComparedAccuracy:
             parts = [(number(getattr(t, metric)), getattr(t, cells)) for t in tables]
             n = sum(k for v, k in parts if v is not None)
             if not n:
-                return NotMeasured(NO_SHOWN_CELLS if cells == "shown_cells" else NO_POSITIVE_CELLS)
+                shown = sum(t.shown_cells for t in tables)
+                return NotMeasured(NO_POSITIVE_CELLS if shown else NO_SHOWN_CELLS)
             total = sum(k * (v * v if square else v) for v, k in parts if v is not None)
             return math.sqrt(total / n) if square else total / n
 
