@@ -183,6 +183,7 @@ def test_the_experiment_file_chooses_what_the_frontier_plots() -> None:
         ({"accuracy": "compared.mae", "table": "P12"}, "not given per table: give no table"),
         ({"accuracy": "accuracy.mae", "table": "P99"}, "'P99' is not a catalogue table"),
         ({"level": "town"}, "report.level: expected one of nation, state"),
+        ({"accuracy": "indicators.sex_ratio.mae", "level": "block"}, "per tract: give level"),
     ):
         with pytest.raises(InputError, match=message):
             parse_experiment({**SWEEP, "report": report}, "exp.toml", Path("."))

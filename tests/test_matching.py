@@ -133,3 +133,16 @@ def test_a_budget_swept_under_settings_that_spend_it_is_refused_and_values_stay_
         parse_experiment(
             experiment({"values": [1.0000001, 1.0000002]}, [{"name": "geometric"}]), "e", Path(".")
         )
+
+
+def test_an_epsilon_beyond_the_conversion_s_range_is_refused_in_words() -> None:
+    for epsilon in (1e-10, 5e6):
+        with pytest.raises(ValueError, match="a zCDP budget is matched for ε from 5.3e-09 to"):
+            rho_for_epsilon(epsilon)
+    spec = {
+        "population": {"persons": 500},
+        "mechanisms": [{"name": "topdown"}],
+        "match": {"values": [5e6]},
+    }
+    with pytest.raises(InputError, match="ε = 5e[+]06: a zCDP budget is matched for ε from"):
+        parse_experiment(spec, "exp.toml", Path("."))

@@ -113,4 +113,18 @@ def rho_for_epsilon(epsilon: float) -> float:
             epsilon
         )
 
-    return math.exp(optimize.brentq(gap, -40.0, 15.0, xtol=1e-13))
+    low, high = LOG_RHO_RANGE
+    if not gap(low) < 0 < gap(high):
+        lowest, highest = (
+            accounting.epsilon_for_delta(math.exp(r), COMMON_DELTA) for r in (low, high)
+        )
+        raise ValueError(
+            f"ε = {epsilon:g}: a zCDP budget is matched for ε from {lowest:.3g} to {highest:.3g} "
+            f"at δ = {COMMON_DELTA:g} (ρ from e^{low:g} to e^{high:g})"
+        )
+    return math.exp(optimize.brentq(gap, low, high, xtol=1e-13))
+
+
+LOG_RHO_RANGE = (-40.0, 15.0)
+"""ln ρ of the budgets :func:`rho_for_epsilon` solves among (ε ≈ 5·10⁻⁹ to 3.3·10⁶); the tight
+conversion overflows not far above."""

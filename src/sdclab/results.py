@@ -1377,6 +1377,8 @@ class FrontierAxes:
                 if per_table
                 else f"{self.accuracy} is not given per table: give no table"
             )
+        if self.accuracy.startswith("indicators.") and self.level != "tract":
+            raise ValueError(f"{self.accuracy} is measured per tract: give level tract")
 
     def describe(self) -> tuple[str, str]:
         """The axes' labels, in words."""
