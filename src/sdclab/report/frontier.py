@@ -72,7 +72,8 @@ def _withheld(results: ExperimentResult, point: FrontierPoint, axes: FrontierAxe
     else:  # indicators.<name>.mae
         figures = evaluation.indicators.get(axes.accuracy.split(".")[1], {})
         tracts, undefined = figures.get("tracts"), figures.get("undefined_tracts")
-        share = undefined / tracts if isinstance(undefined, int | float) and tracts else None
+        if isinstance(undefined, int | float) and isinstance(tracts, int | float) and tracts:
+            share = undefined / tracts
         what = "of tracts without it"
     if not isinstance(share, float | int) or share <= 0:
         return ""
