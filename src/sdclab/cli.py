@@ -674,7 +674,7 @@ def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("demo-out"),
 ) -> None:
     """The built-in study: every mechanism on 4,000 synthetic persons, swept and replicated,
-    attacked (about 15 to 17 minutes on 2 cores)."""
+    attacked (5 to 11 minutes on 2 cores)."""
     from sdclab.experiment import DEMO, run_experiment
 
     start = time.perf_counter()
