@@ -19,20 +19,17 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import nullcontext
 from pathlib import Path
+
+from topdown_small import root_in_general_solvers  # this directory: the same peer
 
 from sdclab import protection
 from sdclab.experiment import DEMO, run_experiment
-from sdclab.optimize import least_squares
-from sdclab.optimize.sibling_qp import NotConverged
 from sdclab.population.synth import synthesize
 
 TARGET_SECONDS = 15 * 60
 STEP = re.compile(r"^(?P<kind>[a-z_]+)(:\S+)?: (?P<seconds>[\d.]+) s$")
-
-
-def _general_solvers(qp: object) -> object:
-    raise NotConverged("benchmark peer: the root goes to the general solvers")
 
 
 def run_demo(out: Path) -> tuple[float, dict[str, float], int]:
@@ -57,16 +54,11 @@ def topdown_releases() -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for point in (p for p in DEMO.points() if p.name == "topdown"):
         seconds = {}
-        for who in ("sdclab", "peer"):
-            structured = least_squares.solve_root_qp
-            if who == "peer":
-                least_squares.solve_root_qp = _general_solvers  # type: ignore[assignment]
-            try:
+        for who, solvers in (("sdclab", nullcontext()), ("peer", root_in_general_solvers())):
+            with solvers:
                 start = time.perf_counter()
                 entry.run(population, point.settings, point.seed)
                 seconds[who] = round(time.perf_counter() - start, 1)
-            finally:
-                least_squares.solve_root_qp = structured  # type: ignore[assignment]
         out[point.title] = seconds
     return out
 

@@ -18,6 +18,8 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import polars as pl
@@ -35,6 +37,18 @@ SEED = 1
 
 def _general_solvers(qp: object) -> np.ndarray:
     raise NotConverged("benchmark peer: the root goes to the general solvers")
+
+
+@contextmanager
+def root_in_general_solvers() -> Iterator[None]:
+    """The peer: inside the block TopDown's root L2 pass goes to the general sparse solvers
+    (OSQP, then Clarabel) instead of the structured interior point method."""
+    structured = least_squares.solve_root_qp
+    least_squares.solve_root_qp = _general_solvers  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        least_squares.solve_root_qp = structured  # type: ignore[assignment]
 
 
 def _run(population, root_objectives: list[float]) -> tuple[float, dict[str, float], object]:
@@ -67,13 +81,9 @@ def measure(persons: int) -> dict[str, object]:
     population = synthesize(persons, seed=1)
     ours: list[float] = []
     wall, levels, run = _run(population, ours)
-    structured = least_squares.solve_root_qp
-    least_squares.solve_root_qp = _general_solvers  # type: ignore[assignment]
     peer: list[float] = []
-    try:
+    with root_in_general_solvers():
         peer_wall, peer_levels, peer_run = _run(population, peer)
-    finally:
-        least_squares.solve_root_qp = structured  # type: ignore[assignment]
     nation = [r.measurements.filter(pl.col("level") == "nation") for r in (run, peer_run)]
     same_noise = nation[0].equals(nation[1])
     target = TARGET_SECONDS.get(persons)

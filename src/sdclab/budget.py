@@ -12,9 +12,10 @@ optimisation combines every measurement and levels, and rounds).
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from scipy import optimize
 
@@ -23,6 +24,8 @@ from sdclab.errors import InputError
 from sdclab.noise import SCALE_RANGE, SIGMA2_RANGE
 
 Target = Literal["budget", "moe", "rmse"]
+ERROR_INDEX = {"moe": 1, "rmse": 2}
+"""Where each target's figure sits in :meth:`QueryNoise.error`'s (spread, margin, RMSE)."""
 
 MEASUREMENT_CAVEAT = (
     "the error of the noisy measurement, before post-processing (the published tables' error "
@@ -37,7 +40,7 @@ SAFETAB_LEVELS = {
 
 
 @dataclass(frozen=True)
-class QueryNoise:
+class QueryNoise(ABC):
     """How one query's cells are noised, as a function of the mechanism's budget."""
 
     mechanism: str
@@ -69,15 +72,15 @@ class QueryNoise:
                 f"refuses it too); budgets from {lowest:.6g} to {highest:.6g} can be asked"
             )
 
+    @abstractmethod
     def error(self, budget: float) -> tuple[float, int, float]:
         """(the noise's spread, the 95% margin of error, the RMSE) at ``budget``."""
-        raise NotImplementedError
 
     def check_not_met_below(self, target: str, value: float) -> None:
         """Refuse a target that even the lowest supported budget meets: the smallest budget
         meeting it needs more noise than the exact sampler supports."""
         lowest, _ = self.budgets()
-        error = self.error(lowest)[1 if target == "moe" else 2]
+        error = self.error(lowest)[ERROR_INDEX[target]]
         if error <= value:
             raise InputError(
                 f"{target} {value:g}: even the lowest budget the exact sampler supports, "
@@ -149,9 +152,8 @@ def _meeting(noise: Noise, target: str, value: float, budget: float) -> float:
     """``budget`` raised by the root finder's last few ulps where they leave the target missed
     (the error at the root itself may land on the wrong side of it)."""
     noise.check(budget, f"{target} {value:g}")
-    position = 1 if target == "moe" else 2
     for _ in range(64):
-        if noise.error(budget)[position] <= value * (1 + 1e-12):
+        if noise.error(budget)[ERROR_INDEX[target]] <= value * (1 + 1e-12):
             return budget
         budget *= 1 + 1e-12
     raise AssertionError(f"no budget near {budget:g} meets {target} {value:g}")
@@ -165,14 +167,24 @@ def _solve(excess: Any) -> float:
     return float(optimize.brentq(excess, low, high, xtol=1e-13, rtol=1e-13))
 
 
+P = TypeVar("P")
+
+
+def _parse(mechanism: str, settings: dict[str, Any], kind: type[P]) -> P:
+    """The mechanism's parameters from ``settings``, through its own parser (a problem is one
+    InputError in words)."""
+    from sdclab import protection
+
+    parameters = protection.get(mechanism).parse(settings)
+    assert isinstance(parameters, kind)
+    return parameters
+
+
 def topdown_noise(query: str, level: str, settings: dict[str, Any]) -> GaussianNoise:
     """The noise of a TopDown query at a level: σ² = 1/(ρ_global · γ_level · α_query,level)."""
-    from sdclab import protection
     from sdclab.protection.topdown import TopDownParameters
 
-    parameters = protection.get("topdown").parse(settings)
-    assert isinstance(parameters, TopDownParameters)
-    product, strategy = parameters.resolve()
+    product, strategy = _parse("topdown", settings, TopDownParameters).resolve()
     if query not in product.queries:
         raise InputError(
             f"query {query!r}: the {product.name} product has {', '.join(product.queries)}"
@@ -192,14 +204,12 @@ def topdown_noise(query: str, level: str, settings: dict[str, Any]) -> GaussianN
 
 def geometric_noise(table: str, level: str, settings: dict[str, Any]) -> LaplaceNoise:
     """The noise of a table at a level: scale = Δ₁ / (ε · its share of ε)."""
-    from sdclab import protection
     from sdclab.protection.geometric import GeometricParameters, allocation, scale_of
     from sdclab.tables.catalog import CATALOG
 
     if table not in CATALOG:
         raise InputError(f"table {table!r}: not in the catalogue (see sdclab tables)")
-    p = protection.get("geometric").parse({**settings, "epsilon": 1})
-    assert isinstance(p, GeometricParameters)
+    p = _parse("geometric", {**settings, "epsilon": 1}, GeometricParameters)
     shares = allocation(p)
     if (table, level) not in shares:
         raise InputError(f"table {table} is not published at {level} level")
@@ -212,13 +222,11 @@ def geometric_noise(table: str, level: str, settings: dict[str, Any]) -> Laplace
 
 def safetab_noise(level: str, settings: dict[str, Any]) -> GaussianNoise:
     """The noise of SafeTab-H's T03/T04 cells at an iteration level: σ² = s / (2ρ)."""
-    from sdclab import protection
     from sdclab.protection.safetab_h import SafeTabHParameters
 
     if level not in SAFETAB_LEVELS:
         raise InputError(f"level {level!r}: SafeTab-H's levels are {', '.join(SAFETAB_LEVELS)}")
-    p = protection.get("safetab_h").parse(settings)
-    assert isinstance(p, SafeTabHParameters)
+    p = _parse("safetab_h", settings, SafeTabHParameters)
     return GaussianNoise(
         "safetab_h",
         "T03/T04",

@@ -490,6 +490,13 @@ NAIVE_IS_AWARE = (
 NO_SHOWN_CELLS = "every cell of the table is suppressed at this level"
 NO_POSITIVE_CELLS = "no shown cell has a positive true count"
 NO_CELLS_OF_SIZE = "no shown cell has a true count of this size"
+
+
+def _no_nonempty_figure(shown_cells: int) -> str:
+    """Why a figure over the non-empty shown cells is missing: none shown, or none non-empty."""
+    return NO_POSITIVE_CELLS if shown_cells else NO_SHOWN_CELLS
+
+
 NO_DISTRIBUTION = (
     "no geounit has a positive true and published total, or the table has one cell (no "
     "distribution to compare)"
@@ -537,7 +544,7 @@ class TableAccuracy:
     def from_dict(cls, table: str, level: str, data: Mapping[str, Any]) -> TableAccuracy:
         prefix = "share_rel_error_above_"
         by_count = "mae_true_count_"
-        nonempty = NO_POSITIVE_CELLS if int(data["shown_cells"]) else NO_SHOWN_CELLS
+        nonempty = _no_nonempty_figure(int(data["shown_cells"]))
         return cls(
             table=table,
             level=level,
@@ -623,8 +630,7 @@ class ComparedAccuracy:
             parts = [(number(getattr(t, metric)), getattr(t, cells)) for t in tables]
             n = sum(k for v, k in parts if v is not None)
             if not n:
-                shown = sum(t.shown_cells for t in tables)
-                return NotMeasured(NO_POSITIVE_CELLS if shown else NO_SHOWN_CELLS)
+                return NotMeasured(_no_nonempty_figure(sum(t.shown_cells for t in tables)))
             total = sum(k * (v * v if square else v) for v, k in parts if v is not None)
             return math.sqrt(total / n) if square else total / n
 

@@ -27,7 +27,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from sdclab.arrays import BoolArray, FloatArray, IntArray
-from sdclab.optimize.sibling_qp import NotConverged, SiblingQP, _norm
+from sdclab.optimize.sibling_qp import NotConverged, SiblingQP, max_norm
 
 FEASIBILITY = 1e-8
 """Stop when the primal residuals are below this relative to the bounds' scale, the dual
@@ -392,12 +392,12 @@ def _measure(data: _Data, p: _Point) -> tuple[_Residuals, tuple[float, float, fl
         equality=data.e_matrix @ p.x - data.e,
         inequality=data.g_matrix @ p.x - p.s - data.g,
     )
-    dual_scale = max(1.0, *(_norm(v) for v in (data.b, hx, p.z, ey, gl)))
-    bound_scale = 1.0 + max(_norm(data.g), _norm(data.e))
+    dual_scale = max(1.0, *(max_norm(v) for v in (data.b, hx, p.z, ey, gl)))
+    bound_scale = 1.0 + max(max_norm(data.g), max_norm(data.e))
     objective = float(0.5 * p.x @ hx - data.b @ p.x) + data.constant  # the weighted distance, ≥ 0
     return r, (
-        _norm(r.dual) / dual_scale,
-        max(_norm(r.equality), _norm(r.inequality)) / bound_scale,
+        max_norm(r.dual) / dual_scale,
+        max(max_norm(r.equality), max_norm(r.inequality)) / bound_scale,
         p.complementarity() / max(1.0, abs(objective)),
     )
 

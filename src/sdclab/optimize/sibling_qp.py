@@ -216,10 +216,10 @@ def solve_sibling_qp(qp: SiblingQP, start: FloatArray | None = None) -> tuple[Fl
         kv += kx_hat - kz
         if iteration % CHECK_EVERY:
             continue
-        primal = max(_norm(x - y), _norm(kx - kz))
-        dual = rho * max(_norm(y - y_previous), _norm((k_rows.T @ (kz - kz_previous).T).T))
-        primal_scale = max(_norm(x), _norm(y), _norm(kx), _norm(kz))
-        dual_scale = max(_norm(linear), rho * _norm(u), rho * _norm(kv))
+        primal = max(max_norm(x - y), max_norm(kx - kz))
+        dual = rho * max(max_norm(y - y_previous), max_norm((k_rows.T @ (kz - kz_previous).T).T))
+        primal_scale = max(max_norm(x), max_norm(y), max_norm(kx), max_norm(kz))
+        dual_scale = max(max_norm(linear), rho * max_norm(u), rho * max_norm(kv))
         residuals = (primal, primal_scale, dual, dual_scale)
         if _converged(residuals, tolerances[stage]):
             while stage + 1 < len(tolerances) and _converged(residuals, tolerances[stage + 1]):
@@ -296,8 +296,8 @@ def polish(
         gradient = qp.gradient(x)
         reduced = gradient + cell_multiplier[None, :] + (qp.bounds.T @ k_multiplier.T).T
         kx = (qp.bounds @ x.T).T
-        tolerance = KKT_TOLERANCE * max(1.0, _norm(gradient), _norm(k_multiplier))
-        if exact and _norm(reduced[free]) > tolerance:  # not stationary: the solve failed
+        tolerance = KKT_TOLERANCE * max(1.0, max_norm(gradient), max_norm(k_multiplier))
+        if exact and max_norm(reduced[free]) > tolerance:  # not stationary: the solve failed
             return None
         negative = free & (x < -KKT_TOLERANCE)
         improving = occupied & ~free & (reduced < -tolerance)
@@ -532,9 +532,9 @@ def _conjugate_gradients(
     z = residual * preconditioner
     direction = z.copy()
     rz = float(residual @ z)
-    tolerance = relative_tolerance * max(1.0, _norm(rhs))
+    tolerance = relative_tolerance * max(1.0, max_norm(rhs))
     for _ in range(CG_ITERATIONS):
-        if _norm(residual) <= tolerance:
+        if max_norm(residual) <= tolerance:
             return y
         s_direction = apply(direction)
         curvature = float(direction @ s_direction)
@@ -554,5 +554,6 @@ def _initial_step(qp: SiblingQP) -> float:
     return float(np.median(weights)) if weights.size else 1.0
 
 
-def _norm(a: FloatArray) -> float:
+def max_norm(a: FloatArray) -> float:
+    """The largest absolute entry (0 for none): the residual norm both solvers stop on."""
     return float(np.abs(a).max(initial=0.0))

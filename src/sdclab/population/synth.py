@@ -472,8 +472,8 @@ class GeographyCounts:
                 "counties, and at most the 50 states and DC)"
             )
         needed = math.ceil(counties / MAX_COUNTIES_PER_STATE)  # states
-        given = self.states if self.states is not None else 1 if self.counties else needed
-        if given < needed:
+        given = self.counties is not None or self.states is not None  # else the size sets both
+        if given and (self.states or 1) < needed:
             raise ValueError(
                 f"counties {counties}: a state's county codes hold at most "
                 f"{MAX_COUNTIES_PER_STATE}; give states {needed} or more"

@@ -103,9 +103,10 @@ def _fixes_epsilon(points: Sequence[FrontierPoint], key: str) -> bool:
     """Whether the swept setting ``key`` takes several values, each fixing the points' ε to
     an ε of its own (a setting swept at one ε, like the geometric split, does not)."""
     values = {p.varied.get(key) for p in points}
+    if len(values) < 2:
+        return False
     epsilons = [{str(p.epsilon) for p in points if p.varied.get(key) == v} for v in values]
-    fixed = all(len(e) == 1 for e in epsilons)
-    return len(values) > 1 and fixed and len(set.union(*epsilons)) == len(values)
+    return all(len(e) == 1 for e in epsilons) and len(set.union(*epsilons)) == len(values)
 
 
 def _styles(points: Sequence[FrontierPoint]) -> Callable[[str], int]:
