@@ -200,7 +200,8 @@ def test_a_checkpoint_is_refused_for_another_population_strategy_or_layout(tmp_p
 
 
 def test_exact_and_deterministic_releases_say_what_their_randomness_is(population_dir, tmp_path):
-    for mechanism, fit in (("none", "(not fit for publication)"), ("suppress", None)):
+    exact = "(not fit for publication: an exact tabulation protects nothing)"
+    for mechanism, fit in (("none", exact), ("suppress", None)):
         out = tmp_path / mechanism
         result = CliRunner().invoke(
             app, ["protect", str(population_dir), "-m", mechanism, "--out", str(out)]

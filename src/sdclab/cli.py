@@ -275,6 +275,8 @@ def protect(
     release = api.protect(pop, mechanism, seed=seed, **params)
     write_release(release, out, protect=(population,))
     fit = "" if release.randomness.get("fit_for_publication") else " (not fit for publication)"
+    if release.protection is not None and release.protection.reason is not None:
+        fit = f" (not fit for publication: {release.protection.reason})"
     typer.echo(
         f"{mechanism}: wrote {len(release.tables)} tables"
         + (" and protected microdata" if release.person_microdata is not None else "")

@@ -83,3 +83,12 @@ def release_randomness(own: dict[str, Any], seed: int | None, drew: bool) -> dic
     if notes:
         combined["note"] = "; ".join(notes)
     return combined
+
+
+def unprotected_record(record: dict[str, Any], reason: str) -> dict[str, Any]:
+    """``record`` of a release that does not protect: not fit for publication, whatever its
+    randomness, and the note says why."""
+    if record.get("fit_for_publication") is False and reason in record.get("note", ""):
+        return record
+    notes = [n for n in (record.get("note"), f"the release does not protect: {reason}") if n]
+    return {**record, "fit_for_publication": False, "note": "; ".join(notes)}

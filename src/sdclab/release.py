@@ -71,6 +71,51 @@ DIGEST_ALGORITHM = "sha256"
 
 
 @dataclass(frozen=True)
+class Protection:
+    """Whether a release protects the population it was made from, and if not, why.
+
+    A fact of the release, not of its randomness: a seeded release of experiments protects or
+    not just as its unseeded twin would. The rule (:meth:`~sdclab.protection.base.Mechanism.
+    protection`): a release does not protect when every table it publishes equals the exact
+    tabulation at every level, with no cell withheld, or when its mechanism states why its noise
+    protects nothing (a p-table whose noise is a fixed, invertible function of the count; a
+    constant record key).
+    """
+
+    protects: bool
+    reason: str | None = None
+    """Why the release does not protect (None when it does)."""
+
+    def __post_init__(self) -> None:
+        if self.protects != (self.reason is None):
+            raise ValueError("a release that does not protect says why, and only such a release")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``release.json``'s ``protection``)."""
+        return {"protects": self.protects, **({"reason": self.reason} if self.reason else {})}
+
+    @classmethod
+    def from_dict(cls, data: object, where: str) -> Protection:
+        """The verdict ``release.json`` records; a malformed one is an :class:`InputError`."""
+        if (
+            not isinstance(data, dict)
+            or set(data) - {"protects", "reason"}
+            or not isinstance(data.get("protects"), bool)
+            or not isinstance(data.get("reason", ""), str)
+            or data["protects"] == bool(data.get("reason"))
+        ):
+            raise InputError(
+                f'{where}: protection must be {{"protects": true}} or '
+                '{"protects": false, "reason": TEXT}'
+            )
+        return cls(data["protects"], data.get("reason"))
+
+
+EXACT_TABULATION = "an exact tabulation protects nothing"
+"""Why the exact release (``none``, ``sdclab tabulate``) does not protect."""
+
+
+@dataclass(frozen=True)
 class Release:
     """Published tables (by table name) with the metadata that explains them."""
 
@@ -91,6 +136,10 @@ class Release:
     noise: dict[str, Any] = field(default_factory=dict, repr=False)
     """What the release publishes about its own noise — the distribution, where it is stated and
     the figures that fix it, from the recorded parameters alone: what an attacker may assume."""
+    protection: Protection | None = field(default=None, repr=False)
+    """Whether the release protects the population it was made from (None: not judged, as for a
+    release a mechanism returned before :meth:`~sdclab.protection.base.Mechanism.run` judged it
+    or one written before releases recorded it)."""
 
     def __post_init__(self) -> None:
         for name, table in self.tables.items():
@@ -142,6 +191,7 @@ class Release:
             "artifacts": sorted(self.artifacts),
             "notes": self.notes,
             "noise": self.noise,
+            **({"protection": self.protection.to_dict()} if self.protection else {}),
         }
 
 
@@ -167,7 +217,29 @@ def exact_release(population: Population, names: Sequence[str] | None = None) ->
         randomness=exact_record(),
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
+        protection=Protection(False, EXACT_TABULATION),
     )
+
+
+def publishes_exact_tables(release: Release, population: Population) -> bool:
+    """Whether every table ``release`` publishes equals the exact tabulation of ``population``
+    at every level, no cell withheld (a release without tables publishes no exact table).
+
+    Tables are compared one at a time and the first that differs ends the search, so a release
+    that protects costs about one table's tabulation.
+    """
+    if not release.tables or not np.array_equal(
+        release.geography.blocks, population.geography.blocks
+    ):
+        return False
+    for name, published in release.tables.items():
+        exact = PublishedTable.from_counts(tabulate(population, [name])[name])
+        for level in published.levels:
+            if published.suppressed(level).nnz:
+                return False
+            if (published.matrix(level) != exact.matrix(level)).nnz:
+                return False
+    return True
 
 
 def publishable_microdata(population: Population, rng: np.random.Generator) -> Population:
@@ -323,6 +395,11 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         notes=meta.get("notes", {}),
         artifacts=artifacts,
         noise=meta.get("noise", {}),
+        protection=(
+            Protection.from_dict(meta["protection"], str(path / RELEASE_FILE))
+            if "protection" in meta
+            else None
+        ),
     )
 
 

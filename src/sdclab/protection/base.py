@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from sdclab.geography import Geography
     from sdclab.population import Population
     from sdclab.protection.audit_plans import Trials
-    from sdclab.release import Release
+    from sdclab.release import Protection, Release
 
 P = TypeVar("P", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -184,6 +184,10 @@ class Mechanism(Generic[P]):
     rescale: Callable[[P, Fraction], dict[str, str]] | None = None
     """The settings that multiply its privacy budget by a factor (every budget setting alike),
     for matching mechanisms on the common axis; None for a mechanism without a budget."""
+    unprotected: Callable[[Population, P, Release], str | None] | None = None
+    """Why a release of these parameters protects nothing although its tables may differ from
+    the exact ones (a p-table whose noise can be undone, a constant record key), or None; part
+    of :meth:`protection`."""
 
     def define(self, role: str) -> Callable[[F], F]:
         """A decorator: the function it decorates plays ``role`` (guarantee, protect, noise,
@@ -208,6 +212,19 @@ class Mechanism(Generic[P]):
         if self.guarantee is None:
             raise TypeError(f"mechanism {self.name} defines no guarantee")
         return self.guarantee(params)
+
+    def protection(self, population: Population, params: P, release: Release) -> Protection:
+        """Whether ``release`` protects ``population``: the mechanism's own reason it does not
+        (:attr:`unprotected`), else the rule every release follows — a release whose every table
+        equals the exact tabulation at every level, no cell withheld, protects nothing."""
+        from sdclab.release import Protection, publishes_exact_tables
+
+        reason = None
+        if self.unprotected is not None:
+            reason = self.unprotected(population, params, release)
+        if reason is None and publishes_exact_tables(release, population):
+            reason = "every published table equals the exact tabulation, no cell withheld"
+        return Protection(reason is None, reason)
 
     def publishes(self, name: str, meaning: str) -> Callable[[ArtifactCheck], ArtifactCheck]:
         """A decorator: this mechanism's releases may carry the artifact ``name``, and the
@@ -234,16 +251,23 @@ class Mechanism(Generic[P]):
             raise InputError(found[0], found[1:MAX_PROBLEMS]) from None
 
     def run(self, population: Population, settings: Mapping[str, Any], seed: int | None) -> Release:
-        """Protect ``population``; the release records its randomness.
+        """Protect ``population``; the release records its randomness and whether it protects.
 
         Without a seed the random stream comes from OS entropy; with one the release is
-        reproducible and marked not fit for publication. A run that keeps checkpoints needs a
-        seed: its checkpoints must not hold what regenerates the noise of a publishable release,
-        and an unseeded run could not resume from them anyway (it draws new entropy each time).
+        reproducible and marked not fit for publication. A release that does not protect
+        (:meth:`protection`) is not fit for publication either, and says why. A run that keeps
+        checkpoints needs a seed: its checkpoints must not hold what regenerates the noise of a
+        publishable release, and an unseeded run could not resume from them anyway (it draws new
+        entropy each time).
         """
         from dataclasses import replace
 
-        from sdclab.randomness import make_rng, release_randomness, stream_position
+        from sdclab.randomness import (
+            make_rng,
+            release_randomness,
+            stream_position,
+            unprotected_record,
+        )
 
         params = self.parse(settings)
         if self.protect is None:
@@ -261,10 +285,15 @@ class Mechanism(Generic[P]):
         before = stream_position(rng)
         release = self.protect(population, params, rng)
         drew = stream_position(rng) != before
+        randomness = release_randomness(release.randomness, seed, drew)
+        verdict = self.protection(population, params, release)
+        if verdict.reason is not None:
+            randomness = unprotected_record(randomness, verdict.reason)
         return replace(
             release,
-            randomness=release_randomness(release.randomness, seed, drew),
+            randomness=randomness,
             noise=self.noise(params).to_dict() if self.noise is not None else {},
+            protection=verdict,
         )
 
     def artifact(self, name: str) -> Artifact | None:
@@ -283,6 +312,7 @@ ROLES = (
     "risk_analysis",
     "audit_plan",
     "rescale",
+    "unprotected",
 )
 """What a mechanism's functions may be (:meth:`Mechanism.define`)."""
 

@@ -44,6 +44,7 @@ from sdclab.protection.ptable import (
     create_ptable,
     delta_pairs,
     is_deterministic,
+    is_invertible,
     ons_10_5_ptable,
     pcv,
     ptable_from_frame,
@@ -435,6 +436,33 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
         geography=population.geography,
         notes=notes,
     )
+
+
+@MECHANISM.define("unprotected")
+def unprotected(population: Population, p: CellKeyParameters, release: Release) -> str | None:
+    """Why a cell key release protects nothing though its counts may differ from the exact
+    ones: a p-table whose noise is a fixed, invertible function of the count (nothing
+    suppressed), or stored record keys that are all equal (every cell key is then a function of
+    the cell's count, and so is its noise)."""
+    if p.threshold == 0 and p.ptable != "maxent":  # a max-entropy table has variance V > 0
+        table = (
+            ptable_from_frame(release.artifacts[PTABLE_ARTIFACT], Path(PTABLE_ARTIFACT))
+            if p.ptable_file
+            else p.table()
+        )
+        if is_invertible(table):
+            return (
+                "the p-table gives every count one published value and no two counts the same "
+                "one: anyone can undo the noise"
+            )
+    if p.keys == "stored" and p.spsn and has_keys(population):
+        for label, frame in (("persons", population.persons), ("units", population.units)):
+            if frame.height > 1 and frame.get_column(RECORD_KEY.name).n_unique() == 1:
+                return (
+                    f"every one of the {label}' record keys is the same: a cell's key, and so "
+                    "its noise, is a function of its count"
+                )
+    return None
 
 
 def check_stored_keys(population: Population, key_space: int) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.population import Population
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters
-from sdclab.release import Release, exact_release
+from sdclab.release import EXACT_TABULATION, Release, exact_release
 
 
 class NoneParameters(Parameters):
@@ -30,3 +30,8 @@ def protect(population: Population, _: NoneParameters, __: np.random.Generator) 
 @MECHANISM.define("noise")
 def published_noise(_: NoneParameters) -> NoisePublication:
     return NoisePublication(distribution="none: every count is exact", published=("the card",))
+
+
+@MECHANISM.define("unprotected")
+def unprotected(_: Population, __: NoneParameters, ___: Release) -> str:
+    return EXACT_TABULATION

@@ -1067,15 +1067,41 @@ def delta_pairs(table: PTable | OnsPTable, epsilon: float) -> FloatArray:
     return np.asarray(np.maximum(forward, backward), dtype=np.float64)
 
 
+def _last_row(table: PTable | OnsPTable) -> int:
+    """The last count whose row (and pair with the next count) can differ from a smaller one's."""
+    return table.i_max if isinstance(table, PTable) else ONS_DELTA_MAX
+
+
+def _rows_of(table: PTable | OnsPTable, counts: IntArray) -> IntArray:
+    """The counts whose rows serve ``counts`` (an ONS table's pcv; a long table's own)."""
+    return pcv(counts) if isinstance(table, OnsPTable) else counts
+
+
 def is_deterministic(table: PTable | OnsPTable) -> bool:
     """Whether every count has one published value of probability 1: the noise then does not
     depend on the cell key (deterministic rounding, as in the ONS 10/5 table)."""
-    last = table.i_max if isinstance(table, PTable) else ONS_DELTA_MAX
-    counts = np.arange(last + 2, dtype=np.int64)
-    if isinstance(table, OnsPTable):
-        counts = pcv(counts)
-    dense, _ = _row_matrix(table, counts)
+    counts = np.arange(_last_row(table) + 2, dtype=np.int64)
+    dense, _ = _row_matrix(table, _rows_of(table, counts))
     return bool(np.all(dense.max(axis=1) >= 1 - 1e-12))
+
+
+def is_invertible(table: PTable | OnsPTable) -> bool:
+    """Whether the noise is a fixed function of the count that an attacker can undo: every count
+    has one published value (:func:`is_deterministic`) and no two counts share it (the identity,
+    a constant shift; not a rounding, which maps many counts to one).
+
+    Counts from 0 to the last distinct row and 2W + 2 beyond it are compared (W the largest
+    noise): above that, the rows repeat and a published value n + v is at least W beyond every
+    smaller count's.
+    """
+    if not is_deterministic(table):
+        return False
+    last = _last_row(table)
+    _, width = _row_matrix(table, _rows_of(table, np.arange(last + 2, dtype=np.int64)))
+    counts = np.arange(last + 2 * width + 3, dtype=np.int64)
+    dense, width = _row_matrix(table, _rows_of(table, counts))
+    published = counts + dense.argmax(axis=1) - width
+    return bool(np.unique(published).size == counts.size)
 
 
 def delta_for_epsilon(table: PTable | OnsPTable, epsilon: float) -> float:

@@ -792,6 +792,19 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
     )
 
 
+@MECHANISM.define("unprotected")
+def unprotected(population: Population, _: SafeTabHParameters, release: Release) -> str | None:
+    """SafeTab-H publishes its tables as an artifact: one whose every cell is exact protects
+    nothing (the rule on catalogue tables does not see it)."""
+    group_tables = release.artifacts.get(GROUP_TABLES_ARTIFACT)
+    if group_tables is None or not group_tables.height:
+        return None
+    cells = true_cells(population, release)
+    if (cells["count"] == cells["true"]).all():
+        return "every published population-group cell equals its exact count"
+    return None
+
+
 def true_cells(population: Population, release: Release) -> pl.DataFrame:
     """The release's group tables with a ``true`` column: what each cell counts in the truth
     (evaluation only)."""
