@@ -226,7 +226,7 @@ def reidentify(
     from sdclab.randomness import make_rng
 
     check_seed(seed, "seed")
-    check_same_input(release.input_digest, truth.persons, truth.units, what="truth and release")
+    check_same_input(release.input_digest, *truth.frames, what="truth and release")
     params = parameters(attacker, dict(attacker_parameters))
     figures, links = link(
         reconstruction.persons, release, truth, params, make_rng(seed), reconstruction.solvar
@@ -249,7 +249,7 @@ def evaluate(
     from sdclab import protection
     from sdclab.digest import check_same_input
 
-    check_same_input(release.input_digest, truth.persons, truth.units, what="truth and release")
+    check_same_input(release.input_digest, *truth.frames, what="truth and release")
     if isinstance(reidentification, Reidentification):
         reidentification = {reidentification.attacker: reidentification}
     mechanism = protection.get(release.mechanism)

@@ -146,7 +146,7 @@ def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
 
     population = read_population(truth)
     what = f"--truth {truth} and release {release_path}"
-    check_same_input(release.input_digest, population.persons, population.units, what=what)
+    check_same_input(release.input_digest, *population.frames, what=what)
     return population
 
 

@@ -37,7 +37,6 @@ import scipy.sparse as sp
 
 from sdclab import __version__
 from sdclab.accounting import SpecCard, no_protection_card
-from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.fileio import (
     json_safe,
@@ -215,7 +214,7 @@ def exact_release(population: Population, names: Sequence[str] | None = None) ->
         card=no_protection_card(),
         tables={name: PublishedTable.from_counts(tc) for name, tc in counts.items()},
         randomness=exact_record(),
-        input_digest=frames_digest(population.persons, population.units),
+        input_digest=population.digest,
         geography=population.geography,
         protection=Protection(False, EXACT_TABULATION),
     )
@@ -250,7 +249,7 @@ def publishable_microdata(population: Population, rng: np.random.Generator) -> P
     sequential ids in block order, with a random order inside each block. Record keys of the cell
     key method are dropped: with them anyone could recompute the cell keys.
     """
-    population = Population._trusted(  # a valid population without its optional keys
+    population = population.with_records(  # a valid population without its optional keys
         persons=population.persons.drop(RECORD_KEY.name, strict=False),
         units=population.units.drop(RECORD_KEY.name, strict=False),
     )
@@ -265,7 +264,7 @@ def publishable_microdata(population: Population, rng: np.random.Generator) -> P
         person_id=pl.Series(np.arange(persons.height)),
         unit_id=pl.Series(new_unit_id[population.person_unit_row[person_order]]),
     )
-    return Population._trusted(persons=new_persons, units=new_units)  # renumbered, reordered
+    return population.with_records(new_persons, new_units)  # renumbered, reordered
 
 
 def tabulated_release(
@@ -284,7 +283,7 @@ def tabulated_release(
         card=card,
         tables={name: PublishedTable.from_counts(tc) for name, tc in tabulate(protected).items()},
         randomness={},  # the stream alone: completed by protection.run
-        input_digest=frames_digest(original.persons, original.units),
+        input_digest=original.digest,
         geography=original.geography,
         microdata=publishable_microdata(protected, rng),
         notes=notes or {},

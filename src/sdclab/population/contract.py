@@ -14,6 +14,7 @@ import numpy.typing as npt
 import polars as pl
 
 from sdclab import schema
+from sdclab.digest import frames_digest
 from sdclab.geography import Geography
 
 
@@ -54,6 +55,17 @@ UNITS: tuple[ColumnSpec, ...] = (
         nullable=True,
     ),
 )
+
+BLOCKS: tuple[ColumnSpec, ...] = (
+    ColumnSpec(
+        "block",
+        pl.String,
+        "15-digit block geocode of a block the population holds, with or without units "
+        "(optional table: blocks without a unit exist only through it)",
+    ),
+)
+"""The optional blocks table: blocks of the geography, listed so that blocks without any unit
+(2010: 44% of blocks had no population, many no housing unit) are geounits with zero counts."""
 
 
 PUERTO_RICO = 72
@@ -147,16 +159,23 @@ class Population:
 
     persons: pl.DataFrame
     units: pl.DataFrame
+    blocks: pl.DataFrame | None = None
+    """Optional: blocks of the geography (column ``block``), so that a block without any unit
+    is a geounit too; None when every block of the population has a unit."""
 
     def __post_init__(self) -> None:
-        from sdclab.population.io import checked_frames  # io builds on this module
+        from sdclab.population.io import checked_blocks, checked_frames  # io builds on this
 
         persons, units = checked_frames(self.persons, self.units)
         object.__setattr__(self, "persons", persons)
         object.__setattr__(self, "units", units)
+        if self.blocks is not None:
+            object.__setattr__(self, "blocks", checked_blocks(self.blocks))
 
     @classmethod
-    def _trusted(cls, persons: pl.DataFrame, units: pl.DataFrame) -> Population:
+    def _trusted(
+        cls, persons: pl.DataFrame, units: pl.DataFrame, blocks: pl.DataFrame | None = None
+    ) -> Population:
         """A population of frames the library made valid by construction, without checking them
         again: those :func:`sdclab.population.io.validate` returns, the synthetic generator's,
         and those derived from a valid population by steps that keep the contract (new ids and
@@ -165,18 +184,56 @@ class Population:
         population = object.__new__(cls)
         object.__setattr__(population, "persons", persons)
         object.__setattr__(population, "units", units)
+        object.__setattr__(population, "blocks", blocks)
         return population
+
+    def with_records(
+        self, persons: pl.DataFrame | None = None, units: pl.DataFrame | None = None
+    ) -> Population:
+        """This population with its records replaced by ones a library step derived from them
+        while keeping the contract (new ids, households moved, keys added or dropped): its blocks
+        stay, so the geography is the same. Not checked again (see :meth:`_trusted`)."""
+        return Population._trusted(
+            self.persons if persons is None else persons,
+            self.units if units is None else units,
+            self.blocks,
+        )
+
+    def with_blocks(self, blocks: pl.DataFrame | None) -> Population:
+        """This population with ``blocks`` (checked) as its blocks table."""
+        if blocks is None:
+            return Population._trusted(self.persons, self.units)
+        from sdclab.population.io import checked_blocks
+
+        return Population._trusted(self.persons, self.units, checked_blocks(blocks))
 
     def __repr__(self) -> str:
         return (
             f"<Population: {self.n_persons:,} persons, {self.n_units:,} units in "
-            f"{self.units.get_column('block').n_unique():,} blocks>"
+            f"{self.geography.n_blocks:,} blocks>"
         )
+
+    @property
+    def frames(self) -> tuple[pl.DataFrame, ...]:
+        """The tables that make the population: persons, units and, when listed, blocks."""
+        if self.blocks is None:
+            return (self.persons, self.units)
+        return (self.persons, self.units, self.blocks)
+
+    @property
+    def digest(self) -> str:
+        """The keyed digest of :attr:`frames` that releases record as their input digest (a
+        population without a blocks table digests as it did before blocks could be listed).
+        Computed at each call, under the digest key in force."""
+        return frames_digest(*self.frames)
 
     @cached_property
     def geography(self) -> Geography:
-        """Every block that has a unit (populated or not)."""
-        return Geography.from_block_codes(block_codes(self.units))
+        """Every block that has a unit (populated or not) or is listed in :attr:`blocks`."""
+        codes = block_codes(self.units)
+        if self.blocks is not None:
+            codes = np.concatenate([codes, block_codes(self.blocks)])
+        return Geography.from_block_codes(codes)
 
     @cached_property
     def person_block_index(self) -> npt.NDArray[np.int64]:
@@ -274,10 +331,17 @@ class Population:
 def contract_markdown() -> str:
     """The column contract as Markdown tables (docs/data.md is generated from this)."""
     out = []
-    for title, specs in (("units", UNITS), ("persons", PERSONS)):
-        out += [f"### `{title}`", "", "| column | type | values | meaning |", "|---|---|---|---|"]
+    tables = (("units", "", UNITS), ("persons", "", PERSONS), ("blocks", " (optional)", BLOCKS))
+    for title, note, specs in tables:
+        out += [
+            f"### `{title}`{note}",
+            "",
+            "| column | type | values | meaning |",
+            "|---|---|---|---|",
+        ]
         optional = DETAILED_RACE_ETHNICITY if specs == PERSONS else ()
-        for s in (*specs, *optional, RECORD_KEY):
+        keyed = (RECORD_KEY,) if specs != BLOCKS else ()
+        for s in (*specs, *optional, *keyed):
             values = f"{s.low}–{s.high}" if s.low is not None else ""
             if s.nullable:
                 values += ", or null"

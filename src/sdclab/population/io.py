@@ -77,6 +77,7 @@ from sdclab.fileio import (
 )
 from sdclab.geography import BLOCK_DIGITS
 from sdclab.population.contract import (
+    BLOCKS,
     DETAILED_RACE_ETHNICITY_COLUMNS,
     PERSONS,
     PUERTO_RICO,
@@ -95,6 +96,8 @@ MAX_SHOWN = 5
 """How many problems one error reports; the others are only counted."""
 
 TABLES = ("persons", "units")
+OPTIONAL_TABLES = ("blocks",)
+"""Tables a population directory may hold besides :data:`TABLES`."""
 FORMATS = ("parquet", "csv")
 TABLE_SPECS = {"persons": PERSONS, "units": UNITS}
 
@@ -292,13 +295,26 @@ def read_population(path: Path) -> Population:
             f"{path} is not a directory (expected a directory holding persons.parquet or "
             "persons.csv and units.parquet or units.csv)"
         )
-    files = [table_file(path, table) for table in TABLES]
+    files = [required_file(path, table) for table in TABLES]
     persons, units = (read_table(file) for file in files)
-    return validate(persons, units, persons_source=files[0].name, units_source=files[1].name)
+    population = validate(persons, units, persons_source=files[0].name, units_source=files[1].name)
+    blocks_file = table_file(path, "blocks", required=False)
+    if blocks_file is None:
+        return population
+    blocks = checked_blocks(read_table(blocks_file), source=blocks_file.name)
+    return population.with_blocks(blocks)
 
 
-def table_file(directory: Path, table: str) -> Path:
-    """The one file holding ``table`` in ``directory``, in either format."""
+def required_file(directory: Path, table: str) -> Path:
+    """The one file holding the required ``table`` in ``directory``."""
+    file = table_file(directory, table)
+    assert file is not None  # required: its absence is an input error
+    return file
+
+
+def table_file(directory: Path, table: str, *, required: bool = True) -> Path | None:
+    """The one file holding ``table`` in ``directory``, in either format (None: an optional
+    table that is absent)."""
     present = [directory / f"{table}.{fmt}" for fmt in FORMATS]
     present = [file for file in present if file.exists()]
     if len(present) > 1:
@@ -306,6 +322,8 @@ def table_file(directory: Path, table: str) -> Path:
             f"{directory}: both {table}.csv and {table}.parquet are present "
             f"(expected exactly one file for the {table} table; remove the other)"
         )
+    if not present and not required:
+        return None
     if not present:
         raise input_error(
             f"{directory}: no {table}.parquet or {table}.csv (expected the {table} table)"
@@ -725,6 +743,19 @@ def checked_frames(
     ).raise_if_any()
     links(typed_persons, typed_units, persons_source, units_source).raise_if_any()
     return typed_persons.drop(ROW), typed_units.drop(ROW)
+
+
+def checked_blocks(blocks: pl.DataFrame, *, source: str = "blocks") -> pl.DataFrame:
+    """The optional blocks table checked and typed: one ``block`` column of 15-digit geocodes
+    (other columns dropped), each listed once, sorted."""
+    if not isinstance(blocks, pl.DataFrame):
+        raise input_error(f"{source}: a blocks table is a polars DataFrame; got {type(blocks)}")
+    table = Table(blocks, BLOCKS, source, 2)
+    missing_columns(table).raise_if_any()
+    typed, found = convert(table)
+    found.raise_if_any()
+    duplicates(typed, "block", table).raise_if_any()
+    return typed.drop(ROW).select(s.name for s in BLOCKS).sort("block")
 
 
 def record_keys_in_both(persons: Table, units: Table) -> Findings:
@@ -1153,7 +1184,7 @@ def duplicates(frame: pl.DataFrame, key: str, table: Table) -> Findings:
     )
     if not found.total:
         return found
-    keys = [int(frame.item(p.row - 1, key)) for p in found.problems]
+    keys = [frame.item(p.row - 1, key) for p in found.problems]
     first = dict(
         frame.filter(pl.col(key).is_in(keys) & pl.col(key).is_first_distinct())
         .select(key, ROW)
@@ -1512,6 +1543,8 @@ def write_population(
     with output_directory(Path(out_dir), POPULATION_KIND, protect) as tmp:
         write_parquet(persons, tmp / "persons.parquet")
         write_parquet(units, tmp / "units.parquet")
+        if population.blocks is not None:
+            write_parquet(population.blocks, tmp / "blocks.parquet")
         for name, data in extra.items():
             write_json(data, tmp / name)
 

@@ -30,7 +30,6 @@ from pydantic import Field, model_validator
 from sdclab import schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import IntArray
-from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.geography import LEVELS, Geography
 from sdclab.population import Population
@@ -193,7 +192,7 @@ def assign_record_keys(
     population: Population, key_space: int, rng: np.random.Generator
 ) -> Population:
     """The population with a uniform ``record_key`` in 0..K−1 on every person and unit."""
-    return Population._trusted(
+    return population.with_records(
         persons=population.persons.with_columns(
             pl.Series(RECORD_KEY.name, rng.integers(0, key_space, population.n_persons))
         ),
@@ -205,7 +204,7 @@ def assign_record_keys(
 
 def keys_from_ids(population: Population, key_space: int) -> Population:
     """Record keys as id mod K (ONS derives them from ``ons_id`` mod 4096)."""
-    return Population._trusted(
+    return population.with_records(
         persons=population.persons.with_columns(
             (pl.col("person_id") % key_space).alias(RECORD_KEY.name)
         ),
@@ -432,7 +431,7 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
         tables={name: PublishedTable.from_counts(tc) for name, tc in published.items()},
         randomness=randomness,
         artifacts={PTABLE_ARTIFACT: table.to_frame()} if p.ptable_file else {},
-        input_digest=frames_digest(population.persons, population.units),
+        input_digest=population.digest,
         geography=population.geography,
         notes=notes,
     )

@@ -30,7 +30,6 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
 from sdclab.accounting import SpecCard
-from sdclab.digest import frames_digest
 from sdclab.evaluation import size_class_label
 from sdclab.geography import LEVELS
 from sdclab.population import Population
@@ -142,7 +141,7 @@ def protect(population: Population, p: GeometricParameters, rng: np.random.Gener
         card=card(p),
         tables={name: PublishedTable.from_counts(tc) for name, tc in published.items()},
         randomness={},
-        input_digest=frames_digest(population.persons, population.units),
+        input_digest=population.digest,
         geography=population.geography,
         notes={"all_cells_noised": True, "nonnegative": p.nonnegative},
     )

@@ -35,7 +35,6 @@ from pydantic import Field, model_validator
 from sdclab import accounting, noise, schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import IntArray
-from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.geography import Geography, geoid_strings, parse_geoids
@@ -782,7 +781,7 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
         card=card(p),
         tables={},
         randomness={},
-        input_digest=frames_digest(population.persons, population.units),
+        input_digest=population.digest,
         geography=population.geography,
         notes=notes,
         artifacts={

@@ -42,7 +42,6 @@ from scipy.sparse import csgraph
 from sdclab import schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, FloatArray, IntArray
-from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS, Geography
 from sdclab.optimize.highs import quiet_highs
 from sdclab.population import Population
@@ -929,7 +928,7 @@ def protect(population: Population, p: SuppressionParameters, rng: np.random.Gen
         randomness=deterministic_record(
             "suppression draws no random numbers: a seed has no effect"
         ),
-        input_digest=frames_digest(population.persons, population.units),
+        input_digest=population.digest,
         geography=population.geography,
         notes=notes,
     )

@@ -107,7 +107,7 @@ def swap_units(population: Population, unit_rows: IntArray, destination: IntArra
         unit_id=units["unit_id"].gather(person_rows),
         block=units["block"].gather(person_rows),
     )
-    return Population._trusted(persons=persons, units=new_units)  # households moved whole
+    return population.with_records(persons, new_units)  # households moved whole
 
 
 class Swapped(NamedTuple):

@@ -44,7 +44,6 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, schema
 from sdclab.arrays import IntArray
-from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks, worker_pool
 from sdclab.geography import LEVELS, Geography, geoid_strings
@@ -561,7 +560,7 @@ def run_identity(population: Population, product: Product, strategy: Strategy, e
     Checkpoints are keyed by it, so a checkpoint of another population, strategy or seed is
     refused; being a SHA-256, it reveals neither the entropy nor the input."""
     parts = [
-        frames_digest(population.persons, population.units),
+        population.digest,
         product.name,
         str(strategy.rho),
         {level: str(share) for level, share in strategy.level_shares.items()},
@@ -745,7 +744,7 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
         card=topdown_card(product, strategy, p.delta),
         tables=tabulate_run(product, run.histograms, population.geography),
         randomness={},
-        input_digest=frames_digest(population.persons, population.units),
+        input_digest=population.digest,
         geography=population.geography,
         artifacts={
             MDF_ARTIFACT: mdf(product, run.histograms["block"], population.geography),
