@@ -170,9 +170,15 @@ def test_report_records_parameters_and_counts(generated):
     assert counts["housing_units"] == units.filter(pl.col("unit_type") == 0).height
     assert counts["gq_facilities"] == units.filter(pl.col("unit_type") > 0).height
     assert counts["populated_blocks"] == population.persons["block"].n_unique()
-    blocks = units["block"].unique()
-    assert counts["populated_blocks"] + counts["blocks_with_units_only"] == blocks.len()
+    with_units = units["block"].unique()
+    assert counts["populated_blocks"] + counts["blocks_with_units_only"] == with_units.len()
     assert counts["blocks_with_units_only"] > 0
+    assert population.blocks is not None
+    listed = population.blocks["block"]
+    assert counts["blocks_without_units"] == listed.len() > 0
+    assert not listed.is_in(with_units.implode()).any()
+    blocks = pl.concat([with_units, listed])
+    assert counts["blocks"] == blocks.len()
     for level, digits in (("block_groups", 12), ("tracts", 11), ("counties", 5), ("states", 2)):
         assert counts[level] == blocks.str.slice(0, digits).n_unique(), level
 
@@ -423,23 +429,26 @@ def test_two_or_more_races_dominated_by_two_race_combinations(population):
     assert len(np.unique(multi)) >= 30
 
 
-def test_blocks_are_segregated(population):
-    persons = population.persons.with_columns(
-        group=pl.when(pl.col("race").is_in(list(RACE_ALONE_CODES.values())))
-        .then(pl.col("race"))
-        .otherwise(0)
-        * 2
-        + pl.col("hispanic")
-    )
-    shuffled = persons.with_columns(pl.col("group").shuffle(seed=0))
+@pytest.mark.parametrize("version", synth.GENERATOR_VERSIONS)
+def test_tracts_and_blocks_are_segregated(version):
+    """The index of dissimilarity of non-Hispanic white persons and everyone else over tracts
+    (geocode prefix of 11 digits) and blocks (15) is far above what the same persons give with
+    race and origin shuffled across the country (about 0.015 over tracts, 0.1 over blocks at this
+    size: sampling alone), for both versions (2.0 segregates less within tracts)."""
+    persons = synth.synthesize(50_000, seed=SEED, version=version).persons
+    shuffled = persons.with_columns(pl.col("race", "hispanic").shuffle(seed=0))
 
-    def nonmodal(frame: pl.DataFrame) -> float:
-        per_block = frame.group_by("block", "group").len().group_by("block").agg(pl.max("len"))
-        return 1 - per_block["len"].sum() / frame.height
+    def dissimilarity(frame: pl.DataFrame, digits: int) -> float:
+        white = (pl.col("race") == 1) & (pl.col("hispanic") == 0)
+        units = frame.group_by(pl.col("block").str.slice(0, digits)).agg(
+            w=white.sum(), o=(~white).sum()
+        )
+        shares = units["w"] / units["w"].sum() - units["o"] / units["o"].sum()
+        return 0.5 * float(shares.abs().sum())
 
-    observed, unsegregated = nonmodal(persons), nonmodal(shuffled)
-    assert unsegregated > 0.3
-    assert observed < 0.7 * unsegregated
+    for digits, floor in ((11, 0.2), (15, 0.3)):
+        assert dissimilarity(shuffled, digits) < floor / 2, digits
+        assert dissimilarity(persons, digits) > floor, digits
 
 
 def test_small_populations_can_have_several_tracts_counties_and_states() -> None:
@@ -516,8 +525,11 @@ def test_a_tract_swallowed_by_a_large_unit_is_an_error_in_words() -> None:
     from sdclab.errors import InputError
     from sdclab.population.synth import GeographyCounts
 
+    counts = GeographyCounts(tracts=600, counties=300)
     with pytest.raises(InputError, match="tracts 600: this seed makes 599.*another seed"):
-        synth.synthesize(60_000, 3, GeographyCounts(tracts=600, counties=300))
+        synth.synthesize(60_000, 3, counts, version="1.2")
+    # from 2.0 a tract's blocks stay as blocks without units: the tract is there, empty
+    assert synth.synthesize(60_000, 3, counts).geography.summary["tract"] == 600
 
 
 def test_synth_command_and_experiments_take_the_geography_counts(tmp_path) -> None:

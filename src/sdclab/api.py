@@ -55,22 +55,26 @@ def synthesize(
     tracts: int | None = None,
     counties: int | None = None,
     states: int | None = None,
+    generator: str | None = None,
 ) -> Population:
     """A synthetic census population of exactly ``persons`` persons (seeded: reproducible), with
     ``tracts``, ``counties`` and ``states`` where given (else they follow its size: about 4,000,
-    100,000 and 6,000,000 persons each)."""
-    from sdclab.population.synth import GeographyCounts
+    100,000 and 6,000,000 persons each); ``generator`` is a version of the generator (default
+    the newest), so that a study of an earlier version reproduces."""
+    from sdclab.population.synth import GENERATOR_VERSION, GeographyCounts, check_version
     from sdclab.population.synth import synthesize as generate
 
     check_seed(seed, "seed")
     if isinstance(persons, bool) or not isinstance(persons, int) or persons < 1:
         raise InputError(f"persons {persons!r}: expected a whole number of at least 1")
     geography = GeographyCounts(tracts, counties, states)
+    version = GENERATOR_VERSION if generator is None else generator
     try:
         geography.check(persons)
+        check_version(version)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    return generate(persons, seed, geography)
+    return generate(persons, seed, geography, version)
 
 
 def read_population(path: str | Path) -> Population:

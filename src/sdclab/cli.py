@@ -208,20 +208,27 @@ def synth(
         int | None,
         typer.Option(help="Number of states (default: about one per 6,000,000 persons)."),
     ] = None,
+    generator: Annotated[
+        str | None,
+        typer.Option(help="Generator version (default: the newest; 1.2 reproduces older studies)."),
+    ] = None,
 ) -> None:
-    """Generate a seeded synthetic census population (persons, units, synth.json)."""
+    """Generate a seeded synthetic census population (persons, units, blocks, synth.json)."""
     from sdclab import api
     from sdclab.fileio import check_replaceable
     from sdclab.population.io import POPULATION_KIND, write_population
-    from sdclab.population.synth import GeographyCounts, build_report
+    from sdclab.population.synth import GENERATOR_VERSION, GeographyCounts, build_report
     from sdclab.randomness import check_seed
 
     start = time.perf_counter()
     check_seed(seed)
     check_replaceable(out, POPULATION_KIND)
-    population = api.synthesize(persons, seed=seed, tracts=tracts, counties=counties, states=states)
+    population = api.synthesize(
+        persons, seed=seed, tracts=tracts, counties=counties, states=states, generator=generator
+    )
     geography = GeographyCounts(tracts, counties, states)
-    write_population(population, out, {"synth.json": build_report(population, seed, geography)})
+    report = build_report(population, seed, geography, generator or GENERATOR_VERSION)
+    write_population(population, out, {"synth.json": report})
     typer.echo(
         f"wrote {population.n_persons:,} persons and {population.n_units:,} units to {out} "
         f"in {time.perf_counter() - start:.1f} s"

@@ -82,7 +82,13 @@ from sdclab.fileio import (
 )
 from sdclab.population import Population
 from sdclab.population.io import read_population, write_population
-from sdclab.population.synth import GeographyCounts, build_report, synthesize
+from sdclab.population.synth import (
+    GENERATOR_VERSION,
+    GeographyCounts,
+    build_report,
+    check_version,
+    synthesize,
+)
 from sdclab.protection import MECHANISMS
 from sdclab.protection.base import EXPECTED, did_you_mean, shown
 from sdclab.randomness import MAX_SEED
@@ -133,6 +139,14 @@ class PopulationSpec(_Strict):
     counties: int | None = Field(None, ge=1)
     states: int | None = Field(None, ge=1)
     """A synthetic population's numbers of tracts, counties and states (else by its size)."""
+    generator: str = GENERATOR_VERSION
+    """The synthetic generator's version (1.2 reproduces studies made before 2.0)."""
+
+    @field_validator("generator")
+    @classmethod
+    def _known_generator(cls, version: str) -> str:
+        check_version(version)
+        return version
 
     def geography(self) -> GeographyCounts:
         return GeographyCounts(self.tracts, self.counties, self.states)
@@ -142,7 +156,12 @@ class PopulationSpec(_Strict):
         (a seed is not recorded for a population that was read, since none made it)."""
         if self.path is not None:
             return {"path": self.path}
-        return {"persons": self.persons, "seed": self.seed, **self.geography().to_dict()}
+        return {
+            "persons": self.persons,
+            "seed": self.seed,
+            "generator": self.generator,
+            **self.geography().to_dict(),
+        }
 
     def digested(self) -> dict[str, Any]:
         """What the population step's digest covers (the geography counts only when given, so
@@ -156,6 +175,8 @@ class PopulationSpec(_Strict):
             raise ValueError("give either persons (synthetic) or path (a population directory)")
         if self.path is not None and self.geography().to_dict():
             raise ValueError("tracts, counties and states shape a synthetic population only")
+        if self.path is not None and "generator" in self.model_fields_set:
+            raise ValueError("generator makes a synthetic population only")
         if self.persons is not None:
             self.geography().check(self.persons)
         return self
@@ -632,8 +653,8 @@ def _make_population(spec: PopulationSpec, tmp: Path) -> None:
     if spec.path is not None:
         write_population(read_population(Path(spec.path)), tmp)
     else:
-        population = synthesize(spec.persons or 0, spec.seed, spec.geography())
-        report = build_report(population, spec.seed, spec.geography())
+        population = synthesize(spec.persons or 0, spec.seed, spec.geography(), spec.generator)
+        report = build_report(population, spec.seed, spec.geography(), spec.generator)
         write_population(population, tmp, {"synth.json": report})
 
 

@@ -41,10 +41,15 @@ from sdclab.population.contract import (
 )
 from sdclab.randomness import make_rng
 
-GENERATOR_VERSION = "1.2"
-"""Bumped whenever a change alters the output for a given seed. 1.1 added the detailed race and
-Hispanic origin columns; every column of 1.0 is unchanged for every seed. 1.2 added the geography
-counts (a population made without them is unchanged)."""
+GENERATOR_VERSION = "2.0"
+"""The version :func:`synthesize` makes unless told; bumped whenever a change alters the output
+for a given seed. 1.1 added the detailed race and Hispanic origin columns; every column of 1.0 is
+unchanged for every seed. 1.2 added the geography counts (a population made without them is
+unchanged). 2.0 mixes race and ethnicity within households as the 2010 census found them and adds
+blocks without any unit (:data:`RACE_MIXING`, :data:`POPULATED_BLOCK_SHARE`)."""
+GENERATOR_VERSIONS = ("1.2", "2.0")
+"""The versions :func:`synthesize` can make, so that a study of an earlier version reproduces
+byte for byte (1.0 and 1.1 are the populations 1.2 makes without geography counts)."""
 
 # =============================================================================================
 # Targets: published 2010 national figures (and one design assumption), with test tolerances
@@ -376,6 +381,51 @@ TRACT_CONCENTRATION = 2.0
 BLOCK_CONCENTRATION = 4.0
 MIX_FLOOR = 1e-3
 """Weight of the national mix blended into every block mix, so every group can occur anywhere."""
+
+
+@dataclass(frozen=True)
+class HouseholdMixing:
+    """How a household member's race and Hispanic origin relate to the householder's (2.0)."""
+
+    same: tuple[float, float, float, float]
+    """P(a spouse or partner, a child, another relative, a non-relative takes the householder's
+    race and Hispanic origin); otherwise the member keeps their own draw from the block's mix."""
+    child_of_both: float
+    """P(a child of a couple of different race or origin takes both parents' races (the union of
+    the bitmasks) and one parent's origin, at random); otherwise one parent's race and origin."""
+
+
+@dataclass(frozen=True)
+class RaceMixing:
+    """Segregation between tracts and blocks and mixing within households: one version's."""
+
+    tract_concentration: float
+    block_concentration: float
+    mix_floor: float
+    household: HouseholdMixing | None
+    """None: every member copies the householder with P = :data:`SAME_RACE_IN_HOUSEHOLD` (1.x)."""
+
+
+RACE_MIXING = {
+    "1.2": RaceMixing(TRACT_CONCENTRATION, BLOCK_CONCENTRATION, MIX_FLOOR, None),
+    "2.0": RaceMixing(
+        tract_concentration=2.0,
+        block_concentration=30.0,
+        mix_floor=0.2,
+        household=HouseholdMixing(same=(0.75, 0.95, 0.85, 0.3), child_of_both=0.15),
+    ),
+}
+"""Race and ethnicity mixing by generator version. 2.0: about 10% of married and 18% of unmarried
+opposite-sex couples were of different race or Hispanic origin in 2010 (Census Bureau, "Households
+and Families: 2010", C2010BR-14); a spouse or partner who keeps their own draw differs from the
+householder about 40% of the time, so P(copy) = 0.75 gives about 10.5% mixed couples. Blocks take
+their tract's mix closely (segregation is between tracts) with a fifth of the national mix
+blended in, so that minorities are spread thinly; the proportional guesser's precision on
+nonmodal persons then falls near the attack paper's 16.0–16.7% (docs/synthetic-population.md,
+where every figure and the design assumptions are)."""
+POPULATED_BLOCK_SHARE = 0.56
+"""Share of blocks with at least one person: 6,207,027 of 11,078,297 blocks in 2010. From 2.0 the
+generator adds blocks without any unit until the populated blocks are this share of all blocks."""
 IPF_ITERATIONS = 200
 IPF_TOLERANCE = 1e-9
 
@@ -420,7 +470,16 @@ DETAILED_SHARED_IN_HOUSEHOLD = 0.95
 """P(a household member whose race bitmask equals the householder's takes the householder's
 detailed race codes, and, if both are Hispanic, the householder's Hispanic origin)."""
 
-STAGES = ("households", "geography", "people", "race", "tenure", "vacancy", "detailed_race")
+STAGES = (
+    "households",
+    "geography",
+    "people",
+    "race",
+    "tenure",
+    "vacancy",
+    "detailed_race",
+    "empty_blocks",
+)
 """The child streams, in spawn order. New stages go at the end: SeedSequence children are keyed by
 their index, so appending a stage leaves every earlier stream (and column) unchanged."""
 
@@ -496,14 +555,20 @@ MAX_COUNTIES_PER_STATE = 500
 
 
 def synthesize(
-    n_persons: int, seed: int | None = None, geography: GeographyCounts | None = None
+    n_persons: int,
+    seed: int | None = None,
+    geography: GeographyCounts | None = None,
+    version: str = GENERATOR_VERSION,
 ) -> Population:
     """Seeded synthetic census population of exactly n_persons persons.
 
     The same seed gives identical frames; ``seed=None`` draws from OS entropy. ``geography``
     sets the number of tracts, counties or states (otherwise they follow the population's size).
-    :func:`build_report` measures it against :data:`TARGETS` for ``synth.json``.
+    ``version`` is one of :data:`GENERATOR_VERSIONS`: an earlier version's population is made
+    byte for byte as that version made it. :func:`build_report` measures it against
+    :data:`TARGETS` for ``synth.json``.
     """
+    check_version(version)
     if isinstance(n_persons, bool) or not isinstance(n_persons, int | np.integer):
         raise TypeError(f"n_persons must be an integer, got {type(n_persons).__name__}")
     if n_persons < 1:
@@ -517,12 +582,18 @@ def synthesize(
     plan = plan_geography(streams["geography"], n, geography)
     unit_block = place_in_blocks(units.sizes, plan.block_end)
     people = draw_people(streams["people"], units)
-    race, hispanic = draw_race_ethnicity(streams["race"], plan, units, unit_block, people)
+    mixing = RACE_MIXING[version]
+    race, hispanic = draw_race_ethnicity(streams["race"], plan, units, unit_block, people, mixing)
     tenure = draw_tenure(streams["tenure"], units, people)
     vacant_block = draw_vacant_units(streams["vacancy"], plan, units, unit_block)
     detailed = draw_detailed_race(streams["detailed_race"], units, people, race, hispanic)
+    empty: IntArray | None = None
+    if version != "1.2":
+        plan, empty = with_empty_blocks(
+            streams["empty_blocks"], plan, np.concatenate([unit_block, vacant_block])
+        )
     population = assemble(
-        plan, units, unit_block, people, race, hispanic, tenure, vacant_block, detailed
+        plan, units, unit_block, people, race, hispanic, tenure, vacant_block, detailed, empty
     )
     summary = population.geography.summary
     for level, given in (("tract", "tracts"), ("county", "counties"), ("state", "states")):
@@ -534,6 +605,14 @@ def synthesize(
                 f"{given} or give another seed"
             )
     return population
+
+
+def check_version(version: str) -> None:
+    """ValueError in words for a version the generator cannot make."""
+    if version not in GENERATOR_VERSIONS:
+        raise ValueError(
+            f"generator version {version!r}: expected one of {', '.join(GENERATOR_VERSIONS)}"
+        )
 
 
 def measure_marginals(population: Population) -> dict[str, float]:
@@ -1131,37 +1210,93 @@ def draw_race_ethnicity(
     units: OccupiedUnits,
     unit_block: IntArray,
     people: People,
+    mixing: RaceMixing = RACE_MIXING["1.2"],
 ) -> tuple[IntArray, IntArray]:
     """Race bitmask and Hispanic origin of every person.
 
     Tract mixes are drawn around the national mix and block mixes around their tract's; the
     block × group matrix is then raked to the national group totals, so national shares hit the
     targets in expectation whatever the tract-level draws. Householders and GQ residents draw from
-    their block's mix; other household members mostly copy their householder.
+    their block's mix; other household members relate to their householder as ``mixing`` says.
     """
     person_block = unit_block[people.unit]
     blocks, person_row = np.unique(person_block, return_inverse=True)
     block_persons = np.bincount(person_row).astype(np.float64)
     national = national_group_shares()
-    tract_mix = dirichlet_rows(rng, TRACT_CONCENTRATION * np.tile(national, (plan.n_tracts, 1)))
-    block_mix = dirichlet_rows(rng, BLOCK_CONCENTRATION * tract_mix[plan.block_tract[blocks]])
-    block_mix = (1 - MIX_FLOOR) * block_mix + MIX_FLOOR * national
+    tract_mix = dirichlet_rows(
+        rng, mixing.tract_concentration * np.tile(national, (plan.n_tracts, 1))
+    )
+    block_mix = dirichlet_rows(
+        rng, mixing.block_concentration * tract_mix[plan.block_tract[blocks]]
+    )
+    block_mix = (1 - mixing.mix_floor) * block_mix + mixing.mix_floor * national
     expected = rake(block_persons[:, None] * block_mix, block_persons, national * len(person_row))
     group = sample_rows(rng, expected, person_row)
-
-    race7, hispanic = group // 2, group % 2
-    race = np.where(race7 < 6, 1 << np.minimum(race7, 5), 0)
-    for flag in (0, 1):
-        multi = np.flatnonzero((race7 == 6) & (hispanic == flag))
-        codes, weights = multi_race_codes(bool(flag))
-        race[multi] = codes[sample_pmf(rng, weights, len(multi))]
-
+    race, hispanic = race_of_groups(rng, group)
+    if mixing.household is not None:
+        return mix_households(rng, units, people, race, hispanic, mixing.household)
     head = units.starts[people.unit]
     copies = (people.relationship >= 1) & (people.relationship <= 4)
     copies &= rng.random(len(copies)) < SAME_RACE_IN_HOUSEHOLD
     race[copies] = race[head[copies]]
     hispanic[copies] = hispanic[head[copies]]
     return race.astype(np.int64), hispanic.astype(np.int64)
+
+
+def race_of_groups(rng: np.random.Generator, group: IntArray) -> tuple[IntArray, IntArray]:
+    """Race bitmask and Hispanic origin of race-ethnicity groups (7 races × origin), the
+    two-or-more group spread over the multi-race codes."""
+    race7, hispanic = group // 2, group % 2
+    race = np.where(race7 < 6, 1 << np.minimum(race7, 5), 0)
+    for flag in (0, 1):
+        multi = np.flatnonzero((race7 == 6) & (hispanic == flag))
+        codes, weights = multi_race_codes(bool(flag))
+        race[multi] = codes[sample_pmf(rng, weights, len(multi))]
+    return race, hispanic
+
+
+def mix_households(
+    rng: np.random.Generator,
+    units: OccupiedUnits,
+    people: People,
+    race: IntArray,
+    hispanic: IntArray,
+    mixing: HouseholdMixing,
+) -> tuple[IntArray, IntArray]:
+    """Household members' race and origin from their own draws (from the block's mix) and the
+    householder's: spouses and partners first, then a child of a couple of different race or
+    origin takes both parents' races or one parent's, and other members copy the householder
+    with their relationship's probability. A member who does not copy keeps a draw from the
+    block's mix, so mixing leaves the national shares as raked (but for the children who take
+    both parents' races)."""
+    race, hispanic = race.astype(np.int64), hispanic.astype(np.int64)
+    relationship = people.relationship
+    head = units.starts[people.unit]
+    spouse = np.flatnonzero(relationship == 1)
+    alike = spouse[rng.random(len(spouse)) < mixing.same[0]]
+    race[alike], hispanic[alike] = race[head[alike]], hispanic[head[alike]]
+    spouse_of_unit = np.full(len(units.sizes), -1, dtype=np.int64)
+    spouse_of_unit[people.unit[spouse]] = spouse
+    partner = spouse_of_unit[people.unit]
+    has_partner = partner >= 0
+    partner = np.where(has_partner, partner, head)
+    mixed_couple = (race[partner] != race[head]) | (hispanic[partner] != hispanic[head])
+    member = (relationship >= 2) & (relationship <= 4)
+    same = np.zeros(len(race))
+    same[member] = np.asarray(mixing.same)[relationship[member] - 1]
+    draws = rng.random((3, len(race)))
+    child_of_mixed = (relationship == 2) & has_partner & mixed_couple
+    copies = member & ~child_of_mixed & (draws[0] < same)
+    both = child_of_mixed & (draws[1] < mixing.child_of_both)
+    one = np.flatnonzero(child_of_mixed & ~both)
+    parent = np.where(draws[2][one] < 0.5, head[one], partner[one])
+    race[one], hispanic[one] = race[parent], hispanic[parent]
+    rows = np.flatnonzero(both)
+    race[rows] = race[head[rows]] | race[partner[rows]]
+    hispanic[rows] = np.where(draws[2][rows] < 0.5, hispanic[head[rows]], hispanic[partner[rows]])
+    rows = np.flatnonzero(copies)
+    race[rows], hispanic[rows] = race[head[rows]], hispanic[head[rows]]
+    return race, hispanic
 
 
 def rake(seed_matrix: FloatArray, row_totals: FloatArray, column_totals: FloatArray) -> FloatArray:
@@ -1326,6 +1461,44 @@ def draw_tenure(rng: np.random.Generator, units: OccupiedUnits, people: People) 
 # =============================================================================================
 
 
+def with_empty_blocks(
+    rng: np.random.Generator, plan: GeographyPlan, unit_block: IntArray
+) -> tuple[GeographyPlan, IntArray]:
+    """The plan renumbered with blocks without any unit among its blocks, and their geocodes.
+
+    Blocks without a unit are added until the populated blocks are
+    :data:`POPULATED_BLOCK_SHARE` of all blocks (candidate blocks no unit fell into count among
+    them); each block group gets a share in proportion to its blocks, at most up to its 999
+    block numbers, and the new blocks take random places among the old, whose order (and so the
+    order of persons by geocode) is kept.
+    """
+    n_candidates = len(plan.block_code)
+    populated = np.unique(unit_block).size
+    wanted = max(0, round(populated / POPULATED_BLOCK_SHARE) - n_candidates)
+    bg_code = plan.block_code // 1_000
+    groups, group_of = np.unique(bg_code, return_inverse=True)
+    sizes = np.bincount(group_of, minlength=len(groups))
+    room = MAX_BLOCKS_PER_BLOCK_GROUP - sizes
+    added = np.minimum(rng.multinomial(wanted, sizes / sizes.sum()), room)
+    # every slot of a block group, old blocks (0) and new (1), in a random order within the group
+    slot_group = np.concatenate([group_of, np.repeat(np.arange(len(groups)), added)])
+    is_new = np.concatenate([np.zeros(n_candidates, bool), np.ones(int(added.sum()), bool)])
+    order = np.lexsort((rng.random(len(slot_group)), slot_group))
+    number = np.empty(len(slot_group), dtype=np.int64)
+    first = np.searchsorted(slot_group[order], slot_group[order], side="left")
+    number[order] = np.arange(len(order)) - first
+    # in that order each group's numbers ascend, so its old-block slots, read in order, are the
+    # numbers of its old blocks in theirs (candidates are grouped by block group, ascending)
+    old_numbers = number[order][~is_new[order]]
+    codes = groups[slot_group] * 1_000 + number
+    block_code = groups[group_of] * 1_000 + old_numbers
+    used = np.zeros(n_candidates, bool)
+    used[np.unique(unit_block)] = True
+    empty = np.concatenate([codes[is_new], block_code[~used]])
+    renumbered = GeographyPlan(plan.block_end, block_code, plan.block_tract, plan.n_tracts)
+    return renumbered, empty
+
+
 def draw_vacant_units(
     rng: np.random.Generator, plan: GeographyPlan, units: OccupiedUnits, unit_block: IntArray
 ) -> IntArray:
@@ -1362,9 +1535,11 @@ def assemble(
     tenure: IntArray,
     vacant_block: IntArray,
     detailed: DetailedRace,
+    empty: IntArray | None = None,
 ) -> Population:
     """Contract frames: units ordered by block (occupied first), ids 0.. in that order; persons
-    carry the optional detailed race and Hispanic origin columns."""
+    carry the optional detailed race and Hispanic origin columns; the blocks table lists the
+    blocks ``empty`` (geocodes of blocks without any unit), when given."""
     all_block = np.concatenate([unit_block, vacant_block])
     is_vacant = np.concatenate([np.zeros(len(unit_block), bool), np.ones(len(vacant_block), bool)])
     order = np.lexsort((is_vacant, all_block))
@@ -1406,13 +1581,19 @@ def assemble(
         ],
         pl.Series(HISPANIC_ORIGIN.name, detailed.origin, dtype=pl.Int16),
     )
-    return Population._trusted(persons=person_frame, units=unit_frame)  # valid by construction
+    blocks = None
+    if empty is not None:
+        blocks = pl.DataFrame(
+            {"block": pl.Series("block", np.sort(empty)).cast(pl.String).str.zfill(15)}
+        )
+    return Population._trusted(person_frame, unit_frame, blocks)  # valid by construction
 
 
 def geography_counts(population: Population) -> dict[str, int]:
     """Number of units, blocks and geounits at every level."""
     geo = population.geography
     person_blocks = np.unique(population.person_block_index)
+    unit_blocks = np.unique(population.unit_block_index)
     unit_type = population.units.get_column("unit_type").to_numpy()
     occupied = population.units.get_column("occupied").to_numpy()
     return {
@@ -1424,7 +1605,8 @@ def geography_counts(population: Population) -> dict[str, int]:
         "gq_facilities": int((unit_type > 0).sum()),
         "blocks": geo.n_blocks,
         "populated_blocks": len(person_blocks),
-        "blocks_with_units_only": geo.n_blocks - len(person_blocks),
+        "blocks_with_units_only": len(unit_blocks) - len(person_blocks),
+        "blocks_without_units": geo.n_blocks - len(unit_blocks),
         "block_groups": geo.n_units("block_group"),
         "tracts": geo.n_units("tract"),
         "counties": geo.n_units("county"),
@@ -1449,10 +1631,13 @@ def geounit_size_summary(population: Population) -> dict[str, dict[str, float]]:
 
 
 def build_report(
-    population: Population, seed: int | None, geography: GeographyCounts | None = None
+    population: Population,
+    seed: int | None,
+    geography: GeographyCounts | None = None,
+    version: str = GENERATOR_VERSION,
 ) -> dict[str, Any]:
-    """The ``synth.json`` document: parameters (with the geography counts given), counts and
-    marginals against targets."""
+    """The ``synth.json`` document: parameters (with the geography counts given and the
+    generator ``version`` that made the population), counts and marginals against targets."""
     generated = measure_marginals(population)
     persons = population.persons
     group = race_ethnicity_group(
@@ -1465,7 +1650,7 @@ def build_report(
             "n_persons": population.n_persons,
             "seed": seed,
             "randomness": "os-entropy" if seed is None else "seed",
-            "generator_version": GENERATOR_VERSION,
+            "generator_version": version,
             **(geography.to_dict() if geography else {}),
         },
         "counts": geography_counts(population),
