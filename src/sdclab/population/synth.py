@@ -589,9 +589,9 @@ def synthesize(
     detailed = draw_detailed_race(streams["detailed_race"], units, people, race, hispanic)
     empty: IntArray | None = None
     if version != "1.2":
-        plan, empty = with_empty_blocks(
-            streams["empty_blocks"], plan, np.concatenate([unit_block, vacant_block])
-        )
+        populated = unit_block[units.sizes > 0]
+        with_units = np.concatenate([unit_block, vacant_block])
+        plan, empty = with_empty_blocks(streams["empty_blocks"], plan, populated, with_units)
     population = assemble(
         plan, units, unit_block, people, race, hispanic, tenure, vacant_block, detailed, empty
     )
@@ -1462,7 +1462,7 @@ def draw_tenure(rng: np.random.Generator, units: OccupiedUnits, people: People) 
 
 
 def with_empty_blocks(
-    rng: np.random.Generator, plan: GeographyPlan, unit_block: IntArray
+    rng: np.random.Generator, plan: GeographyPlan, populated: IntArray, with_units: IntArray
 ) -> tuple[GeographyPlan, IntArray]:
     """The plan renumbered with blocks without any unit among its blocks, and their geocodes.
 
@@ -1470,11 +1470,11 @@ def with_empty_blocks(
     :data:`POPULATED_BLOCK_SHARE` of all blocks (candidate blocks no unit fell into count among
     them); each block group gets a share in proportion to its blocks, at most up to its 999
     block numbers, and the new blocks take random places among the old, whose order (and so the
-    order of persons by geocode) is kept.
+    order of persons by geocode) is kept. ``populated`` and ``with_units`` are the plan's blocks
+    of the persons and of every unit.
     """
     n_candidates = len(plan.block_code)
-    populated = np.unique(unit_block).size
-    wanted = max(0, round(populated / POPULATED_BLOCK_SHARE) - n_candidates)
+    wanted = max(0, round(np.unique(populated).size / POPULATED_BLOCK_SHARE) - n_candidates)
     bg_code = plan.block_code // 1_000
     groups, group_of = np.unique(bg_code, return_inverse=True)
     sizes = np.bincount(group_of, minlength=len(groups))
@@ -1493,7 +1493,7 @@ def with_empty_blocks(
     codes = groups[slot_group] * 1_000 + number
     block_code = groups[group_of] * 1_000 + old_numbers
     used = np.zeros(n_candidates, bool)
-    used[np.unique(unit_block)] = True
+    used[np.unique(with_units)] = True
     empty = np.concatenate([codes[is_new], block_code[~used]])
     renumbered = GeographyPlan(plan.block_end, block_code, plan.block_tract, plan.n_tracts)
     return renumbered, empty
