@@ -71,7 +71,6 @@ from sdclab.fileio import (
     OUTPUT_MARKER,
     atomic_directory,
     atomic_file,
-    check_checkpoint_directory,
     check_replaceable,
     read_json_object,
     read_settings_file,
@@ -820,10 +819,8 @@ def run_experiment(
     inputs = (*protect, *([Path(experiment.population.path)] if experiment.population.path else []))
     check_replaceable(out, EXPERIMENT_KIND, inputs)
     for point in experiment.points():
-        parsed = MECHANISMS[point.name].parse(point.settings)
-        checkpoint = getattr(parsed, "checkpoint", None)
-        if checkpoint is not None:
-            check_checkpoint_directory(checkpoint, (*inputs, out))
+        mechanism = MECHANISMS[point.name]
+        mechanism.check_run(mechanism.parse(point.settings), point.seed, (*inputs, out))
     created = not out.exists()
     was_empty = not created and not any(out.iterdir())
     out.mkdir(parents=True, exist_ok=True)

@@ -67,25 +67,28 @@ def check_apart(target: Path, protect: tuple[Path, ...], option: str = "--out") 
         other = _resolved(path, "input")
         if resolved == other or other.is_relative_to(resolved) or resolved.is_relative_to(other):
             raise InputError(
-                f"{option} {target} overlaps {path}, which this command reads or writes; "
+                f"{option} {target} overlaps {path}, which this run reads or writes; "
                 "choose another path"
             )
     return resolved
 
 
-def check_checkpoint_directory(directory: Path, protect: tuple[Path, ...] = ()) -> None:
+def check_checkpoint_directory(
+    directory: Path, protect: tuple[Path, ...] = (), option: str = "--checkpoint"
+) -> None:
     """A checkpoint directory lies apart from the inputs and the output, and is absent, empty,
-    or holds only checkpoints (subdirectories each with its ``checkpoint.json``)."""
-    check_apart(directory, protect, "--checkpoint")
+    or holds only checkpoints (subdirectories each with its ``checkpoint.json``); ``option``
+    names it in messages."""
+    check_apart(directory, protect, option)
     directory = Path(directory)
     if not os.path.lexists(directory):
         return
     if directory.is_symlink() or not directory.is_dir():
-        raise InputError(f"--checkpoint {directory} exists and is not a directory")
+        raise InputError(f"{option} {directory} exists and is not a directory")
     for entry in sorted(directory.iterdir()):
         if not (entry.is_dir() and ((entry / "checkpoint.json").is_file() or _empty(entry))):
             raise InputError(
-                f"--checkpoint {directory} holds {entry.name}, which is not a checkpoint; "
+                f"{option} {directory} holds {entry.name}, which is not a checkpoint; "
                 "use an empty directory or an earlier run's checkpoint directory"
             )
 

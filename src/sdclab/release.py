@@ -91,6 +91,9 @@ class Release:
     noise: dict[str, Any] = field(default_factory=dict, repr=False)
     """What the release publishes about its own noise — the distribution, where it is stated and
     the figures that fix it, from the recorded parameters alone: what an attacker may assume."""
+    sources: tuple[Path, ...] = field(default=(), compare=False, repr=False)
+    """The directories it was read or made from (its own when read, its population's when made;
+    kept in memory, never written): it may not be written there, nor keep checkpoints there."""
 
     def __post_init__(self) -> None:
         for name, table in self.tables.items():
@@ -167,6 +170,7 @@ def exact_release(population: Population, names: Sequence[str] | None = None) ->
         randomness=exact_record(),
         input_digest=frames_digest(population.persons, population.units),
         geography=population.geography,
+        sources=population.sources,
     )
 
 
@@ -219,13 +223,17 @@ def tabulated_release(
     )
 
 
-def write_release(release: Release, out: Path, *, protect: tuple[Path, ...] = ()) -> None:
+def write_release(
+    release: Release, out: Path, *, protect: tuple[Path, ...] = (), option: str = "--out"
+) -> None:
     """Write the release directory atomically (it appears complete or not at all).
 
-    Only an absent or empty directory or an earlier release may be replaced, never ``protect``.
+    Only an absent or empty directory or an earlier release may be replaced, apart from
+    ``protect`` and the release's :attr:`~Release.sources` (``option`` names ``out`` in messages).
     """
     _check_declared(release)
-    with output_directory(Path(out), RELEASE_KIND, protect) as tmp:
+    protect = (*protect, *release.sources)
+    with output_directory(Path(out), RELEASE_KIND, protect, option) as tmp:
         (tmp / "tables").mkdir()
         for name, table in release.tables.items():
             write_parquet(table.frame(labels=False), tmp / "tables" / f"{name}.parquet")
@@ -323,6 +331,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         notes=meta.get("notes", {}),
         artifacts=artifacts,
         noise=meta.get("noise", {}),
+        sources=(path.absolute(),),
     )
 
 

@@ -6,8 +6,9 @@ synthetic generator casts its output to it, and the docs are generated from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -147,6 +148,9 @@ class Population:
 
     persons: pl.DataFrame
     units: pl.DataFrame
+    sources: tuple[Path, ...] = field(default=(), compare=False)
+    """The directory it was read from, if any (kept in memory, never written): what is made from
+    it may not be written there, nor keep its checkpoints there."""
 
     def __post_init__(self) -> None:
         from sdclab.population.io import checked_frames  # io builds on this module
@@ -156,7 +160,9 @@ class Population:
         object.__setattr__(self, "units", units)
 
     @classmethod
-    def _trusted(cls, persons: pl.DataFrame, units: pl.DataFrame) -> Population:
+    def _trusted(
+        cls, persons: pl.DataFrame, units: pl.DataFrame, sources: tuple[Path, ...] = ()
+    ) -> Population:
         """A population of frames the library made valid by construction, without checking them
         again: those :func:`sdclab.population.io.validate` returns, the synthetic generator's,
         and those derived from a valid population by steps that keep the contract (new ids and
@@ -165,6 +171,7 @@ class Population:
         population = object.__new__(cls)
         object.__setattr__(population, "persons", persons)
         object.__setattr__(population, "units", units)
+        object.__setattr__(population, "sources", sources)
         return population
 
     def __repr__(self) -> str:

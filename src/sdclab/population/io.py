@@ -294,7 +294,13 @@ def read_population(path: Path) -> Population:
         )
     files = [table_file(path, table) for table in TABLES]
     persons, units = (read_table(file) for file in files)
-    return validate(persons, units, persons_source=files[0].name, units_source=files[1].name)
+    return validate(
+        persons,
+        units,
+        persons_source=files[0].name,
+        units_source=files[1].name,
+        sources=(path.absolute(),),
+    )
 
 
 def table_file(directory: Path, table: str) -> Path:
@@ -682,10 +688,12 @@ def validate(
     *,
     persons_source: str = "persons",
     units_source: str = "units",
+    sources: tuple[Path, ...] = (),
 ) -> Population:
     """Check two frames against the contract and return them as a :class:`Population`.
 
-    ``*_source`` name the tables in messages (usually their file names). The result has exactly
+    ``*_source`` name the tables in messages (usually their file names); ``sources`` are the
+    directories they were read from (:attr:`Population.sources`). The result has exactly
     the contract's columns, in its order and dtypes, plus the optional detailed race and
     Hispanic origin columns and ``record_key`` when present; other columns are dropped. Raises
     :class:`InputError` listing up to :data:`MAX_SHOWN` problems. (``Population(persons, units)``
@@ -694,7 +702,7 @@ def validate(
     frames = checked_frames(
         persons, units, persons_source=persons_source, units_source=units_source
     )
-    return Population._trusted(*frames)
+    return Population._trusted(*frames, sources=sources)
 
 
 def checked_frames(
@@ -1497,19 +1505,23 @@ def write_population(
     extra_json: dict[str, dict[str, Any]] | None = None,
     *,
     protect: tuple[Path, ...] = (),
+    option: str = "--out",
 ) -> None:
     """Write ``persons.parquet``, ``units.parquet`` and each ``extra_json`` item as its NAME.
 
     ``out_dir`` is replaced as a whole, atomically: a reader sees the old content or the new,
-    never a mixture, and a failure leaves the old content (or nothing) in place.
+    never a mixture, and a failure leaves the old content (or nothing) in place. It must lie
+    apart from ``protect`` and from the directory the population was read from (``option``
+    names it in messages).
     """
     extra = dict(extra_json or {})
     for name in extra:
         check_extra_name(name)
-    check_replaceable(Path(out_dir), POPULATION_KIND, protect)
+    protect = (*protect, *population.sources)
+    check_replaceable(Path(out_dir), POPULATION_KIND, protect, option)
     persons = conform(population.persons, PERSONS)
     units = conform(population.units, UNITS)
-    with output_directory(Path(out_dir), POPULATION_KIND, protect) as tmp:
+    with output_directory(Path(out_dir), POPULATION_KIND, protect, option) as tmp:
         write_parquet(persons, tmp / "persons.parquet")
         write_parquet(units, tmp / "units.parquet")
         for name, data in extra.items():
