@@ -69,6 +69,7 @@ from polars.exceptions import PanicException, PolarsError
 from sdclab import schema
 from sdclab.errors import InputError
 from sdclab.fileio import (
+    Modes,
     check_replaceable,
     output_directory,
     polars_can_take,
@@ -301,6 +302,13 @@ def read_population(path: Path) -> Population:
         units_source=files[1].name,
         sources=(path.absolute(),),
     )
+
+
+def source_modes(path: Path) -> Modes:
+    """The most a copy of the population in directory ``path`` may allow: what its directory
+    and its table files grant (a copy of confidential microdata is never more readable)."""
+    path = Path(path)
+    return Modes.of(path, [table_file(path, table) for table in TABLES])
 
 
 def table_file(directory: Path, table: str) -> Path:
