@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from sdclab.cli import app
 from sdclab.errors import InputError
-from sdclab.experiment import Experiment, load_experiment
+from sdclab.experiment import Experiment, load_experiment, run_experiment
+from sdclab.population.io import write_population
+from sdclab.population.synth import synthesize
 
 TINY = """
 [population]
@@ -192,3 +197,78 @@ def test_labels_cannot_escape_the_output_directory(tmp_path):
     path.write_text(TINY.replace('label = "psa-10"', 'label = "../../outside"'))
     with pytest.raises(InputError, match="label"):
         load_experiment(path)
+
+
+ONE_RELEASE = (
+    '[population]\npath = "pop"\n\n[[mechanisms]]\nname = "none"\n\n'
+    "[attacks]\nreconstruct = false\nattackers = []\n"
+)
+
+
+def modes_under(root: Path) -> dict[str, int]:
+    """The permission bits of ``root`` and of everything below it."""
+    return {
+        p.relative_to(root.parent).as_posix(): stat.S_IMODE(p.lstat().st_mode)
+        for p in [root, *root.rglob("*")]
+    }
+
+
+def allowed(modes: dict[str, int], root: Path, directory: int, file: int) -> dict[str, int]:
+    """The entries of ``modes`` that allow more than ``directory`` or ``file`` bits."""
+    return {
+        name: mode
+        for name, mode in modes.items()
+        if mode & ~(directory if (root.parent / name).is_dir() else file)
+    }
+
+
+def test_copies_of_a_population_are_never_more_readable_than_it(tmp_path):
+    """A population 0600 in 0700 stays so in every file and directory of an experiment's
+    directory, and a looser copy an earlier run left is tightened."""
+    pop = tmp_path / "pop"
+    write_population(synthesize(300, seed=3), pop)
+    (tmp_path / "exp.toml").write_text(ONE_RELEASE)
+    previous = os.umask(0o022)  # the usual umask, whatever the test runner's
+    try:
+        out = tmp_path / "out"
+        run_experiment(load_experiment(tmp_path / "exp.toml"), out, lambda _: None)
+        loose = modes_under(out / "steps")
+        assert allowed(loose, out / "steps", 0o700, 0o600)  # 0644 in 0755, as the source
+        os.chmod(pop, 0o700)
+        for file in pop.iterdir():
+            os.chmod(file, 0o600)
+        run_experiment(load_experiment(tmp_path / "exp.toml"), out, lambda _: None)
+    finally:
+        os.umask(previous)
+    written = modes_under(out)
+    assert not allowed(written, out, 0o700, 0o600)
+    copy = next((out / "steps").glob("population-*"))
+    assert {"persons.parquet", "units.parquet"} <= {p.name for p in copy.iterdir()}
+    assert set(modes_under(out / "steps")) == set(loose)  # reused, not rewritten: tightened
+    assert written["out/results.json"] == written["out/results.csv"] == 0o600
+
+
+@pytest.mark.parametrize(
+    ("directory", "files", "limit"),
+    [
+        (0o700, 0o600, (0o700, 0o600)),
+        (0o750, 0o640, (0o750, 0o640)),  # the group may read: so may it read the copies
+        (0o711, 0o644, (0o711, 0o644)),
+        (0o700, 0o644, (0o700, 0o600)),  # no one else may enter: no one else reads a copy
+        (0o500, 0o400, (0o700, 0o600)),  # the owner keeps writing what it writes
+    ],
+    ids=["0600-in-0700", "0640-in-0750", "0644-in-0711", "0644-in-0700", "0400-in-0500"],
+)
+def test_a_copy_allows_at_most_what_its_source_grants(tmp_path, directory, files, limit):
+    from sdclab.population.io import source_modes
+
+    pop = tmp_path / "pop"
+    write_population(synthesize(100, seed=3), pop)
+    for file in pop.iterdir():
+        os.chmod(file, files)
+    os.chmod(pop, directory)
+    try:
+        modes = source_modes(pop)
+    finally:
+        os.chmod(pop, 0o700)
+    assert (modes.directory, modes.file) == limit

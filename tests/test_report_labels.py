@@ -237,6 +237,13 @@ def test_results_mark_their_evaluation_only_figures(run):
     for path in ("accuracy_by_level", "risk.averaging.attack", "diagnostics"):
         assert f"<code>{path}</code>" in report  # the legend names them for results.json readers
     assert results.releases.keys() == written["mechanisms"].keys()
+    # the population's figures are counted from the confidential records: every one is listed
+    population = written["population"]
+    assert set(population[EVALUATION_ONLY]) == set(population) - {"source", EVALUATION_ONLY}
+    assert {"persons", "units", "uniques", "block_sizes"} <= set(population[EVALUATION_ONLY])
+    for path in population[EVALUATION_ONLY]:
+        assert f"<code>{path}</code>" in report
+    assert results.tidy()[EVALUATION_ONLY].all()  # every tidy figure is one of the evaluation
 
 
 def test_results_json_holds_the_typed_results_and_the_report_renders_from_them(run):

@@ -12,7 +12,13 @@ from scipy import stats
 
 from sdclab.errors import InputError
 from sdclab.experiment import parse_experiment, progress, replicate_seed, run_experiment
-from sdclab.results import TIDY_SCHEMA, ExperimentResult
+from sdclab.results import (
+    EVALUATION_ONLY,
+    TIDY_SCHEMA,
+    ExperimentResult,
+    metric_field,
+    metric_is_evaluation_only,
+)
 
 
 def experiment(mechanisms: list[dict], persons: int = 200) -> dict:
@@ -134,6 +140,24 @@ def test_the_tidy_results_hold_a_row_per_release_and_figure(swept) -> None:
     assert none["epsilon"].is_null().all()
     missing = tidy.filter(pl.col("value").is_null())
     assert missing["reason"].is_not_null().all()  # n/a always says why
+
+
+def test_every_tidy_row_and_replicate_mean_says_whether_it_is_evaluation_only(swept) -> None:
+    _, out, _ = swept
+    written = json.loads((out / "results.json").read_text())
+    parquet = pl.read_parquet(out / "results.parquet")
+    csv = pl.read_csv(out / "results.csv", infer_schema_length=None)
+    for tidy in (parquet, csv):
+        assert tidy.schema[EVALUATION_ONLY] == pl.Boolean
+        assert tidy[EVALUATION_ONLY].null_count() == 0
+    labels = parquet.select("release", "metric", EVALUATION_ONLY).unique()
+    for release, metric, label in labels.iter_rows():
+        entry = written["mechanisms"][release]
+        assert metric_field(metric) in entry, metric  # the field of results.json it is from
+        assert label is (metric_field(metric) in entry[EVALUATION_ONLY]), metric
+    assert written["replicates"]
+    for row in written["replicates"]:
+        assert row[EVALUATION_ONLY] is metric_is_evaluation_only(row["metric"])
 
 
 def test_replicates_get_their_mean_and_t_interval(swept) -> None:

@@ -43,6 +43,7 @@ from sdclab.results import (
 
 if TYPE_CHECKING:  # the modules behind them load on first use: the command line starts quickly
     from sdclab.attacks.audit import AuditResult
+    from sdclab.execution import Executor
     from sdclab.population import Population
     from sdclab.protection import Mechanism
     from sdclab.release import Release
@@ -86,13 +87,11 @@ def read_population(path: str | Path) -> Population:
 
 def write_population(population: Population, path: str | Path) -> None:
     """Write ``population`` as ``path/persons.parquet`` and ``units.parquet``, atomically (only
-    an absent or empty directory or an earlier population is replaced)."""
-    from sdclab.fileio import check_replaceable
-    from sdclab.population.io import POPULATION_KIND
+    an absent or empty directory or an earlier population is replaced, never the directory it
+    was read from)."""
     from sdclab.population.io import write_population as write
 
-    check_replaceable(Path(path), POPULATION_KIND)
-    write(population, Path(path))
+    write(population, Path(path), option="path")
 
 
 def tabulate(population: Population, *, tables: list[str] | None = None) -> Release:
@@ -128,10 +127,10 @@ def read_release(path: str | Path) -> Release:
 
 def write_release(release: Release, path: str | Path) -> None:
     """Write ``release`` as a directory, atomically (only an absent or empty directory or an
-    earlier release is replaced)."""
+    earlier release is replaced, never the directory of the population it was made from)."""
     from sdclab.release import write_release as write
 
-    write(release, Path(path))
+    write(release, Path(path), option="path")
 
 
 def reconstruct(
@@ -158,24 +157,20 @@ def reconstruct(
 
     ``workers``: local processes (default all cores); ``executor``: ``local``,
     ``dask://HOST:PORT`` or ``dask-local[:N]``; ``checkpoint``: a directory keeping finished
-    tracts, from which a re-run resumes."""
-    from sdclab.attacks.reconstruction import KNOWLEDGE
+    tracts, from which a re-run resumes (apart from the release's directory and its
+    population's: :attr:`Release.sources <sdclab.release.Release.sources>`)."""
     from sdclab.attacks.variability import attack
-    from sdclab.execution import Executor
 
-    check_seed(seed, "seed")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
-        raise InputError(f"workers {workers!r}: expected a whole number of processes")
-    if workers is not None and workers < 1:
-        raise InputError(f"workers {workers}: expected at least 1 process")
-    number = isinstance(time_limit, int | float) and not isinstance(time_limit, bool)
-    if not number or not time_limit > 0:
-        raise InputError(f"time_limit {time_limit!r}: expected seconds above 0")
-    if knowledge not in KNOWLEDGE:
-        raise InputError(f"knowledge {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}")
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
-        raise InputError(f"draws {draws!r}: expected a whole number of reconstructions, 0 or more")
-    where = Executor.parse(executor, workers)
+    where = check_reconstruction(
+        workers=workers,
+        executor=executor,
+        seed=seed,
+        time_limit=time_limit,
+        knowledge=knowledge,
+        draws=draws,
+        checkpoint=checkpoint,
+        inputs=release.sources,
+    )
     directory = Path(checkpoint) if checkpoint is not None else None
     records, metrics, solvar = attack(
         release, where, seed, time_limit, variability, directory, knowledge, draws
@@ -187,6 +182,46 @@ def reconstruct(
         metrics=metrics,
         solvar=solvar,
     )
+
+
+def check_reconstruction(
+    *,
+    workers: int | None,
+    executor: str | None,
+    seed: int,
+    time_limit: float,
+    knowledge: str,
+    draws: int,
+    checkpoint: str | Path | None,
+    inputs: tuple[Path, ...],
+    named: Callable[[str], str] = str,
+) -> Executor:
+    """Where a reconstruction runs, once every setting :func:`reconstruct` takes is checked: the
+    command line calls it before it reads the release, so that both refuse alike and before any
+    work. ``inputs``: the directories the checkpoint must lie apart from; ``named``: how the
+    caller spells a setting in its messages (``--time-limit`` on the command line)."""
+    from sdclab.attacks.reconstruction import KNOWLEDGE
+    from sdclab.execution import Executor
+    from sdclab.fileio import check_checkpoint_directory
+
+    check_seed(seed, named("seed"))
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
+        raise InputError(f"{named('workers')} {workers!r}: expected a whole number of processes")
+    if workers is not None and workers < 1:
+        raise InputError(f"{named('workers')} {workers}: expected at least 1 process")
+    number = isinstance(time_limit, int | float) and not isinstance(time_limit, bool)
+    if not number or not time_limit > 0:
+        raise InputError(f"{named('time_limit')} {time_limit!r}: expected seconds above 0")
+    if knowledge not in KNOWLEDGE:
+        raise InputError(
+            f"{named('knowledge')} {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}"
+        )
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
+        raise InputError(f"draws {draws!r}: expected a whole number of reconstructions, 0 or more")
+    where = Executor.parse(executor, workers)
+    if checkpoint is not None:
+        check_checkpoint_directory(Path(checkpoint), inputs, named("checkpoint"))
+    return where
 
 
 def read_reconstruction(path: str | Path) -> ReconstructionResult:

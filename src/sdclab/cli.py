@@ -131,12 +131,10 @@ AUDIT_KIND = "audit"
 """The kinds of output the commands write besides populations, releases and reconstructions."""
 
 
-def check_checkpoint(directory: Path | None, protect: tuple[Path, ...]) -> None:
-    """A ``--checkpoint`` (or ``checkpoint=``) directory is apart from the inputs and output."""
-    if directory is not None:
-        from sdclab.fileio import check_checkpoint_directory
-
-        check_checkpoint_directory(directory, protect)
+def option(name: str) -> str:
+    """How the command line spells a setting of the Python API: ``time_limit`` → ``--time-limit``
+    (for the API's checks, whose messages name the setting)."""
+    return "--" + name.replace("_", "-")
 
 
 def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
@@ -252,7 +250,7 @@ def tabulate(
     names = parse_table_list(tables)
     check_replaceable(out, RELEASE_KIND, (population,))
     release = api.tabulate(api.read_population(population), tables=names)
-    write_release(release, out, protect=(population,))
+    write_release(release, out)  # apart from the population it was made from
     typer.echo(f"wrote {len(release.tables)} exact tables to {out} (not fit for publication)")
 
 
@@ -273,14 +271,15 @@ def protect(
     from sdclab.release import RELEASE_KIND, write_release
 
     params = protection.parse_settings(settings or [])
-    parsed = protection.get(mechanism).parse(params)  # bad parameters fail before any reading
+    entry = protection.get(mechanism)
+    parsed = entry.parse(params)  # bad parameters fail before any reading
     protection.check_seed(seed)
     check_replaceable(out, RELEASE_KIND, (population,))
-    check_checkpoint(getattr(parsed, "checkpoint", None), (population, out))
+    entry.check_run(parsed, seed, (population, out))  # as api.protect checks it, and the output
     pop = api.read_population(population)
     start = time.perf_counter()
     release = api.protect(pop, mechanism, seed=seed, **params)
-    write_release(release, out, protect=(population,))
+    write_release(release, out)  # apart from the population it was made from
     fit = "" if release.randomness.get("fit_for_publication") else " (not fit for publication)"
     if release.protection is not None and release.protection.reason is not None:
         fit = f" (not fit for publication: {release.protection.reason})"
@@ -305,9 +304,7 @@ class Knowledge(StrEnum):
 def reconstruct(
     release: Annotated[Path, typer.Argument(help="Release directory to attack.")],
     out: OutOption,
-    workers: Annotated[
-        int | None, typer.Option(min=1, help="Processes (default: all cores).")
-    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Processes (default: all cores).")] = None,
     executor: Annotated[
         str | None,
         typer.Option(help="local (default), dask://HOST:PORT or dask-local[:N]."),
@@ -321,7 +318,7 @@ def reconstruct(
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the solvers' tie-breaking.")] = 0,
     time_limit: Annotated[
-        float, typer.Option(min=1, help="Seconds per tract program before the best is taken.")
+        float, typer.Option(help="Seconds per tract program before the best is taken.")
     ] = 300.0,
     knowledge: Annotated[
         Knowledge,
@@ -334,15 +331,21 @@ def reconstruct(
 ) -> None:
     """Reconstruct block-level person records from a release alone."""
     from sdclab import api
-    from sdclab.attacks.reconstruction import RECONSTRUCTION_KIND, write_reconstruction
-    from sdclab.execution import Executor
+    from sdclab.attacks.reconstruction import DRAWS, RECONSTRUCTION_KIND, write_reconstruction
     from sdclab.fileio import check_replaceable
-    from sdclab.randomness import check_seed
 
-    check_seed(seed)
     check_replaceable(out, RECONSTRUCTION_KIND, (release,))
-    check_checkpoint(checkpoint, (release, out))
-    Executor.parse(executor, workers)  # a bad executor fails before the release is read
+    api.check_reconstruction(  # as api.reconstruct checks them, before the release is read
+        workers=workers,
+        executor=executor,
+        seed=seed,
+        time_limit=time_limit,
+        knowledge=knowledge.value,
+        draws=DRAWS,
+        checkpoint=checkpoint,
+        inputs=(release, out),
+        named=option,
+    )
     rel = api.read_release(release)
     result = api.reconstruct(
         rel,

@@ -40,6 +40,7 @@ import itertools
 import json
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -69,19 +70,20 @@ from sdclab.evaluation import block_size_counts
 from sdclab.execution import Executor
 from sdclab.fileio import (
     OUTPUT_MARKER,
+    Modes,
     atomic_directory,
     atomic_file,
-    check_checkpoint_directory,
     check_replaceable,
     read_json_object,
     read_settings_file,
     read_toml,
+    restrict_tree,
     write_json,
     write_marker,
     write_parquet,
 )
 from sdclab.population import Population
-from sdclab.population.io import read_population, write_population
+from sdclab.population.io import read_population, source_modes, write_population
 from sdclab.population.synth import (
     GENERATOR_VERSION,
     GeographyCounts,
@@ -627,6 +629,8 @@ class StepCache:
 
     root: Path
     say: Callable[[str], None]
+    modes: Modes | None = None
+    """The most a step may allow: the source population's (None: a synthetic population)."""
     reused: list[str] = field(default_factory=list)
     computed: list[str] = field(default_factory=list)
     made: list[Path] = field(default_factory=list)
@@ -640,7 +644,7 @@ class StepCache:
             return target
         start = time.perf_counter()
         self.say(f"{step.title} ...")
-        with atomic_directory(target) as tmp:
+        with atomic_directory(target, self.modes) as tmp:
             make(tmp)
             (tmp / ".complete").write_text("")
         self.computed.append(step.title)
@@ -716,9 +720,15 @@ NOTHING_TO_RECONSTRUCT = "the release publishes no person tables to reconstruct 
 class Runner:
     """Runs the steps of an experiment, reusing finished steps found on disk."""
 
-    def __init__(self, experiment: Experiment, out: Path, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        experiment: Experiment,
+        out: Path,
+        say: Callable[[str], None],
+        modes: Modes | None = None,
+    ) -> None:
         self.experiment = experiment
-        self.steps = StepCache(Path(out), say)
+        self.steps = StepCache(Path(out), say, modes)
         self.published: dict[tuple[str, str], str] = {}
         """The first replicate of every (setting, release tables) seen (digests in memory)."""
 
@@ -836,20 +846,28 @@ def run_experiment(
     ``out`` must be absent, empty or an earlier experiment's directory, apart from the inputs
     (``protect`` and the population directory). A run refused for bad input leaves no step it
     wrote, and a directory it created (or found empty) as it was. ``source`` names the
-    experiment in the results' provenance."""
+    experiment in the results' provenance.
+
+    Everything in ``out`` holds or comes from the confidential population: with a population
+    directory, nothing there (``out`` itself and what earlier runs left included) allows more
+    than its directory and files do (:func:`~sdclab.population.io.source_modes`)."""
     out = Path(out)
-    inputs = (*protect, *([Path(experiment.population.path)] if experiment.population.path else []))
+    path = experiment.population.path
+    inputs = (*protect, *([Path(path)] if path else []))
     check_replaceable(out, EXPERIMENT_KIND, inputs)
     for point in experiment.points():
-        parsed = MECHANISMS[point.name].parse(point.settings)
-        checkpoint = getattr(parsed, "checkpoint", None)
-        if checkpoint is not None:
-            check_checkpoint_directory(checkpoint, (*inputs, out))
+        mechanism = MECHANISMS[point.name]
+        mechanism.check_run(mechanism.parse(point.settings), point.seed, (*inputs, out))
+    modes = source_modes(Path(path)) if path else None
     created = not out.exists()
     was_empty = not created and not any(out.iterdir())
+    given = stat.S_IMODE(out.stat().st_mode) if was_empty else 0
     out.mkdir(parents=True, exist_ok=True)
-    write_marker(out, EXPERIMENT_KIND, EXPERIMENT_ENTRIES)
-    runner = Runner(experiment, out, say)
+    (out / "steps").mkdir(exist_ok=True)
+    if modes is not None:  # before anything is written in it, and what earlier runs wrote
+        restrict_tree(out, modes)
+    write_marker(out, EXPERIMENT_KIND, EXPERIMENT_ENTRIES, modes)
+    runner = Runner(experiment, out, say, modes)
     try:
         results = runner.run()
     except InputError:
@@ -860,14 +878,15 @@ def run_experiment(
         elif was_empty:  # the user's empty directory: left as it was
             shutil.rmtree(out / "steps", ignore_errors=True)
             (out / OUTPUT_MARKER).unlink(missing_ok=True)
+            out.chmod(given)
         raise
     results = replace(results, provenance=provenance(experiment, source))
-    write_json(results.to_dict(), out / RESULTS_FILE)
+    write_json(results.to_dict(), out / RESULTS_FILE, modes)
     tidy = results.tidy()
-    write_parquet(tidy, out / TIDY_FILES[0])
-    with atomic_file(out / TIDY_FILES[1]) as tmp:
+    write_parquet(tidy, out / TIDY_FILES[0], modes)
+    with atomic_file(out / TIDY_FILES[1], modes) as tmp:
         tidy.write_csv(tmp)
-    with atomic_file(out / REPORT_FILE) as tmp:
+    with atomic_file(out / REPORT_FILE, modes) as tmp:
         tmp.write_text(render_report(results, experiment.report.axes()), encoding="utf-8")
     return results
 

@@ -25,7 +25,8 @@ import stat
 import sys
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,44 @@ def _umask() -> int:
     return mask
 
 
+@dataclass(frozen=True)
+class Modes:
+    """The most permission bits a file and a directory written from confidential input may
+    have: never more than its source grants. The owner keeps reading and writing (and searching
+    directories), which grants no one else anything."""
+
+    file: int
+    directory: int
+
+    @classmethod
+    def of(cls, directory: Path, files: Iterable[Path]) -> Modes:
+        """Those of a source ``directory`` holding ``files``: the directory's bits, and for a
+        file the bits every one of ``files`` grants to a class (group, others) that may enter
+        the directory (one that may not cannot read them)."""
+        folder = os.stat(directory).st_mode & 0o777
+        file = 0o666
+        for path in files:
+            file &= os.stat(path).st_mode
+        entering = sum(bits for bits in (0o700, 0o070, 0o007) if folder & bits & 0o111)
+        return cls(file=(file & entering) | 0o600, directory=folder | 0o700)
+
+
+def restrict_tree(root: Path, modes: Modes) -> None:
+    """Take from ``root`` and everything below it each permission bit ``modes`` do not allow
+    (symbolic links are neither changed nor followed)."""
+    for folder, _, files in os.walk(root):
+        _restrict(Path(folder), modes.directory)
+        for name in files:
+            _restrict(Path(folder) / name, modes.file)
+
+
+def _restrict(path: Path, limit: int) -> None:
+    info = path.lstat()
+    bits = stat.S_IMODE(info.st_mode)
+    if not stat.S_ISLNK(info.st_mode) and bits & ~limit:
+        os.chmod(path, bits & limit)
+
+
 def _resolved(path: Path, option: str) -> Path:
     """``path`` made absolute with links followed; a link loop or a bad name is an input error."""
     try:
@@ -67,25 +106,28 @@ def check_apart(target: Path, protect: tuple[Path, ...], option: str = "--out") 
         other = _resolved(path, "input")
         if resolved == other or other.is_relative_to(resolved) or resolved.is_relative_to(other):
             raise InputError(
-                f"{option} {target} overlaps {path}, which this command reads or writes; "
+                f"{option} {target} overlaps {path}, which this run reads or writes; "
                 "choose another path"
             )
     return resolved
 
 
-def check_checkpoint_directory(directory: Path, protect: tuple[Path, ...] = ()) -> None:
+def check_checkpoint_directory(
+    directory: Path, protect: tuple[Path, ...] = (), option: str = "--checkpoint"
+) -> None:
     """A checkpoint directory lies apart from the inputs and the output, and is absent, empty,
-    or holds only checkpoints (subdirectories each with its ``checkpoint.json``)."""
-    check_apart(directory, protect, "--checkpoint")
+    or holds only checkpoints (subdirectories each with its ``checkpoint.json``); ``option``
+    names it in messages."""
+    check_apart(directory, protect, option)
     directory = Path(directory)
     if not os.path.lexists(directory):
         return
     if directory.is_symlink() or not directory.is_dir():
-        raise InputError(f"--checkpoint {directory} exists and is not a directory")
+        raise InputError(f"{option} {directory} exists and is not a directory")
     for entry in sorted(directory.iterdir()):
         if not (entry.is_dir() and ((entry / "checkpoint.json").is_file() or _empty(entry))):
             raise InputError(
-                f"--checkpoint {directory} holds {entry.name}, which is not a checkpoint; "
+                f"{option} {directory} holds {entry.name}, which is not a checkpoint; "
                 "use an empty directory or an earlier run's checkpoint directory"
             )
 
@@ -155,7 +197,9 @@ def check_replaceable(
         )
 
 
-def write_marker(directory: Path, kind: str, entries: list[str] | None = None) -> None:
+def write_marker(
+    directory: Path, kind: str, entries: list[str] | None = None, modes: Modes | None = None
+) -> None:
     """Mark ``directory`` as an output of ``kind``: with the files it holds now, or (an output
     that grows, like an experiment's) the top-level ``entries`` it may hold."""
     directory = Path(directory)
@@ -166,7 +210,7 @@ def write_marker(directory: Path, kind: str, entries: list[str] | None = None) -
         )
     else:
         data["entries"] = sorted(entries)
-    write_json(data, directory / OUTPUT_MARKER)
+    write_json(data, directory / OUTPUT_MARKER, modes)
 
 
 @contextlib.contextmanager
@@ -323,12 +367,14 @@ def _remove(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_directory(target: Path) -> Iterator[Path]:
+def atomic_directory(target: Path, modes: Modes | None = None) -> Iterator[Path]:
     """Yield a fresh temporary directory that replaces ``target`` when the block succeeds.
 
     On any failure inside the block the temporary is removed and ``target`` is left as it was;
     the replacement itself is atomic (:func:`_replace`). The temporary names its writer and is
     locked while it is written, so a concurrent writer's clean-up of leftovers leaves it alone.
+    With ``modes`` (written from confidential input), the temporary is made within them and
+    everything in it is brought within them before it takes ``target``'s place.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -336,8 +382,10 @@ def atomic_directory(target: Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(target), dir=target.parent))
     fd = _lock(tmp)
     try:
-        os.chmod(tmp, 0o777 & ~_umask())
+        os.chmod(tmp, 0o777 & ~_umask() & (modes.directory if modes else 0o777))
         yield tmp
+        if modes is not None:
+            restrict_tree(tmp, modes)
         _replace(tmp, target)
     except BaseException:
         _remove(tmp)
@@ -347,8 +395,9 @@ def atomic_directory(target: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_file(target: Path) -> Iterator[Path]:
-    """Yield a temporary path in the same directory that is renamed onto ``target`` on success."""
+def atomic_file(target: Path, modes: Modes | None = None) -> Iterator[Path]:
+    """Yield a temporary path in the same directory that is renamed onto ``target`` on success
+    (with ``modes``, made within them before anything is written to it)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(target)
@@ -357,7 +406,7 @@ def atomic_file(target: Path) -> Iterator[Path]:
     try:
         with contextlib.suppress(OSError):  # a file system without locks: the name protects it
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_umask() & (modes.file if modes else 0o666))
         yield tmp
         os.replace(tmp, target)
     finally:
@@ -440,16 +489,17 @@ def json_safe(data: Any) -> Any:
     return data
 
 
-def write_json(data: Any, target: Path) -> None:
-    """Write ``data`` as indented, strictly valid JSON (NaN → null), atomically."""
+def write_json(data: Any, target: Path, modes: Modes | None = None) -> None:
+    """Write ``data`` as indented, strictly valid JSON (NaN → null), atomically (within
+    ``modes``: :func:`atomic_file`)."""
     text = json.dumps(json_safe(data), indent=2, allow_nan=False)
-    with atomic_file(target) as tmp:
+    with atomic_file(target, modes) as tmp:
         tmp.write_text(text + "\n", encoding="utf-8")
 
 
-def write_parquet(frame: pl.DataFrame, target: Path) -> None:
-    """Write a polars frame as Parquet (zstd), atomically."""
-    with atomic_file(target) as tmp:
+def write_parquet(frame: pl.DataFrame, target: Path, modes: Modes | None = None) -> None:
+    """Write a polars frame as Parquet (zstd), atomically (within ``modes``)."""
+    with atomic_file(target, modes) as tmp:
         frame.write_parquet(tmp, compression="zstd")
 
 

@@ -139,6 +139,9 @@ class Release:
     """Whether the release protects the population it was made from (None: not judged, as for a
     release a mechanism returned before :meth:`~sdclab.protection.base.Mechanism.run` judged it
     or one written before releases recorded it)."""
+    sources: tuple[Path, ...] = field(default=(), compare=False, repr=False)
+    """The directories it was read or made from (its own when read, its population's when made;
+    kept in memory, never written): it may not be written there, nor keep checkpoints there."""
 
     def __post_init__(self) -> None:
         for name, table in self.tables.items():
@@ -217,6 +220,7 @@ def exact_release(population: Population, names: Sequence[str] | None = None) ->
         input_digest=population.digest,
         geography=population.geography,
         protection=Protection(False, EXACT_TABULATION),
+        sources=population.sources,
     )
 
 
@@ -290,13 +294,17 @@ def tabulated_release(
     )
 
 
-def write_release(release: Release, out: Path, *, protect: tuple[Path, ...] = ()) -> None:
+def write_release(
+    release: Release, out: Path, *, protect: tuple[Path, ...] = (), option: str = "--out"
+) -> None:
     """Write the release directory atomically (it appears complete or not at all).
 
-    Only an absent or empty directory or an earlier release may be replaced, never ``protect``.
+    Only an absent or empty directory or an earlier release may be replaced, apart from
+    ``protect`` and the release's :attr:`~Release.sources` (``option`` names ``out`` in messages).
     """
     _check_declared(release)
-    with output_directory(Path(out), RELEASE_KIND, protect) as tmp:
+    protect = (*protect, *release.sources)
+    with output_directory(Path(out), RELEASE_KIND, protect, option) as tmp:
         (tmp / "tables").mkdir()
         for name, table in release.tables.items():
             write_parquet(table.frame(labels=False), tmp / "tables" / f"{name}.parquet")
@@ -399,6 +407,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
             if "protection" in meta
             else None
         ),
+        sources=(path.absolute(),),
     )
 
 

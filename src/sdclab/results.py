@@ -23,11 +23,13 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the layout of ``metrics.json`` and ``results.json`` (2: the specification card
 holds its guarantee as values, with the common-axis figure; 3: every release names its sweep
 point and replicate, and the results hold every setting's replicate means and intervals; 4: the
-accuracy holds distances between distributions and the tract indicators)."""
+accuracy holds distances between distributions and the tract indicators; 5: the population
+lists its evaluation-only figures, and every tidy row and replicate mean says whether it is
+evaluation only)."""
 
 
 @dataclass(frozen=True)
@@ -1050,6 +1052,28 @@ def evaluation_only(figures: dict[str, Any]) -> list[str]:
     return [path for path in paths if has_path(figures, path)]
 
 
+TIDY_FIELDS = {
+    "compared": "accuracy",
+    "indicators": "tract_indicators",
+    "totals": "geounit_totals",
+    "naive_agreement": "naive_reconstruction_agreement",
+}
+"""The field of a mechanism's results a tidy figure comes from, where the first part of its
+metric is not that field's name (``compared.*`` pools the ``accuracy`` of P1 and P12)."""
+
+
+def metric_field(metric: str) -> str:
+    """The field of a mechanism's results (:meth:`Evaluation.to_dict`) a tidy metric is from."""
+    head = metric.partition(".")[0]
+    return TIDY_FIELDS.get(head, head)
+
+
+def metric_is_evaluation_only(metric: str) -> bool:
+    """Whether a tidy figure was computed with the truth: its field is one of the
+    :data:`TRUTH_BASED_FIELDS` that :data:`EVALUATION_ONLY` lists."""
+    return metric_field(metric) in TRUTH_BASED_FIELDS
+
+
 def marked(figures: dict[str, Any]) -> dict[str, Any]:
     """``figures`` with the list of its evaluation-only paths under :data:`EVALUATION_ONLY`."""
     return {**figures, EVALUATION_ONLY: evaluation_only(figures)}
@@ -1174,7 +1198,15 @@ class PopulationSummary:
     """Blocks and persons in each block-size class ("1-9", …; evaluation only)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return fields_json(self)
+        """Its fields, with the figures counted from the confidential records listed under
+        :data:`EVALUATION_ONLY`."""
+        return {**fields_json(self), EVALUATION_ONLY: list(POPULATION_TRUTH_FIELDS)}
+
+
+POPULATION_TRUTH_FIELDS = ("persons", "units", "geography", "uniques", "block_sizes")
+"""The figures of an experiment's population counted from the confidential records (exact
+counts of persons, units and geounits, uniqueness, block sizes): evaluation only. Its
+``source`` (a directory or the generator's settings) is not a figure of the data."""
 
 
 @dataclass(frozen=True)
@@ -1215,7 +1247,8 @@ class ExperimentResult:
     def _tidy(self) -> pl.DataFrame:
         """``results.parquet``: one row per release × metric × level × block-size class ×
         table, with the release's entry, setting, replicate and common-axis ε; ``value`` is null
-        where the figure was not measured and ``reason`` says why."""
+        where the figure was not measured and ``reason`` says why; ``evaluation_only`` says
+        whether it was computed with the truth (:func:`metric_is_evaluation_only`)."""
         import polars as pl
 
         rows = []
@@ -1236,6 +1269,7 @@ class ExperimentResult:
                         "table": f.table,
                         "value": number(f.value),
                         "reason": f.value.reason if isinstance(f.value, NotMeasured) else None,
+                        EVALUATION_ONLY: metric_is_evaluation_only(f.metric),
                     }
                 )
         schema = {name: getattr(pl, kind) for name, kind in TIDY_SCHEMA.items()}
@@ -1243,14 +1277,14 @@ class ExperimentResult:
 
     def replicate_summary(self) -> list[dict[str, Any]]:
         """Per setting with more than one replicate and figure: the number of replicates that
-        measured it, their mean, standard deviation and the 95% t-interval of the mean. A
-        replicate identical to an earlier one (``same_as``) is not an independent draw and is
-        left out."""
+        measured it, their mean, standard deviation and the 95% t-interval of the mean, and
+        whether the figure is evaluation only. A replicate identical to an earlier one
+        (``same_as``) is not an independent draw and is left out."""
         import polars as pl
 
         repeats = [t for t, r in self.releases.items() if r.sweep.same_as is not None]
         tidy = self.tidy().filter(~pl.col("release").is_in(repeats))  # identical: not a draw
-        keys = ["setting", "metric", "level", "size_class", "table"]
+        keys = ["setting", "metric", "level", "size_class", "table", EVALUATION_ONLY]
         counts = tidy.group_by("setting").agg(pl.col("replicate").n_unique().alias("n"))
         several = counts.filter(pl.col("n") > 1)["setting"]
         grouped = (
@@ -1525,6 +1559,7 @@ TIDY_SCHEMA = {
     "table": "String",
     "value": "Float64",
     "reason": "String",
+    EVALUATION_ONLY: "Boolean",
 }
 """The columns of ``results.parquet`` and ``results.csv`` (polars type names)."""
 

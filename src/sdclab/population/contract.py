@@ -6,8 +6,9 @@ synthetic generator casts its output to it, and the docs are generated from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -162,6 +163,9 @@ class Population:
     blocks: pl.DataFrame | None = None
     """Optional: blocks of the geography (column ``block``), so that a block without any unit
     is a geounit too; None when every block of the population has a unit."""
+    sources: tuple[Path, ...] = field(default=(), compare=False)
+    """The directory it was read from, if any (kept in memory, never written): what is made from
+    it may not be written there, nor keep its checkpoints there."""
 
     def __post_init__(self) -> None:
         from sdclab.population.io import checked_blocks, checked_frames  # io builds on this
@@ -174,7 +178,11 @@ class Population:
 
     @classmethod
     def _trusted(
-        cls, persons: pl.DataFrame, units: pl.DataFrame, blocks: pl.DataFrame | None = None
+        cls,
+        persons: pl.DataFrame,
+        units: pl.DataFrame,
+        blocks: pl.DataFrame | None = None,
+        sources: tuple[Path, ...] = (),
     ) -> Population:
         """A population of frames the library made valid by construction, without checking them
         again: those :func:`sdclab.population.io.validate` returns, the synthetic generator's,
@@ -185,6 +193,7 @@ class Population:
         object.__setattr__(population, "persons", persons)
         object.__setattr__(population, "units", units)
         object.__setattr__(population, "blocks", blocks)
+        object.__setattr__(population, "sources", sources)
         return population
 
     def with_records(
@@ -197,15 +206,15 @@ class Population:
             self.persons if persons is None else persons,
             self.units if units is None else units,
             self.blocks,
+            self.sources,
         )
 
     def with_blocks(self, blocks: pl.DataFrame | None) -> Population:
         """This population with ``blocks`` (checked) as its blocks table."""
-        if blocks is None:
-            return Population._trusted(self.persons, self.units)
         from sdclab.population.io import checked_blocks
 
-        return Population._trusted(self.persons, self.units, checked_blocks(blocks))
+        checked = None if blocks is None else checked_blocks(blocks)
+        return Population._trusted(self.persons, self.units, checked, self.sources)
 
     def __repr__(self) -> str:
         return (

@@ -69,6 +69,7 @@ from polars.exceptions import PanicException, PolarsError
 from sdclab import schema
 from sdclab.errors import InputError
 from sdclab.fileio import (
+    Modes,
     check_replaceable,
     output_directory,
     polars_can_take,
@@ -297,12 +298,27 @@ def read_population(path: Path) -> Population:
         )
     files = [required_file(path, table) for table in TABLES]
     persons, units = (read_table(file) for file in files)
-    population = validate(persons, units, persons_source=files[0].name, units_source=files[1].name)
+    population = validate(
+        persons,
+        units,
+        persons_source=files[0].name,
+        units_source=files[1].name,
+        sources=(path.absolute(),),
+    )
     blocks_file = table_file(path, "blocks", required=False)
     if blocks_file is None:
         return population
     blocks = checked_blocks(read_table(blocks_file), source=blocks_file.name)
     return population.with_blocks(blocks)
+
+
+def source_modes(path: Path) -> Modes:
+    """The most a copy of the population in directory ``path`` may allow: what its directory
+    and its table files grant (a copy of confidential microdata is never more readable)."""
+    path = Path(path)
+    files = [required_file(path, table) for table in TABLES]
+    blocks = table_file(path, "blocks", required=False)
+    return Modes.of(path, files if blocks is None else [*files, blocks])
 
 
 def required_file(directory: Path, table: str) -> Path:
@@ -700,10 +716,12 @@ def validate(
     *,
     persons_source: str = "persons",
     units_source: str = "units",
+    sources: tuple[Path, ...] = (),
 ) -> Population:
     """Check two frames against the contract and return them as a :class:`Population`.
 
-    ``*_source`` name the tables in messages (usually their file names). The result has exactly
+    ``*_source`` name the tables in messages (usually their file names); ``sources`` are the
+    directories they were read from (:attr:`Population.sources`). The result has exactly
     the contract's columns, in its order and dtypes, plus the optional detailed race and
     Hispanic origin columns and ``record_key`` when present; other columns are dropped. Raises
     :class:`InputError` listing up to :data:`MAX_SHOWN` problems. (``Population(persons, units)``
@@ -712,7 +730,7 @@ def validate(
     frames = checked_frames(
         persons, units, persons_source=persons_source, units_source=units_source
     )
-    return Population._trusted(*frames)
+    return Population._trusted(*frames, sources=sources)
 
 
 def checked_frames(
@@ -1528,19 +1546,23 @@ def write_population(
     extra_json: dict[str, dict[str, Any]] | None = None,
     *,
     protect: tuple[Path, ...] = (),
+    option: str = "--out",
 ) -> None:
     """Write ``persons.parquet``, ``units.parquet`` and each ``extra_json`` item as its NAME.
 
     ``out_dir`` is replaced as a whole, atomically: a reader sees the old content or the new,
-    never a mixture, and a failure leaves the old content (or nothing) in place.
+    never a mixture, and a failure leaves the old content (or nothing) in place. It must lie
+    apart from ``protect`` and from the directory the population was read from (``option``
+    names it in messages).
     """
     extra = dict(extra_json or {})
     for name in extra:
         check_extra_name(name)
-    check_replaceable(Path(out_dir), POPULATION_KIND, protect)
+    protect = (*protect, *population.sources)
+    check_replaceable(Path(out_dir), POPULATION_KIND, protect, option)
     persons = conform(population.persons, PERSONS)
     units = conform(population.units, UNITS)
-    with output_directory(Path(out_dir), POPULATION_KIND, protect) as tmp:
+    with output_directory(Path(out_dir), POPULATION_KIND, protect, option) as tmp:
         write_parquet(persons, tmp / "persons.parquet")
         write_parquet(units, tmp / "units.parquet")
         if population.blocks is not None:

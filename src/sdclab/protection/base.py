@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -270,17 +271,8 @@ class Mechanism(Generic[P]):
         )
 
         params = self.parse(settings)
-        if self.protect is None:
-            raise InputError(
-                f"mechanism {self.name!r} has a guarantee and an audit but protects no data"
-            )
-        check_seed(seed, "seed")
-        if getattr(params, "checkpoint", None) is not None and seed is None:
-            raise InputError(
-                f"mechanism {self.name}: checkpoint needs a seed (--seed): an unseeded run draws "
-                "new entropy each time, so it cannot resume, and its checkpoints must not hold "
-                "that entropy"
-            )
+        self.check_run(params, seed, population.sources)
+        assert self.protect is not None  # (checked)
         rng = make_rng(seed)
         before = stream_position(rng)
         release = self.protect(population, params, rng)
@@ -294,7 +286,33 @@ class Mechanism(Generic[P]):
             randomness=randomness,
             noise=self.noise(params).to_dict() if self.noise is not None else {},
             protection=verdict,
+            sources=population.sources,
         )
+
+    def check_run(self, params: P, seed: int | None, inputs: tuple[Path, ...] = ()) -> None:
+        """Refuse a run of :meth:`run` before any work: a mechanism that protects no data, a bad
+        seed, a checkpoint without a seed, overlapping one of ``inputs`` (the directories the run
+        reads or writes) or that is not a checkpoint directory. The command line and experiments
+        call it before reading the population; :meth:`run` calls it with the population's own
+        :attr:`~sdclab.population.Population.sources`."""
+        from sdclab.fileio import check_checkpoint_directory
+
+        if self.protect is None:
+            raise InputError(
+                f"mechanism {self.name!r} has a guarantee and an audit but protects no data"
+            )
+        check_seed(seed, "seed")
+        checkpoint = getattr(params, "checkpoint", None)
+        if checkpoint is None:
+            return
+        if seed is None:
+            raise InputError(
+                f"mechanism {self.name}: checkpoint needs a seed (--seed): an unseeded run draws "
+                "new entropy each time, so it cannot resume, and its checkpoints must not hold "
+                "that entropy"
+            )
+        where = f"mechanism {self.name}, parameter checkpoint"
+        check_checkpoint_directory(Path(checkpoint), inputs, where)
 
     def artifact(self, name: str) -> Artifact | None:
         """The declared artifact called ``name``, if any."""

@@ -32,6 +32,7 @@ from sdclab.report.html import (
 )
 from sdclab.results import (
     EVALUATION_ONLY,
+    POPULATION_TRUTH_FIELDS,
     ExperimentResult,
     FrontierAxes,
     Linkage,
@@ -59,7 +60,10 @@ def _legend(results: ExperimentResult) -> str:
         + (
             "<p>In <code>results.json</code>, these figures of each mechanism are evaluation only: "
             + ", ".join(f"<code>{esc(f)}</code>" for f in fields)
-            + ".</p>"
+            + "; and of the population: "
+            + ", ".join(f"<code>{esc(f)}</code>" for f in POPULATION_TRUTH_FIELDS)
+            + ". Each row of <code>results.parquet</code> and <code>results.csv</code> says "
+            + f"whether it is (<code>{EVALUATION_ONLY}</code>).</p>"
             if fields
             else ""
         )
