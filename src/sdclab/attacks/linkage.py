@@ -412,6 +412,20 @@ def population_uniques(truth: Population) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------
 
 
+def block_modes(persons: pl.DataFrame) -> pl.DataFrame:
+    """Each block's modal race-ethnicity in the truth: (block, mode) from persons' block and
+    ``code`` (:func:`race_ethnicity`). A tie goes to the smallest code, so exactly one code of
+    each block is modal and a person is nonmodal when their code is not it."""
+    return (
+        persons.group_by("block", "code")
+        .len()
+        .sort("len", "code", descending=[True, False])
+        .group_by("block", maintain_order=True)
+        .first()
+        .select("block", mode="code")
+    )
+
+
 @dataclass(frozen=True)
 class Subsets:
     """Which attacker records count in each breakdown (boolean masks over the attacker file)."""
@@ -434,14 +448,7 @@ def breakdowns(attacker: pl.DataFrame, truth: Population, solvar: pl.DataFrame |
     )
     code = race_ethnicity(persons["race"].to_numpy(), persons["hispanic"].to_numpy())
     persons = persons.with_columns(code=pl.Series(code))
-    mode = (
-        persons.group_by("block", "code")
-        .len()
-        .sort("len", "code", descending=[True, False])
-        .group_by("block", maintain_order=True)
-        .first()
-        .select("block", mode="code")
-    )
+    mode = block_modes(persons)
     size = persons.group_by("block").len("block_persons")
     cell = persons.group_by("block", "sex", "agebin").len("cell_persons")
     facts = (
