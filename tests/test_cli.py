@@ -24,7 +24,13 @@ def test_synth_then_tabulate(tmp_path):
     result = run("synth", "--persons", "3000", "--seed", "4", "--out", str(pop))
     assert result.exit_code == 0, result.output
     files = {p.name for p in pop.iterdir()}
-    assert files == {"persons.parquet", "units.parquet", "synth.json", OUTPUT_MARKER}
+    assert files == {
+        "persons.parquet",
+        "units.parquet",
+        "blocks.parquet",  # generator 2.0's blocks without any unit
+        "synth.json",
+        OUTPUT_MARKER,
+    }
     assert pl.read_parquet(pop / "persons.parquet").height == 3000
 
     result = run("tabulate", str(pop), "--out", str(rel), "--tables", "P1,P12,H1")

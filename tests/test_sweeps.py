@@ -12,6 +12,7 @@ from scipy import stats
 
 from sdclab.errors import InputError
 from sdclab.experiment import parse_experiment, progress, replicate_seed, run_experiment
+from sdclab.population.synth import GENERATOR_VERSION
 from sdclab.results import (
     EVALUATION_ONLY,
     TIDY_SCHEMA,
@@ -217,7 +218,7 @@ def test_the_results_say_what_made_them(swept) -> None:
     _, out, _ = swept
     made = json.loads((out / "results.json").read_text())["provenance"]
     assert made["sdclab"] and made["run_at"].endswith("UTC")
-    assert made["population"] == {"persons": 200, "seed": 7}
+    assert made["population"] == {"persons": 200, "seed": 7, "generator": GENERATOR_VERSION}
     assert made["mechanism_seeds"].startswith("in the experiment (not repeated")
     report = (out / "report.html").read_text()
     assert f"sdclab {made['sdclab']} · experiment an experiment given in Python" in report

@@ -559,8 +559,13 @@ def test_synth_command_and_experiments_take_the_geography_counts(tmp_path) -> No
     assert result.exit_code == 0, result.output
     report = json.loads((out / "synth.json").read_text())
     assert report["parameters"]["tracts"] == 4 and report["counts"]["counties"] == 2
-    # a population without counts keeps the digest it had before they existed
-    assert PopulationSpec(persons=2000).digested() == {"persons": 2000, "seed": 2010, "path": None}
+    # the counts enter the digest only when given; the generator version always does
+    assert PopulationSpec(persons=2000).digested() == {
+        "persons": 2000,
+        "seed": 2010,
+        "path": None,
+        "generator": synth.GENERATOR_VERSION,
+    }
     assert PopulationSpec(persons=2000, tracts=4).digested()["tracts"] == 4
     spec = {"population": {"persons": 2000, "tracts": 40}, "mechanisms": [{"name": "none"}]}
     with pytest.raises(InputError, match="population: tracts 40: expected 1 to 20"):
