@@ -203,3 +203,24 @@ def test_noisy_or_partial_releases_do_not_break_the_baselines(attacked):
     figures, _ = reidentify(recon.persons, partial, population, ATTACKER_PRESETS["census"], rng)
     assert "P8" in figures["baselines"] and "mdg" not in figures
     assert figures["reconstruction"]["all"]["putative"] > 0
+
+
+def test_confirmation_runs_both_passes_over_every_link():
+    """The paper's Algorithm 4: a link made on exact age whose age is wrong (the attacker's age
+    was off by a year) is still confirmed on agebin in the second pass; a wrong race is not."""
+    population = block_of([(1, 42, 1, 0), (2, 30, 2, 0), (1, 60, 4, 1)])
+    block = int(population.persons["block"][0])
+    links = pl.DataFrame(
+        {
+            "id": [0, 1, 2, 99],
+            "block": [block] * 4,
+            "sex": [1, 2, 1, 1],
+            "age": [43, 30, 60, 42],  # person 0's age is off by one, within agebin 40-44
+            "race": [1, 2, 1, 1],  # person 2's race is wrong
+            "hispanic": [0, 0, 1, 0],
+            "link_pass": pl.Series([1, 1, 2, 1], dtype=pl.Int8),
+        }
+    )
+    confirmed = confirm(links, population).sort("id")
+    assert confirmed["confirmed"].to_list() == [True, True, False, False]
+    assert confirmed["confirmed_pass"].to_list() == [2, 1, None, None]

@@ -206,7 +206,10 @@ def link(inferred: pl.DataFrame, attacker: pl.DataFrame, seed: int) -> pl.DataFr
 
 
 def confirm(links: pl.DataFrame, truth: Population) -> pl.DataFrame:
-    """Adds ``confirmed``: the id's true record has the link's block, sex, age/agebin and race."""
+    """Adds ``confirmed`` and ``confirmed_pass``: the paper's confirmation (its Algorithm 4) in
+    two passes over every putative link, whichever pass linked it — first on {id, block, sex,
+    age, race, ethnicity}, then, for the links the first pass left, on agebin instead of age.
+    ``confirmed_pass`` is 1 or 2 for a confirmed link, null otherwise."""
     true = truth.persons.select(
         pl.col("person_id").alias("id"),
         pl.col("block").cast(pl.Int64).alias("true_block"),
@@ -218,19 +221,16 @@ def confirm(links: pl.DataFrame, truth: Population) -> pl.DataFrame:
     joined = links.join(true, on="id", how="left")
     agebin = pl.Series(schema.agebin38(joined["age"].to_numpy()))
     true_agebin = pl.Series(schema.agebin38(joined["true_age"].fill_null(0).to_numpy()))
-    same_age = (
-        pl.when(pl.col("link_pass") == 1)
-        .then(pl.col("age") == pl.col("true_age"))
-        .otherwise(agebin == true_agebin)
-    )
-    confirmed = (
+    rest = (
         (pl.col("block") == pl.col("true_block"))
         & (pl.col("sex") == pl.col("true_sex"))
-        & same_age
         & (pl.col("race") == pl.col("true_race"))
         & (pl.col("hispanic") == pl.col("true_hispanic"))
-    )
-    return joined.with_columns(confirmed=confirmed.fill_null(False)).drop(
+    ).fill_null(False)
+    on_age = rest & (pl.col("age") == pl.col("true_age")).fill_null(False)
+    on_agebin = rest & (agebin == true_agebin) & pl.col("true_age").is_not_null()
+    passed = pl.when(on_age).then(1).when(on_agebin).then(2).otherwise(None).cast(pl.Int8)
+    return joined.with_columns(confirmed=on_age | on_agebin, confirmed_pass=passed).drop(
         "true_block", "true_sex", "true_age", "true_race", "true_hispanic"
     )
 
