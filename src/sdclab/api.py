@@ -150,12 +150,13 @@ def reconstruct(
     measurements —, never ruling out what the mechanism could have produced; ``tables`` the same
     without TopDown's measurements; ``naive`` takes every count as exact and every
     0 as a true 0, as an attack that ignores the noise would. ``draws``: further diverse
-    reconstructions per tract, whose share holding each record ranks it (``confidence``).
+    reconstructions per tract (at most 100), whose share holding each record ranks it
+    (``confidence``).
 
     ``workers``: local processes (default all cores); ``executor``: ``local``,
     ``dask://HOST:PORT`` or ``dask-local[:N]``; ``checkpoint``: a directory keeping finished
     tracts, from which a re-run resumes."""
-    from sdclab.attacks.reconstruction import KNOWLEDGE
+    from sdclab.attacks.reconstruction import KNOWLEDGE, MAX_DRAWS
     from sdclab.attacks.variability import attack
     from sdclab.execution import Executor
 
@@ -169,8 +170,11 @@ def reconstruct(
         raise InputError(f"time_limit {time_limit!r}: expected seconds above 0")
     if knowledge not in KNOWLEDGE:
         raise InputError(f"knowledge {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}")
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
-        raise InputError(f"draws {draws!r}: expected a whole number of reconstructions, 0 or more")
+    if isinstance(draws, bool) or not isinstance(draws, int) or not 0 <= draws <= MAX_DRAWS:
+        raise InputError(
+            f"draws {draws!r}: expected a whole number of reconstructions from 0 to {MAX_DRAWS} "
+            f"(a record's confidence is its share of the draws: {MAX_DRAWS} resolve it to 1%)"
+        )
     where = Executor.parse(executor, workers)
     directory = Path(checkpoint) if checkpoint is not None else None
     records, metrics, solvar = attack(
