@@ -467,7 +467,8 @@ class Experiment(_Strict):
                         )
         for point in self.points():
             protection.get(point.name).parse(point.settings)
-        Executor.parse(self.attacks.executor)  # a bad executor is an input error before any work
+        # a bad executor or too many workers is an input error before any work
+        Executor.parse(self.attacks.executor, self.attacks.workers)
         return self
 
 
