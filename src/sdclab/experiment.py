@@ -78,6 +78,7 @@ from sdclab.fileio import (
     read_json_object,
     read_settings_file,
     read_toml,
+    remove_path,
     write_json,
     write_marker,
     write_parquet,
@@ -877,23 +878,23 @@ def run_experiment(
     runner = Runner(experiment, out, say)
     try:
         results = runner.run()
+        results = replace(results, provenance=provenance(experiment, source))
+        write_json(results.to_dict(), out / RESULTS_FILE)
+        tidy = results.tidy()
+        write_parquet(tidy, out / TIDY_FILES[0])
+        with atomic_file(out / TIDY_FILES[1]) as tmp:
+            tidy.write_csv(tmp)
+        with atomic_file(out / REPORT_FILE) as tmp:
+            tmp.write_text(render_report(results, experiment.report.axes()), encoding="utf-8")
     except (InputError, OSError):  # what the command line reports in one line, exit 2
         for step in runner.steps.made:
             shutil.rmtree(step, ignore_errors=True)
         if created:
             shutil.rmtree(out, ignore_errors=True)
         elif was_empty:  # the user's empty directory: left as it was
-            shutil.rmtree(out / "steps", ignore_errors=True)
-            (out / OUTPUT_MARKER).unlink(missing_ok=True)
+            for entry in (*EXPERIMENT_ENTRIES, OUTPUT_MARKER):
+                remove_path(out / entry)
         raise
-    results = replace(results, provenance=provenance(experiment, source))
-    write_json(results.to_dict(), out / RESULTS_FILE)
-    tidy = results.tidy()
-    write_parquet(tidy, out / TIDY_FILES[0])
-    with atomic_file(out / TIDY_FILES[1]) as tmp:
-        tidy.write_csv(tmp)
-    with atomic_file(out / REPORT_FILE) as tmp:
-        tmp.write_text(render_report(results, experiment.report.axes()), encoding="utf-8")
     return results
 
 
