@@ -10,11 +10,15 @@ from typer.testing import CliRunner
 
 from sdclab import protection
 from sdclab.attacks.ckm_risk import (
+    bound_disclosure,
     canonical_parts,
     ckm_risk,
     geographic_tuples,
+    pinned_counts,
     redundancy,
+    release_ptable,
     repeated_queries,
+    usable_tuples,
 )
 from sdclab.cli import app
 from sdclab.population.io import write_population
@@ -150,3 +154,27 @@ def test_cli_ckm_risk(population, tmp_path):
     assert result.exit_code == 2
     assert "risk analysis of its own (cellkey)" in result.output
     assert not (tmp_path / "r2").exists()
+
+
+ZERO_NOISE = {
+    "long": "i,j,p,v,p_int_lb,p_int_ub\n0,0,1,0,0,1\n1,1,1,0,0,1\n",
+    "ons": "pcv,ckey,pvalue\n" + "".join(f"{n},{k},0\n" for n in range(1, 751) for k in (0, 1)),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(ZERO_NOISE))
+def test_a_ptable_without_noise_is_reported_not_a_crash(population, tmp_path, layout):
+    """No noise at large counts: E = 0, and every tuple reveals it (S = 0) and pins its truth
+    (the analyses that divided by E; the averaging attack runs the same on any p-table)."""
+    (tmp_path / "zero.csv").write_text(ZERO_NOISE[layout])
+    settings = {"ptable": str(tmp_path / "zero.csv"), "keys": "drawn"}
+    release = protection.run("cellkey", population, settings, 3)
+    params = CellKeyParameters.model_validate(release.parameters)
+    table = release_ptable(release, params)
+    tuples = usable_tuples(release, params)
+    a = bound_disclosure(tuples, params, table)
+    assert a["large_count_bound"] == a["bound_estimated"] == 0 and a["bound_disclosed"]
+    assert a["p1_independent"] == a["p1_exact_keys"] == 1.0
+    assert a["tuples_present"] > 0 and a["risk_exact_keys"] == 1.0
+    b = pinned_counts(tuples, release, table, population)
+    assert b["pinned"] == b["pinned_correct"] == b["tuples"] == a["tuples_present"]

@@ -17,6 +17,7 @@ from sdclab.execution import (
     Executor,
     TaskFailed,
     default_workers,
+    max_workers,
     run_tasks,
     worker_pool,
 )
@@ -78,6 +79,39 @@ def test_executor_parsing(text, expected):
 def test_bad_executors_are_input_errors(text):
     with pytest.raises(InputError, match="executor"):
         Executor.parse(text)
+
+
+def test_worker_processes_are_bounded_by_the_machine():
+    most = max_workers()
+    assert most == max(2, default_workers())
+    assert Executor.parse(f"dask-local:{most}").workers == most
+    for text, workers in ((f"dask-local:{most + 1}", None), ("dask-local:999999999", None)):
+        with pytest.raises(InputError, match=f"worker processes, more than the {most} this"):
+            Executor.parse(text, workers)  # grew to 5.6 GB in 45 s doing nothing
+    for text in (None, "local", "dask-local"):
+        with pytest.raises(InputError, match=f"^(workers|executor .*): {most + 1} worker"):
+            Executor.parse(text, most + 1)
+    assert Executor.parse("dask://scheduler:8786", 64).address  # a remote cluster's own workers
+
+
+def test_the_local_cluster_listens_on_the_loopback_alone():
+    """The scheduler, the workers and the dashboard (which has no authentication)."""
+    import psutil
+
+    from sdclab.execution import dask_client
+
+    def listening(process: psutil.Process) -> set[str]:
+        return {
+            c.laddr.ip
+            for c in process.net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        }
+
+    me = psutil.Process()
+    with dask_client(Executor.parse("dask-local:1")) as client:
+        addresses = listening(me).union(*(listening(p) for p in me.children(recursive=True)))
+        assert client.dashboard_link.startswith("http://127.0.0.1:")
+    assert addresses and addresses <= {"127.0.0.1", "::1"}, addresses
 
 
 @pytest.mark.parametrize("workers", [1, 2, Executor.parse("dask-local:2")])

@@ -272,3 +272,26 @@ def test_a_copy_allows_at_most_what_its_source_grants(tmp_path, directory, files
     finally:
         os.chmod(pop, 0o700)
     assert (modes.directory, modes.file) == limit
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_run_ended_by_an_os_error_leaves_no_marker(tmp_path, monkeypatch, existing):
+    """A file that cannot be read or written mid-run (the command line's one line, exit 2) is
+    cleaned up like bad input: no stray output marker in a directory the run made or found
+    empty."""
+    import errno
+
+    from sdclab.experiment import Runner
+
+    def fails(self):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(Runner, "run", fails)
+    path = tmp_path / "exp.toml"
+    path.write_text('[population]\npersons = 200\n\n[[mechanisms]]\nname = "none"\n')
+    out = tmp_path / "out"
+    if existing:
+        out.mkdir()
+    result = CliRunner().invoke(app, ["run", str(path), "--out", str(out)])
+    assert result.exit_code == 2 and result.output == "error: Invalid argument\n"
+    assert (list(out.iterdir()) == []) if existing else not out.exists()

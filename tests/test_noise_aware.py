@@ -234,6 +234,33 @@ def test_preimage_of_a_bounded_table_keeps_true_zeros() -> None:
     assert preimage_range(table, 4, 0)[1][0] == 8  # the same when every published count is 0
 
 
+def _preimage_by_brute_force(table, threshold: int, largest: int):
+    """Every true count up to where none can land at or below ``largest`` or the threshold."""
+    low = np.full(largest + 1, np.iinfo(np.int64).max)
+    high = np.full(largest + 1, -1)
+    for true in range(max(largest, threshold) + 2 * table.D + 2):
+        values, p = table.row(true)
+        for out in true + values[p > 0]:
+            out = 0 if out < threshold else out
+            if out <= largest:
+                low[out], high[out] = min(low[out], true), max(high[out], true)
+    return low, high
+
+
+def test_the_preimage_of_a_threshold_costs_no_more_than_the_noise_reach() -> None:
+    table = create_ptable(5, 3.0, 0, None)
+    for threshold in (0, 3, 17, 40):
+        for got, want in zip(
+            preimage_range(table, threshold, 30),
+            _preimage_by_brute_force(table, threshold, 30),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(got, want)
+    low, high = preimage_range(table, 10**9, 30)  # made an array of 10⁹ true counts (7.45 GiB)
+    assert (low[0], high[0]) == (0, 10**9 + 4)  # the symmetry row reaches 5 below
+    assert (low[1:] > high[1:]).all()  # nothing below the threshold is shown
+
+
 def test_the_noise_aware_program_fits_a_cell_key_release_no_worse(population) -> None:
     """The truth is feasible, so the solution keeps every cell within its range (no elastic
     slack) and reconstructs persons."""

@@ -780,3 +780,26 @@ def test_unreadable_files(tmp_path):
         read_ptable(tmp_path / "missing.csv")
     with pytest.raises(InputError, match="null: the p-table file is not a regular file"):
         read_ptable(Path("/dev/null"))
+
+
+def test_a_long_format_header_without_rows_is_refused(tmp_path):
+    message = read_error(tmp_path, "header.csv", "i,j,p,v,p_int_lb,p_int_ub\n")
+    assert "the p-table has no rows" in message
+
+
+def test_ons_ckeys_are_bounded_by_the_rows_before_any_array_is_made(tmp_path):
+    # one cell key needs 750 rows: ckey 2³² − 1 in a 751-row file would have made 751 × 2³²
+    message = read_error(tmp_path, "key.csv", ons_lines({}) + "1,4294967295,0\n")
+    assert "row 751 (line 752), column ckey: 4294967295 must lie in 0..0" in message
+    assert "751 rows make K at most 1" in message
+
+
+def test_noise_and_rows_of_a_file_are_bounded(tmp_path):
+    message = read_error(tmp_path, "ons.csv", ons_lines({5: 10**9}))
+    assert "row 5 (line 6), column pvalue: 1000000000 must be at most 750" in message
+    head = "i,j,p,v,p_int_lb,p_int_ub\n0,0,1,0,0,1\n"
+    message = read_error(tmp_path, "v.csv", head + "1,0,0.5,-1,0,0.5\n1,1001,0.5,1000,0.5,1\n")
+    assert "row 3 (line 4), column v: 1000 must lie in -750..750" in message
+    rows = "".join(f"{i},{i},1,0,0,1\n" for i in range(1, 752))
+    message = read_error(tmp_path, "i.csv", head + rows)
+    assert "row 752 (line 753), column i: 751 must lie in 0..750" in message

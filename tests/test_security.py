@@ -249,6 +249,41 @@ def test_an_empty_or_unreadable_key_file_is_refused(tmp_path, monkeypatch):
         digest_key()
 
 
+@pytest.mark.parametrize("key", ["0" * 32, "ab" * 32, "abcdefg" * 10])
+def test_a_degenerate_key_is_refused(key, monkeypatch, tmp_path):
+    from sdclab.digest import digest_key
+
+    monkeypatch.setenv("SDCLAB_DIGEST_KEY", key)  # 32 zeros used to be taken
+    with pytest.raises(InputError, match=r"has only [1-7] distinct bytes? .* at least 8 distinct"):
+        digest_key()
+    population = Path(__file__).parent / "data" / "good" / "population" / "base_csv"
+    result = CliRunner().invoke(app, ["tabulate", str(population), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "SDCLAB_DIGEST_KEY has only" in result.output and not (tmp_path / "o").exists()
+
+
+def test_a_key_file_that_is_no_regular_file_or_too_large_is_refused(tmp_path, monkeypatch):
+    from sdclab.digest import digest_key, key_file
+
+    monkeypatch.delenv("SDCLAB_DIGEST_KEY")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    key_file().parent.mkdir(parents=True)
+    key_file().symlink_to("/dev/zero")  # was read until memory ran out (1.5 GB)
+    with pytest.raises(InputError, match="digest.key: cannot be read .not a regular file"):
+        digest_key()
+    key_file().unlink()
+    os.mkfifo(key_file())  # waited for a writer for ever
+    with pytest.raises(InputError, match="digest.key: cannot be read .not a regular file"):
+        digest_key()
+    key_file().unlink()
+    key_file().write_text("0123456789abcdef" * 1000)
+    with pytest.raises(InputError, match="digest.key: larger than 4096 bytes"):
+        digest_key()
+    key_file().write_bytes(bytes(32))
+    with pytest.raises(InputError, match="digest.key has only 1 distinct byte"):
+        digest_key()
+
+
 def test_concurrent_first_runs_agree_on_one_complete_key(tmp_path):
     code = "from sdclab.digest import digest_key; print(digest_key().decode())"
     env = _key_env(tmp_path)

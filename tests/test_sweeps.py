@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import polars as pl
@@ -11,7 +12,13 @@ import pytest
 from scipy import stats
 
 from sdclab.errors import InputError
-from sdclab.experiment import parse_experiment, progress, replicate_seed, run_experiment
+from sdclab.experiment import (
+    MechanismSpec,
+    parse_experiment,
+    progress,
+    replicate_seed,
+    run_experiment,
+)
 from sdclab.population.synth import GENERATOR_VERSION
 from sdclab.results import (
     EVALUATION_ONLY,
@@ -105,6 +112,56 @@ def test_an_entry_without_sweep_keeps_its_title_and_seed() -> None:
 def test_bad_sweeps_are_refused_in_words(entry: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):
         parse([entry])
+
+
+def test_a_grid_is_counted_from_its_sizes_before_any_release_is_made(monkeypatch) -> None:
+    """5 settings of 100 values each: 10¹⁰ releases, refused from the product of the sizes (making
+    them first took 3.2 GB of a 1,558-byte file), alone and times a match."""
+
+    def made(*_):
+        raise AssertionError("the points were made before they were counted")
+
+    monkeypatch.setattr(MechanismSpec, "points", made)
+    values = list(range(1, 101))
+    grid = {"name": "geometric", "settings": {k: values for k in "abcde"}}
+    with pytest.raises(InputError, match="the sweeps make 10,000,000,000 releases"):
+        parse([grid])
+    matched = experiment([{"name": "geometric", "replicates": 20}]) | {"match": {"values": values}}
+    with pytest.raises(InputError, match="the sweeps and the match make 2,000 releases"):
+        parse_experiment(matched, "exp.toml", Path("."))
+
+
+def test_repeated_values_are_found_by_hashing() -> None:
+    values = [*range(1, 40_001), 7]  # comparing every pair took 19 s (100,000 values: > 120 s)
+    start = time.perf_counter()
+    with pytest.raises(InputError, match="settings.epsilon holds 7 more than once"):
+        parse([{"name": "geometric", "settings": {"epsilon": values}}])
+    assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize(
+    ("part", "where"),
+    [
+        ({"match": {"values": [1, math.inf]}}, r"match\.values\[2\]"),
+        ({"match": {"values": {"from": 1, "to": math.inf, "steps": 3}}}, r"match\.values\.to"),
+        (
+            {
+                "mechanisms": [
+                    {
+                        "name": "geometric",
+                        "settings": {"epsilon": {"from": 1, "to": math.inf, "steps": 3}},
+                    }
+                ]
+            },
+            r"mechanisms\[1\]\.settings\.epsilon\.to",
+        ),
+        ({"attacks": {"time_limit": math.nan}}, r"attacks\.time_limit"),
+    ],
+)
+def test_numbers_that_are_not_finite_are_refused_naming_the_key(part: dict, where: str) -> None:
+    data = experiment([{"name": "geometric"}]) | part
+    with pytest.raises(InputError, match=f"exp.toml: {where}: expected a finite number, got"):
+        parse_experiment(data, "exp.toml", Path("."))
 
 
 @pytest.fixture(scope="module")

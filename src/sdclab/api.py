@@ -153,7 +153,8 @@ def reconstruct(
     measurements —, never ruling out what the mechanism could have produced; ``tables`` the same
     without TopDown's measurements; ``naive`` takes every count as exact and every
     0 as a true 0, as an attack that ignores the noise would. ``draws``: further diverse
-    reconstructions per tract, whose share holding each record ranks it (``confidence``).
+    reconstructions per tract (at most 100), whose share holding each record ranks it
+    (``confidence``).
 
     ``workers``: local processes (default all cores); ``executor``: ``local``,
     ``dask://HOST:PORT`` or ``dask-local[:N]``; ``checkpoint``: a directory keeping finished
@@ -200,7 +201,7 @@ def check_reconstruction(
     command line calls it before it reads the release, so that both refuse alike and before any
     work. ``inputs``: the directories the checkpoint must lie apart from; ``named``: how the
     caller spells a setting in its messages (``--time-limit`` on the command line)."""
-    from sdclab.attacks.reconstruction import KNOWLEDGE
+    from sdclab.attacks.reconstruction import KNOWLEDGE, MAX_DRAWS
     from sdclab.execution import Executor
     from sdclab.fileio import check_checkpoint_directory
 
@@ -216,8 +217,12 @@ def check_reconstruction(
         raise InputError(
             f"{named('knowledge')} {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}"
         )
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
-        raise InputError(f"draws {draws!r}: expected a whole number of reconstructions, 0 or more")
+    if isinstance(draws, bool) or not isinstance(draws, int) or not 0 <= draws <= MAX_DRAWS:
+        raise InputError(
+            f"{named('draws')} {draws!r}: expected a whole number of reconstructions from 0 to "
+            f"{MAX_DRAWS} (a record's confidence is its share of the draws: {MAX_DRAWS} resolve "
+            "it to 1%)"
+        )
     where = Executor.parse(executor, workers)
     if checkpoint is not None:
         check_checkpoint_directory(Path(checkpoint), inputs, named("checkpoint"))

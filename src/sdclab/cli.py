@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from typer.core import TyperGroup
 
-from sdclab.errors import InputError, escape_control
+from sdclab.errors import DISK_FULL, InputError, escape_control
 from sdclab.results import SCHEMA_VERSION, NotMeasured, show_share
 
 
@@ -101,8 +101,10 @@ def reports_input_errors(fn: F) -> F:
             quiet_closed_pipe()
             raise typer.Exit(0) from None
         except OSError as exc:  # a path the user named cannot be read or written
-            where = f": {exc.filename}" if exc.filename else ""
-            typer.echo(f"error: {escape_control(f'{exc.strerror or exc}{where}')}", err=True)
+            text = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else exc.strerror
+            if exc.errno in DISK_FULL:  # no room for an output (nothing of it is left)
+                text = f"{DISK_FULL[exc.errno]} writing {exc.filename or 'the output'}"
+            typer.echo(f"error: {escape_control(str(text or exc))}", err=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]

@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import stat
 import tempfile
 from pathlib import Path
 
@@ -24,6 +25,14 @@ from sdclab.errors import InputError
 KEY_ENV = "SDCLAB_DIGEST_KEY"
 MIN_KEY_LENGTH = 32
 """Fewest bytes a digest key may have (the created key is 64 hex digits: 256 random bits)."""
+MAX_KEY_FILE = 4096
+"""Most bytes a key file may hold: a key is a line of text, never a device's endless stream."""
+REMEDY = "(remove the key file to have a new one made; releases then get new input digests)"
+"""What to do about a bad key file."""
+MIN_DISTINCT_BYTES = 8
+"""Fewest distinct bytes a digest key may have. A key of few distinct bytes — all zeros, one
+character repeated, a short pattern — is guessable; 32 random hex digits (16 symbols) have fewer
+than 8 distinct ones with probability below 10⁻⁷, 64 (the created key) below 10⁻¹⁸."""
 
 
 def key_file() -> Path:
@@ -34,26 +43,49 @@ def key_file() -> Path:
 
 def digest_key() -> bytes:
     """The agency's digest key: ``SDCLAB_DIGEST_KEY`` if set, else the key file (created with 256
-    random bits on first use). An empty, short or unreadable key is an error: a digest under a
-    guessable key would let anyone test guesses of the confidential input against a release."""
+    random bits on first use). An empty, short, degenerate (few distinct bytes) or unreadable key
+    is an error, and so is a key file that is no regular file or larger than a key: a digest under
+    a guessable key would let anyone test guesses of the confidential input against a release."""
     if KEY_ENV in os.environ:
-        return _checked(os.environ[KEY_ENV].encode(), f"the environment variable {KEY_ENV}")
+        where, remedy = f"the environment variable {KEY_ENV}", "(set it to a random key)"
+        return _checked(os.environ[KEY_ENV].encode(), where, remedy)
     path = key_file()
-    if not path.exists():
+    if not os.path.lexists(path):
         _create_key(path)
-    try:
-        text = path.read_bytes()
+    return _checked(_read_key_file(path).strip(), f"the digest key file {path}", REMEDY)
+
+
+def _read_key_file(path: Path) -> bytes:
+    """The bytes of the key file: a regular file of at most :data:`MAX_KEY_FILE` bytes (a link to
+    /dev/zero was read for ever, a FIFO waited for a writer)."""
+    try:  # opened without blocking (a FIFO would wait for a writer), then checked
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0) as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise InputError(f"digest key {path}: cannot be read (not a regular file)")
+            key = handle.read(MAX_KEY_FILE + 1)
     except OSError as exc:
         raise InputError(f"digest key {path}: cannot be read ({exc.strerror or exc})") from None
-    return _checked(text.strip(), f"the digest key file {path}")
+    if len(key) > MAX_KEY_FILE:
+        raise InputError(
+            f"digest key {path}: larger than {MAX_KEY_FILE} bytes, so not a key file {REMEDY}"
+        )
+    return key
 
 
-def _checked(key: bytes, where: str) -> bytes:
+def _checked(key: bytes, where: str, remedy: str) -> bytes:
+    """``key`` unless it is empty, short or degenerate (few distinct bytes); ``where`` names its
+    source and ``remedy`` says what to do."""
     if len(key) < MIN_KEY_LENGTH:
         state = "empty" if not key else f"too short ({len(key)} bytes)"
         raise InputError(
-            f"{where} is {state}; a digest key needs at least {MIN_KEY_LENGTH} bytes (remove the "
-            "key file to have a new one made; releases then get new input digests)"
+            f"{where} is {state}; a digest key needs at least {MIN_KEY_LENGTH} bytes {remedy}"
+        )
+    distinct = len(set(key))
+    if distinct < MIN_DISTINCT_BYTES:
+        raise InputError(
+            f"{where} has only {distinct} distinct byte{'s' if distinct > 1 else ''} (a key of "
+            f"zeros, one character repeated or a short pattern is guessable); a digest key needs "
+            f"at least {MIN_DISTINCT_BYTES} distinct bytes {remedy}"
         )
     return key
 

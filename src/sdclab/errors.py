@@ -1,5 +1,10 @@
 """Errors that the command line turns into one clear line and exit code 2."""
 
+import errno
+
+DISK_FULL = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded"}
+"""The errors of a write that found no room for an output, and how a message says each."""
+
 
 class InputError(Exception):
     """Bad input from the user: a file, a row, a column or an option that is not as expected.

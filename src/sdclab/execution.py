@@ -55,6 +55,23 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def max_workers() -> int:
+    """Most worker processes a run may start on this machine: its cores, and at least 2 (a
+    parallel run is possible anywhere). The tasks are CPU-bound, so further processes only add
+    memory, each a Python interpreter with sdclab loaded (``dask-local:999999999`` grew to 5.6 GB
+    in 45 s)."""
+    return max(2, default_workers())
+
+
+def _check_workers(count: int | None, what: str) -> None:
+    """Refuse more worker processes than :func:`max_workers`."""
+    if count is not None and count > max_workers():
+        raise InputError(
+            f"{what}: {count:,} worker processes, more than the {max_workers()} this machine "
+            "can run at once (its cores); give at most that many"
+        )
+
+
 @dataclass(frozen=True)
 class Executor:
     """Where per-geounit tasks run: a local process pool or a Dask cluster."""
@@ -67,8 +84,10 @@ class Executor:
 
     @classmethod
     def parse(cls, text: str | None, workers: int | None = None) -> Executor:
-        """``local``, ``dask://HOST:PORT`` or ``dask-local[:N]`` (None means local)."""
+        """``local``, ``dask://HOST:PORT`` or ``dask-local[:N]`` (None means local); the
+        processes it starts on this machine are at most :func:`max_workers`."""
         if text is None or text.strip() in ("", "local"):
+            _check_workers(workers, "workers")
             return cls("local", workers)
         text = text.strip()
         if text.startswith("dask://"):
@@ -82,7 +101,9 @@ class Executor:
             plain = count.isascii() and count.isdigit() and len(count) <= 9  # int() is safe
             if count and not (plain and int(count) >= 1):
                 raise InputError(f"executor {text!r}: expected dask-local or dask-local:N, N ≥ 1")
-            return cls("dask", int(count) if count else workers, None)
+            processes = int(count) if count else workers
+            _check_workers(processes, f"executor {text!r}")
+            return cls("dask", processes, None)
         raise InputError(f"executor {text!r}: expected local, dask://HOST:PORT or dask-local[:N]")
 
 
@@ -519,7 +540,8 @@ def dask_client(executor: Executor) -> Iterator[Any]:
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=":0",  # any free port (8787 may be taken)
+            dashboard_address="127.0.0.1:0",  # any free port, on the loopback alone (":0"
+            # listened on every interface, without authentication)
             silence_logs=40,
         ) as cluster,
         Client(cluster) as client,

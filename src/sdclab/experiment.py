@@ -38,10 +38,12 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import re
 import shutil
 import stat
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -77,13 +79,20 @@ from sdclab.fileio import (
     read_json_object,
     read_settings_file,
     read_toml,
+    remove_path,
     restrict_tree,
     write_json,
     write_marker,
     write_parquet,
 )
 from sdclab.population import Population
-from sdclab.population.io import read_population, source_modes, write_population
+from sdclab.population.io import (
+    TABLES,
+    read_population,
+    source_modes,
+    table_file,
+    write_population,
+)
 from sdclab.population.synth import (
     GENERATOR_VERSION,
     GeographyCounts,
@@ -269,14 +278,25 @@ class MechanismSpec(_Strict):
         """Every swept value once (a repeated one, or a range whose values round alike, would
         make two releases of one title)."""
         for key, values in self.swept().items():
-            shown = [str(v) for v in values]
-            twice = sorted({v for v in shown if shown.count(v) > 1})
+            counts = Counter(str(v) for v in values)
+            twice = sorted(v for v, n in counts.items() if n > 1)
             if twice:
                 raise ValueError(
                     f"settings.{key} holds {', '.join(twice)} more than once: sweep distinct "
                     "values (a range's values are rounded to 4 significant digits)"
                 )
         return self
+
+    def count(self) -> int:
+        """How many releases :meth:`points` makes without a match: the product of the swept
+        settings' numbers of values times the replicates, counted without making them."""
+        return math.prod(len(values) for values in self.swept().values()) * self.replicates
+
+    def first_settings(self) -> dict[str, Scalar]:
+        """The settings of the entry's first point (as :meth:`points` makes them): every swept
+        setting at its first value."""
+        fixed = {k: v for k, v in self.settings.items() if not isinstance(v, list | Range)}
+        return {**fixed, **{k: values[0] for k, values in self.swept().items()}}
 
     def points(self, common: Sequence[float] = ()) -> list[Point]:
         """Every (setting, replicate) of the entry: the grid of its swept settings, each run
@@ -422,8 +442,7 @@ class Experiment(_Strict):
             return {}
         out = {}
         for m in self.mechanisms:
-            first = m.points()[0].settings
-            why = matching.unmatchable(m.name, first)
+            why = matching.unmatchable(m.name, m.first_settings())
             if why is not None:
                 out[m.title] = why.reason
         return out
@@ -443,18 +462,27 @@ class Experiment(_Strict):
         titles = [m.title for m in self.mechanisms]
         if len(set(titles)) != len(titles):
             raise ValueError("two mechanisms share a name: give them distinct labels")
-        releases = sum(len(m.points()) for m in self.mechanisms)  # before any is parsed
+        releases = sum(m.count() for m in self.mechanisms)  # before any is made or parsed
         if releases > MAX_RELEASES:
             raise ValueError(
                 f"the sweeps make {releases:,} releases, more than {MAX_RELEASES:,}: "
                 "sweep fewer values or run fewer replicates"
             )
+        if self.match is not None:
+            targets = self.match.targets()
+            unmatched = self.unmatched()
+            releases = sum(
+                m.count() * (1 if m.title in unmatched else len(targets)) for m in self.mechanisms
+            )  # before any budget is solved for
+            if releases > MAX_RELEASES:
+                raise ValueError(
+                    f"the sweeps and the match make {releases:,} releases, more than "
+                    f"{MAX_RELEASES:,}: match fewer values or sweep fewer"
+                )
         for m in self.mechanisms:
             for point in m.points():
                 protection.get(m.name).parse(point.settings)
         if self.match is not None:
-            targets = self.match.targets()
-            unmatched = self.unmatched()
             for m in self.mechanisms:
                 entry = protection.get(m.name)
                 if m.title in unmatched or entry.rescale is None:
@@ -467,18 +495,10 @@ class Experiment(_Strict):
                             f"mechanisms: {m.title} sweeps {', '.join(clash)} and the experiment "
                             f"matches it on {self.match.axis}: sweep one or the other"
                         )
-            releases = sum(
-                len(m.points()) * (1 if m.title in unmatched else len(targets))
-                for m in self.mechanisms
-            )  # before any budget is solved for
-            if releases > MAX_RELEASES:
-                raise ValueError(
-                    f"the sweeps and the match make {releases:,} releases, more than "
-                    f"{MAX_RELEASES:,}: match fewer values or sweep fewer"
-                )
         for point in self.points():
             protection.get(point.name).parse(point.settings)
-        Executor.parse(self.attacks.executor)  # a bad executor is an input error before any work
+        # a bad executor or too many workers is an input error before any work
+        Executor.parse(self.attacks.executor, self.attacks.workers)
         return self
 
 
@@ -491,6 +511,11 @@ def load_experiment(path: Path) -> Experiment:
 def parse_experiment(data: Any, source: str, base: Path) -> Experiment:
     """Validate an experiment's content (``source`` names it in messages; a relative
     ``population.path`` is taken from ``base``)."""
+    infinite = first_non_finite(data)
+    if infinite is not None:
+        loc, value = infinite
+        error = {"loc": loc, "type": "finite_number", "input": value}
+        raise InputError(f"{source}: {experiment_problem(error)}")
     population = data.get("population") if isinstance(data, dict) else None
     if isinstance(population, dict) and isinstance(population.get("path"), str):
         population = data["population"] = dict(population)
@@ -502,6 +527,11 @@ def parse_experiment(data: Any, source: str, base: Path) -> Experiment:
             is_dir = False
         if not is_dir:
             raise InputError(f"{source}: population.path: {shown} is not a directory")
+        try:  # a directory without the tables (/proc/self) is refused before anything is read
+            for table in TABLES:
+                table_file(Path(shown), table)
+        except InputError as exc:
+            raise InputError(f"{source}: population.path: {exc}") from None
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
@@ -510,6 +540,24 @@ def parse_experiment(data: Any, source: str, base: Path) -> Experiment:
         raise InputError(f"{source}: {experiment_problem(first)}") from None
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
+
+
+def first_non_finite(data: Any) -> tuple[tuple[str | int, ...], float] | None:
+    """Where the first number that is not finite (TOML writes ``inf`` and ``nan``) lies in an
+    experiment's content, and the number: no setting of an experiment is infinite."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
+    while stack:
+        loc, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return loc, value
+        if isinstance(value, dict):
+            items: list[tuple[str | int, Any]] = list(value.items())
+        elif isinstance(value, list):
+            items = list(enumerate(value))
+        else:
+            continue
+        stack.extend(((*loc, key), item) for key, item in reversed(items))
+    return None
 
 
 def experiment_problem(error: Any) -> str:
@@ -601,9 +649,14 @@ def _directory_digest(path: str | None) -> str | None:
     for file in sorted(Path(path).iterdir()):
         if file.is_file():
             digest.update(file.name.encode() + b"\0")
-            with file.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
+            try:
+                with file.open("rb") as handle:
+                    for chunk in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(chunk)
+            except OSError as exc:
+                raise InputError(
+                    f"population.path: {file} cannot be read ({exc.strerror or exc})"
+                ) from None
     return digest.hexdigest()
 
 
@@ -870,24 +923,24 @@ def run_experiment(
     runner = Runner(experiment, out, say, modes)
     try:
         results = runner.run()
-    except InputError:
+        results = replace(results, provenance=provenance(experiment, source))
+        write_json(results.to_dict(), out / RESULTS_FILE, modes)
+        tidy = results.tidy()
+        write_parquet(tidy, out / TIDY_FILES[0], modes)
+        with atomic_file(out / TIDY_FILES[1], modes) as tmp:
+            tidy.write_csv(tmp)
+        with atomic_file(out / REPORT_FILE, modes) as tmp:
+            tmp.write_text(render_report(results, experiment.report.axes()), encoding="utf-8")
+    except (InputError, OSError):  # what the command line reports in one line, exit 2
         for step in runner.steps.made:
             shutil.rmtree(step, ignore_errors=True)
         if created:
             shutil.rmtree(out, ignore_errors=True)
         elif was_empty:  # the user's empty directory: left as it was
-            shutil.rmtree(out / "steps", ignore_errors=True)
-            (out / OUTPUT_MARKER).unlink(missing_ok=True)
+            for entry in (*EXPERIMENT_ENTRIES, OUTPUT_MARKER):
+                remove_path(out / entry)
             out.chmod(given)
         raise
-    results = replace(results, provenance=provenance(experiment, source))
-    write_json(results.to_dict(), out / RESULTS_FILE, modes)
-    tidy = results.tidy()
-    write_parquet(tidy, out / TIDY_FILES[0], modes)
-    with atomic_file(out / TIDY_FILES[1], modes) as tmp:
-        tidy.write_csv(tmp)
-    with atomic_file(out / REPORT_FILE, modes) as tmp:
-        tmp.write_text(render_report(results, experiment.report.axes()), encoding="utf-8")
     return results
 
 

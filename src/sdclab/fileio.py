@@ -19,6 +19,7 @@ import glob
 import json
 import math
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -35,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from polars.exceptions import PanicException, PolarsError
 
-from sdclab.errors import InputError
+from sdclab.errors import DISK_FULL, InputError
 
 OUTPUT_MARKER = ".sdclab-output.json"
 """The file inside every output directory that says which kind of output it is and what it holds."""
@@ -290,7 +291,7 @@ def clean_leftovers(target: Path) -> None:
                 if ".old-" in leftover.name and not os.path.lexists(target):
                     os.rename(leftover, target)
                 else:
-                    _remove(leftover)
+                    remove_path(leftover)
             except FileNotFoundError:
                 pass  # another clean-up was quicker
             finally:
@@ -343,7 +344,7 @@ def _replace(tmp: Path, target: Path) -> None:
         os.rename(tmp, target)
         return
     if exchange(tmp, target):
-        _remove(tmp)
+        remove_path(tmp)
         return
     old = target.parent / f".{target.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
     fd = _lock(target)  # the lock follows the old output aside: no clean-up takes it meanwhile
@@ -356,14 +357,27 @@ def _replace(tmp: Path, target: Path) -> None:
             raise
     finally:
         _unlock(fd)
-    _remove(old)
+    remove_path(old)
 
 
-def _remove(path: Path) -> None:
+def remove_path(path: Path) -> None:
+    """Remove ``path`` if it is there: a directory with its content, else the file or link."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _naming_a_full_disk(target: Path) -> Iterator[None]:
+    """A write inside the block that found no room names ``target``, the output the user asked
+    for, rather than a temporary or nothing (``disk full writing OUT``, exit 2)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        raise OSError(exc.errno, DISK_FULL[exc.errno], str(target)) from None
 
 
 @contextlib.contextmanager
@@ -374,44 +388,48 @@ def atomic_directory(target: Path, modes: Modes | None = None) -> Iterator[Path]
     the replacement itself is atomic (:func:`_replace`). The temporary names its writer and is
     locked while it is written, so a concurrent writer's clean-up of leftovers leaves it alone.
     With ``modes`` (written from confidential input), the temporary is made within them and
-    everything in it is brought within them before it takes ``target``'s place.
+    everything in it is brought within them before it takes ``target``'s place. A full disk is
+    an OSError naming ``target``.
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    clean_leftovers(target)
-    tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(target), dir=target.parent))
-    fd = _lock(tmp)
-    try:
-        os.chmod(tmp, 0o777 & ~_umask() & (modes.directory if modes else 0o777))
-        yield tmp
-        if modes is not None:
-            restrict_tree(tmp, modes)
-        _replace(tmp, target)
-    except BaseException:
-        _remove(tmp)
-        raise
-    finally:
-        _unlock(fd)
+    with _naming_a_full_disk(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        clean_leftovers(target)
+        tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(target), dir=target.parent))
+        fd = _lock(tmp)
+        try:
+            os.chmod(tmp, 0o777 & ~_umask() & (modes.directory if modes else 0o777))
+            yield tmp
+            if modes is not None:
+                restrict_tree(tmp, modes)
+            _replace(tmp, target)
+        except BaseException:
+            remove_path(tmp)
+            raise
+        finally:
+            _unlock(fd)
 
 
 @contextlib.contextmanager
 def atomic_file(target: Path, modes: Modes | None = None) -> Iterator[Path]:
     """Yield a temporary path in the same directory that is renamed onto ``target`` on success
-    (with ``modes``, made within them before anything is written to it)."""
+    (with ``modes``, made within them before anything is written to it; a full disk is an
+    OSError naming ``target``)."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    clean_leftovers(target)
-    fd, name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
-    tmp = Path(name)
-    try:
-        with contextlib.suppress(OSError):  # a file system without locks: the name protects it
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.chmod(tmp, 0o666 & ~_umask() & (modes.file if modes else 0o666))
-        yield tmp
-        os.replace(tmp, target)
-    finally:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
+    with _naming_a_full_disk(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        clean_leftovers(target)
+        fd, name = tempfile.mkstemp(prefix=_temporary_prefix(target), dir=target.parent)
+        tmp = Path(name)
+        try:
+            with contextlib.suppress(OSError):  # a file system without locks: the name protects it
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.chmod(tmp, 0o666 & ~_umask() & (modes.file if modes else 0o666))
+            yield tmp
+            os.replace(tmp, target)
+        finally:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
 
 
 def check_output_file(target: Path, kind: str, protect: tuple[Path, ...] = ()) -> None:
@@ -498,9 +516,18 @@ def write_json(data: Any, target: Path, modes: Modes | None = None) -> None:
 
 
 def write_parquet(frame: pl.DataFrame, target: Path, modes: Modes | None = None) -> None:
-    """Write a polars frame as Parquet (zstd), atomically (within ``modes``)."""
+    """Write a polars frame as Parquet (zstd), atomically (within ``modes``). polars reports a
+    failed write (a full disk) as a ComputeError naming the OS error; it is raised as that
+    OSError."""
     with atomic_file(target, modes) as tmp:
-        frame.write_parquet(tmp, compression="zstd")
+        try:
+            frame.write_parquet(tmp, compression="zstd")
+        except PolarsError as exc:
+            number = re.search(r"\(os error (\d+)\)", str(exc))
+            if number is None:
+                raise
+            code = int(number.group(1))
+            raise OSError(code, os.strerror(code), str(tmp)) from None
 
 
 PLAIN_ARROW_TYPES: tuple[Callable[[pa.DataType], bool], ...] = (

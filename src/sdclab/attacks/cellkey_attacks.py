@@ -87,10 +87,11 @@ def tuple_sum_pmf(f: Pmf, m: Pmf, t: Pmf) -> Pmf:
 
 
 def _threshold(bound: int) -> int:
-    """|S| ≥ 3E − 2 reveals E = bound; only meaningful for a bound of at least 1."""
-    if bound < 1:
-        raise ValueError(f"the noise bound must be at least 1, got {bound}")
-    return 3 * bound - 2
+    """|S| ≥ 3E − 2 reveals E = bound. A p-table without noise at large counts has E = 0: every
+    tuple then sums to S = 0 and Ê = 0 = E, so every tuple reveals it (threshold 0)."""
+    if bound < 0:
+        raise ValueError(f"the noise bound must be non-negative, got {bound}")
+    return max(3 * bound - 2, 0)
 
 
 def p1_independent(f: Pmf, m: Pmf, t: Pmf, bound: int) -> float:
@@ -107,9 +108,11 @@ def p1_uniform(bound: int) -> float:
 
     There are C(d+2, 2) triples falling short of ±3E by d, so 1 + 3 + 6 = 10 per sign for d ≤ 2.
     This holds for every E ≥ 1: a shortfall of 2 never pushes a component beyond −E, and the two
-    tails stay apart since 3E − 2 ≥ 1 (E = 1 gives 20/27: only S = 0 fails).
+    tails stay apart since 3E − 2 ≥ 1 (E = 1 gives 20/27: only S = 0 fails). E = 0 has p1 = 1
+    (:func:`p1_independent`), not this form.
     """
-    _threshold(bound)
+    if bound < 1:
+        raise ValueError(f"the closed form needs a noise bound of at least 1, got {bound}")
     return 20.0 / (2 * bound + 1) ** 3
 
 

@@ -225,10 +225,16 @@ def preimage_range(
 ) -> tuple[IntArray, IntArray]:
     """For every published count 0..``largest``: the smallest and largest true count that the
     p-table (then the threshold, which publishes counts below it as 0) can turn into it; an
-    unreachable count has smallest > largest."""
+    unreachable count has smallest > largest.
+
+    Only true counts within the noise's reach of 0..``largest`` or of the threshold are looked
+    at: every other one lands on 0 (below the threshold) or beyond ``largest`` and moves neither
+    end, so the work does not grow with the threshold."""
     support, offset, row_of = _noise_support(table)
     reach = int(max(abs(offset), support.shape[1] + offset))
-    true = np.arange(max(largest, threshold) + reach + 1)  # all that can land at or below both
+    near = np.arange(largest + reach + 1)  # all that can land on 1..largest
+    edge = np.arange(max(threshold - reach - 1, 0), threshold + reach + 1)  # the last under it
+    true = np.union1d(near, edge)
     rows, steps = np.nonzero(support[row_of(true)])
     out = true[rows] + offset + steps
     out = np.where(out < threshold, 0, out)

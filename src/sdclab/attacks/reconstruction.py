@@ -638,6 +638,10 @@ CONFIDENCE = "confidence"
 """Optional column of persons.parquet: each record's share of the further draws that hold it."""
 DRAWS = 10
 """Further reconstructions drawn per tract to rank the records by confidence."""
+MAX_DRAWS = 100
+"""Most further reconstructions per tract: a record's confidence is its share of the draws, which
+100 resolve to 1%, while every draw costs one more linear program per tract and one more column
+of the tract's counts (10⁹ draws asked for a 10⁹-column array)."""
 
 
 class Records(Protocol):

@@ -64,6 +64,9 @@ REPORTED_EPSILONS = (0.5, 1.0, 2.0, 4.0)
 """ε values at which the card lists δ_n(ε) per neighbouring count pair."""
 
 
+EXACT_FLOAT = 2**53
+"""Integers below this are exact in float64."""
+
 PTABLE_PRESETS = ("ons-10-5", "maxent")
 PTABLE_ARTIFACT = "ptable"
 
@@ -85,8 +88,9 @@ class CellKeyParameters(Parameters):
     pstay: Annotated[Decimal | None, Unit("probability 0–1")] = Field(None, gt=0, lt=1)
     """maxent: lower bound of p(i→i), the probability a count is published unchanged (default: no
     bound)"""
-    threshold: Annotated[int, Unit("count")] = Field(0, ge=0)
-    """published counts below this are suppressed, omitted like zeros (0: none)"""
+    threshold: Annotated[int, Unit("count")] = Field(0, ge=0, lt=EXACT_FLOAT)
+    """published counts below this are suppressed, omitted like zeros (0: none); below 2^53, the
+    counts that float64, in which the tables' counts are read, holds exactly"""
     key_space: Annotated[int | None, Unit("keys")] = Field(None, ge=2, le=2**32)
     """K: record keys are 0..K−1 and a cell key is their sum mod K (default: the ONS table's, else
     256)"""
@@ -243,10 +247,6 @@ def noise_bound(table: AnyPTable) -> int:
 def blocked(table: AnyPTable) -> int:
     """js: published counts 1..js never occur (0 for ONS tables, whose threshold does that)."""
     return 0 if isinstance(table, OnsPTable) else int(table.js)
-
-
-EXACT_FLOAT = 2**53
-"""Integers below this are exact in float64."""
 
 
 def keyed_tables(

@@ -19,7 +19,13 @@ from sdclab import accounting, noise
 from sdclab.accounting import SpecCard
 from sdclab.privacy import Loss, person_guarantee
 from sdclab.protection import audit_plans
-from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
+from sdclab.protection.base import (
+    Mechanism,
+    NoisePublication,
+    Parameters,
+    Unit,
+    check_budget_range,
+)
 
 
 class GaussianParameters(Parameters):
@@ -47,6 +53,20 @@ class GaussianParameters(Parameters):
     def _one_scale(self) -> GaussianParameters:
         if (self.sigma2 is None) == (self.rho is None):
             raise ValueError("give exactly one of sigma2 and rho")
+        return self
+
+    @model_validator(mode="after")
+    def _within_sampler_range(self) -> GaussianParameters:
+        """The variance must lie where the exact sampler works (ρ = 10⁻³⁰⁰ or 10³⁰⁰ crashed the
+        card and the audit)."""
+        low, high = noise.SIGMA2_RANGE
+        if self.rho is not None:
+            check_budget_range("rho", self.rho, [self.noise_variance()], (low, high), "variance")
+        elif not low <= Fraction(self.noise_variance()) <= high:
+            raise ValueError(
+                f"sigma2 = {self.sigma2} is outside the {float(low):g}..{float(high):g} the exact "
+                "sampler supports"
+            )
         return self
 
     def noise_variance(self) -> Fraction:

@@ -64,6 +64,11 @@ ONS_PCV_MAX = 750
 """Largest pcv of an ONS table; larger counts are folded onto 501..750 (period 250)."""
 ONS_DELTA_MAX = 1000
 """Last n of the pairs (n, n + 1) checked for an ONS table; pairs beyond repeat (period 250)."""
+FILE_LIMIT = ONS_PCV_MAX
+"""Largest row i and largest |noise| a p-table file may hold (either format): 750, the counts an
+ONS table distinguishes. Whatever uses a table (its card's δ, the attacker's preimages) builds
+arrays of rows × noise values, so both are bounded; the max-entropy construction stays far
+inside (i_max ≤ D + js + 1 ≤ 201, |v| ≤ D ≤ 100)."""
 CONIC_TOLERANCE = 1e-10
 """Gap and feasibility tolerance of the conic solve that starts the polish."""
 CONIC_MAX_ITER = 200
@@ -884,24 +889,19 @@ def _read_long(frame: pl.DataFrame, path: Path) -> PTable:
         _column(frame, name, path, integer=False).astype(np.float64)
         for name in ("p", "p_int_lb", "p_int_ub")
     )
-    for name, values, ok in (
-        ("i", i, i >= 0),
-        ("j", j, j >= 0),
-        ("v", v, v == j - i),
-        ("p", p, (p >= 0) & (p <= 1)),
-        ("p_int_lb", lb, (lb >= 0) & (lb <= 1)),
-        ("p_int_ub", ub, (ub >= lb) & (ub <= 1)),
+    if not i.size:
+        raise InputError(f"{path}: the p-table has no rows (expected rows i = 0..i_max)")
+    for name, values, ok, rule in (
+        ("i", i, (i >= 0) & (i <= FILE_LIMIT), f"must lie in 0..{FILE_LIMIT}"),
+        ("j", j, j >= 0, "must be non-negative"),
+        ("v", v, v == j - i, "must equal j - i"),
+        ("v", v, np.abs(v) <= FILE_LIMIT, f"must lie in -{FILE_LIMIT}..{FILE_LIMIT}"),
+        ("p", p, (p >= 0) & (p <= 1), "must lie in [0, 1]"),
+        ("p_int_lb", lb, (lb >= 0) & (lb <= 1), "must lie in [0, 1]"),
+        ("p_int_ub", ub, (ub >= lb) & (ub <= 1), "must lie in [p_int_lb, 1]"),
     ):
         if not ok.all():
             index = int(np.flatnonzero(~ok)[0])
-            rule = {
-                "i": "must be non-negative",
-                "j": "must be non-negative",
-                "v": "must equal j - i",
-                "p": "must lie in [0, 1]",
-                "p_int_lb": "must lie in [0, 1]",
-                "p_int_ub": "must lie in [p_int_lb, 1]",
-            }[name]
             raise InputError(f"{_where(path, index, name)}: {values[index]} {rule}")
     duplicate = _first_duplicate([i, j])
     if duplicate is not None:
@@ -959,12 +959,23 @@ def _read_ons(frame: pl.DataFrame, path: Path) -> OnsPTable:
     for name, values, ok, rule in (
         ("pcv", pcvs, (pcvs >= 1) & (pcvs <= ONS_PCV_MAX), f"must lie in 1..{ONS_PCV_MAX}"),
         ("ckey", ckeys, ckeys >= 0, "must be non-negative"),
+        ("pvalue", pvalues, pvalues <= FILE_LIMIT, f"must be at most {FILE_LIMIT}"),
     ):
         if not ok.all():
             index = int(np.flatnonzero(~ok)[0])
             raise InputError(f"{_where(path, index, name)}: {values[index]} {rule}")
     if not pcvs.size:
         raise InputError(f"{path}: the ONS p-table has no rows")
+    # every ckey 0..K−1 comes with every pcv 1..750: the rows bound K (checked before the
+    # pcv × ckey array is made)
+    keys = max(1, pcvs.size // ONS_PCV_MAX)
+    if ckeys.max() >= keys:
+        index = int(np.argmax(ckeys >= keys))
+        raise InputError(
+            f"{_where(path, index, 'ckey')}: {ckeys[index]} must lie in 0..{keys - 1} (an ONS "
+            f"p-table holds every pcv 1..{ONS_PCV_MAX} with every ckey 0..K-1, and its "
+            f"{pcvs.size:,} rows make K at most {keys:,})"
+        )
     # the smallest count folded onto a pcv is the pcv itself (pcv(n) = n for n ≤ 750, larger
     # counts land on 501..750), so pvalue ≥ −pcv is exactly "no count is published negative"
     negative = pvalues < -pcvs
