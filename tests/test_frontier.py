@@ -10,7 +10,7 @@ import statistics
 import pytest
 from scipy import stats
 
-from sdclab.experiment import REPORT_FILE, Experiment, run_experiment
+from sdclab.experiment import REPORT_FILE, Experiment, ReportSpec, run_experiment
 from sdclab.report.charts import series_style
 from sdclab.report.html import decimal, pct
 from sdclab.results import (
@@ -35,7 +35,17 @@ SWEEP = {
         {"name": "safetab_h"},
     ],
     "attacks": {"workers": 1, "attackers": ["census"], "variability": False, "naive": False},
+    "report": {"persons": "all"},  # 500 persons make one block: no vulnerable group to plot
 }
+
+
+ALL_PERSONS = FrontierAxes(risk="reidentification.census.headline.all.points")
+
+
+def test_the_frontier_plots_the_vulnerable_group_by_default() -> None:
+    assert FrontierAxes().risk == "reidentification.census.headline.vulnerable.points"
+    assert ReportSpec().axes() == FrontierAxes()
+    assert FrontierAxes().describe()[1].startswith("vulnerable group confirmed beyond")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +57,7 @@ def swept(tmp_path_factory):
 
 def test_one_point_per_setting_with_replicate_means_and_intervals(swept) -> None:
     results, _ = swept
-    points = {p.setting: p for p in results.frontier()}
+    points = {p.setting: p for p in results.frontier(ALL_PERSONS)}
     assert list(points) == [
         "none",
         "geometric@epsilon=4",
@@ -175,7 +185,7 @@ def test_the_experiment_file_chooses_what_the_frontier_plots() -> None:
     chosen = {**SWEEP, "report": {"accuracy": "accuracy.tv_mean", "level": "block", "table": "P12"}}
     axes = parse_experiment(chosen, "exp.toml", Path(".")).report.axes()
     assert (axes.accuracy, axes.level, axes.table) == ("accuracy.tv_mean", "block", "P12")
-    assert axes.risk == "reidentification.census.headline.all.points"
+    assert axes.risk == "reidentification.census.headline.vulnerable.points"
     for report, message in (
         ({"accuracy": "precision"}, "report: 'precision' is not an error the frontier can plot"),
         ({"accuracy": "compared.bias_nonempty"}, "not a signed bias"),

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         run_experiment,
         synthesize,
         tabulate,
+        vulnerable_group,
         write_population,
         write_release,
     )
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         NotMeasured,
         ReconstructionResult,
         Reidentification,
+        VulnerableGroup,
     )
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "ReconstructionResult",
     "Reidentification",
     "Release",
+    "VulnerableGroup",
     "__version__",
     "audit",
     "evaluate",
@@ -68,6 +71,7 @@ __all__ = [
     "run_experiment",
     "synthesize",
     "tabulate",
+    "vulnerable_group",
     "write_population",
     "write_release",
 ]
@@ -85,6 +89,7 @@ _HOMES = {
             "NotMeasured",
             "ReconstructionResult",
             "Reidentification",
+            "VulnerableGroup",
         ),
         "sdclab.results",
     ),

@@ -35,6 +35,7 @@ from sdclab.results import (
     ReconstructionResult,
     Reidentification,
     Value,
+    VulnerableGroup,
     level_accuracies,
     measured,
     no_risk_analysis,
@@ -251,6 +252,51 @@ def read_reconstruction(path: str | Path) -> ReconstructionResult:
     )
 
 
+def vulnerable_group(
+    truth: Population,
+    *,
+    reconstruction: ReconstructionResult | None = None,
+    workers: int | None = None,
+    executor: str | None = None,
+    seed: int = 0,
+    time_limit: float = 300.0,
+) -> VulnerableGroup:
+    """The population's most vulnerable persons, the one set every release is scored on:
+    nonmodal persons unique on {block, sex, agebin} in blocks whose reconstruction of the exact
+    release has solution variability 0 (evaluation only).
+
+    ``reconstruction``: the exact release's reconstruction with variability (``sdclab tabulate``
+    then ``sdclab reconstruct --variability``), when already made; otherwise it is made here
+    with ``workers``, ``executor``, ``seed`` and ``time_limit`` (as :func:`reconstruct`)."""
+    from sdclab.attacks.linkage import proven_solvar_zero, vulnerable_persons
+
+    if reconstruction is None:
+        reconstruction = reconstruct(
+            tabulate(truth),
+            workers=workers,
+            executor=executor,
+            seed=seed,
+            time_limit=time_limit,
+            variability=True,
+            draws=0,
+        )
+    if reconstruction.mechanism != "none":
+        raise InputError(
+            f"the vulnerable group is defined from the exact release's reconstruction, not a "
+            f"{reconstruction.mechanism} release's (sdclab tabulate, then reconstruct it)"
+        )
+    if reconstruction.solvar is None:
+        raise InputError(
+            "the exact release's reconstruction has no solution variability (reconstruct it with "
+            "variability: --variability, variability=True)"
+        )
+    return VulnerableGroup(
+        persons=vulnerable_persons(truth, reconstruction.solvar),
+        solvar0_blocks=proven_solvar_zero(reconstruction.solvar).len(),
+        populated_blocks=reconstruction.solvar.height,
+    )
+
+
 def reidentify(
     reconstruction: ReconstructionResult,
     release: Release,
@@ -258,12 +304,15 @@ def reidentify(
     *,
     attacker: str = "commercial",
     seed: int | None = None,
+    vulnerable: VulnerableGroup | None = None,
     **attacker_parameters: float | str,
 ) -> Reidentification:
     """Link reconstructed records to a simulated attacker file (``census``: the census's own
     identities; ``commercial``: a commercial file's coverage and errors; keywords override
     ``coverage``, ``extra_records``, ``moved``, ``age_error``, ``sex_error``), and confirm the
-    links against ``truth``; also scores the two baselines made from the published tables."""
+    links against ``truth``; also scores the two baselines made from the published tables.
+    ``vulnerable``: the population's fixed vulnerable group (:func:`vulnerable_group`), scored
+    as its own group with its headline risk."""
     from sdclab.attacks.linkage import attacker_parameters as parameters
     from sdclab.attacks.linkage import reidentify as link
     from sdclab.digest import check_same_input
@@ -273,7 +322,13 @@ def reidentify(
     check_same_input(release.input_digest, *truth.frames, what="truth and release")
     params = parameters(attacker, dict(attacker_parameters))
     figures, links = link(
-        reconstruction.persons, release, truth, params, make_rng(seed), reconstruction.solvar
+        reconstruction.persons,
+        release,
+        truth,
+        params,
+        make_rng(seed),
+        reconstruction.solvar,
+        None if vulnerable is None else vulnerable.persons,
     )
     result = Reidentification.from_dict({"attacker_preset": attacker, **figures})
     return replace(result, links=links)

@@ -394,6 +394,13 @@ def reidentify(
     seed: Annotated[
         int | None, typer.Option(help="Seed of the attacker file and tie-breaks.")
     ] = None,
+    vulnerable: Annotated[
+        Path | None,
+        typer.Option(
+            help="Reconstruction of the exact release with variability (sdclab tabulate, then "
+            "sdclab reconstruct --variability): scores the population's fixed vulnerable group."
+        ),
+    ] = None,
 ) -> None:
     """Link reconstructed records to an attacker's file; score them and the MDG/PRG baselines."""
     from sdclab import api
@@ -405,25 +412,48 @@ def reidentify(
     overrides = parse_settings(settings or [])
     attacker_parameters(attacker, overrides)  # bad parameters fail before any reading
     check_seed(seed)
-    check_replaceable(out, REIDENTIFICATION_KIND, (recon, truth))
+    inputs = (recon, truth) if vulnerable is None else (recon, truth, vulnerable)
+    check_replaceable(out, REIDENTIFICATION_KIND, inputs)
     reconstruction = api.read_reconstruction(recon)
     if release is None:
         release = attacked_release(recon)
     rel = api.read_release(release)
     population = read_truth(truth, rel, release)
+    group = None
+    if vulnerable is not None:
+        exact = attacked_release(vulnerable)
+        read_truth(truth, api.read_release(exact), exact)  # the exact release of this population
+        group = api.vulnerable_group(population, reconstruction=api.read_reconstruction(vulnerable))
     result = api.reidentify(
-        reconstruction, rel, population, attacker=attacker, seed=seed, **overrides
+        reconstruction,
+        rel,
+        population,
+        attacker=attacker,
+        seed=seed,
+        vulnerable=group,
+        **overrides,
     )
     figures = {**result.to_dict(), "release": str(release), "seed": seed}
+    if group is not None:
+        figures["vulnerable"] = group.to_dict()
     assert result.links is not None
-    with output_directory(out, REIDENTIFICATION_KIND, (recon, truth)) as tmp:
+    with output_directory(out, REIDENTIFICATION_KIND, inputs) as tmp:
         write_parquet(result.links, tmp / "links.parquet")
         write_json(figures, tmp / METRICS_FILE)
+    typer.echo(f"attacker {result.attacker}: {result.attacker_records:,} records")
     for name, method in result.methods().items():
         rates = method.all
         typer.echo(
             f"{name:>14}: putative {show_share(rates.putative_rate)}, confirmed "
             f"{show_share(rates.confirmed_rate)}, precision {show_share(rates.precision)}"
+        )
+    if group is not None and "vulnerable" in result.headline_groups():
+        head = result.headline("vulnerable")
+        typer.echo(
+            f"vulnerable group: {group.size:,} persons; confirmed "
+            f"{show_share(head.reconstruction.confirmed_rate)} against "
+            f"{show_share(head.baseline.confirmed_rate)} for the best baseline "
+            f"({head.best_baseline})"
         )
     typer.echo(f"written to {out}")
 

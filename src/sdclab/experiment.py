@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import polars as pl
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -114,6 +115,7 @@ from sdclab.results import (
     Reidentification,
     ReleaseResult,
     Sweep,
+    VulnerableGroup,
     no_risk_analysis,
 )
 from sdclab.tables.catalog import CATALOG
@@ -384,7 +386,7 @@ class ReportSpec(_Strict):
     level: Literal["nation", "state", "county", "tract", "block_group", "block"] = "tract"
     table: str | None = None
     attacker: Literal["census", "commercial"] = "census"
-    persons: Literal["all", "nonmodal"] = "all"
+    persons: Literal["all", "nonmodal", "vulnerable"] = "vulnerable"
 
     @model_validator(mode="after")
     def _axes_the_frontier_can_plot(self) -> ReportSpec:
@@ -739,15 +741,45 @@ def _make_reconstruction(release: Release, attacks: AttackSpec, knowledge: str, 
     write_reconstruction(tmp / "recon", result, result.to_dict(), result.solvar)
 
 
+VULNERABLE_FILE = "vulnerable.parquet"
+"""The vulnerable persons' ids in their step (confidential, as every step is)."""
+
+
+def _make_vulnerable_group(truth: Population, attacks: AttackSpec, tmp: Path) -> None:
+    group = api.vulnerable_group(
+        truth,
+        workers=attacks.workers,
+        executor=attacks.executor,
+        seed=attacks.seed,
+        time_limit=attacks.time_limit,
+    )
+    write_parquet(pl.DataFrame({"person_id": group.persons}), tmp / VULNERABLE_FILE)
+    write_json(group.to_dict(), tmp / METRICS_FILE)
+
+
+def read_vulnerable_group(step: Path) -> VulnerableGroup:
+    """The vulnerable group a step holds (a step this run or an earlier one made)."""
+    figures = read_json_object(step / METRICS_FILE)
+    persons = pl.read_parquet(step / VULNERABLE_FILE)["person_id"].to_numpy()
+    return VulnerableGroup(
+        persons=persons.astype(np.int64),
+        solvar0_blocks=int(figures["solvar0_blocks"]),
+        populated_blocks=int(figures["populated_blocks"]),
+    )
+
+
 def _make_reidentification(
     recon: ReconstructionResult,
     release: Release,
     truth: Population,
     preset: str,
     seed: int,
+    vulnerable: VulnerableGroup | None,
     tmp: Path,
 ) -> None:
-    result = api.reidentify(recon, release, truth, attacker=preset, seed=seed)
+    result = api.reidentify(
+        recon, release, truth, attacker=preset, seed=seed, vulnerable=vulnerable
+    )
     assert result.links is not None
     write_parquet(result.links, tmp / "links.parquet")
     write_json(result.to_dict(), tmp / METRICS_FILE)
@@ -784,12 +816,15 @@ class Runner:
         self.steps = StepCache(Path(out), say, modes)
         self.published: dict[tuple[str, str], str] = {}
         """The first replicate of every (setting, release tables) seen (digests in memory)."""
+        self.vulnerable: tuple[VulnerableGroup, str] | None = None
+        """The population's fixed vulnerable group and its step's digest, once made."""
 
     def run(self) -> ExperimentResult:
         spec = self.experiment.population
         pop_digest = _digest("population", spec.digested(), _directory_digest(spec.path))
         step = Step("population", pop_digest)
         truth = read_population(self.steps.get(step, partial(_make_population, spec)))
+        self.vulnerable = self.vulnerable_group(truth, pop_digest)
         population = PopulationSummary(
             source=spec.source(),
             persons=truth.n_persons,
@@ -797,6 +832,11 @@ class Runner:
             geography=truth.geography.summary,
             uniques=linkage.population_uniques(truth),
             block_sizes=block_size_counts(truth),
+            vulnerable=(
+                self.vulnerable[0].to_dict()
+                if self.vulnerable is not None
+                else NotMeasured("the experiment does not reconstruct (attacks.reconstruct)")
+            ),
         )
         points = self.experiment.points()
         releases = {}
@@ -807,6 +847,19 @@ class Runner:
         return ExperimentResult(
             population, releases, tuple(self.steps.computed), tuple(self.steps.reused)
         )
+
+    def vulnerable_group(
+        self, truth: Population, pop_digest: str
+    ) -> tuple[VulnerableGroup, str] | None:
+        """The population's fixed vulnerable group and its step's digest, from the exact
+        release reconstructed with variability (None when the experiment does not reconstruct)."""
+        attacks = self.experiment.attacks
+        if not attacks.reconstruct:
+            return None
+        digest = _digest("vulnerable", pop_digest, attacks.seed, attacks.time_limit)
+        step = Step("vulnerable", digest)
+        made = self.steps.get(step, partial(_make_vulnerable_group, truth, attacks))
+        return read_vulnerable_group(made), digest
 
     def mechanism(self, m: Point, truth: Population, pop_digest: str) -> ReleaseResult:
         """One release, its attacks and its evaluation."""
@@ -877,11 +930,14 @@ class Runner:
             if unlinkable is not None:
                 links[preset] = NotMeasured(unlinkable)
                 continue
+            group, group_digest = self.vulnerable if self.vulnerable else (None, None)
             step = Step(
                 f"reidentify:{m.title}:{preset}",
-                _digest("reid", rec_digest, preset, attacks.seed),
+                _digest("reid", rec_digest, preset, attacks.seed, group_digest),
             )
-            make = partial(_make_reidentification, recon, release, truth, preset, attacks.seed)
+            make = partial(
+                _make_reidentification, recon, release, truth, preset, attacks.seed, group
+            )
             made = self.steps.get(step, make)
             links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
         return recon, links

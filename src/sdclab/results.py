@@ -17,19 +17,22 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import polars as pl
 
     from sdclab.accounting import SpecCard
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of the layout of ``metrics.json`` and ``results.json`` (2: the specification card
 holds its guarantee as values, with the common-axis figure; 3: every release names its sweep
 point and replicate, and the results hold every setting's replicate means and intervals; 4: the
 accuracy holds distances between distributions and the tract indicators; 5: the population
 lists its evaluation-only figures, and every tidy row and replicate mean says whether it is
-evaluation only)."""
+evaluation only; 6: the population's fixed vulnerable group, and the reidentification's
+headline risk for it)."""
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,45 @@ class Linkage:
 
 FIXED_BASELINE_METHODS = ("mdg_exact", "prg_exact", "random_draw")
 UPPER_BOUND_METHODS = ("confidential", "swapped")
-HEADLINE_GROUPS = ("all", "nonmodal")
+HEADLINE_GROUPS = ("all", "nonmodal", "vulnerable")
+"""The groups of attacker records whose headline risk is given, where measured: ``vulnerable``
+(the population's fixed vulnerable persons, :class:`VulnerableGroup`) only when the
+reidentification was given the group."""
+VULNERABLE_DEFINITION = (
+    "nonmodal persons unique on {block, sex, agebin} in blocks whose reconstruction of the exact "
+    "release has solution variability 0 (proven)"
+)
+
+
+@dataclass(frozen=True)
+class VulnerableGroup:
+    """The population's most vulnerable persons: one fixed set on which every release is scored,
+    whatever its mechanism (evaluation only: it is defined from the confidential records).
+
+    The attack paper defines its headline group from the published 2010 tables; here it comes
+    from the exact release, the tables every mechanism protects, so that no mechanism's own
+    reconstruction chooses the persons it is scored on (docs/reidentification.md)."""
+
+    persons: npt.NDArray[np.int64] = field(repr=False)
+    """Their person ids, sorted."""
+    solvar0_blocks: int
+    """Populated blocks whose exact reconstruction is proven the only one."""
+    populated_blocks: int
+    """Populated blocks measured."""
+
+    @property
+    def size(self) -> int:
+        """The number of persons in the group."""
+        return int(self.persons.size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The group's figures (never its persons' ids)."""
+        return {
+            "definition": VULNERABLE_DEFINITION,
+            "persons": self.size,
+            "solvar0_blocks": self.solvar0_blocks,
+            "populated_blocks": self.populated_blocks,
+        }
 
 
 @dataclass(frozen=True)
@@ -286,6 +327,10 @@ class Reidentification:
             if name not in ("reconstruction", *UPPER_BOUND_METHODS)
         }
 
+    def headline_groups(self) -> tuple[str, ...]:
+        """The :data:`HEADLINE_GROUPS` measured (``vulnerable`` when the group was given)."""
+        return tuple(g for g in HEADLINE_GROUPS if g in self.reconstruction.groups)
+
     def headline(self, group: str) -> HeadlineRisk:
         """Confirmed reidentifications beyond the best baseline in ``group`` (all, nonmodal)."""
         ours = self.reconstruction.group(group)
@@ -318,7 +363,7 @@ class Reidentification:
                         **dims,
                     )
         if self.baselines():
-            for group in HEADLINE_GROUPS:
+            for group in self.headline_groups():
                 head = self.headline(group)
                 prefix = f"reidentification.{self.attacker}.headline.{group}"
                 yield Figure(f"{prefix}.points", head.points, **dims)
@@ -335,7 +380,7 @@ class Reidentification:
             "baselines": baselines,
             **{name: m.to_dict() for name, m in self.methods().items()},
             **(
-                {"headline": {g: self.headline(g).to_dict() for g in HEADLINE_GROUPS}}
+                {"headline": {g: self.headline(g).to_dict() for g in self.headline_groups()}}
                 if self.baselines()
                 else {}
             ),
@@ -1196,6 +1241,10 @@ class PopulationSummary:
     only: from the confidential records)."""
     block_sizes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     """Blocks and persons in each block-size class ("1-9", …; evaluation only)."""
+    vulnerable: Mapping[str, Any] | NotMeasured = field(
+        default=NotMeasured("the experiment does not reconstruct (attacks.reconstruct)")
+    )
+    """The fixed vulnerable group's figures (:meth:`VulnerableGroup.to_dict`; evaluation only)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Its fields, with the figures counted from the confidential records listed under
@@ -1203,7 +1252,23 @@ class PopulationSummary:
         return {**fields_json(self), EVALUATION_ONLY: list(POPULATION_TRUTH_FIELDS)}
 
 
-POPULATION_TRUTH_FIELDS = ("persons", "units", "geography", "uniques", "block_sizes")
+def _figures_or_why(value: Any) -> Mapping[str, Any] | NotMeasured:
+    """A mapping of figures read back from JSON, or why there is none (absent: not recorded)."""
+    if isinstance(value, Mapping) and "not_measured" not in value:
+        return dict(value)
+    if isinstance(value, Mapping):
+        return NotMeasured(str(value["not_measured"]))
+    return NotMeasured("not recorded")
+
+
+POPULATION_TRUTH_FIELDS = (
+    "persons",
+    "units",
+    "geography",
+    "uniques",
+    "block_sizes",
+    "vulnerable",
+)
 """The figures of an experiment's population counted from the confidential records (exact
 counts of persons, units and geounits, uniqueness, block sizes): evaluation only. Its
 ``source`` (a directory or the generator's settings) is not a figure of the data."""
@@ -1373,6 +1438,7 @@ class ExperimentResult:
                 geography=dict(pop["geography"]),
                 uniques=dict(pop.get("uniques", {})),
                 block_sizes=dict(pop.get("block_sizes", {})),
+                vulnerable=_figures_or_why(pop.get("vulnerable")),
             ),
             releases={
                 title: ReleaseResult.from_dict(title, entry)
@@ -1396,13 +1462,14 @@ def _by_setting(releases: Mapping[str, ReleaseResult]) -> dict[str, list[str]]:
 @dataclass(frozen=True)
 class FrontierAxes:
     """What the accuracy–risk frontier plots: an accuracy figure of the tidy results (lower is
-    better) at a level, against a risk figure (the census attacker's headline by default)."""
+    better) at a level, against a risk figure (by default the census attacker's headline risk
+    for the population's fixed vulnerable group, :class:`VulnerableGroup`)."""
 
     accuracy: str = "compared.mae_nonempty"
     level: str = "tract"
     table: str | None = None
     """For a figure given per table (``accuracy.*``): which table's."""
-    risk: str = "reidentification.census.headline.all.points"
+    risk: str = "reidentification.census.headline.vulnerable.points"
 
     def __post_init__(self) -> None:
         per_table = FRONTIER_ACCURACY.get(self.accuracy)
@@ -1427,7 +1494,9 @@ class FrontierAxes:
         risk = self.risk
         parts = self.risk.split(".")
         if len(parts) == 5 and parts[2] == "headline":  # reidentification.census.headline.all…
-            who = "nonmodal persons " if parts[3] == "nonmodal" else ""
+            who = {"nonmodal": "nonmodal persons ", "vulnerable": "vulnerable group "}.get(
+                parts[3], ""
+            )
             risk = f"{who}confirmed beyond the best baseline, {parts[1]} attacker (pp)"
         return f"{accuracy}{table}, {self.level.replace('_', ' ')}", risk
 

@@ -433,9 +433,9 @@ class Subsets:
     masks: dict[str, npt.NDArray[np.bool_]]
 
 
-def breakdowns(attacker: pl.DataFrame, truth: Population, solvar: pl.DataFrame | None) -> Subsets:
-    """all; modal / nonmodal; population uniques on {block, sex, agebin}; block-size classes;
-    nonmodal uniques in solvar-0 blocks — by the true record behind each attacker id."""
+def person_facts(truth: Population) -> pl.DataFrame:
+    """Per census person (``id``): modal in their block, unique on {block, sex, agebin}, the
+    block's persons and the block (``true_block``)."""
     persons = with_agebin(
         truth.persons.select(
             pl.col("person_id").alias("id"),
@@ -451,7 +451,7 @@ def breakdowns(attacker: pl.DataFrame, truth: Population, solvar: pl.DataFrame |
     mode = block_modes(persons)
     size = persons.group_by("block").len("block_persons")
     cell = persons.group_by("block", "sex", "agebin").len("cell_persons")
-    facts = (
+    return (
         persons.join(mode, on="block")
         .join(size, on="block")
         .join(cell, on=["block", "sex", "agebin"])
@@ -463,7 +463,39 @@ def breakdowns(attacker: pl.DataFrame, truth: Population, solvar: pl.DataFrame |
             true_block="block",
         )
     )
-    joined = attacker.select("id").join(facts, on="id", how="left")
+
+
+def proven_solvar_zero(solvar: pl.DataFrame) -> pl.Series:
+    """The blocks (int64 geocodes) whose reconstruction is proven the only one: solution
+    variability 0 from a program solved to optimality (a program stopped early proves
+    nothing)."""
+    proven = pl.col("status") == "Optimal" if "status" in solvar.columns else pl.lit(True)
+    zero = solvar.filter(proven & (pl.col("solvar") == 0))
+    return zero["block"].cast(pl.Int64)
+
+
+def vulnerable_persons(truth: Population, solvar: pl.DataFrame) -> IntArray:
+    """The attack paper's most vulnerable persons, fixed for a population: nonmodal in their
+    block, unique on {block, sex, agebin}, in a block whose reconstruction has solution
+    variability 0 (``solvar`` of the exact release's reconstruction). Sorted person ids."""
+    zero = proven_solvar_zero(solvar).implode()
+    chosen = person_facts(truth).filter(
+        ~pl.col("modal") & pl.col("unique") & pl.col("true_block").is_in(zero)
+    )
+    return np.sort(chosen["id"].to_numpy()).astype(np.int64)
+
+
+def breakdowns(
+    attacker: pl.DataFrame,
+    truth: Population,
+    solvar: pl.DataFrame | None,
+    vulnerable: IntArray | None = None,
+) -> Subsets:
+    """all; modal / nonmodal; population uniques on {block, sex, agebin}; block-size classes;
+    the fixed ``vulnerable`` persons (:func:`vulnerable_persons`), when given; nonmodal uniques
+    in the solvar-0 blocks of the attacked release's own reconstruction (a secondary figure:
+    that group changes with the release) — by the true record behind each attacker id."""
+    joined = attacker.select("id").join(person_facts(truth), on="id", how="left")
     census = joined["modal"].is_not_null().to_numpy()
     modal = joined["modal"].fill_null(False).to_numpy()
     unique = joined["unique"].fill_null(False).to_numpy()
@@ -479,9 +511,11 @@ def breakdowns(attacker: pl.DataFrame, truth: Population, solvar: pl.DataFrame |
         inside = (block_persons >= low) & ((block_persons <= high) if high else True)
         masks[f"block_size_{size_class_label(low, high)}"] = census & inside
         masks[f"nonmodal_block_size_{size_class_label(low, high)}"] = census & ~modal & inside
+    if vulnerable is not None:
+        masks["vulnerable"] = census & np.isin(attacker["id"].to_numpy(), vulnerable)
     if solvar is not None:
-        zero = set(solvar.filter(pl.col("solvar") == 0)["block"].cast(pl.Int64).to_list())
-        in_zero = np.isin(joined["true_block"].fill_null(-1).to_numpy(), list(zero))
+        zero = proven_solvar_zero(solvar).to_numpy()
+        in_zero = np.isin(joined["true_block"].fill_null(-1).to_numpy(), zero)
         masks["nonmodal_unique_solvar0"] = census & ~modal & unique & in_zero
     return Subsets(masks)
 
@@ -542,8 +576,10 @@ def reidentify(
     params: AttackerParameters,
     rng: np.random.Generator,
     solvar: pl.DataFrame | None = None,
+    vulnerable: IntArray | None = None,
 ) -> tuple[dict[str, Any], pl.DataFrame]:
-    """Figures for the reconstruction and both baselines, and the reconstruction's links.
+    """Figures for the reconstruction and both baselines, and the reconstruction's links;
+    ``vulnerable``: the population's fixed vulnerable persons, scored as their own group.
 
     Raises :class:`InputError` when the records lack an attribute altogether (:func:`not_linkable`).
     """
@@ -551,7 +587,7 @@ def reidentify(
     if reason is not None:
         raise InputError(reason)
     attacker = attacker_file(truth, params, rng)
-    subsets = breakdowns(attacker, truth, solvar)
+    subsets = breakdowns(attacker, truth, solvar, vulnerable)
     seed = int(rng.integers(0, 2**31))
     files = {"reconstruction": reconstructed.with_columns(pl.col("block").cast(pl.Int64))}
     missing = [t for t in BASELINE_TABLES if t not in release.tables]

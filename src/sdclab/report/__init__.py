@@ -150,7 +150,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, Source | None], ...] = (
     ("census: putative / precision", EVALUATION),
     ("commercial: putative / precision", EVALUATION),
     ("nonmodal precision (census)", EVALUATION),
-    ("nonmodal uniques in solvar-0 blocks (census)", EVALUATION),
+    ("nonmodal uniques in this release's solvar-0 blocks (census)", EVALUATION),
 )
 """The summary table's columns and their sources; the table as a whole is evaluation only."""
 SUMMARY_NOTE = (
@@ -332,6 +332,8 @@ def _beyond(reid: Reidentification | NotMeasured, group: str) -> str:
         return f"n/a ({esc(reid.reason)})"
     if not reid.baselines():
         return "n/a (no baseline measured)"
+    if group not in reid.headline_groups():
+        return "n/a (the group was not given to the reidentification)"
     head = reid.headline(group)
     shown = points_text(head.points)
     return f"{shown} / {head.persons:+,} persons (best: {esc(head.best_baseline)})"
@@ -365,6 +367,7 @@ def _headline_section(results: ExperimentResult) -> str:
                 f"<b>{esc(title)}</b>",
                 esc(attacker),
                 pct(confirmed),
+                _beyond(reid, "vulnerable"),
                 _beyond(reid, "all"),
                 _beyond(reid, "nonmodal"),
                 _upper(reid, "confidential"),
@@ -375,7 +378,8 @@ def _headline_section(results: ExperimentResult) -> str:
         "mechanism",
         "attacker",
         "confirmed",
-        "beyond the best baseline",
+        "vulnerable group: beyond the best baseline",
+        "all: beyond the best baseline",
         "nonmodal: beyond the best baseline",
         "upper bound: confidential records",
         "upper bound: swapped microdata",
@@ -387,9 +391,21 @@ def _headline_section(results: ExperimentResult) -> str:
     by_bin = uniques.get("unique_on_block_sex_agebin", unrecorded)
     sentence = (
         f"<p>Persons unique in their block on sex and age: {pct(by_age)}; on sex and agebin: "
-        f"{pct(by_bin)}.</p>"
+        f"{pct(by_bin)}. {_vulnerable_sentence(results)}</p>"
     )
     return section("Headline risk", [(EVALUATION, HEADLINE_NOTE + sentence + table)])
+
+
+def _vulnerable_sentence(results: ExperimentResult) -> str:
+    """The fixed vulnerable group: who is in it and how many, the same for every release."""
+    group = results.population.vulnerable
+    if isinstance(group, NotMeasured):
+        return f"The vulnerable group: n/a ({esc(group.reason)})."
+    return (
+        f"The vulnerable group, the same persons for every release: {esc(group['definition'])}"
+        f" — {group['persons']:,} persons ({group['solvar0_blocks']:,} of "
+        f"{group['populated_blocks']:,} populated blocks have solution variability 0)."
+    )
 
 
 def _ranking_section(results: ExperimentResult) -> str:

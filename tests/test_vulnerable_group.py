@@ -1,0 +1,149 @@
+"""The vulnerable group is fixed for a population: the same persons for every release, defined
+from the exact release's reconstruction, and scored with its own headline risk."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from conftest import frame
+from sdclab import api
+from sdclab.attacks.linkage import (
+    ATTACKER_PRESETS,
+    attacker_file,
+    breakdowns,
+    vulnerable_persons,
+)
+from sdclab.cli import app
+from sdclab.errors import InputError
+from sdclab.population import PERSONS, UNITS, Population
+from sdclab.population.io import write_population
+from sdclab.release import write_release
+
+
+def test_vulnerable_persons_by_hand():
+    """Block A: four white persons and one Black woman of 30 (nonmodal, unique on her sex and
+    agebin); block B the same, but its reconstruction is not proven unique; block C: a Black man
+    of 40 among white men of his agebin (nonmodal, not unique)."""
+    a, b, c = "010010001001001", "010010001001002", "010010001001003"
+    people = [
+        *[(a, 1, 50 + i, 1) for i in range(4)],
+        (a, 2, 30, 2),
+        *[(b, 1, 50 + i, 1) for i in range(4)],
+        (b, 2, 30, 2),
+        (c, 1, 40, 2),
+        (c, 1, 41, 1),
+        (c, 1, 42, 1),
+    ]
+    persons = [(i, i, blk, 0, sex, age, race, 0) for i, (blk, sex, age, race) in enumerate(people)]
+    units = [(i, blk, 0, True, 1) for i, (blk, *_) in enumerate(people)]
+    truth = Population(persons=frame(persons, PERSONS), units=frame(units, UNITS))
+    solvar = pl.DataFrame(
+        {
+            "block": [a, b, c],
+            "persons": [5, 5, 3],
+            "solvar": [0.0, 0.0, 0.0],
+            "status": ["Optimal", "Time limit reached", "Optimal"],
+        }
+    )
+    assert vulnerable_persons(truth, solvar).tolist() == [4]
+
+
+@pytest.fixture(scope="module")
+def attacked():
+    truth = api.synthesize(1_500, seed=8)
+    group = api.vulnerable_group(truth, workers=1)
+    releases = {
+        name: api.protect(truth, name, seed=3, **settings)
+        for name, settings in {"geometric": {"epsilon": "4"}, "swap-high": {}}.items()
+    }
+    recons = {
+        name: api.reconstruct(release, workers=1, variability=True, draws=0)
+        for name, release in releases.items()
+    }
+    return truth, group, releases, recons
+
+
+def test_two_releases_score_the_same_vulnerable_persons(attacked):
+    truth, group, _, recons = attacked
+    assert group.size > 0 and group.solvar0_blocks > 0
+    attacker = attacker_file(truth, ATTACKER_PRESETS["census"], np.random.default_rng(1))
+    masks = {
+        name: breakdowns(attacker, truth, recon.solvar, group.persons).masks
+        for name, recon in recons.items()
+    }
+    first, second = masks.values()
+    assert first["vulnerable"].any()
+    assert np.array_equal(first["vulnerable"], second["vulnerable"])
+    chosen = set(attacker["id"].to_numpy()[first["vulnerable"]].tolist())
+    assert chosen <= set(group.persons.tolist())
+    # each release's own solvar-0 group differs from release to release: why it is secondary
+    assert not np.array_equal(first["nonmodal_unique_solvar0"], second["nonmodal_unique_solvar0"])
+
+
+def test_reidentify_gives_the_vulnerable_headline(attacked):
+    truth, group, releases, recons = attacked
+    reid = api.reidentify(
+        recons["geometric"],
+        releases["geometric"],
+        truth,
+        attacker="census",
+        seed=2,
+        vulnerable=group,
+    )
+    assert reid.headline_groups() == ("all", "nonmodal", "vulnerable")
+    assert reid.to_dict()["headline"]["vulnerable"]["best_baseline"]
+    without = api.reidentify(recons["geometric"], releases["geometric"], truth, seed=2)
+    assert "vulnerable" not in without.headline_groups()
+
+
+def test_only_the_exact_release_with_variability_defines_it(attacked):
+    truth, _, _, recons = attacked
+    with pytest.raises(InputError, match="not a geometric release"):
+        api.vulnerable_group(truth, reconstruction=recons["geometric"])
+    exact = api.reconstruct(api.tabulate(truth), workers=1, draws=0)
+    with pytest.raises(InputError, match="no solution variability"):
+        api.vulnerable_group(truth, reconstruction=exact)
+
+
+def test_the_command_takes_the_exact_reconstruction(attacked, tmp_path):
+    truth, group, releases, _ = attacked
+    write_population(truth, tmp_path / "pop")
+    write_release(releases["geometric"], tmp_path / "rel")
+    write_release(api.tabulate(truth), tmp_path / "exact")
+    runner = CliRunner()
+    for release, out, extra in (("rel", "recon", []), ("exact", "exact-recon", ["--variability"])):
+        done = runner.invoke(
+            app,
+            [
+                "reconstruct",
+                str(tmp_path / release),
+                "--out",
+                str(tmp_path / out),
+                "--workers",
+                "1",
+                *extra,
+            ],
+        )
+        assert done.exit_code == 0, done.output
+    base = [
+        "reidentify",
+        str(tmp_path / "recon"),
+        "--truth",
+        str(tmp_path / "pop"),
+        "--attacker",
+        "census",
+    ]
+    done = runner.invoke(
+        app, [*base, "--vulnerable", str(tmp_path / "exact-recon"), "--out", str(tmp_path / "r")]
+    )
+    assert done.exit_code == 0, done.output
+    assert "attacker census:" in done.output
+    assert f"vulnerable group: {group.size:,} persons" in done.output
+    refused = runner.invoke(
+        app, [*base, "--vulnerable", str(tmp_path / "recon"), "--out", str(tmp_path / "r2")]
+    )
+    assert refused.exit_code == 2 and "not a geometric release" in refused.output
+    assert not (tmp_path / "r2").exists()
