@@ -19,6 +19,7 @@ from sdclab.results import (
     NotMeasured,
     ReplicateMean,
     accuracy_targets,
+    candidates,
     choose,
 )
 
@@ -114,7 +115,11 @@ def test_the_report_opens_with_the_frontier_and_the_choose_table(swept) -> None:
     assert "ε=8" in frontier and "ε=32" in frontier  # geometric at ε = 4 and 16 per record
     assert "safetab_h</b>: the release publishes no P1 or P12" in frontier
     choose_table = _section(report, "Choose a method")
-    assert choose_table.count("<tr>") >= 2 and "lowest-risk setting" in choose_table
+    assert choose_table.count("<tr>") >= 2 and "lowest-risk protecting setting" in choose_table
+    # the exact release is named as a reference, never offered
+    assert "<b>none</b>: does not protect (an exact tabulation protects nothing)" in choose_table
+    offered = choose_table[: choose_table.index("Never offered")]
+    assert "<b>none</b>" not in offered
     budget = _section(report, "Accuracy and risk against the budget")
     assert budget.count("<svg") == 2
 
@@ -138,36 +143,66 @@ def test_formatting_of_zero_small_and_not_measured() -> None:
     assert "n/a" in pct(NotMeasured("why")) and 'title="why"' in decimal(NotMeasured("why"))
 
 
-def _point(setting: str, accuracy: float, risk: float) -> FrontierPoint:
+def _point(
+    setting: str,
+    accuracy: float,
+    risk: float,
+    protects: bool = True,
+    interval: tuple[float, float] | None = None,
+    risk_interval: tuple[float, float] | None = None,
+) -> FrontierPoint:
+    low, high = interval or (None, None)
+    risk_low, risk_high = risk_interval or (None, None)
     return FrontierPoint(
         setting,
         setting,
         "m",
         1.0,
         (setting,),
-        ReplicateMean(accuracy, 1, None, None),
-        ReplicateMean(risk, 1, None, None),
+        ReplicateMean(accuracy, 2 if interval else 1, low, high),
+        ReplicateMean(risk, 2 if risk_interval else 1, risk_low, risk_high),
+        protects=protects,
+        why_not=None if protects else "an exact tabulation protects nothing",
     )
 
 
-def test_choose_takes_the_lowest_risk_that_meets_each_target() -> None:
-    points = [_point("exact", 0.0, 10.0), _point("a", 1.5, 2.0), _point("b", 4.0, -3.0)]
+def test_choose_takes_the_lowest_risk_protecting_setting_within_the_ceiling() -> None:
+    points = [
+        _point("exact", 0.0, -1.0, protects=False),  # never offered, however good it looks
+        _point("a", 1.5, -2.0),
+        _point("b", 4.0, -3.0),
+        _point("risky", 0.5, 2.0),  # above the ceiling of 0
+    ]
     points.append(
         FrontierPoint(
             "c", "c", "m", 1.0, ("c",), NotMeasured("x"), ReplicateMean(-9, 1, None, None)
         )
     )
-    rows = {row["target"]: row for row in choose(points, [1.0, 2.0, 5.0])}
-    assert rows[1.0]["best"].setting == "exact" and rows[1.0]["meeting"] == 1
-    assert rows[2.0]["best"].setting == "a" and rows[2.0]["meeting"] == 2
-    assert rows[5.0]["best"].setting == "b" and rows[5.0]["meeting"] == 3  # c is not placed
-    assert choose([_point("a", 3.0, 0.0)], [1.0])[0]["best"] is None
-    assert accuracy_targets(points) == [1.0, 2.0, 5.0]
+    rows = {row.target: row for row in choose(points, [1.0, 2.0, 5.0])}
+    assert rows[1.0].best is None and rows[1.0].meeting == 0  # no setting meets this target
+    assert rows[2.0].best.setting == "a" and rows[2.0].meeting == 1
+    assert rows[5.0].best.setting == "b" and rows[5.0].meeting == 2  # c is not placed
+    assert rows[5.0].runner_up.setting == "a"
+    assert [p.setting for p in candidates(points)] == ["a", "b"]
+    assert [p.setting for p in candidates(points, ceiling=5.0)] == ["a", "b", "risky"]
+    assert choose(points, [1.0], ceiling=5.0)[0].best.setting == "risky"
+    assert accuracy_targets(points) == [0.2, 0.5, 1.0, 2.0, 5.0]
 
 
 def test_choose_breaks_a_tie_on_risk_by_accuracy() -> None:
     tied = [_point("worse", 0.9, -5.0), _point("better", 0.1, -5.0)]  # worse is dominated
-    assert choose(tied, [1.0])[0]["best"].setting == "better"
+    assert choose(tied, [1.0])[0].best.setting == "better"
+
+
+def test_choose_flags_an_interval_that_crosses_the_target_or_the_ceiling() -> None:
+    crossing = _point("a", 0.8, -1.0, interval=(0.5, 1.1), risk_interval=(-3.0, 0.5))
+    (row,) = choose([crossing], [1.0])
+    assert row.flags == (
+        "its accuracy interval crosses the target",
+        "its risk interval crosses the ceiling",
+    )
+    settled = _point("a", 0.8, -1.0, interval=(0.6, 0.9), risk_interval=(-2.0, -0.5))
+    assert choose([settled], [1.0])[0].flags == ()
 
 
 def test_twelve_series_and_more_are_told_apart() -> None:

@@ -387,6 +387,9 @@ class ReportSpec(_Strict):
     table: str | None = None
     attacker: Literal["census", "commercial"] = "census"
     persons: Literal["all", "nonmodal", "vulnerable"] = "vulnerable"
+    risk_ceiling: float = Field(0.0, allow_inf_nan=False)
+    """The choose table offers no setting whose mean headline risk (percentage points beyond the
+    best baseline) exceeds it: 0, no better than the statistics alone, by default."""
 
     @model_validator(mode="after")
     def _axes_the_frontier_can_plot(self) -> ReportSpec:
@@ -401,6 +404,7 @@ class ReportSpec(_Strict):
             level=self.level,
             table=self.table,
             risk=f"reidentification.{self.attacker}.headline.{self.persons}.points",
+            risk_ceiling=self.risk_ceiling,
         )
 
 
@@ -884,6 +888,11 @@ class Runner:
                 release, truth, reconstruction, reidentification, risk, naive
             ),
             point=Sweep(m.entry, m.setting, m.varied, m.replicate, self.same_as(m, release)),
+            protection=(
+                release.protection.to_dict()
+                if release.protection is not None
+                else NotMeasured("the release does not record whether it protects")
+            ),
         )
 
     def same_as(self, m: Point, release: Release) -> str | None:

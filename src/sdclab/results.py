@@ -1066,6 +1066,7 @@ EVALUATION_ONLY = "evaluation_only"
 :func:`sdclab.attacks.ckm_risk.ckm_risk` already does): evaluation only, never to be published."""
 
 TRUTH_BASED_FIELDS = (
+    "protection",
     "accuracy",
     "accuracy_by_level",
     "geounit_totals",
@@ -1180,6 +1181,17 @@ class ReleaseResult:
     evaluation: Evaluation = field(repr=False)
     point: Sweep | None = field(default=None, repr=False)
     """Its place in the entry's sweep (None: the release is the entry, run once)."""
+    protection: Mapping[str, Any] | NotMeasured = field(
+        default=NotMeasured("not judged (a release written before releases recorded it)"),
+        repr=False,
+    )
+    """Whether the release protects, and why not (``release.json``'s ``protection``: whether
+    its tables are the exact ones is a figure of the truth, so evaluation only)."""
+
+    @property
+    def protects(self) -> bool:
+        """Whether the release protects (an unjudged release does not count as protecting)."""
+        return isinstance(self.protection, Mapping) and bool(self.protection.get("protects"))
 
     @property
     def sweep(self) -> Sweep:
@@ -1211,6 +1223,7 @@ class ReleaseResult:
                 "notes": dict(self.notes),
                 "budget": self.budget,
                 "sweep": self.sweep.to_dict(),
+                "protection": as_json(self.protection),
                 **{k: v for k, v in figures.items() if k not in ("schema_version", "mechanism")},
             }
         )
@@ -1223,6 +1236,7 @@ class ReleaseResult:
             notes=dict(data.get("notes", {})),
             evaluation=Evaluation.from_dict(data),
             point=Sweep.from_dict(data["sweep"]) if "sweep" in data else None,
+            protection=_figures_or_why(data.get("protection")),
         )
 
 
@@ -1405,6 +1419,11 @@ class ExperimentResult:
                     accuracy=_replicate_mean(accuracy, rows, f"no {axes.accuracy} at {axes.level}"),
                     risk=_replicate_mean(risk, rows, f"no {axes.risk}"),
                     varied=dict(first.sweep.varied),
+                    protects=all(self.releases[t].protects for t in rows),
+                    why_not=next(
+                        (_why_not(self.releases[t]) for t in rows if not self.releases[t].protects),
+                        None,
+                    ),
                 )
             )
         return points
@@ -1459,6 +1478,11 @@ def _by_setting(releases: Mapping[str, ReleaseResult]) -> dict[str, list[str]]:
     return out
 
 
+RISK_CEILING = 0.0
+"""The choose table's default risk ceiling: the headline risk (confirmed reidentifications beyond
+the best baseline, percentage points) at most 0 — no better than what the statistics alone give."""
+
+
 @dataclass(frozen=True)
 class FrontierAxes:
     """What the accuracy–risk frontier plots: an accuracy figure of the tidy results (lower is
@@ -1470,6 +1494,8 @@ class FrontierAxes:
     table: str | None = None
     """For a figure given per table (``accuracy.*``): which table's."""
     risk: str = "reidentification.census.headline.vulnerable.points"
+    risk_ceiling: float = RISK_CEILING
+    """The choose table offers no setting whose mean risk exceeds it."""
 
     def __post_init__(self) -> None:
         per_table = FRONTIER_ACCURACY.get(self.accuracy)
@@ -1560,6 +1586,11 @@ class FrontierPoint:
     risk: ReplicateMean | NotMeasured
     varied: Mapping[str, str] = field(default_factory=dict)
     """The swept settings' values at this point of the entry's grid."""
+    protects: bool = True
+    """Whether every replicate protects (:attr:`ReleaseResult.protects`): a setting that does
+    not is a reference line, never a choice."""
+    why_not: str | None = None
+    """Why it does not protect (a replicate's reason)."""
 
     @property
     def placed(self) -> bool:
@@ -1584,20 +1615,69 @@ def _replicate_mean(
     return ReplicateMean(mean, len(values), interval["low"], interval["high"])
 
 
-def choose(points: Sequence[FrontierPoint], targets: Sequence[float]) -> list[dict[str, Any]]:
-    """For each accuracy target, the lowest-risk setting whose mean accuracy meets it (lower is
-    better; of settings at the same risk, the most accurate), with how many settings meet it;
-    None where none does."""
-    placed = [p for p in points if p.placed]
+def _why_not(release: ReleaseResult) -> str:
+    """Why a release is no candidate: its protection verdict's reason, or why it has none."""
+    if isinstance(release.protection, NotMeasured):
+        return release.protection.reason
+    return str(release.protection.get("reason", "it does not protect"))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The answer of the choose table for one accuracy target."""
+
+    target: float
+    best: FrontierPoint | None
+    """The candidate of least risk meeting the target (None: no candidate meets it)."""
+    runner_up: FrontierPoint | None
+    meeting: int
+    """How many candidates meet the target."""
+    flags: tuple[str, ...] = ()
+    """Where the replicates do not settle the choice: the best's accuracy interval crosses the
+    target, or its risk interval the ceiling."""
+
+
+def candidates(
+    points: Sequence[FrontierPoint], ceiling: float = RISK_CEILING
+) -> list[FrontierPoint]:
+    """The settings the choose table may offer: measured on both axes, protecting (every
+    replicate: the exact release and a release that protects nothing are reference lines, never
+    a choice) and at most ``ceiling`` in mean risk."""
+    return [
+        p
+        for p in points
+        if p.placed and p.protects and p.risk.mean <= ceiling  # type: ignore[union-attr]
+    ]
+
+
+def choose(
+    points: Sequence[FrontierPoint], targets: Sequence[float], ceiling: float = RISK_CEILING
+) -> list[Choice]:
+    """For each accuracy target, the candidate (:func:`candidates`) of least risk whose mean
+    accuracy meets it (lower is better; of settings at the same risk, the most accurate), the
+    runner-up, how many meet it and the flags where an interval crosses the target or the
+    ceiling; no best where no candidate meets it."""
+    offered = candidates(points, ceiling)
     out = []
     for target in targets:
-        meeting = [p for p in placed if p.accuracy.mean <= target]  # type: ignore[union-attr]
-        best = min(
-            meeting,
+        meeting = sorted(
+            (p for p in offered if p.accuracy.mean <= target),  # type: ignore[union-attr]
             key=lambda p: (p.risk.mean, p.accuracy.mean),  # type: ignore[union-attr]
-            default=None,
         )
-        out.append({"target": target, "meeting": len(meeting), "best": best})
+        best = meeting[0] if meeting else None
+        flags: list[str] = []
+        if best is not None:
+            accuracy, risk = best.accuracy, best.risk
+            assert isinstance(accuracy, ReplicateMean) and isinstance(risk, ReplicateMean)
+            if accuracy.high is not None and accuracy.high > target:
+                flags.append("its accuracy interval crosses the target")
+            if risk.high is not None and risk.high > ceiling:
+                flags.append("its risk interval crosses the ceiling")
+        out.append(
+            Choice(
+                target, best, meeting[1] if len(meeting) > 1 else None, len(meeting), tuple(flags)
+            )
+        )
     return out
 
 

@@ -8,12 +8,14 @@ from collections.abc import Callable, Sequence
 from sdclab.report.charts import Axis, Reference, XYPoint, wants_log, xy_chart
 from sdclab.report.html import EVALUATION, esc, figure, pct, points, section
 from sdclab.results import (
+    Choice,
     ExperimentResult,
     FrontierAxes,
     FrontierPoint,
     NotMeasured,
     ReplicateMean,
     accuracy_targets,
+    candidates,
     choose,
 )
 
@@ -187,7 +189,9 @@ def _shown(
 def choose_section(
     results: ExperimentResult, axes: FrontierAxes, points: Sequence[FrontierPoint]
 ) -> str:
-    """For each accuracy target, the setting of least headline risk that meets it."""
+    """For each accuracy target, the protecting setting of least headline risk, within the risk
+    ceiling, that meets it, with the runner-up and the flags where the replicates do not settle
+    it; the settings never offered are named below."""
     accuracy_label, risk_label = axes.describe()
     targets = accuracy_targets(points)
     if not targets:
@@ -196,19 +200,19 @@ def choose_section(
             [(EVALUATION, "<p>No release has both an accuracy and a risk figure.</p>")],
         )
     rows = []
-    chosen = choose(points, targets)
+    chosen = choose(points, targets, axes.risk_ceiling)
     for start, row in enumerate(chosen):
-        best: FrontierPoint | None = row["best"]
-        if start + 1 < len(chosen) and chosen[start + 1]["best"] is best:
+        best = row.best
+        if start + 1 < len(chosen) and _same_answer(chosen[start + 1], row):
             continue  # the next target has the same answer: one row for the run of targets
         first = start
-        while first > 0 and chosen[first - 1]["best"] is best:
+        while first > 0 and _same_answer(chosen[first - 1], row):
             first -= 1
-        target = f"≤ {row['target']:g}"
+        target = f"≤ {row.target:g}"
         if first < start:
-            target = f"≤ {chosen[first]['target']:g} to ≤ {row['target']:g}"
+            target = f"≤ {chosen[first].target:g} to ≤ {row.target:g}"
         if best is None:
-            cells = [target, "none meets it", "", "", "", "0"]
+            cells = [target, "no setting meets this target", "", "", "", "", "", "0"]
         else:
             epsilon = "n/a" if isinstance(best.epsilon, NotMeasured) else f"{best.epsilon:.3g}"
             cells = [
@@ -222,15 +226,19 @@ def choose_section(
                 ),
                 _shown(best.risk, signed=True),
                 epsilon,
-                str(row["meeting"]),
+                "; ".join(row.flags) or "settled",
+                esc(row.runner_up.setting) if row.runner_up is not None else "none",
+                str(row.meeting),
             ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     headers = (
         f"accuracy target ({esc(accuracy_label)})",
-        "lowest-risk setting that meets it",
+        "lowest-risk protecting setting that meets it",
         "its accuracy [95% interval]",
         f"its risk ({esc(risk_label)})",
         "ε (common axis)",
+        "flags",
+        "runner-up",
         "settings meeting the target",
     )
     table = (
@@ -241,13 +249,40 @@ def choose_section(
         + "</table>"
     )
     note = (
-        "<p>Targets are round values across the measured accuracies (a run of targets with the "
-        "same answer is one row); a setting meets a target when its replicates' mean accuracy "
-        "does, and the count of settings meeting it is for the loosest target of the row. Where "
-        "intervals overlap, these replicates do not settle the choice between two settings; an "
-        "interval of an error's mean is cut at 0.</p>"
+        f"<p>Only a setting whose every replicate protects is offered, and only within the risk "
+        f"ceiling: mean risk at most {axes.risk_ceiling:g} ({esc(risk_label)}; 0 is what the "
+        "statistics alone give). Targets are round values across the measured accuracies (a run "
+        "of targets with the same answer is one row); a setting meets a target when its "
+        "replicates' mean accuracy does, and the count of settings meeting it is for the loosest "
+        "target of the row. A flag says where the replicates do not settle the answer: the "
+        "chosen setting's accuracy interval crosses the target, or its risk interval the "
+        "ceiling. An interval of an error's mean is cut at 0.</p>"
     )
-    return section("Choose a method", [(EVALUATION, note + table)])
+    return section("Choose a method", [(EVALUATION, note + table + _not_offered(points, axes))])
+
+
+def _same_answer(one: Choice, other: Choice) -> bool:
+    """Whether two targets' rows say the same (best, runner-up and flags)."""
+    return (one.best, one.runner_up, one.flags) == (other.best, other.runner_up, other.flags)
+
+
+def _not_offered(points: Sequence[FrontierPoint], axes: FrontierAxes) -> str:
+    """The settings the table never offers, each with why: no protection, or over the ceiling."""
+    offered = {p.setting for p in candidates(points, axes.risk_ceiling)}
+    reasons = []
+    for p in points:
+        if p.setting in offered:
+            continue
+        if not p.protects:
+            why = f"does not protect ({p.why_not})"
+        elif not p.placed:
+            continue  # the frontier says why it has no point
+        else:
+            why = f"mean risk {_mean(p.risk):.3g} above the ceiling {axes.risk_ceiling:g}"
+        reasons.append(f"<li><b>{esc(p.setting)}</b>: {esc(why)}</li>")
+    if not reasons:
+        return ""
+    return "<p>Never offered (reference lines, not choices):</p><ul>" + "".join(reasons) + "</ul>"
 
 
 def budget_section(axes: FrontierAxes, everything: Sequence[FrontierPoint]) -> str:
