@@ -111,6 +111,15 @@ def test_a_matched_entry_may_not_sweep_its_own_budget() -> None:
         )
 
 
+def test_a_matched_entry_may_not_set_its_own_budget() -> None:
+    """A budget given and then silently replaced by the match would run another setting than
+    the file says: refused in one line."""
+    topdown = {"name": "topdown", "settings": {"rho": 4}}
+    with pytest.raises(InputError, match="topdown sets rho and the experiment matches it") as err:
+        parse_experiment(experiment({"values": [1]}, [topdown]), "exp.toml", Path("."))
+    assert "remove rho" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_a_match_may_be_a_log_range() -> None:
     spec = parse_experiment(
         experiment(

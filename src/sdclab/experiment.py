@@ -501,6 +501,14 @@ class Experiment(_Strict):
                             f"mechanisms: {m.title} sweeps {', '.join(clash)} and the experiment "
                             f"matches it on {self.match.axis}: sweep one or the other"
                         )
+                    given = sorted(budgets & set(m.settings))
+                    if given:
+                        raise ValueError(
+                            f"mechanisms: {m.title} sets {', '.join(given)} and the experiment "
+                            f"matches it on {self.match.axis}, which would set "
+                            f"{'it' if len(given) == 1 else 'them'} instead: remove "
+                            f"{', '.join(given)} (the match chooses the budget)"
+                        )
         for point in self.points():
             protection.get(point.name).parse(point.settings)
         # a bad executor or too many workers is an input error before any work
