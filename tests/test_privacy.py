@@ -217,3 +217,16 @@ def test_geometric_person_loss_counts_the_unit_tables_a_person_moves(split):
         assert loss == 4 and card.guarantee.asked is None
     shown = [c for c in card.caveats if c.startswith("Asked epsilon = 4")]
     assert shown, card.caveats
+
+
+def test_a_card_prints_no_budget_figure_that_guarantees_nothing():
+    """The ONS 10/5 table's δ is 1 at every ε: its text says no guarantee is in effect rather
+    than "epsilon = 1, delta = 1"; a max-entropy table's per-cell ε shows only beside its δ."""
+    from sdclab import protection
+
+    cellkey = protection.get("cellkey")
+    ons = cellkey.card(cellkey.parse({})).guarantee.text()
+    assert ons.startswith("none in effect: delta = 1") and "epsilon = 1," not in ons
+    maxent = cellkey.parse({"ptable": "maxent", "bound": "5", "variance": "3"})
+    text = cellkey.card(maxent).guarantee.text()
+    assert text.startswith("per released cell: delta = ") and "at epsilon = 1" in text

@@ -247,10 +247,23 @@ class Guarantee:
         return self.loss is not None
 
     def text(self) -> str:
-        """The budget in one line (no bare ε: the measure is named)."""
+        """The budget in one line (no bare ε: the measure is named; no figure that guarantees
+        nothing: a δ of 1 is no guarantee, and a per-cell ε is the parameter its δ is stated
+        for, shown beside that δ)."""
         if self.loss is None:
             return f"infinite: no formal guarantee ({self.reason})"
-        return self.loss.text()
+        loss = self.loss
+        if loss.measure == "approximate" and loss.delta is not None and loss.delta >= 1:
+            return (
+                "none in effect: delta = 1 (an event may reveal the data with certainty), "
+                f"stated at epsilon = {float(loss.epsilon or 0):.4g}"
+            )
+        if self.scope == "cell" and loss.measure == "approximate":
+            return (
+                f"per released cell: delta = {float(loss.delta or 0):.3g} at epsilon = "
+                f"{float(loss.epsilon or 0):.4g} (the epsilon at which delta is stated)"
+            )
+        return loss.text()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
