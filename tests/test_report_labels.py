@@ -15,6 +15,7 @@ from sdclab.results import (
     EVALUATION_ONLY,
     TRUTH_BASED_FIELDS,
     ExperimentResult,
+    NotMeasured,
     evaluation_only,
 )
 
@@ -257,3 +258,12 @@ def test_results_json_holds_the_typed_results_and_the_report_renders_from_them(r
     assert isinstance(cellkey.reconstruction_agreement.all.agree_agebin, float)
     with pytest.raises(KeyError, match="no release 'nope'"):
         results["nope"]
+
+
+def test_the_summary_shows_each_reconstruction_against_the_population(run):
+    results, _, report, _ = run
+    persons = results.population.persons
+    for release in results.releases.values():
+        figures = release.evaluation.reconstruction
+        if not isinstance(figures, NotMeasured):
+            assert f"{int(figures.records):,} / {persons:,}" in report

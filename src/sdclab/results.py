@@ -473,6 +473,12 @@ class ReconstructionFigures:
         return from_json(self.metrics.get("seconds"), NO_TIME)
 
     @property
+    def records(self) -> Value:
+        """How many person records the reconstruction holds (against the population's size:
+        a reconstruction of noisy counts may hold many more, or fewer)."""
+        return from_json(self.metrics.get("persons"), "not recorded")
+
+    @property
     def statuses(self) -> dict[str, int]:
         """Tracts by solver status (optimal, time limit, ...)."""
         return dict(self.metrics.get("statuses", {}))

@@ -145,6 +145,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, Source | None], ...] = (
     ("ε at δ = 10⁻¹⁰, one person's record changed", CARD),
     ("MAE block: P1, P12, non-empty cells", EVALUATION),
     ("MAE tract: P1, P12, non-empty cells", EVALUATION),
+    ("records reconstructed / persons", EVALUATION),
     ("reconstruction agrees (agebin)", EVALUATION),
     ("blocks with solvar 0", RELEASE),
     ("census: putative / precision", EVALUATION),
@@ -164,7 +165,17 @@ SUMMARY_NOTE = (
 )
 
 
-def _summary_row(release: ReleaseResult) -> str:
+def _records(release: ReleaseResult, persons: int) -> str:
+    """The reconstruction's records against the population's persons ("102,408 / 4,000")."""
+    figures = release.evaluation.reconstruction
+    if isinstance(figures, NotMeasured):
+        return f"n/a <small>({esc(figures.reason)})</small>"
+    records = figures.records
+    shown = "n/a" if isinstance(records, NotMeasured) else f"{int(records):,}"
+    return f"{shown} / {persons:,}"
+
+
+def _summary_row(release: ReleaseResult, persons: int) -> str:
     census = _rates(release, "census", "reconstruction", "all")
     commercial = _rates(release, "commercial", "reconstruction", "all")
     nonmodal = _rates(release, "census", "reconstruction", "nonmodal")
@@ -177,6 +188,7 @@ def _summary_row(release: ReleaseResult) -> str:
         _common(release),
         decimal(_compared_mae(release, "block")),
         decimal(_compared_mae(release, "tract")),
+        _records(release, persons),
         pct(agreement if isinstance(agreement, NotMeasured) else agreement.all.agree_agebin),
         pct(
             variability
@@ -514,7 +526,7 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
         "<table><tr>"
         + "".join(column(header, source) for header, source in SUMMARY_COLUMNS)
         + "</tr>"
-        + "".join(_summary_row(r) for r in releases.values())
+        + "".join(_summary_row(r, results.population.persons) for r in releases.values())
         + "</table>"
     )
     population = (
