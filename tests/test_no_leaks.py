@@ -329,3 +329,12 @@ def test_releases_record_the_content_of_setting_files_never_their_paths(small, t
         ckm_risk.usable_tuples(back, params), params, ons_10_5_ptable()
     )
     assert ckm_risk.ckm_risk(back)["bound_disclosure"] == expected
+
+
+def test_whether_a_release_drew_from_its_stream_is_read_off_its_record():
+    from sdclab.randomness import drew_from_stream
+
+    assert drew_from_stream({"source": "seed"}) and drew_from_stream({"source": "os-entropy"})
+    assert drew_from_stream({"source": "the population's record_key column and seed"})
+    assert not drew_from_stream({"source": "none (deterministic)"})
+    assert not drew_from_stream({"source": "the population's record_key column"})

@@ -248,6 +248,10 @@ def test_identical_replicates_are_named_and_not_counted_as_draws(swept) -> None:
     assert result["none#2"].sweep.same_as == "none#1"
     assert result["geometric@epsilon=2#2"].sweep.same_as is None
     assert not [r for r in result.replicate_summary() if r["setting"] == "none"]
+    # a setting that draws nothing runs once: its replicates make no steps of their own
+    made = " ".join(result.steps_computed + result.steps_reused)
+    assert "none#1" in made and "none#2" not in made
+    assert "geometric@epsilon=2#2" in made
 
 
 def test_a_swept_value_cannot_leave_the_steps_directory(tmp_path) -> None:

@@ -103,7 +103,7 @@ from sdclab.population.synth import (
 )
 from sdclab.protection import MECHANISMS
 from sdclab.protection.base import EXPECTED, did_you_mean, shown
-from sdclab.randomness import MAX_SEED
+from sdclab.randomness import MAX_SEED, drew_from_stream
 from sdclab.release import Release, read_release, write_release
 from sdclab.report import render_report
 from sdclab.results import (
@@ -830,6 +830,8 @@ class Runner:
         """The first replicate of every (setting, release tables) seen (digests in memory)."""
         self.vulnerable: tuple[VulnerableGroup, str] | None = None
         """The population's fixed vulnerable group and its step's digest, once made."""
+        self.drew: dict[str, bool] = {}
+        """Whether each release made so far drew from its random stream (by title)."""
 
     def run(self) -> ExperimentResult:
         spec = self.experiment.population
@@ -853,9 +855,17 @@ class Runner:
         points = self.experiment.points()
         releases = {}
         began = time.perf_counter()
+        deterministic: dict[str, ReleaseResult] = {}
+        """The first replicate of each setting whose mechanism drew nothing from its stream."""
         for index, point in enumerate(points):
             self.steps.say(progress(index, len(points), time.perf_counter() - began, point.title))
+            first = deterministic.get(point.setting)
+            if first is not None:  # the seed changes nothing: a replicate is the same release
+                releases[point.title] = replicate_of(first, point)
+                continue
             releases[point.title] = self.mechanism(point, truth, pop_digest)
+            if not self.drew[point.title]:
+                deterministic[point.setting] = releases[point.title]
         return ExperimentResult(
             population, releases, tuple(self.steps.computed), tuple(self.steps.reused)
         )
@@ -881,6 +891,7 @@ class Runner:
         rel_digest = _digest("release", pop_digest, m.name, settings, files, m.seed)
         step = Step(f"release:{m.title}", rel_digest)
         release = read_release(self.steps.get(step, partial(_make_release, truth, m)) / "release")
+        self.drew[m.title] = drew_from_stream(release.randomness)
         risk: dict[str, Any] | NotMeasured = no_risk_analysis(m.name)
         if mechanism.risk_analysis is not None:
             step = Step(f"risk:{m.title}", _digest("risk", rel_digest))
@@ -958,6 +969,13 @@ class Runner:
             made = self.steps.get(step, make)
             links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
         return recon, links
+
+
+def replicate_of(first: ReleaseResult, point: Point) -> ReleaseResult:
+    """A further replicate of a setting whose mechanism drew nothing from its stream: the same
+    release, so the first's results, marked as the same (not a draw: left out of means)."""
+    sweep = Sweep(point.entry, point.setting, point.varied, point.replicate, first.title)
+    return replace(first, title=point.title, point=sweep)
 
 
 def run_experiment(

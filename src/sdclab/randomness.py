@@ -92,3 +92,11 @@ def unprotected_record(record: dict[str, Any], reason: str) -> dict[str, Any]:
         return record
     notes = [n for n in (record.get("note"), f"the release does not protect: {reason}") if n]
     return {**record, "fit_for_publication": False, "note": "; ".join(notes)}
+
+
+def drew_from_stream(record: dict[str, Any]) -> bool:
+    """Whether a release's randomness record says it drew from its seeded or OS-entropy
+    stream (the record of :func:`release_randomness`): a release that did not is the same
+    whatever the seed."""
+    source = str(record.get("source", ""))
+    return any(source == s or source.endswith(f" and {s}") for s in ("seed", "os-entropy"))
