@@ -357,3 +357,17 @@ def test_the_withheld_share_is_of_what_the_frontier_plots(suppressed) -> None:
     assert label("accuracy.mae", table="P1") == f"{pct(p1)} withheld"
     assert label("totals.mae") == f"{pct(totals)} of totals withheld"
     assert label("compared.mae_nonempty", level="nation") == ""  # nothing withheld there
+
+
+def test_the_frontier_takes_its_axes_as_keywords() -> None:
+    from sdclab.results import with_axes
+
+    axes = with_axes(FrontierAxes(), level="block", persons="nonmodal", attacker="commercial")
+    assert axes.level == "block"
+    assert axes.risk == "reidentification.commercial.headline.nonmodal.points"
+    per_table = with_axes(FrontierAxes(), accuracy="accuracy.mae", table="P12")
+    assert (per_table.accuracy, per_table.table) == ("accuracy.mae", "P12")
+    with pytest.raises(ValueError, match="given per table: name the table"):
+        with_axes(FrontierAxes(), accuracy="accuracy.mae")
+    with pytest.raises(ValueError, match="persons 'everyone'"):
+        with_axes(FrontierAxes(), persons="everyone")

@@ -1390,22 +1390,42 @@ class ExperimentResult:
         """Each setting's independent replicates (titles), in the experiment's order."""
         return _by_setting(self.releases)
 
-    def frontier(self, axes: FrontierAxes | None = None) -> list[FrontierPoint]:
+    def frontier(
+        self,
+        axes: FrontierAxes | None = None,
+        *,
+        accuracy: str | None = None,
+        level: str | None = None,
+        table: str | None = None,
+        attacker: str | None = None,
+        persons: str | None = None,
+    ) -> list[FrontierPoint]:
         """One point per setting (the entry at one point of its sweep): the replicate means of
         an accuracy figure and of the headline risk, with their 95% intervals, and the
-        common-axis ε. A replicate identical to an earlier one is not a draw and is left out."""
+        common-axis ε. A replicate identical to an earlier one is not a draw and is left out.
+
+        The axes are ``axes`` (default :class:`FrontierAxes`) with any keyword given in place of
+        its own: ``accuracy``, ``level`` and ``table`` of the accuracy figure; ``attacker``
+        (census, commercial) and ``persons`` (vulnerable, all, nonmodal) of the headline risk."""
         import polars as pl
 
-        axes = axes or FrontierAxes()
+        axes = with_axes(
+            axes or FrontierAxes(),
+            accuracy=accuracy,
+            level=level,
+            table=table,
+            attacker=attacker,
+            persons=persons,
+        )
         repeats = [t for t, r in self.releases.items() if r.sweep.same_as is not None]
         tidy = self.tidy().filter(~pl.col("release").is_in(repeats))
-        accuracy = tidy.filter(
+        errors = tidy.filter(
             (pl.col("metric") == axes.accuracy)
             & (pl.col("level") == axes.level)
             & pl.col("size_class").is_null()
             & (pl.col("table") == axes.table if axes.table else pl.lit(True))
         )
-        if accuracy.group_by("release").len()["len"].max() not in (None, 1):
+        if errors.group_by("release").len()["len"].max() not in (None, 1):
             raise ValueError(f"{axes.accuracy} has one figure per table: name the table")
         # a figure not measured as a whole (``reidentification.census``) says why for its parts
         risk = tidy.filter(
@@ -1422,7 +1442,7 @@ class ExperimentResult:
                     mechanism=first.mechanism,
                     epsilon=first.epsilon,
                     releases=tuple(rows),
-                    accuracy=_replicate_mean(accuracy, rows, f"no {axes.accuracy} at {axes.level}"),
+                    accuracy=_replicate_mean(errors, rows, f"no {axes.accuracy} at {axes.level}"),
                     risk=_replicate_mean(risk, rows, f"no {axes.risk}"),
                     varied=dict(first.sweep.varied),
                     protects=all(self.releases[t].protects for t in rows),
@@ -1531,6 +1551,38 @@ class FrontierAxes:
             )
             risk = f"{who}confirmed beyond the best baseline, {parts[1]} attacker (pp)"
         return f"{accuracy}{table}, {self.level.replace('_', ' ')}", risk
+
+
+def with_axes(
+    axes: FrontierAxes,
+    *,
+    accuracy: str | None = None,
+    level: str | None = None,
+    table: str | None = None,
+    attacker: str | None = None,
+    persons: str | None = None,
+) -> FrontierAxes:
+    """``axes`` with the keywords given in place of its own (a ValueError for an axis the
+    frontier cannot plot, as :class:`FrontierAxes` says)."""
+    from dataclasses import replace
+
+    _, head, *rest = axes.risk.split(".")
+    if attacker is not None and attacker not in ("census", "commercial"):
+        raise ValueError(f"attacker {attacker!r}: expected census or commercial")
+    if persons is not None and persons not in HEADLINE_GROUPS:
+        raise ValueError(f"persons {persons!r}: expected one of {', '.join(HEADLINE_GROUPS)}")
+    if rest and rest[0] == "headline":
+        rest = ["headline", persons or rest[1], *rest[2:]]
+    risk = ".".join(["reidentification", attacker or head, *rest])
+    changes: dict[str, Any] = {"risk": risk}
+    if accuracy is not None:
+        changes["accuracy"] = accuracy
+        changes["table"] = table  # a figure given per table names its own table
+    elif table is not None:
+        changes["table"] = table
+    if level is not None:
+        changes["level"] = level
+    return replace(axes, **changes)
 
 
 FRONTIER_ACCURACY: dict[str, bool] = {
