@@ -1282,9 +1282,17 @@ def draw_race_ethnicity(
 def tract_mixes(
     rng: np.random.Generator, n_tracts: int, national: FloatArray, mixing: RaceMixing
 ) -> FloatArray:
-    """Each tract's race-ethnicity mix (tracts × groups): Dirichlet(tract_concentration ×
-    national mix), or, with ``mixing.tracts``, diverse tracts near the national mix and tracts
-    dominated by one group each (:class:`TractKinds`)."""
+    """Each tract's race-ethnicity mix (tracts × groups): Dirichlet(:func:`tract_alpha`)."""
+    return dirichlet_rows(rng, tract_alpha(rng, n_tracts, national, mixing))
+
+
+def tract_alpha(
+    rng: np.random.Generator, n_tracts: int, national: FloatArray, mixing: RaceMixing
+) -> FloatArray:
+    """Dirichlet parameters of each tract's mix (tracts × groups): tract_concentration × national
+    mix, or, with ``mixing.tracts``, diverse_concentration × national mix for the diverse share
+    of the tracts (exactly, rounded) and, for the others, that plus dominance × the profile of
+    their dominant group, dealt in proportion to the groups' persons (:class:`TractKinds`)."""
     alpha = mixing.tract_concentration * np.tile(national, (n_tracts, 1))
     kinds = mixing.tracts
     if kinds is not None:
@@ -1296,7 +1304,7 @@ def tract_mixes(
         position = (rng.random() + np.arange(len(dominated))) / max(len(dominated), 1)
         dominant = np.searchsorted(np.cumsum(weights), position, side="right")
         alpha[dominated] += kinds.dominance * profiles[np.minimum(dominant, len(weights) - 1)]
-    return dirichlet_rows(rng, alpha)
+    return alpha
 
 
 def dominant_profiles(national: FloatArray) -> tuple[FloatArray, FloatArray]:
