@@ -446,10 +446,11 @@ and ones dominated by white, black or Hispanic persons (:data:`DOMINANT_GROUPS`)
 are diverse and 55% dominated; blocks follow their tract's mix (Dirichlet(20 × tract mix)), with
 0.5% of the national mix blended in so that every group is possible everywhere. These shares and
 concentrations are design assumptions, calibrated so that the proportional guesser's precision
-on nonmodal persons and the blocks the exact tables pin down fall in the attack paper's ranges;
-tract-level isolation then comes out near the national figures of 2005–2009 (the average white
-person's tract 79% white, the average black person's 46% black, the average Hispanic person's
-45% Hispanic; Frey, Brookings, 2010). About 10% of married and 18% of unmarried opposite-sex
+on nonmodal persons and the blocks the exact tables pin down fall in the attack paper's ranges.
+The average white person's tract is then 78–79% white, the average black person's 52–54% black
+and the average Hispanic person's 54–56% Hispanic, against 79%, 46% and 45% nationally in
+2005–2009 (Frey, Brookings, 2010): black and Hispanic persons a little more isolated than they
+were. About 10% of married and 18% of unmarried opposite-sex
 couples were of different race or Hispanic origin in 2010 (Census Bureau, "Households and
 Families: 2010", C2010BR-14): a spouse or partner copies the householder with P = 0.71 and
 otherwise keeps their own draw from the block, which makes about 10.5% of couples differ.
