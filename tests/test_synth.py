@@ -451,6 +451,35 @@ def test_tracts_and_blocks_are_segregated(version):
         assert dissimilarity(persons, digits) > floor, digits
 
 
+def test_tracts_are_diverse_or_dominated_by_a_large_group_in_fixed_proportions():
+    """2.0: the diverse share of tracts is made exactly (rounded), and the dominant groups (white,
+    black, Hispanic) are dealt to the other tracts in proportion to their persons: systematic
+    sampling puts each within one tract of its share. 1.2 draws every tract alike and takes
+    nothing from the stream, so its populations stay byte for byte."""
+    national = synth.national_group_shares()
+    mixing = synth.RACE_MIXING["2.0"]
+    kinds = mixing.tracts
+    assert kinds is not None
+    n = 203
+    alpha = synth.tract_alpha(np.random.default_rng(5), n, national, mixing)
+    diverse = np.isclose(alpha, kinds.diverse_concentration * national).all(axis=1)
+    assert diverse.sum() == round(kinds.diverse_share * n)
+    extra = alpha[~diverse] - mixing.tract_concentration * national
+    profiles, weights = synth.dominant_profiles(national)
+    dealt = np.array([np.isclose(extra, kinds.dominance * p).all(axis=1).sum() for p in profiles])
+    assert dealt.sum() == n - diverse.sum()
+    assert np.all(np.abs(dealt - weights * (n - diverse.sum())) < 1), dealt
+    hispanic = profiles[synth.DOMINANT_GROUPS.index("hispanic")]
+    assert hispanic[1::2].sum() == pytest.approx(1) and hispanic[0::2].sum() == 0
+    persons = np.array([national[0], national[2], national[1::2].sum()])  # NH white, NH black
+    assert weights == pytest.approx(persons / persons.sum())
+
+    rng = np.random.default_rng(5)
+    older = synth.tract_alpha(rng, n, national, synth.RACE_MIXING["1.2"])
+    assert np.array_equal(older, synth.TRACT_CONCENTRATION * np.tile(national, (n, 1)))
+    assert rng.random() == np.random.default_rng(5).random()
+
+
 def test_small_populations_can_have_several_tracts_counties_and_states() -> None:
     from sdclab.population.synth import GeographyCounts
 

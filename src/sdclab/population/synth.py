@@ -45,8 +45,9 @@ GENERATOR_VERSION = "2.0"
 """The version :func:`synthesize` makes unless told; bumped whenever a change alters the output
 for a given seed. 1.1 added the detailed race and Hispanic origin columns; every column of 1.0 is
 unchanged for every seed. 1.2 added the geography counts (a population made without them is
-unchanged). 2.0 mixes race and ethnicity within households as the 2010 census found them and adds
-blocks without any unit (:data:`RACE_MIXING`, :data:`POPULATED_BLOCK_SHARE`)."""
+unchanged). 2.0 makes tracts diverse or dominated by one group, mixes race and ethnicity within
+households as the 2010 census found them and adds blocks without any unit (:data:`RACE_MIXING`,
+:data:`POPULATED_BLOCK_SHARE`)."""
 GENERATOR_VERSIONS = ("1.2", "2.0")
 """The versions :func:`synthesize` can make, so that a study of an earlier version reproduces
 byte for byte (1.0 and 1.1 are the populations 1.2 makes without geography counts)."""
@@ -396,33 +397,70 @@ class HouseholdMixing:
 
 
 @dataclass(frozen=True)
+class TractKinds:
+    """Tracts of two kinds (2.0): diverse ones, whose mix is close to the national mix, and ones
+    dominated by one of :data:`DOMINANT_GROUPS`, whose blocks are nearly all of that group."""
+
+    diverse_share: float
+    """Share of tracts that are diverse (made exactly, rounded; the others are dominated)."""
+    diverse_concentration: float
+    """A diverse tract's mix is Dirichlet(this × national mix)."""
+    dominance: float
+    """A dominated tract's mix is Dirichlet(tract_concentration × national mix + this × its
+    group's profile): with 10 and 80, its group makes about 96% of a white tract, 90% of a black
+    or Hispanic one. Dominant groups are dealt to the dominated tracts in proportion to their
+    persons (systematic sampling), so that a population of a few tracts still has the country's
+    kinds of places and the raking to national totals need not mix them."""
+
+
+@dataclass(frozen=True)
 class RaceMixing:
     """Segregation between tracts and blocks and mixing within households: one version's."""
 
     tract_concentration: float
+    """A tract's mix is Dirichlet(this × national mix) (1.x); with ``tracts``, the part of a
+    dominated tract's that is not its group's."""
     block_concentration: float
     mix_floor: float
     household: HouseholdMixing | None
     """None: every member copies the householder with P = :data:`SAME_RACE_IN_HOUSEHOLD` (1.x)."""
+    tracts: TractKinds | None = None
+    """None: every tract's mix is drawn alike (1.x)."""
 
 
 RACE_MIXING = {
     "1.2": RaceMixing(TRACT_CONCENTRATION, BLOCK_CONCENTRATION, MIX_FLOOR, None),
     "2.0": RaceMixing(
-        tract_concentration=2.0,
-        block_concentration=30.0,
-        mix_floor=0.2,
-        household=HouseholdMixing(same=(0.75, 0.95, 0.85, 0.3), child_of_both=0.15),
+        tract_concentration=10.0,
+        block_concentration=20.0,
+        mix_floor=0.005,
+        household=HouseholdMixing(same=(0.71, 0.95, 0.85, 0.3), child_of_both=0.15),
+        tracts=TractKinds(diverse_share=0.45, diverse_concentration=50.0, dominance=80.0),
     ),
 }
-"""Race and ethnicity mixing by generator version. 2.0: about 10% of married and 18% of unmarried
-opposite-sex couples were of different race or Hispanic origin in 2010 (Census Bureau, "Households
-and Families: 2010", C2010BR-14); a spouse or partner who keeps their own draw differs from the
-householder about 40% of the time, so P(copy) = 0.75 gives about 10.5% mixed couples. Blocks take
-their tract's mix closely (segregation is between tracts) with a fifth of the national mix
-blended in, so that minorities are spread thinly; the proportional guesser's precision on
-nonmodal persons then falls near the attack paper's 16.0–16.7% (docs/synthetic-population.md,
-where every figure and the design assumptions are)."""
+"""Race and ethnicity mixing by generator version. 2.0: neighbourhoods are of two kinds, as in
+2010: diverse ones, where every group lives (in the most multi-ethnic metropolitan regions about
+half the residents lived in neighbourhoods where whites, blacks, Hispanics and Asians all lived;
+Logan and Zhang, "Global Neighborhoods: New Evidence from Census 2010", US2010 Project, 2011),
+and ones dominated by white, black or Hispanic persons (:data:`DOMINANT_GROUPS`). 45% of tracts
+are diverse and 55% dominated; blocks follow their tract's mix (Dirichlet(20 × tract mix)), with
+0.5% of the national mix blended in so that every group is possible everywhere. These shares and
+concentrations are design assumptions, calibrated so that the proportional guesser's precision
+on nonmodal persons and the blocks the exact tables pin down fall in the attack paper's ranges.
+The average white person's tract is then 78–79% white, the average black person's 52–54% black
+and the average Hispanic person's 54–56% Hispanic, against 79%, 46% and 45% nationally in
+2005–2009 (Frey, Brookings, 2010): black and Hispanic persons a little more isolated than they
+were. About 10% of married and 18% of unmarried opposite-sex
+couples were of different race or Hispanic origin in 2010 (Census Bureau, "Households and
+Families: 2010", C2010BR-14): a spouse or partner copies the householder with P = 0.71 and
+otherwise keeps their own draw from the block, which makes about 10.5% of couples differ.
+docs/synthetic-population.md has every figure."""
+DOMINANT_GROUPS = ("white", "black", "hispanic")
+"""The groups that dominate tracts (2.0): non-Hispanic white, non-Hispanic black and Hispanic
+persons, the three large groups whose average member's tract was mostly or nearly half their own
+group (79%, 46% and 45% in 2005–2009; Frey, Brookings, 2010). Smaller groups (Asian persons, 4.8%
+of the country, and the rest) live in the diverse tracts and as minorities: a design assumption
+that leaves out the few tracts of Asian, American Indian or Pacific Islander enclaves."""
 POPULATED_BLOCK_SHARE = 0.56
 """Share of blocks with at least one person: 6,207,027 of 11,078,297 blocks in 2010. From 2.0 the
 generator adds blocks without any unit until the populated blocks are this share of all blocks."""
@@ -1214,18 +1252,17 @@ def draw_race_ethnicity(
 ) -> tuple[IntArray, IntArray]:
     """Race bitmask and Hispanic origin of every person.
 
-    Tract mixes are drawn around the national mix and block mixes around their tract's; the
-    block × group matrix is then raked to the national group totals, so national shares hit the
-    targets in expectation whatever the tract-level draws. Householders and GQ residents draw from
-    their block's mix; other household members relate to their householder as ``mixing`` says.
+    Tract mixes are drawn around the national mix (:func:`tract_mixes`) and block mixes around
+    their tract's; the block × group matrix is then raked to the national group totals, so
+    national shares hit the targets in expectation whatever the tract-level draws. Householders
+    and GQ residents draw from their block's mix; other household members relate to their
+    householder as ``mixing`` says.
     """
     person_block = unit_block[people.unit]
     blocks, person_row = np.unique(person_block, return_inverse=True)
     block_persons = np.bincount(person_row).astype(np.float64)
     national = national_group_shares()
-    tract_mix = dirichlet_rows(
-        rng, mixing.tract_concentration * np.tile(national, (plan.n_tracts, 1))
-    )
+    tract_mix = tract_mixes(rng, plan.n_tracts, national, mixing)
     block_mix = dirichlet_rows(
         rng, mixing.block_concentration * tract_mix[plan.block_tract[blocks]]
     )
@@ -1241,6 +1278,49 @@ def draw_race_ethnicity(
     race[copies] = race[head[copies]]
     hispanic[copies] = hispanic[head[copies]]
     return race.astype(np.int64), hispanic.astype(np.int64)
+
+
+def tract_mixes(
+    rng: np.random.Generator, n_tracts: int, national: FloatArray, mixing: RaceMixing
+) -> FloatArray:
+    """Each tract's race-ethnicity mix (tracts × groups): Dirichlet(:func:`tract_alpha`)."""
+    return dirichlet_rows(rng, tract_alpha(rng, n_tracts, national, mixing))
+
+
+def tract_alpha(
+    rng: np.random.Generator, n_tracts: int, national: FloatArray, mixing: RaceMixing
+) -> FloatArray:
+    """Dirichlet parameters of each tract's mix (tracts × groups): tract_concentration × national
+    mix, or, with ``mixing.tracts``, diverse_concentration × national mix for the diverse share
+    of the tracts (exactly, rounded) and, for the others, that plus dominance × the profile of
+    their dominant group, dealt in proportion to the groups' persons (:class:`TractKinds`)."""
+    alpha = mixing.tract_concentration * np.tile(national, (n_tracts, 1))
+    kinds = mixing.tracts
+    if kinds is not None:
+        order = rng.permutation(n_tracts)
+        n_diverse = round(kinds.diverse_share * n_tracts)
+        diverse, dominated = order[:n_diverse], order[n_diverse:]
+        alpha[diverse] = kinds.diverse_concentration * national
+        profiles, weights = dominant_profiles(national)
+        position = (rng.random() + np.arange(len(dominated))) / max(len(dominated), 1)
+        dominant = np.searchsorted(np.cumsum(weights), position, side="right")
+        alpha[dominated] += kinds.dominance * profiles[np.minimum(dominant, len(weights) - 1)]
+    return alpha
+
+
+def dominant_profiles(national: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The groups that dominate tracts (:data:`DOMINANT_GROUPS`), as profiles over the 14
+    race-ethnicity groups (Hispanic persons in their national race split), and their shares of
+    the persons those groups hold (the weights with which they are dealt to tracts)."""
+    hispanic = np.arange(len(national)) % 2 == 1
+    profiles = np.zeros((len(DOMINANT_GROUPS), len(national)))
+    for row, group in enumerate(DOMINANT_GROUPS):
+        if group == "hispanic":
+            profiles[row, hispanic] = national[hispanic] / national[hispanic].sum()
+        else:
+            profiles[row, 2 * RACE_GROUPS.index(group)] = 1.0  # non-Hispanic, race alone
+    weights = (profiles > 0) @ national
+    return profiles, weights / weights.sum()
 
 
 def race_of_groups(rng: np.random.Generator, group: IntArray) -> tuple[IntArray, IntArray]:
