@@ -8,9 +8,24 @@ import numpy as np
 import polars as pl
 import pytest
 
+from sdclab.execution import _limit_blas, default_workers
 from sdclab.population import PERSONS, UNITS, Population
 
 os.environ.setdefault("SDCLAB_DIGEST_KEY", "test-key-not-secret-0123456789abcdef")
+
+
+def share_the_cores_among_workers() -> None:
+    """In a pytest-xdist worker, limit BLAS to the worker's share of the cores, as sdclab does in
+    its own worker processes (``execution._limit_blas``): with a thread per core in each of
+    ``make test``'s two workers, the cores are oversubscribed and the idle threads spin, which
+    doubled the CPU time of TopDown's dense factorisations. Commands the tests start inherit the
+    limit through the environment."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is not None:
+        _limit_blas(max(1, default_workers() // int(workers)))
+
+
+share_the_cores_among_workers()
 
 
 def frame(rows: list[tuple], specs) -> pl.DataFrame:
