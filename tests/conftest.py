@@ -120,17 +120,19 @@ def small_population() -> Population:
 
 SLOWEST_FILES = (
     "test_crash_safety.py",
-    "test_topdown.py",
     "test_experiment.py",
     "test_execution.py",
-    "test_bad_directories.py",
-    "test_noise_aware.py",
-    "test_sweeps.py",
-    "test_fuzz_inputs.py",
-    "test_frontier.py",
-    "test_security.py",
+    "test_topdown.py",
     "test_noise.py",
+    "test_noise_aware.py",
+    "test_bad_directories.py",
+    "test_frontier.py",
+    "test_sweeps.py",
+    "test_docs.py",
+    "test_reconstruction.py",
+    "test_security.py",
     "test_suppression.py",
+    "test_fuzz_inputs.py",
 )
 """The test files that take longest (``--durations=0`` summed per file), slowest first."""
 
