@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -28,10 +27,13 @@ def _start(args: list[str]) -> subprocess.Popen[bytes]:
 
 
 def _kill_after(process: subprocess.Popen[bytes], seconds: float) -> None:
-    time.sleep(seconds)
-    if process.poll() is None:
+    """Kill the command's process group ``seconds`` after its start unless it has finished by
+    then (waiting on it rather than sleeping: a command that finishes early is not waited for)."""
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+        process.wait()
 
 
 def test_killed_protect_leaves_the_old_release_or_none(tmp_path):

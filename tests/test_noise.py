@@ -279,6 +279,23 @@ def test_reproducible_per_seed_and_shape():
     assert noise.discrete_laplace(1, 0, np.random.default_rng(1)).shape == (0,)
 
 
+def test_a_topdown_run_builds_each_outcome_table_once():
+    """TopDown draws at every scale of its strategy, level after level, and again in the next
+    run: the cached outcome tables must hold all of them, or each is evicted before its next use
+    and built again (the pl94 production strategy draws at 20 table sizes)."""
+    from sdclab.geography import LEVELS
+    from sdclab.protection.topdown_strategy import PRODUCTION
+
+    scales = {PRODUCTION.sigma2(q, level) for level in LEVELS for q in PRODUCTION.measured(level)}
+    noise._uniform_exp_table.cache_clear()
+    rng = np.random.default_rng(0)
+    for _ in range(2):  # two runs
+        for sigma2 in sorted(scales):
+            noise.discrete_gaussian(sigma2, 100, rng)
+    built = noise._uniform_exp_table.cache_info()
+    assert built.currsize >= 20 and built.misses == built.currsize
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

@@ -197,7 +197,13 @@ def _bern_exp_one(count: int, rng: np.random.Generator) -> BoolArray:
     return _settle(outcome, None, 1, k_joint, rng)
 
 
-@lru_cache(maxsize=8)
+OUTCOME_TABLES_CACHED = 24
+"""Outcome tables kept (each at most TABLE_SIZE_MAX bytes, so at most 48 MiB). A TopDown run
+draws at every scale of its strategy level after level (the pl94 production strategy needs 20
+tables, dhc's 7): a cache smaller than that evicts each table before its next use."""
+
+
+@lru_cache(maxsize=OUTCOME_TABLES_CACHED)
 def _uniform_exp_table(t: int) -> tuple[int, int, npt.NDArray[np.uint8]] | None:
     """Outcome table of (U ~ Uniform{0..t−1}, BernExp(U/t)) drawn as one integer Z = U·L + W.
 
