@@ -59,7 +59,13 @@ from sdclab.fileio import (
     write_parquet,
 )
 from sdclab.geography import geoid_strings
-from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
+from sdclab.optimize.highs import (
+    INF,
+    TIME_LIMIT_STATUS,
+    Limits,
+    single_threaded_highs,
+    solve_mip,
+)
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 
@@ -236,6 +242,9 @@ class TractResult:
     """Pricing rounds of the noise-aware program (0: not priced)."""
     elastic: float = 0.0
     """Total by which the noise-aware solution leaves the cells' ranges."""
+    time_limited: bool = False
+    """Whether wall time stopped one of the tract's solves: its reconstruction may then differ
+    between runs with the same seed (a node limit stops a solve at the same point every time)."""
 
 
 @dataclass(frozen=True)
@@ -289,13 +298,16 @@ def column_minimum(matrix: sp.csc_matrix, values: FloatArray) -> FloatArray:
 
 
 def _solve(
-    program: Program, deviation: bool, seed: int, time_limit: float
+    program: Program, deviation: bool, seed: int, limits: Limits
 ) -> tuple[str, FloatArray | None, float]:
-    """Solve A x = b (or min Σ|A x − b|) over non-negative integers; (status, x, objective).
+    """Solve A x = b (or min Σ|A x − b|) over non-negative integers within ``limits`` (at least
+    :data:`.noise_aware.MINIMUM_SOLVE` seconds); (status, x, objective).
 
     x is None when no feasible point was found (for the equalities: they are inconsistent, or
-    the time limit came first).
+    a limit came first).
     """
+    from sdclab.attacks.noise_aware import MINIMUM_SOLVE
+
     a, cost, upper = _columns(program, deviation)
     n = len(program.cell)
     integer = np.r_[np.ones(n, bool), np.zeros(a.shape[1] - n, bool)]
@@ -308,8 +320,8 @@ def _solve(
         integer,
         threads=single_threaded_highs(),
         random_seed=seed % 2_147_483_647,
-        time_limit=float(time_limit),
         mip_rel_gap=DEVIATION_GAP if deviation else 0.0,
+        **limits.options(MINIMUM_SOLVE),
     )
     return status, (None if x is None else x[:n]), objective
 
@@ -332,15 +344,18 @@ def solve_tract(problem: TractProblem) -> TractResult:
     if problem.noise_aware:
         return solve_noise_aware(problem)
     start = time.perf_counter()
+    limits = Limits(start + problem.time_limit)
     program = build_program(problem)
     mode = "exact"
-    status, x, objective = _solve(program, False, problem.seed, problem.time_limit)
+    status, x, objective = _solve(program, False, problem.seed, limits)
+    stopped = status == TIME_LIMIT_STATUS
     if x is None:
         mode = "deviation"
-        status, x, objective = _solve(program, True, problem.seed, problem.time_limit)
+        status, x, objective = _solve(program, True, problem.seed, limits)
+        stopped |= status == TIME_LIMIT_STATUS
     counts = np.rint(x).astype(np.int64) if x is not None else np.zeros(len(program.cell), np.int64)
     keep = counts > 0
-    drawn = _draws(program, mode == "deviation", problem)[keep]
+    drawn, draws_stopped = _draws(program, mode == "deviation", problem, limits)
     return TractResult(
         tract=problem.tract,
         block=problem.blocks[program.block[keep]],
@@ -352,19 +367,24 @@ def solve_tract(problem: TractProblem) -> TractResult:
         seconds=time.perf_counter() - start,
         variables=len(program.cell),
         constraints=len(program.target),
-        drawn=drawn,
+        drawn=drawn[keep],
+        time_limited=stopped or draws_stopped,
     )
 
 
-def _draws(program: Program, deviation: bool, problem: TractProblem) -> IntArray:
-    """The naive program's further draws (:func:`.noise_aware.relaxed_draws`)."""
-    from sdclab.attacks.noise_aware import relaxed_draws
+def _draws(
+    program: Program, deviation: bool, problem: TractProblem, limits: Limits
+) -> tuple[IntArray, bool]:
+    """The naive program's further draws (:func:`.noise_aware.relaxed_draws`, at least
+    :data:`.noise_aware.MINIMUM_SOLVE` seconds in all), and whether wall time stopped one."""
+    from sdclab.attacks.noise_aware import MINIMUM_SOLVE, relaxed_draws
 
     n = len(program.cell)
     if not problem.draws or not n:
-        return np.zeros((n, problem.draws), np.int64)
+        return np.zeros((n, problem.draws), np.int64), False
     a, cost, upper = _columns(program, deviation)
-    return relaxed_draws(a, program.target, cost, upper, n, problem.draws, problem.seed)
+    after = Limits(max(limits.deadline, time.perf_counter() + MINIMUM_SOLVE), limits.nodes)
+    return relaxed_draws(a, program.target, cost, upper, n, problem.draws, problem.seed, after)
 
 
 def solve_noise_aware(problem: TractProblem) -> TractResult:
@@ -381,9 +401,8 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
     )
     start = np.zeros((len(problem.blocks), space.n_classes), dtype=bool)
     start[candidate_cells(problem)] = True
-    priced = solve_priced(
-        space, start, problem.seed, problem.time_limit, DEVIATION_GAP, problem.draws
-    )
+    limits = Limits(start_time + problem.time_limit)
+    priced = solve_priced(space, start, problem.seed, limits, DEVIATION_GAP, problem.draws)
     return TractResult(
         tract=problem.tract,
         block=problem.blocks[priced.block],
@@ -398,6 +417,7 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
         drawn=priced.drawn,
         rounds=priced.rounds,
         elastic=priced.elastic,
+        time_limited=priced.time_limited,
     )
 
 

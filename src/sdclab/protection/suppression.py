@@ -44,7 +44,7 @@ from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.digest import frames_digest
 from sdclab.geography import LEVELS, Geography
-from sdclab.optimize.highs import quiet_highs
+from sdclab.optimize.highs import quiet_highs, run
 from sdclab.population import Population
 from sdclab.privacy import Invariant, no_guarantee
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
@@ -559,7 +559,7 @@ class _Lp:
         """The deviations minimising ``cost``·y, or None if HiGHS did not reach optimality."""
         idx = np.arange(self.n, dtype=np.int32)
         self.highs.changeColsCost(self.n, idx, np.asarray(cost, dtype=np.float64))
-        self.highs.run()
+        run(self.highs)
         if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         return np.asarray(self.highs.getSolution().col_value, dtype=np.float64)
