@@ -184,10 +184,15 @@ class Mechanism(Generic[P]):
     rescale: Callable[[P, Fraction], dict[str, str]] | None = None
     """The settings that multiply its privacy budget by a factor (every budget setting alike),
     for matching mechanisms on the common axis; None for a mechanism without a budget."""
+    check: Callable[[Release, P], str | None] | None = None
+    """The first value of a release read from its files that the mechanism could not have
+    produced with the release's recorded parameters (given parsed), in words, or None: a count
+    beyond its noise's reach, a measurement whose variance its budget does not give
+    (:mod:`sdclab.protection.checks`). Run on every read, after the files' own checks."""
 
     def define(self, role: str) -> Callable[[F], F]:
-        """A decorator: the function it decorates plays ``role`` (guarantee, protect, noise,
-        diagnostics, risk_analysis or audit_plan) for this mechanism; each role is defined once."""
+        """A decorator: the function it decorates plays ``role`` (one of :data:`ROLES`) for this
+        mechanism; each role is defined once."""
         if role not in ROLES:
             raise ValueError(f"mechanism {self.name}: no role {role!r} (roles: {', '.join(ROLES)})")
 
@@ -283,6 +288,7 @@ ROLES = (
     "risk_analysis",
     "audit_plan",
     "rescale",
+    "check",
 )
 """What a mechanism's functions may be (:meth:`Mechanism.define`)."""
 
