@@ -6,6 +6,7 @@ equality rows over binary variables, which branch and bound explores for minutes
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,9 +20,10 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab import protection
+from sdclab import api, protection
 from sdclab.attacks.reconstruction import solve_tract, tract_problems
-from sdclab.optimize.highs import solve_mip
+from sdclab.errors import InputError
+from sdclab.optimize.highs import Limits, solve_mip
 from sdclab.population.synth import synthesize
 
 
@@ -134,3 +136,68 @@ def test_ctrl_c_stops_the_workers_of_a_command() -> None:
         process.kill()
     assert time.perf_counter() - began < 5
     assert process.returncode != 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Reproducible attacks: a limit of work, and a tract stopped by wall time told apart
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_node_limit_stops_a_solve_at_the_same_point_every_time() -> None:
+    """Wall time stops a solve wherever the machine's speed and load leave it; a node limit at
+    the same node, so the same seed gives the same solution."""
+    outcomes = [
+        solve_mip(**market_split(), threads=1, random_seed=7, **Limits.start(60, 300).options())
+        for _ in range(2)
+    ]
+    (status, x, objective), (status_again, x_again, objective_again) = outcomes
+    assert status == status_again == "Node limit reached"
+    assert x is not None and x_again is not None
+    assert np.array_equal(x, x_again) and objective == objective_again
+
+
+@pytest.fixture(scope="module")
+def noisy_release():
+    return api.protect(
+        synthesize(600, seed=17), "cellkey", seed=3, ptable="maxent", bound=3, variance=2
+    )
+
+
+def test_a_tract_stopped_by_wall_time_says_so(noisy_release) -> None:
+    stopped = api.reconstruct(noisy_release, workers=1, time_limit=1e-4, draws=2)
+    assert stopped.metrics["time_limited_tracts"] == stopped.tracts.height > 0
+    assert stopped.tracts["time_limited"].all()
+    assert stopped.time_limited_tracts == stopped.tracts.height
+    unhurried = api.reconstruct(noisy_release, workers=1, time_limit=60, draws=2)
+    assert unhurried.metrics["time_limited_tracts"] == 0
+    assert not unhurried.tracts["time_limited"].any()
+
+
+def test_the_same_seed_and_node_limit_give_the_same_reconstruction(noisy_release) -> None:
+    runs = [
+        api.reconstruct(noisy_release, workers=1, seed=5, node_limit=50, draws=2) for _ in range(2)
+    ]
+    assert runs[0].persons.equals(runs[1].persons)
+    assert runs[0].tracts.drop("seconds").equals(runs[1].tracts.drop("seconds"))
+    assert runs[0].metrics["node_limit"] == 50 and runs[0].metrics["time_limited_tracts"] == 0
+
+
+@pytest.mark.parametrize("limit", [0, -3, 2.5, True, "many"])
+def test_a_node_limit_is_a_whole_number_of_nodes(noisy_release, limit) -> None:
+    with pytest.raises(InputError, match="node_limit .*expected a whole number of nodes"):
+        api.reconstruct(noisy_release, node_limit=limit)
+
+
+def test_the_command_line_takes_a_node_limit_and_records_it(noisy_release, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from sdclab.cli import app
+
+    api.write_release(noisy_release, tmp_path / "rel")
+    args = ["reconstruct", str(tmp_path / "rel"), "--workers", "1", "--out", str(tmp_path / "r")]
+    result = CliRunner().invoke(app, [*args, "--node-limit", "50"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["node_limit"] == 50 and metrics["time_limited_tracts"] == 0
+    refused = CliRunner().invoke(app, [*args, "--node-limit", "0"])
+    assert refused.exit_code == 2 and "--node-limit" in refused.output

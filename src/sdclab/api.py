@@ -141,6 +141,7 @@ def reconstruct(
     checkpoint: str | Path | None = None,
     knowledge: str = "published",
     draws: int = 10,
+    node_limit: int | None = None,
 ) -> ReconstructionResult:
     """Rebuild block-level person records from the release alone (one integer program per
     tract), and with ``variability`` measure how many blocks have one solution only.
@@ -151,6 +152,12 @@ def reconstruct(
     without TopDown's measurements; ``naive`` takes every count as exact and every
     0 as a true 0, as an attack that ignores the noise would. ``draws``: further diverse
     reconstructions per tract, whose share holding each record ranks it (``confidence``).
+
+    ``time_limit``: seconds each tract's solves may take in all; ``node_limit``: branch-and-bound
+    nodes each of its integer programs may explore. A node limit is work, not wall time: the same
+    seed and node limit give the same reconstruction on any machine, as long as no tract reaches
+    its time limit first (such tracts are counted in ``time_limited_tracts`` and flagged in their
+    row, ``time_limited``).
 
     ``workers``: local processes (default all cores); ``executor``: ``local``,
     ``dask://HOST:PORT`` or ``dask-local[:N]``; ``checkpoint``: a directory keeping finished
@@ -171,10 +178,13 @@ def reconstruct(
         raise InputError(f"knowledge {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}")
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
         raise InputError(f"draws {draws!r}: expected a whole number of reconstructions, 0 or more")
+    whole = isinstance(node_limit, int) and not isinstance(node_limit, bool)
+    if node_limit is not None and (not whole or node_limit < 1):
+        raise InputError(f"node_limit {node_limit!r}: expected a whole number of nodes, at least 1")
     where = Executor.parse(executor, workers)
     directory = Path(checkpoint) if checkpoint is not None else None
     records, metrics, solvar = attack(
-        release, where, seed, time_limit, variability, directory, knowledge, draws
+        release, where, seed, time_limit, variability, directory, knowledge, draws, node_limit
     )
     return ReconstructionResult(
         mechanism=release.mechanism,
