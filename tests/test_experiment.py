@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sdclab.attacks.reconstruction import NODE_LIMIT
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.experiment import Experiment, load_experiment, run_experiment
@@ -140,6 +141,9 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path, time_limit):
         } <= set(entry)
         assert set(entry["reidentification"]) == {"census", "commercial"}
     assert results["mechanisms"]["none"]["accuracy_by_level"]["block"]["mean_mae"] == 0
+    # reconstructions stop at a limit of work by default: a rerun reproduces them
+    assert results["provenance"]["attacks"]["node_limit"] == NODE_LIMIT
+    assert results["mechanisms"]["geometric"]["reconstruction"]["node_limit"] == NODE_LIMIT
     # a pl94 release determines neither sex nor age: reidentification is reported not applicable
     pl94 = results["mechanisms"]["topdown-pl94"]
     assert "topdown-pl94" in report

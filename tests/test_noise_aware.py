@@ -14,12 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 from sdclab import api, schema
-from sdclab.attacks.knowledge import (
-    cell_bounds,
-    measured_query,
-    measurement_bounds,
-    preimage_range,
-)
+from sdclab.attacks.knowledge import cell_bounds, measured_query, measurement_bounds
 from sdclab.attacks.noise_aware import ColumnSpace, Rows
 from sdclab.attacks.reconstruction import (
     class_query,
@@ -33,7 +28,7 @@ from sdclab.population import Population
 from sdclab.population.synth import synthesize
 from sdclab.protection import swapping
 from sdclab.protection.cellkey import assign_record_keys, has_keys
-from sdclab.protection.ptable import create_ptable, ons_10_5_ptable
+from sdclab.protection.ptable import create_ptable, ons_10_5_ptable, preimage_range
 from sdclab.randomness import make_rng
 from sdclab.release import Release, exact_release
 

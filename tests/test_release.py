@@ -119,15 +119,20 @@ def test_more_malformed_releases(tmp_path, tiny_population, damage, message):
 
 
 def test_float_counts_are_kept_not_truncated(tmp_path, tiny_population):
+    """A count is read as stored (3.7, not 3): then its mechanism's check sees it as it is (no
+    exact tabulation publishes 3.7 persons)."""
     target = tmp_path / "rel"
     release = exact_release(tiny_population, ["P1"])
     p1 = release.tables["P1"]
     only_nation = {level: sp.csr_matrix(p1.matrix(level).shape) for level in p1.levels}
     only_nation["nation"] = sp.csr_matrix([[3.7]])
     write_release(replace(release, tables={"P1": p1.with_counts(only_nation)}), target)
-    back = read_release(target).table("P1")
-    assert back.dtype == np.float64 and back.frame()["count"].to_list() == [3.7]
     assert pl.read_parquet(target / "tables" / "P1.parquet").schema["count"] == pl.Float64
+    with pytest.raises(InputError) as info:
+        read_release(target)
+    assert "P1 at nation US, cell 0: a count of 3.7 is not one mechanism none publishes" in (
+        info.value.one_line()
+    )
 
 
 def test_release_records_blocks_without_persons(tmp_path, tiny_population):
@@ -434,9 +439,15 @@ def test_artifacts_are_checked_by_their_declaration(tmp_path, tiny_population, a
     assert message in line and f"artifacts/{next(iter(artifacts))}.parquet" in line, line
 
 
+def _persons_mdf(population):
+    """An MDF of as many records as the population has persons (its tables' P1)."""
+    n = population.persons.height
+    return pl.concat([_mdf()] * n).with_columns(person_id=pl.int_range(n, dtype=pl.Int64))
+
+
 def test_artifacts_round_trip_and_are_recorded(tmp_path, tiny_population):
     target = tmp_path / "rel"
-    release = _topdown_release(tiny_population, mdf=_mdf())
+    release = _topdown_release(tiny_population, mdf=_persons_mdf(tiny_population))
     write_release(release, target)
     meta = json.loads((target / "release.json").read_text())
     assert meta["format_version"] == release_module.FORMAT_VERSION == 3
@@ -448,5 +459,5 @@ def test_artifacts_round_trip_and_are_recorded(tmp_path, tiny_population):
     ]
     back = read_release(target)
     assert back.artifacts["mdf"].equals(release.artifacts["mdf"])
-    assert back.person_microdata.equals(_mdf())
+    assert back.person_microdata.equals(_persons_mdf(tiny_population))
     assert repr(back) == "<Release topdown: 1 table, artifacts mdf; no formal guarantee>"

@@ -145,6 +145,7 @@ def reconstruct(
     checkpoint: str | Path | None = None,
     knowledge: str = "published",
     draws: int = 10,
+    node_limit: int | None = None,
 ) -> ReconstructionResult:
     """Rebuild block-level person records from the release alone (one integer program per
     tract), and with ``variability`` measure how many blocks have one solution only.
@@ -156,6 +157,12 @@ def reconstruct(
     0 as a true 0, as an attack that ignores the noise would. ``draws``: further diverse
     reconstructions per tract (at most 100), whose share holding each record ranks it
     (``confidence``).
+
+    ``time_limit``: seconds each tract's solves may take in all; ``node_limit``: branch-and-bound
+    nodes each of its integer programs may explore. A node limit is work, not wall time: the same
+    seed and node limit give the same reconstruction on any machine, as long as no tract reaches
+    its time limit first (such tracts are counted in ``time_limited_tracts`` and flagged in their
+    row, ``time_limited``).
 
     ``workers``: local processes (default all cores); ``executor``: ``local``,
     ``dask://HOST:PORT`` or ``dask-local[:N]``; ``checkpoint``: a directory keeping finished
@@ -170,12 +177,13 @@ def reconstruct(
         time_limit=time_limit,
         knowledge=knowledge,
         draws=draws,
+        node_limit=node_limit,
         checkpoint=checkpoint,
         inputs=release.sources,
     )
     directory = Path(checkpoint) if checkpoint is not None else None
     records, metrics, solvar = attack(
-        release, where, seed, time_limit, variability, directory, knowledge, draws
+        release, where, seed, time_limit, variability, directory, knowledge, draws, node_limit
     )
     return ReconstructionResult(
         mechanism=release.mechanism,
@@ -197,6 +205,7 @@ def check_reconstruction(
     checkpoint: str | Path | None,
     inputs: tuple[Path, ...],
     named: Callable[[str], str] = str,
+    node_limit: int | None = None,
 ) -> Executor:
     """Where a reconstruction runs, once every setting :func:`reconstruct` takes is checked: the
     command line calls it before it reads the release, so that both refuse alike and before any
@@ -223,6 +232,11 @@ def check_reconstruction(
             f"{named('draws')} {draws!r}: expected a whole number of reconstructions from 0 to "
             f"{MAX_DRAWS} (a record's confidence is its share of the draws: {MAX_DRAWS} resolve "
             "it to 1%)"
+        )
+    whole = isinstance(node_limit, int) and not isinstance(node_limit, bool)
+    if node_limit is not None and (not whole or node_limit < 1):
+        raise InputError(
+            f"{named('node_limit')} {node_limit!r}: expected a whole number of nodes, at least 1"
         )
     where = Executor.parse(executor, workers)
     if checkpoint is not None:
@@ -260,6 +274,7 @@ def vulnerable_group(
     executor: str | None = None,
     seed: int = 0,
     time_limit: float = 300.0,
+    node_limit: int | None = None,
 ) -> VulnerableGroup:
     """The population's most vulnerable persons, the one set every release is scored on:
     nonmodal persons unique on {block, sex, agebin} in blocks whose reconstruction of the exact
@@ -267,7 +282,8 @@ def vulnerable_group(
 
     ``reconstruction``: the exact release's reconstruction with variability (``sdclab tabulate``
     then ``sdclab reconstruct --variability``), when already made; otherwise it is made here
-    with ``workers``, ``executor``, ``seed`` and ``time_limit`` (as :func:`reconstruct`)."""
+    with ``workers``, ``executor``, ``seed``, ``time_limit`` and ``node_limit`` (as
+    :func:`reconstruct`)."""
     from sdclab.attacks.linkage import proven_solvar_zero, vulnerable_persons
 
     if reconstruction is None:
@@ -279,6 +295,7 @@ def vulnerable_group(
             time_limit=time_limit,
             variability=True,
             draws=0,
+            node_limit=node_limit,
         )
     if reconstruction.mechanism != "none":
         raise InputError(

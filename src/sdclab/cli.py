@@ -322,6 +322,15 @@ def reconstruct(
     time_limit: Annotated[
         float, typer.Option(help="Seconds per tract program before the best is taken.")
     ] = 300.0,
+    node_limit: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Branch-and-bound nodes per integer program before the best is taken: work, "
+            "not wall time, so the same seed gives the same reconstruction on any machine "
+            "(unless a tract reaches --time-limit first: the output counts those).",
+        ),
+    ] = None,
     knowledge: Annotated[
         Knowledge,
         typer.Option(
@@ -358,6 +367,7 @@ def reconstruct(
         variability=variability,
         checkpoint=checkpoint,
         knowledge=knowledge.value,
+        node_limit=node_limit,
     )
     metrics = {"release": str(release.resolve()), **result.to_dict(), "workers": workers}
     write_reconstruction(out, result, metrics, result.solvar, protect=(release,))
@@ -368,6 +378,11 @@ def reconstruct(
         f"reconstructed {result.n_persons:,} persons in {result.tracts.height} tracts{took} "
         f"({statuses})"
     )
+    if result.time_limited_tracts:
+        typer.echo(
+            f"{result.time_limited_tracts} of them stopped at the time limit: a rerun may differ "
+            "(--node-limit stops the solver at the same point on every run)"
+        )
     summary = result.variability
     if not isinstance(summary, NotMeasured):
         typer.echo(

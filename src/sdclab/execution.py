@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import multiprocessing.context
 import os
+import signal
 import sys
 import threading
 import types
@@ -430,7 +431,7 @@ def _new_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         max_workers=workers,
         mp_context=WorkerContext(),
-        initializer=_limit_blas,
+        initializer=_start_worker,
         initargs=(threads,),
     )
 
@@ -492,6 +493,23 @@ def _main_module_withheld() -> Iterator[None]:
             yield
         finally:
             sys.modules["__main__"] = main
+
+
+def _start_worker(threads: int) -> None:
+    """Set up a worker process: its share of the cores (:func:`_limit_blas`), and Ctrl-C ends it.
+
+    Ctrl-C reaches every process of the command. A worker that raised KeyboardInterrupt would
+    report it as its task's failure and take the next task (a pool shutting down still runs every
+    task already queued); one that ends at once breaks the pool instead, which ends the other
+    workers and drops the queued tasks, so the command stops within a moment. A HiGHS solve
+    under way stops first (:func:`sdclab.optimize.highs.run`).
+    """
+    _limit_blas(threads)
+    signal.signal(signal.SIGINT, _end_worker)
+
+
+def _end_worker(signum: int, _: Any) -> None:
+    os._exit(128 + signum)  # the parent reports the interruption; nothing of the worker's to save
 
 
 _BLAS_LIMIT: Any = None

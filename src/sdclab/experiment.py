@@ -66,7 +66,7 @@ from pydantic import (
 from sdclab import __version__, api, matching, protection
 from sdclab.attacks import linkage
 from sdclab.attacks.knowledge import EXACT_MECHANISMS
-from sdclab.attacks.reconstruction import DRAWS, METRICS_FILE, write_reconstruction
+from sdclab.attacks.reconstruction import DRAWS, METRICS_FILE, NODE_LIMIT, write_reconstruction
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.evaluation import block_size_counts
@@ -376,6 +376,13 @@ class AttackSpec(_Strict):
     executor: str | None = Field(None, description="local, dask://HOST:PORT or dask-local[:N]")
     seed: int = Field(0, ge=0, le=MAX_SEED)
     time_limit: float = Field(300.0, gt=0)
+    node_limit: int | None = Field(
+        NODE_LIMIT,
+        ge=1,
+        description="branch-and-bound nodes per integer program of a reconstruction: work, not "
+        "wall time, so that a rerun reproduces the results (a tract stopped by the time limit "
+        "first is flagged in the report)",
+    )
 
 
 class ReportSpec(_Strict):
@@ -746,6 +753,7 @@ def _make_reconstruction(release: Release, attacks: AttackSpec, knowledge: str, 
         executor=attacks.executor,
         seed=attacks.seed,
         time_limit=attacks.time_limit,
+        node_limit=attacks.node_limit,
         variability=attacks.variability and knowledge == "published",
         knowledge=knowledge,
         draws=DRAWS if knowledge == "published" else 0,
@@ -764,6 +772,7 @@ def _make_vulnerable_group(truth: Population, attacks: AttackSpec, tmp: Path) ->
         executor=attacks.executor,
         seed=attacks.seed,
         time_limit=attacks.time_limit,
+        node_limit=attacks.node_limit,
     )
     write_parquet(pl.DataFrame({"person_id": group.persons}), tmp / VULNERABLE_FILE)
     write_json(group.to_dict(), tmp / METRICS_FILE)
@@ -878,7 +887,9 @@ class Runner:
         attacks = self.experiment.attacks
         if not attacks.reconstruct:
             return None
-        digest = _digest("vulnerable", pop_digest, attacks.seed, attacks.time_limit)
+        digest = _digest(
+            "vulnerable", pop_digest, attacks.seed, attacks.time_limit, attacks.node_limit
+        )
         step = Step("vulnerable", digest)
         made = self.steps.get(step, partial(_make_vulnerable_group, truth, attacks))
         return read_vulnerable_group(made), digest
@@ -926,7 +937,7 @@ class Runner:
         attacks = self.experiment.attacks
         if not attacks.naive or release.mechanism in EXACT_MECHANISMS:
             return None
-        digest = _digest("naive", rel_digest, attacks.seed, attacks.time_limit)
+        digest = _digest("naive", rel_digest, attacks.seed, attacks.time_limit, attacks.node_limit)
         step = Step(f"naive-reconstruction:{m.title}", digest)
         made = self.steps.get(step, partial(_make_reconstruction, release, attacks, "naive"))
         return api.read_reconstruction(made / "recon")
@@ -947,6 +958,7 @@ class Runner:
             attacks.seed,
             attacks.variability,
             attacks.time_limit,
+            attacks.node_limit,
             "published",
         )
         step = Step(f"reconstruction:{m.title}", rec_digest)
@@ -1047,6 +1059,7 @@ def provenance(experiment: Experiment, source: str) -> dict[str, Any]:
         "attacks": {
             "seed": attacks.seed,
             "time_limit": attacks.time_limit,
+            "node_limit": attacks.node_limit,
             "attackers": list(attacks.attackers),
             "knowledge": "published (noise-aware)" + (", naive beside" if attacks.naive else ""),
         },

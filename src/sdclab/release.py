@@ -19,6 +19,12 @@ by :func:`read_release` only.
 its own content (every key but ``digests``). Reading checks them, so a release edited after it was
 written (a count changed, a row removed, a file truncated or replaced, a field of release.json
 changed) is refused with a message naming the file; so is a release.json without digests.
+
+The digests prove integrity, not authenticity: anyone can edit a release and digest it again. So
+reading also checks the content against what the mechanism could have produced with the
+parameters the release records: its noise record is the one the mechanism states for them, and
+every value an attack reads passes the mechanism's own check
+(:attr:`~sdclab.protection.base.Mechanism.check`, :mod:`sdclab.protection.checks`).
 """
 
 from __future__ import annotations
@@ -365,8 +371,9 @@ def read_release(path: Path) -> Release:
 
 
 def _read_content(path: Path, meta: dict[str, Any]) -> Release:
-    """The release in ``path`` whose release.json holds ``meta``, every file checked."""
-    _check_metadata(path / RELEASE_FILE, meta)
+    """The release in ``path`` whose release.json holds ``meta``, every file checked, then its
+    values against what its mechanism could have produced."""
+    parameters = _check_metadata(path / RELEASE_FILE, meta)
     geography = _read_geography(path / GEOGRAPHY_FILE)
     valid = _valid_geoids(geography)
     geoids = {level: geoid_strings(geography.codes(level), level) for level in LEVELS}
@@ -390,7 +397,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
     if microdata is not None:
         read += [path / "microdata" / "persons.parquet", path / "microdata" / "units.parquet"]
     _unrecorded(path, meta, read)
-    return Release(
+    release = Release(
         mechanism=meta["mechanism"],
         parameters=meta["parameters"],
         card=SpecCard.from_dict(meta["specification"]),
@@ -409,6 +416,11 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         ),
         sources=(path.absolute(),),
     )
+    check = _registered(release.mechanism).check
+    problem = None if check is None else check(release, parameters)
+    if problem is not None:
+        raise InputError(f"release {path}: {problem}")
+    return release
 
 
 _ARTIFACT_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -595,8 +607,9 @@ def _unrecorded(path: Path, meta: dict[str, Any], files: Sequence[Path]) -> None
             raise InputError(f"release {path}: {RELEASE_FILE} records no digest for {name}")
 
 
-def _check_metadata(file: Path, meta: dict[str, Any]) -> None:
-    """The keys of release.json and their types, its tables and its specification card."""
+def _check_metadata(file: Path, meta: dict[str, Any]) -> Any:
+    """The keys of release.json and their types, its tables, its specification card and its
+    noise record; the mechanism's parameters, parsed."""
     missing = [k for k in _REQUIRED_KEYS if k not in meta]
     if missing:
         raise InputError(f"{file}: missing key(s) {', '.join(missing)}")
@@ -628,11 +641,20 @@ def _check_metadata(file: Path, meta: dict[str, Any]) -> None:
         SpecCard.from_dict(meta["specification"])
     except (TypeError, KeyError, AttributeError, ValueError) as exc:
         raise InputError(f"{file}: malformed specification card ({exc})") from None
-    _check_mechanism(file, meta["mechanism"], meta["parameters"])
+    parameters = _check_mechanism(file, meta["mechanism"], meta["parameters"])
+    _check_noise(file, meta["mechanism"], parameters, meta.get("noise", {}))
+    return parameters
 
 
-def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> None:
-    """The mechanism is a registered one and the parameters are valid for it."""
+def _registered(name: str) -> Any:
+    """The registered mechanism ``name`` (checked to exist by :func:`_check_mechanism`)."""
+    from sdclab import protection  # the registry imports this module
+
+    return protection.MECHANISMS[name]
+
+
+def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> Any:
+    """The mechanism is a registered one and the parameters are valid for it: parsed."""
     from sdclab import protection  # the registry imports this module
 
     if name not in protection.MECHANISMS:
@@ -642,9 +664,44 @@ def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> None:
     entry = protection.get(name)
     try:
         entry.parameters.check_recorded(parameters)
-        entry.parse(parameters)
+        return entry.parse(parameters)
     except InputError as exc:  # "mechanism NAME, parameter KEY: expected …, got …"
         raise InputError(f"{file}: parameters: {exc}") from None
+
+
+def _check_noise(file: Path, name: str, parameters: Any, noise: dict[str, Any]) -> None:
+    """The noise record is the one the mechanism states for the recorded parameters (an attack
+    reads its figures: a geometric scale), or empty (a release that states none)."""
+    entry = _registered(name)
+    if not noise:
+        return
+    if entry.noise is None:
+        raise InputError(f"{file}: noise is recorded, but mechanism {name} states none")
+    expected = json.loads(json.dumps(json_safe(entry.noise(parameters).to_dict())))
+    where = _first_difference(noise, expected, "noise")
+    if where is not None:
+        raise InputError(
+            f"{file}: {where} is not what mechanism {name} states for the recorded parameters "
+            "(the noise record follows from them)"
+        )
+
+
+def _first_difference(given: Any, expected: Any, where: str) -> str | None:
+    """The first key path at which ``given`` differs from ``expected`` (JSON values), or None."""
+    if isinstance(given, dict) and isinstance(expected, dict):
+        for key in sorted(set(given) | set(expected), key=str):
+            if key not in given or key not in expected:
+                return f"{where}.{key}"
+            found = _first_difference(given[key], expected[key], f"{where}.{key}")
+            if found is not None:
+                return found
+        return None
+    same = given == expected and type(given) is type(expected)
+    return None if same or (_number(given) and _number(expected) and given == expected) else where
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _read_geography(file: Path) -> Geography:

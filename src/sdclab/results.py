@@ -484,6 +484,14 @@ class ReconstructionFigures:
         return dict(self.metrics.get("statuses", {}))
 
     @property
+    def time_limited_tracts(self) -> int:
+        """Tracts one of whose solves wall time stopped (their reconstruction may differ between
+        runs); read from the statuses for a reconstruction that does not record it."""
+        if "time_limited_tracts" in self.metrics:
+            return int(self.metrics["time_limited_tracts"])
+        return sum(n for status, n in self.statuses.items() if "time limit" in status.lower())
+
+    @property
     def unknown_attributes(self) -> list[str]:
         """Person attributes the release's tables determine for no record."""
         return list(self.metrics.get("unknown_attributes", []))

@@ -23,7 +23,6 @@ The cells, the tuples (the geography relations with c parts) and the partitions 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,6 @@ import scipy.sparse as sp
 
 from sdclab import schema
 from sdclab.attacks import cellkey_attacks as ck
-from sdclab.errors import InputError
 from sdclab.geography import LEVELS
 from sdclab.population import Population
 from sdclab.protection.cellkey import (
@@ -41,8 +39,9 @@ from sdclab.protection.cellkey import (
     blocked,
     cell_noise,
     noise_bound,
+    published_ptable,
 )
-from sdclab.protection.ptable import OnsPTable, ptable_from_frame, symmetry_row
+from sdclab.protection.ptable import OnsPTable, symmetry_row
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.relations import PublishedCells, partitions
@@ -493,21 +492,6 @@ REPEATED_RUNS = 50
 """Answers per query in the repeated-query averaging attack."""
 
 
-def release_ptable(release: Release, params: CellKeyParameters) -> AnyPTable:
-    """The p-table of a cell key release: the one it publishes (a p-table from a file) or the
-    preset its parameters name."""
-    if not params.ptable_file:
-        return params.table()
-    from sdclab.protection.cellkey import PTABLE_ARTIFACT
-    from sdclab.release import artifact_file
-
-    if PTABLE_ARTIFACT not in release.artifacts:
-        raise InputError(f"the release publishes no {artifact_file(PTABLE_ARTIFACT)}")
-    return ptable_from_frame(
-        release.artifacts[PTABLE_ARTIFACT], Path(artifact_file(PTABLE_ARTIFACT))
-    )
-
-
 def ckm_risk(
     release: Release, truth: Population | None = None, *, seed: int | None = 0
 ) -> dict[str, Any]:
@@ -515,7 +499,7 @@ def ckm_risk(
     (evaluation only) and the repeated-query attack is simulated with and without SPSN. The
     cell key mechanism offers it as its risk analysis (``Mechanism.risk_analysis``)."""
     params = CellKeyParameters.model_validate(release.parameters)
-    table = release_ptable(release, params)
+    table = published_ptable(release, params)
     tuples = usable_tuples(release, params)
     out: dict[str, Any] = {
         "bound_disclosure": bound_disclosure(tuples, params, table),

@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -44,8 +43,8 @@ from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.errors import InputError
 from sdclab.geography import parse_geoids
-from sdclab.protection.cellkey import PTABLE_ARTIFACT, CellKeyParameters
-from sdclab.protection.ptable import OnsPTable, PTable, pcv, ptable_from_frame
+from sdclab.protection.cellkey import CellKeyParameters, published_ptable
+from sdclab.protection.ptable import preimage_bounds
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG
 
@@ -201,16 +200,11 @@ def _cell_key(
     release: Release, names: Sequence[str], level: str, published: FloatArray
 ) -> CellBounds:
     p = CellKeyParameters.model_validate(release.parameters)
-    if PTABLE_ARTIFACT in release.artifacts:
-        table = ptable_from_frame(release.artifacts[PTABLE_ARTIFACT], Path(PTABLE_ARTIFACT))
-    else:
-        table = p.table()
+    table = published_ptable(release, p)
     shown = np.nan_to_num(published, nan=0.0)
     if np.any(shown < 0) or np.any(shown != np.rint(shown)):
         raise InputError("release (cellkey): published counts must be non-negative integers")
-    lowest, highest = preimage_range(table, p.threshold, int(shown.max(initial=0)))
-    index = shown.astype(np.int64)
-    low, high = lowest[index].astype(np.float64), highest[index].astype(np.float64)
+    low, high = (bound.astype(np.float64) for bound in preimage_bounds(table, p.threshold, shown))
     impossible = ~np.isnan(published) & (low > high)
     if impossible.any():
         raise InputError(
@@ -218,55 +212,6 @@ def _cell_key(
             "cannot come from its p-table; the release and its parameters disagree"
         )
     return _bounds(published, low, high, np.ones_like(published))
-
-
-def preimage_range(
-    table: PTable | OnsPTable, threshold: int, largest: int
-) -> tuple[IntArray, IntArray]:
-    """For every published count 0..``largest``: the smallest and largest true count that the
-    p-table (then the threshold, which publishes counts below it as 0) can turn into it; an
-    unreachable count has smallest > largest.
-
-    Only true counts within the noise's reach of 0..``largest`` or of the threshold are looked
-    at: every other one lands on 0 (below the threshold) or beyond ``largest`` and moves neither
-    end, so the work does not grow with the threshold."""
-    support, offset, row_of = _noise_support(table)
-    reach = int(max(abs(offset), support.shape[1] + offset))
-    near = np.arange(largest + reach + 1)  # all that can land on 1..largest
-    edge = np.arange(max(threshold - reach - 1, 0), threshold + reach + 1)  # the last under it
-    true = np.union1d(near, edge)
-    rows, steps = np.nonzero(support[row_of(true)])
-    out = true[rows] + offset + steps
-    out = np.where(out < threshold, 0, out)
-    keep = (out >= 0) & (out <= largest)
-    lowest = np.full(largest + 1, np.iinfo(np.int64).max)
-    highest = np.full(largest + 1, -1)
-    np.minimum.at(lowest, out[keep], true[rows][keep])
-    np.maximum.at(highest, out[keep], true[rows][keep])
-    return lowest, highest
-
-
-def _noise_support(
-    table: PTable | OnsPTable,
-) -> tuple[np.ndarray, int, Callable[[IntArray], IntArray]]:
-    """(rows × noise values: whether the noise can occur, the smallest noise value, the row that
-    serves each true count)."""
-    if isinstance(table, OnsPTable):
-        rows = range(table.pvalue.shape[0])
-        values = [np.unique(table.pvalue[r]) for r in rows]
-        row_of: Callable[[IntArray], IntArray] = pcv
-    else:
-        rows = range(table.i_max + 1)
-        values = [v[p > 0] for v, p in (table.row(r) for r in rows)]
-        values[0] = np.array([0])
-        i_max = table.i_max
-        row_of = lambda n: np.minimum(n, i_max)  # noqa: E731
-    offset = int(min(v.min() for v in values))
-    width = int(max(v.max() for v in values)) - offset + 1
-    support = np.zeros((len(values), width), dtype=bool)
-    for r, v in enumerate(values):
-        support[r, v - offset] = True
-    return support, offset, row_of
 
 
 MODELS: dict[str, Callable[[Release, Sequence[str], str, FloatArray], CellBounds]] = {

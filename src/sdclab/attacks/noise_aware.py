@@ -18,6 +18,12 @@ pairs whose reduced cost is negative, until none is. The relaxation's optimum is
 the whole program. The integer program is solved over the pairs priced in (price-and-branch).
 Elastic slacks of a large cost keep every restricted program feasible; at the optimum they are 0
 unless the release contradicts its noise model, and their total is reported.
+
+Every solve stops at the tract's :class:`~sdclab.optimize.highs.Limits`: the pricing rounds take
+at most :data:`PRICING_SHARE` of its time, the integer program the rest (at least
+:data:`MINIMUM_SOLVE`), and the further draws what is left (at least :data:`MINIMUM_SOLVE` in
+all). A solve stopped by wall time makes the outcome depend on the machine's speed and load:
+:attr:`Priced.time_limited` says so.
 """
 
 from __future__ import annotations
@@ -31,7 +37,16 @@ import scipy.sparse as sp
 
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.attacks.knowledge import CellBounds
-from sdclab.optimize.highs import INF, lp_instance, quiet_highs, single_threaded_highs, solve_mip
+from sdclab.optimize.highs import (
+    INF,
+    TIME_LIMIT_STATUS,
+    Limits,
+    lp_instance,
+    quiet_highs,
+    run,
+    single_threaded_highs,
+    solve_mip,
+)
 
 MAX_ROUNDS = 10
 """Pricing rounds at most (the program is then solved over the pairs priced in so far)."""
@@ -47,7 +62,7 @@ LP_ZERO = 1e-9
 PRICING_SHARE = 0.5
 """Share of a tract's time limit the pricing rounds may take; the integer program gets the rest."""
 MINIMUM_SOLVE = 1.0
-"""Seconds the integer program gets at least."""
+"""Seconds the integer program gets at least, and the further draws together."""
 ENTERING = 2000
 """Pairs added per pricing round at most, the most negative reduced costs first: a degenerate
 relaxation prices many pairs negative that would leave its objective unchanged."""
@@ -115,7 +130,11 @@ class Priced:
     """Total by which the solution leaves the cells' ranges (0 unless the release contradicts
     its noise model or the pricing did not converge)."""
     drawn: IntArray
-    """Each reconstructed pair's count in every further draw (pairs × draws)."""
+    """Each reconstructed pair's count in every further draw (pairs × draws); a draw that wall
+    time stopped holds nothing."""
+    time_limited: bool = False
+    """Whether wall time stopped a solve (a pricing round, the integer program or a draw): the
+    outcome may then differ between runs with the same seed."""
 
 
 class ColumnSpace:
@@ -207,13 +226,14 @@ def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, active: Boo
 def integer_solution(
     model: Model,
     seed: int,
-    time_limit: float,
+    limits: Limits,
     gap: float,
     cost: FloatArray | None = None,
     counts: FloatArray | None = None,
 ) -> tuple[str, FloatArray | None, float]:
     """(status, x or None, objective) of the integer program (``cost`` replaces the model's),
-    started from whole ``counts`` of its pairs when given."""
+    started from whole ``counts`` of its pairs when given, within ``limits`` (at least
+    :data:`MINIMUM_SOLVE` seconds)."""
     flags = np.r_[np.ones(model.n, bool), np.zeros(4 * model.m, bool)]
     return solve_mip(
         model.matrix,
@@ -225,8 +245,8 @@ def integer_solution(
         threads=single_threaded_highs(),
         start=None if counts is None else model.completed(counts),
         random_seed=seed % 2_147_483_647,
-        time_limit=float(time_limit),
         mip_rel_gap=gap,
+        **limits.options(MINIMUM_SOLVE),
     )
 
 
@@ -295,17 +315,21 @@ class Master:
         self.pairs.append((block, cell))
         self.n_columns += n
 
-    def solve(self) -> tuple[float, FloatArray, FloatArray]:
+    def solve(self, seconds: float) -> tuple[float, FloatArray, FloatArray] | None:
         """(objective, price of every row of the tract, value of every pair in order of
-        addition); a row not in the relaxation (its count is 0) is priced at what its
-        first unit saves: its distance weight when its target is positive, or, at a target of
-        0, minus its cost above."""
+        addition), or None when ``seconds`` ran out first; a row not in the relaxation (its
+        count is 0) is priced at what its first unit saves: its distance weight when its target
+        is positive, or, at a target of 0, minus its cost above."""
         objective, duals, values = 0.0, np.zeros(0), np.zeros(0)
         if self.n_columns:  # else no row is in yet: the empty relaxation's optimum is 0
-            self.highs.run()
-            if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-                status = self.highs.modelStatusToString(self.highs.getModelStatus())
-                raise RuntimeError(f"HiGHS found no optimum of the relaxation: {status}")
+            self.highs.setOptionValue("time_limit", float(seconds))
+            run(self.highs)
+            status = self.highs.getModelStatus()
+            if status == highspy.HighsModelStatus.kTimeLimit:
+                return None
+            if status != highspy.HighsModelStatus.kOptimal:
+                text = self.highs.modelStatusToString(status)
+                raise RuntimeError(f"HiGHS found no optimum of the relaxation: {text}")
             solution = self.highs.getSolution()
             duals = np.asarray(solution.row_dual, dtype=np.float64)
             values = np.asarray(solution.col_value, dtype=np.float64)
@@ -330,12 +354,12 @@ def solve_priced(
     space: ColumnSpace,
     start: BoolArray,
     seed: int,
-    time_limit: float,
+    limits: Limits,
     gap: float,
     draws: int = 0,
 ) -> Priced:
     """Price pairs in from ``start`` (blocks × classes) until the relaxation is optimal over all
-    allowed pairs, then solve the integer program over them."""
+    allowed pairs, then solve the integer program over them, all within ``limits``."""
     rows = space.rows
     allowed = space.allowed()
     chosen = start & allowed
@@ -343,18 +367,23 @@ def solve_priced(
     free = (rows.weight == 0) & (rows.above == 0) & (rows.low <= 0) & np.isinf(rows.high)
     master = Master(space, forced)
     master.add(*np.nonzero(chosen))
-    began = time.perf_counter()
-    rounds, converged, previous = 0, False, np.inf
+    pricing = Limits.start(PRICING_SHARE * limits.seconds_left())
+    rounds, converged, previous, timed_out = 0, False, np.inf, False
+    relaxed = np.zeros(0)
     while True:
         rounds += 1
-        objective, prices, relaxed = master.solve()
+        solved = master.solve(pricing.seconds_left())
+        if solved is None:  # wall time stopped the round: the last relaxation's values stand
+            timed_out = True
+            break
+        objective, prices, relaxed = solved
         reduced = space.reduced_costs(prices)
         reduced[~allowed | chosen] = np.inf
         entering = reduced < -REDUCED_COST_TOLERANCE
         converged = not entering.any()
         stalled = previous - objective < STALL * max(abs(objective), 1.0)
-        late = rounds >= MAX_ROUNDS or time.perf_counter() - began >= PRICING_SHARE * time_limit
-        if converged or stalled or late:
+        timed_out = pricing.seconds_left() <= 0
+        if converged or stalled or rounds >= MAX_ROUNDS or timed_out:
             break  # the last relaxation holds every pair chosen so far
         previous = objective
         if entering.sum() > ENTERING:
@@ -363,6 +392,7 @@ def solve_priced(
         chosen |= entering
         master.add(*np.nonzero(entering))
     block, cell = master.chosen()
+    relaxed = np.r_[relaxed, np.zeros(len(cell) - len(relaxed))]  # pairs added since: 0
     # the integer program over the pairs the relaxation uses and the starting ones
     used = np.zeros_like(chosen)
     used[block[relaxed > LP_ZERO], cell[relaxed > LP_ZERO]] = True
@@ -373,8 +403,7 @@ def solve_priced(
     model = build_model(space, block, cell, active)
     untouched = float(np.sum((rows.weight * rows.target)[~active]))  # their counts stay 0
     rounded = np.floor(values[block, cell] + LP_ZERO)
-    remaining = max(time_limit - (time.perf_counter() - began), MINIMUM_SOLVE)
-    status, x, objective = integer_solution(model, seed, remaining, gap, counts=rounded)
+    status, x, objective = integer_solution(model, seed, limits, gap, counts=rounded)
     n, m = model.n, model.m
     if x is None:
         counts = np.zeros(n, np.int64)
@@ -383,7 +412,10 @@ def solve_priced(
         counts = np.rint(x[:n]).astype(np.int64)
         elastic = float(x[n + 2 * m :].sum())
     keep = counts > 0
-    drawn = relaxed_draws(model.matrix, model.target, model.cost, model.upper, n, draws, seed)[keep]
+    after = Limits(max(limits.deadline, time.perf_counter() + MINIMUM_SOLVE), limits.nodes)
+    drawn, draws_stopped = relaxed_draws(
+        model.matrix, model.target, model.cost, model.upper, n, draws, seed, after
+    )
     return Priced(
         block[keep],
         cell[keep],
@@ -395,7 +427,8 @@ def solve_priced(
         n,
         m,
         elastic,
-        drawn,
+        drawn[keep],
+        timed_out or status == TIME_LIMIT_STATUS or draws_stopped,
     )
 
 
@@ -407,27 +440,35 @@ def relaxed_draws(
     n: int,
     draws: int,
     seed: int,
-) -> IntArray:
+    limits: Limits,
+) -> tuple[IntArray, bool]:
     """Whole counts of the first ``n`` columns (pairs) in ``draws`` diverse reconstructions:
     vertices of the relaxation A z = target under the cost plus a random one per draw on the
     pairs (uniform, a hundredth of the smallest positive cost; all of it for a feasibility
     program), rounded down; one HiGHS instance, each draw starting from the last basis.
-    Columns × draws."""
+    (Columns × draws, whether ``limits``' wall time stopped a draw: that one and the rest hold
+    nothing.)"""
     rng = np.random.default_rng(seed)
     positive = cost[cost > 0]
     scale = 0.01 * float(positive.min()) if len(positive) else 1.0
+    out = np.zeros((n, draws), dtype=np.int64)
+    if not draws:
+        return out, False
     highs = lp_instance(matrix, target, target, cost, upper, threads=single_threaded_highs())
     columns = np.arange(n, dtype=np.int32)
-    out = np.zeros((n, draws), dtype=np.int64)
     for d in range(draws):
         highs.changeColsCost(n, columns, cost[:n] + scale * rng.random(n))
-        highs.run()
-        if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            status = highs.modelStatusToString(highs.getModelStatus())
-            raise RuntimeError(f"HiGHS found no optimum of a ranking draw: {status}")
+        highs.setOptionValue("time_limit", limits.seconds_left())
+        run(highs)
+        status = highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kTimeLimit:
+            return out, True
+        if status != highspy.HighsModelStatus.kOptimal:
+            text = highs.modelStatusToString(status)
+            raise RuntimeError(f"HiGHS found no optimum of a ranking draw: {text}")
         x = np.asarray(highs.getSolution().col_value, dtype=np.float64)
         out[:, d] = np.floor(x[:n] + LP_ZERO).astype(np.int64)
-    return out
+    return out, False
 
 
 def _touched(space: ColumnSpace, block: IntArray, cell: IntArray) -> BoolArray:

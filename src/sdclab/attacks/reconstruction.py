@@ -59,7 +59,13 @@ from sdclab.fileio import (
     write_parquet,
 )
 from sdclab.geography import geoid_strings
-from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
+from sdclab.optimize.highs import (
+    INF,
+    TIME_LIMIT_STATUS,
+    Limits,
+    single_threaded_highs,
+    solve_mip,
+)
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 
@@ -75,6 +81,9 @@ DEVIATION_GAP = 0.01
 percent costs far more time than it changes the reconstruction)."""
 TIME_LIMIT = 300.0
 """Seconds one tract's program may take before HiGHS returns its best solution."""
+NODE_LIMIT = 10_000
+"""Branch-and-bound nodes per integer program in an experiment's reconstructions: a limit of
+work, so that a rerun with the same seed stops at the same point (a time limit does not)."""
 
 
 @lru_cache(maxsize=8)
@@ -202,6 +211,8 @@ class TractProblem:
     """Measured TopDown queries at block level whose groups follow the block tables' cells in
     ``block_bounds`` (their answers are not in ``block_counts``)."""
     tract_measured: tuple[str, ...] = ()
+    node_limit: int | None = None
+    """Branch-and-bound nodes each integer program may explore (None: no limit but time)."""
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -236,6 +247,9 @@ class TractResult:
     """Pricing rounds of the noise-aware program (0: not priced)."""
     elastic: float = 0.0
     """Total by which the noise-aware solution leaves the cells' ranges."""
+    time_limited: bool = False
+    """Whether wall time stopped one of the tract's solves: its reconstruction may then differ
+    between runs with the same seed (a node limit stops a solve at the same point every time)."""
 
 
 @dataclass(frozen=True)
@@ -289,13 +303,16 @@ def column_minimum(matrix: sp.csc_matrix, values: FloatArray) -> FloatArray:
 
 
 def _solve(
-    program: Program, deviation: bool, seed: int, time_limit: float
+    program: Program, deviation: bool, seed: int, limits: Limits
 ) -> tuple[str, FloatArray | None, float]:
-    """Solve A x = b (or min Σ|A x − b|) over non-negative integers; (status, x, objective).
+    """Solve A x = b (or min Σ|A x − b|) over non-negative integers within ``limits`` (at least
+    :data:`.noise_aware.MINIMUM_SOLVE` seconds); (status, x, objective).
 
     x is None when no feasible point was found (for the equalities: they are inconsistent, or
-    the time limit came first).
+    a limit came first).
     """
+    from sdclab.attacks.noise_aware import MINIMUM_SOLVE
+
     a, cost, upper = _columns(program, deviation)
     n = len(program.cell)
     integer = np.r_[np.ones(n, bool), np.zeros(a.shape[1] - n, bool)]
@@ -308,8 +325,8 @@ def _solve(
         integer,
         threads=single_threaded_highs(),
         random_seed=seed % 2_147_483_647,
-        time_limit=float(time_limit),
         mip_rel_gap=DEVIATION_GAP if deviation else 0.0,
+        **limits.options(MINIMUM_SOLVE),
     )
     return status, (None if x is None else x[:n]), objective
 
@@ -332,15 +349,18 @@ def solve_tract(problem: TractProblem) -> TractResult:
     if problem.noise_aware:
         return solve_noise_aware(problem)
     start = time.perf_counter()
+    limits = Limits(start + problem.time_limit, problem.node_limit)
     program = build_program(problem)
     mode = "exact"
-    status, x, objective = _solve(program, False, problem.seed, problem.time_limit)
+    status, x, objective = _solve(program, False, problem.seed, limits)
+    stopped = status == TIME_LIMIT_STATUS
     if x is None:
         mode = "deviation"
-        status, x, objective = _solve(program, True, problem.seed, problem.time_limit)
+        status, x, objective = _solve(program, True, problem.seed, limits)
+        stopped |= status == TIME_LIMIT_STATUS
     counts = np.rint(x).astype(np.int64) if x is not None else np.zeros(len(program.cell), np.int64)
     keep = counts > 0
-    drawn = _draws(program, mode == "deviation", problem)[keep]
+    drawn, draws_stopped = _draws(program, mode == "deviation", problem, limits)
     return TractResult(
         tract=problem.tract,
         block=problem.blocks[program.block[keep]],
@@ -352,19 +372,24 @@ def solve_tract(problem: TractProblem) -> TractResult:
         seconds=time.perf_counter() - start,
         variables=len(program.cell),
         constraints=len(program.target),
-        drawn=drawn,
+        drawn=drawn[keep],
+        time_limited=stopped or draws_stopped,
     )
 
 
-def _draws(program: Program, deviation: bool, problem: TractProblem) -> IntArray:
-    """The naive program's further draws (:func:`.noise_aware.relaxed_draws`)."""
-    from sdclab.attacks.noise_aware import relaxed_draws
+def _draws(
+    program: Program, deviation: bool, problem: TractProblem, limits: Limits
+) -> tuple[IntArray, bool]:
+    """The naive program's further draws (:func:`.noise_aware.relaxed_draws`, at least
+    :data:`.noise_aware.MINIMUM_SOLVE` seconds in all), and whether wall time stopped one."""
+    from sdclab.attacks.noise_aware import MINIMUM_SOLVE, relaxed_draws
 
     n = len(program.cell)
     if not problem.draws or not n:
-        return np.zeros((n, problem.draws), np.int64)
+        return np.zeros((n, problem.draws), np.int64), False
     a, cost, upper = _columns(program, deviation)
-    return relaxed_draws(a, program.target, cost, upper, n, problem.draws, problem.seed)
+    after = Limits(max(limits.deadline, time.perf_counter() + MINIMUM_SOLVE), limits.nodes)
+    return relaxed_draws(a, program.target, cost, upper, n, problem.draws, problem.seed, after)
 
 
 def solve_noise_aware(problem: TractProblem) -> TractResult:
@@ -381,9 +406,8 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
     )
     start = np.zeros((len(problem.blocks), space.n_classes), dtype=bool)
     start[candidate_cells(problem)] = True
-    priced = solve_priced(
-        space, start, problem.seed, problem.time_limit, DEVIATION_GAP, problem.draws
-    )
+    limits = Limits(start_time + problem.time_limit, problem.node_limit)
+    priced = solve_priced(space, start, problem.seed, limits, DEVIATION_GAP, problem.draws)
     return TractResult(
         tract=problem.tract,
         block=problem.blocks[priced.block],
@@ -398,6 +422,7 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
         drawn=priced.drawn,
         rounds=priced.rounds,
         elastic=priced.elastic,
+        time_limited=priced.time_limited,
     )
 
 
@@ -435,6 +460,7 @@ class Reconstruction:
         modes = self.tracts.group_by("mode").len().sort("mode")
         return {
             "tracts": self.tracts.height,
+            "time_limited_tracts": int(self.tracts[TIME_LIMITED].sum()),
             "blocks": self.persons["block"].n_unique(),
             "persons": self.persons.height,
             "solve_seconds_total": round(float(self.tracts["seconds"].sum()), 3),
@@ -462,6 +488,7 @@ def tract_problems(
     time_limit: float = TIME_LIMIT,
     knowledge: str = "naive",
     draws: int = 0,
+    node_limit: int | None = None,
 ) -> list[TractProblem]:
     """One problem per tract with persons, from the person tables the release publishes; with
     ``knowledge`` other than naive each carries the noise model's bounds on its cells (and with
@@ -517,6 +544,7 @@ def tract_problems(
                 draws=draws,
                 block_measured=block_measured,
                 tract_measured=tract_measured,
+                node_limit=node_limit,
             )
         )
     return problems
@@ -538,11 +566,17 @@ def reconstruct(
     checkpoint: Path | None = None,
     knowledge: str = "naive",
     draws: int = 0,
+    node_limit: int | None = None,
 ) -> Reconstruction:
     """Reconstruct block-level person records from a release's tables (and nothing else, with
     ``knowledge="published"`` what the release states about its noise too); with a
-    ``checkpoint`` directory every finished tract is kept and a re-run resumes."""
-    problems = tract_problems(release, seed, time_limit, knowledge, draws)
+    ``checkpoint`` directory every finished tract is kept and a re-run resumes.
+
+    Each tract's solves stop at ``time_limit`` seconds in all and, with a ``node_limit``, at that
+    many branch-and-bound nodes per integer program. A node limit stops a solve at the same point
+    on every run, so the same seed gives the same reconstruction; a tract stopped by wall time
+    may differ between runs, and its row says so (``time_limited``)."""
+    problems = tract_problems(release, seed, time_limit, knowledge, draws, node_limit)
     block_tables, tract_tables = person_tables(release)
     measured = used_measurements(release, knowledge)
     known = resolution(block_tables + tract_tables + measured[0] + measured[1])
@@ -559,6 +593,7 @@ def reconstruct(
                 time_limit,
                 knowledge,
                 draws,
+                node_limit,
             ],
             sort_keys=True,
             default=str,
@@ -624,8 +659,10 @@ def tract_frame(results: list[TractResult]) -> pl.DataFrame:
             "seconds": [r.seconds for r in results],
             "variables": [r.variables for r in results],
             "constraints": [r.constraints for r in results],
+            TIME_LIMITED: [r.time_limited for r in results],
         },
-        schema={name: WRITTEN_AS[kind] for name, kind in TRACT_COLUMNS.items()},
+        schema={name: WRITTEN_AS[kind] for name, kind in TRACT_COLUMNS.items()}
+        | {TIME_LIMITED: pl.Boolean},
     )
 
 
@@ -688,6 +725,9 @@ TRACT_COLUMNS = {
     "variables": "integer",
     "constraints": "integer",
 }
+TIME_LIMITED = "time_limited"
+"""A boolean column of tracts.parquet: whether wall time stopped one of the tract's solves, so
+that a rerun may differ (optional when read: reconstructions written before it lack it)."""
 SOLVAR_COLUMNS = {
     "block": "string",
     "persons": "integer",
@@ -715,6 +755,9 @@ OPTIONAL_METRICS_KEYS: dict[str, tuple[type, ...]] = {
     "draws": _INTEGER,
     "seconds": _NULLABLE_NUMBER,
     "variability": (dict,),
+    "time_limited_tracts": _INTEGER,
+    "time_limit": (int, float),
+    "node_limit": (int, type(None)),
 }
 """Keys that only some writers record (``release``: sdclab reconstruct, not an experiment)."""
 _JSON_TYPES = {
@@ -796,7 +839,8 @@ def read_reconstruction(path: Path) -> Reconstruction:
     owner = f"the reconstruction {path}"
     persons = _check_persons(path / PERSONS_FILE, read_input_parquet(path / PERSONS_FILE, owner))
     tracts = read_input_parquet(path / TRACTS_FILE, owner)
-    _check_columns(path / TRACTS_FILE, tracts, TRACT_COLUMNS)
+    flag = {TIME_LIMITED: "boolean"} if TIME_LIMITED in tracts.columns else {}
+    _check_columns(path / TRACTS_FILE, tracts, TRACT_COLUMNS | flag)
     _check_geoids(path / TRACTS_FILE, tracts["tract"], _TRACT_PATTERN, "an 11-digit tract geocode")
     for frame, file, key in ((persons, PERSONS_FILE, "persons"), (tracts, TRACTS_FILE, "tracts")):
         if frame.height != metrics[key]:

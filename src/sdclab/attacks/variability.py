@@ -43,7 +43,7 @@ from sdclab.attacks.reconstruction import (
 )
 from sdclab.execution import Executor, run_tasks
 from sdclab.geography import geoid_strings, parse_geoids
-from sdclab.optimize.highs import INF, single_threaded_highs, solve_mip
+from sdclab.optimize.highs import INF, Limits, single_threaded_highs, solve_mip
 from sdclab.release import Release
 from sdclab.results import NotMeasured, as_json
 
@@ -59,6 +59,7 @@ class VariabilityProblem:
     first_count: IntArray
     seed: int
     time_limit: float = 300.0
+    node_limit: int | None = None
 
 
 def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, FloatArray, str]:
@@ -112,8 +113,8 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
         threads=single_threaded_highs(),
         mip_rel_gap=0.0,
         mip_abs_gap=0.99,  # the objective is an integer: a gap below 1 proves optimality
-        time_limit=float(problem.time_limit),
         random_seed=problem.seed % 2_147_483_647,
+        **Limits.start(problem.time_limit, problem.node_limit).options(),
     )
     if solution is None:
         return problem.blocks, persons.astype(np.int64), np.full(n_blocks, np.nan), status
@@ -126,7 +127,11 @@ def solve_variability(problem: VariabilityProblem) -> tuple[IntArray, IntArray, 
 
 
 def variability_problems(
-    release: Release, reconstruction: Reconstruction, seed: int = 0, time_limit: float = 300.0
+    release: Release,
+    reconstruction: Reconstruction,
+    seed: int = 0,
+    time_limit: float = 300.0,
+    node_limit: int | None = None,
 ) -> list[VariabilityProblem]:
     """One problem per tract reconstructed exactly (a least-deviation reconstruction does not
     satisfy the published counts, so "another solution of the same tables" is undefined there)."""
@@ -176,6 +181,7 @@ def variability_problems(
                 first_count=first_count[mine].astype(np.int64),
                 seed=int(children[t].generate_state(1)[0]),
                 time_limit=time_limit,
+                node_limit=node_limit,
             )
         )
     return problems
@@ -187,9 +193,10 @@ def solution_variability(
     workers: Executor | int | None = None,
     seed: int = 0,
     time_limit: float = 300.0,
+    node_limit: int | None = None,
 ) -> pl.DataFrame:
     """solvar per populated block: block, persons, solvar, status, unique (solvar = 0: proven)."""
-    problems = variability_problems(release, reconstruction, seed, time_limit)
+    problems = variability_problems(release, reconstruction, seed, time_limit, node_limit)
     sizes = [float(np.max(p.block_counts[:, 0], initial=0)) ** 2 for p in problems]
     results = run_tasks(solve_variability, problems, workers, "solution variability", sizes)
     frame = pl.DataFrame(
@@ -259,22 +266,27 @@ def attack(
     checkpoint: Path | None = None,
     knowledge: str = "naive",
     draws: int = 0,
+    node_limit: int | None = None,
 ) -> tuple[Reconstruction, dict[str, Any], pl.DataFrame | None]:
     """Reconstruct a release (knowing what ``knowledge`` says) and, if asked, measure solution
     variability of the published block tables; with their figures."""
     start = time.perf_counter()
-    recon = reconstruct(release, workers, seed, time_limit, checkpoint, knowledge, draws)
+    recon = reconstruct(
+        release, workers, seed, time_limit, checkpoint, knowledge, draws, node_limit
+    )
     metrics: dict[str, Any] = {
         "mechanism": release.mechanism,
         "knowledge": knowledge,
         "draws": draws,
+        "time_limit": time_limit,
+        "node_limit": node_limit,
         **recon.metrics(),
         "seconds": round(time.perf_counter() - start, 3),
     }
     solvar = None
     if with_variability:
         start = time.perf_counter()
-        solvar = solution_variability(release, recon, workers, seed, time_limit)
+        solvar = solution_variability(release, recon, workers, seed, time_limit, node_limit)
         metrics["variability"] = {
             **variability_summary(solvar),
             "seconds": round(time.perf_counter() - start, 3),

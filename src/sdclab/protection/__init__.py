@@ -39,10 +39,12 @@ MECHANISMS: dict[str, Mechanism[Any]] = {
 
 
 def _check_defined(mechanisms: dict[str, Mechanism[Any]]) -> None:
-    """Every registered mechanism states its guarantee (refused at import, not at use)."""
-    missing = [m.name for m in mechanisms.values() if not m.defines("guarantee")]
-    if missing:
-        raise TypeError(f"mechanisms without a guarantee: {', '.join(missing)}")
+    """Every registered mechanism states its guarantee and checks a release read from files
+    (refused at import, not at use)."""
+    for role in ("guarantee", "check"):
+        missing = [m.name for m in mechanisms.values() if not m.defines(role)]
+        if missing:
+            raise TypeError(f"mechanisms without a {role}: {', '.join(missing)}")
 
 
 _check_defined(MECHANISMS)

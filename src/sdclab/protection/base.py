@@ -189,10 +189,15 @@ class Mechanism(Generic[P]):
     """Why a release of these parameters protects nothing although its tables may differ from
     the exact ones (a p-table whose noise can be undone, a constant record key), or None; part
     of :meth:`protection`."""
+    check: Callable[[Release, P], str | None] | None = None
+    """The first value of a release read from its files that the mechanism could not have
+    produced with the release's recorded parameters (given parsed), in words, or None: a count
+    beyond its noise's reach, a measurement whose variance its budget does not give
+    (:mod:`sdclab.protection.checks`). Run on every read, after the files' own checks."""
 
     def define(self, role: str) -> Callable[[F], F]:
-        """A decorator: the function it decorates plays ``role`` (guarantee, protect, noise,
-        diagnostics, risk_analysis or audit_plan) for this mechanism; each role is defined once."""
+        """A decorator: the function it decorates plays ``role`` (one of :data:`ROLES`) for this
+        mechanism; each role is defined once."""
         if role not in ROLES:
             raise ValueError(f"mechanism {self.name}: no role {role!r} (roles: {', '.join(ROLES)})")
 
@@ -331,6 +336,7 @@ ROLES = (
     "audit_plan",
     "rescale",
     "unprotected",
+    "check",
 )
 """What a mechanism's functions may be (:meth:`Mechanism.define`)."""
 

@@ -29,7 +29,7 @@ from pydantic import Field, model_validator
 
 from sdclab import schema
 from sdclab.accounting import SpecCard
-from sdclab.arrays import IntArray
+from sdclab.arrays import FloatArray, IntArray
 from sdclab.errors import InputError
 from sdclab.geography import LEVELS, Geography
 from sdclab.population import Population
@@ -37,6 +37,7 @@ from sdclab.population.contract import RECORD_KEY
 from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
 from sdclab.protection import swapping
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
+from sdclab.protection.checks import counts_problem
 from sdclab.protection.ptable import (
     OnsPTable,
     PTable,
@@ -46,6 +47,7 @@ from sdclab.protection.ptable import (
     is_invertible,
     ons_10_5_ptable,
     pcv,
+    preimage_bounds,
     ptable_from_frame,
     read_ptable,
 )
@@ -755,6 +757,40 @@ def risk_analysis(release: Release, truth: Population | None) -> dict[str, Any]:
     from sdclab.attacks.ckm_risk import ckm_risk
 
     return ckm_risk(release, truth)
+
+
+def published_ptable(release: Release, params: CellKeyParameters) -> AnyPTable:
+    """The p-table of a cell key release: the one it publishes (a p-table from a file) or the
+    preset its parameters name."""
+    if not params.ptable_file:
+        return params.table()
+    if PTABLE_ARTIFACT not in release.artifacts:
+        raise InputError(f"the release publishes no {artifact_file(PTABLE_ARTIFACT)}")
+    return ptable_from_frame(
+        release.artifacts[PTABLE_ARTIFACT], Path(artifact_file(PTABLE_ARTIFACT))
+    )
+
+
+@MECHANISM.define("check")
+def check_release(release: Release, p: CellKeyParameters) -> str | None:
+    """Every count is one the release's p-table and threshold publish, and none means more
+    records than its geounit's total allows; the p-table is published when it came from a
+    file, and only then."""
+    if p.ptable_file != (PTABLE_ARTIFACT in release.artifacts):
+        return (
+            f"{artifact_file(PTABLE_ARTIFACT)} is published only with a p-table from a file, and "
+            f"then always; the recorded ptable is {p.ptable!r}"
+        )
+    table = published_ptable(release, p)
+
+    def true_range(_table: str, _level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
+        low, high = preimage_bounds(table, p.threshold, counts)
+        return low.astype(np.float64), high.astype(np.float64)
+
+    rule = "a count its p-table turns some count into" + (
+        f", 0 or at least the threshold {p.threshold}" if p.threshold else ""
+    )
+    return counts_problem(release, true_range, rule)
 
 
 @MECHANISM.publishes(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,9 @@ from sdclab.protection.base import (
     Unit,
     check_budget_range,
 )
+
+if TYPE_CHECKING:
+    from sdclab.release import Release
 
 
 class GaussianParameters(Parameters):
@@ -86,6 +89,12 @@ class GaussianParameters(Parameters):
 MECHANISM = Mechanism(
     "gaussian", "discrete Gaussian noise on every cell (zCDP)", GaussianParameters
 )
+
+
+@MECHANISM.define("check")
+def check_release(_release: Release, _: GaussianParameters) -> str | None:
+    """No release of this mechanism exists: it has a card and an audit, but protects no data."""
+    return "mechanism gaussian protects no data (it has a card and an audit), so it made no release"
 
 
 def noisy_histogram(

@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
 from sdclab.accounting import SpecCard
+from sdclab.arrays import FloatArray
 from sdclab.evaluation import size_class_label
 from sdclab.geography import LEVELS
 from sdclab.population import Population
@@ -43,6 +44,7 @@ from sdclab.protection.base import (
     check_budget_range,
     decimal_text,
 )
+from sdclab.protection.checks import counts_problem, whole
 from sdclab.release import Release, exact_release
 from sdclab.tables.catalog import CATALOG, UNIT_CELLS_A_PERSON_MOVES, TableDef
 from sdclab.tables.published import PublishedTable
@@ -235,6 +237,29 @@ def published_noise(p: GeometricParameters) -> NoisePublication:
         ),
         parameters={"scale": scales},
     )
+
+
+@MECHANISM.define("check")
+def check_release(release: Release, p: GeometricParameters) -> str | None:
+    """Every count is a whole number within the noise's reach of a count of 0 or more (and at
+    least 0 where negatives are set to 0), and none means more records than its geounit's total
+    allows, each table at each level at its own scale."""
+    shares = allocation(p)
+
+    def true_range(name: str, level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
+        scale = scale_of(CATALOG[name], shares[name, level], p.neighbours)
+        reach = noise.laplace_reach(float(scale))
+        ok = whole(counts) & (counts >= (0 if p.nonnegative else -reach))
+        return (
+            np.where(ok, np.maximum(counts - reach, 0), np.inf),
+            np.where(ok, counts + reach, -np.inf),
+        )
+
+    rule = (
+        f"a whole number{' of at least 0' if p.nonnegative else ''} within the reach of its "
+        f"table's noise (ln(2/{noise.IMPOSSIBLE:g}) times the scale) of a count of 0 or more"
+    )
+    return counts_problem(release, true_range, rule)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import numpy as np
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.population import Population
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters
+from sdclab.protection.checks import exact_tables
 from sdclab.release import EXACT_TABULATION, Release, exact_release
 
 
@@ -15,6 +16,7 @@ class NoneParameters(Parameters):
 
 
 MECHANISM = Mechanism("none", "exact tables, no protection", NoneParameters)
+MECHANISM.define("check")(exact_tables)
 
 
 @MECHANISM.define("guarantee")

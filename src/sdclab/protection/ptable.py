@@ -37,6 +37,7 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -1036,6 +1037,126 @@ def write_ptable(table: PTable | OnsPTable, path: Path) -> None:
         frame = frame.with_columns(pl.col("p").round(DIGITS))
     with atomic_file(Path(path)) as tmp:
         frame.write_csv(tmp)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which true counts a published count can come from
+# ---------------------------------------------------------------------------------------------
+
+PREIMAGE_CHUNK = 1 << 20
+"""Candidate (published count, noise value) pairs examined at once."""
+
+
+@dataclass(frozen=True)
+class NoiseSupport:
+    """Every noise a p-table can add (probability above 0), by row. A true count n is served by
+    the row :meth:`row_of` (n): its own up to ``last_exact``, then rows that repeat — the symmetry
+    row i_max of a long table serves every larger n, ONS pcvs 501..750 fold them with period
+    250."""
+
+    rows: IntArray
+    noise: IntArray
+    """(row, index into ``values``) of every noise that can occur, in ascending order."""
+    values: IntArray
+    """The distinct noise values, ascending."""
+    last_exact: int
+    """The largest true count with a row of its own."""
+    period: int
+    """Rows repeat with this period above ``last_exact`` (1: one row serves every larger n)."""
+
+    @classmethod
+    def of(cls, table: PTable | OnsPTable) -> NoiseSupport:
+        if isinstance(table, OnsPTable):
+            rows = np.repeat(np.arange(table.pvalue.shape[0]), table.pvalue.shape[1])
+            pairs = [(rows, table.pvalue.ravel())]
+            last_exact, period = ONS_PCV_MAX, 250
+        else:
+            pairs = [(np.zeros(1, np.int64), np.zeros(1, np.int64))]  # 0 publishes 0
+            for r in range(1, table.i_max + 1):
+                v, prob = table.row(r)
+                pairs.append((np.full(int((prob > 0).sum()), r), v[prob > 0]))
+            last_exact, period = table.i_max - 1, 1
+        row = np.concatenate([r for r, _ in pairs]).astype(np.int64)
+        value = np.concatenate([v for _, v in pairs]).astype(np.int64)
+        values, index = np.unique(value, return_inverse=True)
+        keys = np.unique(row * len(values) + index.reshape(-1))
+        return cls(keys // len(values), keys % len(values), values, last_exact, period)
+
+    def row_of(self, n: IntArray) -> IntArray:
+        """The row serving each true count n ≥ 0."""
+        if self.period == 1:
+            return np.minimum(n, self.last_exact + 1)
+        first = self.last_exact - self.period + 1  # the first of the repeating rows
+        return np.where(n <= self.last_exact, n, (n - 1) % self.period + first)
+
+    def can_add(self, n: IntArray, index: IntArray) -> BoolArray:
+        """Whether noise ``values[index]`` can be added to true count ``n`` (elementwise)."""
+        keys = self.rows * len(self.values) + self.noise
+        wanted = self.row_of(n) * len(self.values) + index
+        at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+        return keys[at] == wanted
+
+    def highest_below(self, limit: int) -> int:
+        """The largest true count that some noise takes to at most ``limit`` (0 at least)."""
+        value = self.values[self.noise]
+        own = self.rows <= self.last_exact  # rows serving n = row
+        fits = own & (self.rows + value <= limit)
+        best = int(self.rows[fits].max(initial=0))
+        first = int(self.row_of(np.array([self.last_exact + 1]))[0])
+        for row, v in zip(self.rows[self.rows >= first], value[self.rows >= first], strict=True):
+            top = int(limit - v)  # the largest n > last_exact this row serves with n + v ≤ limit
+            if self.period > 1:  # n ≡ row − first + last_exact + 1 (mod period)
+                top -= (top - (int(row) - first + self.last_exact + 1)) % self.period
+            if top > self.last_exact:
+                best = max(best, top)
+        return best
+
+
+@lru_cache(maxsize=8)
+def noise_support(table: PTable | OnsPTable) -> NoiseSupport:
+    """The noise support of ``table`` (the same table object: computed once)."""
+    return NoiseSupport.of(table)
+
+
+def preimage_bounds(
+    table: PTable | OnsPTable, threshold: int, published: npt.ArrayLike
+) -> tuple[IntArray, IntArray]:
+    """For every published count: the smallest and largest true count that the p-table (then the
+    threshold, which publishes counts below it as 0) can turn into it; a count nothing turns
+    into (not whole, negative, below the threshold, beyond the noise's reach of every count) has
+    smallest > largest.
+
+    The work is the distinct counts given times the distinct noise values of the table, however
+    large the counts."""
+    counts = np.asarray(published, dtype=np.float64)
+    distinct, where = np.unique(counts, return_inverse=True)
+    low = np.full(len(distinct), np.iinfo(np.int64).max)
+    high = np.full(len(distinct), -1, dtype=np.int64)
+    support = noise_support(table)
+    whole = np.isfinite(distinct) & (distinct == np.round(distinct)) & (distinct >= 0)
+    whole &= distinct < 2.0**62  # no population has more
+    shown = np.flatnonzero(whole & (distinct >= max(threshold, 1)))
+    index = np.arange(len(support.values))
+    step = max(1, PREIMAGE_CHUNK // len(index))
+    for start in range(0, len(shown), step):
+        part = shown[start : start + step]
+        n = distinct[part].astype(np.int64)[:, None] - support.values[None, :]
+        ok = n >= 0
+        ok[ok] = support.can_add(n[ok], np.broadcast_to(index, n.shape)[ok])
+        low[part] = np.where(ok, n, np.iinfo(np.int64).max).min(axis=1)
+        high[part] = np.where(ok, n, -1).max(axis=1)
+    zero = np.flatnonzero(whole & (distinct == 0))
+    low[zero] = 0  # a true 0 publishes 0
+    high[zero] = support.highest_below(max(threshold, 1) - 1)
+    where = where.reshape(counts.shape)
+    return low[where], high[where]
+
+
+def preimage_range(
+    table: PTable | OnsPTable, threshold: int, largest: int
+) -> tuple[IntArray, IntArray]:
+    """:func:`preimage_bounds` of every published count 0..``largest``."""
+    return preimage_bounds(table, threshold, np.arange(largest + 1))
 
 
 # ---------------------------------------------------------------------------------------------

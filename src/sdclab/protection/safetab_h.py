@@ -886,6 +886,110 @@ check_group_totals = MECHANISM.publishes(
 )(_frame_check(GROUP_TOTALS_SCHEMA, "group totals"))
 
 
+def iteration_codes(groups: tuple[Group, ...], level: int) -> list[str]:
+    """The iteration codes of ``level`` (as :func:`iterations` names them): every race group
+    alone, then in combination, then every ethnicity group."""
+    races = [g.code for g in groups if g.level == level and g.kind == "race"]
+    ethnic = [g.code for g in groups if g.level == level and g.kind == "ethnicity"]
+    return [f"{c}A" for c in races] + [f"{c}C" for c in races] + ethnic
+
+
+@MECHANISM.define("check")
+def check_release(release: Release, p: SafeTabHParameters) -> str | None:
+    """Every published group cell is one the recorded parameters measure: a region type and
+    iteration level with a budget, an iteration of the mapping, a cell of a variant (derived as
+    the variant derives it), a count within the noise's reach of a count of 0 or more (at least
+    0 when clamped); T01001's noisy totals are published with t01001=noisy, and only then."""
+    totals = release.artifacts.get(GROUP_TOTALS_ARTIFACT)
+    if (totals is not None) != (p.t01001 == "noisy"):
+        return (
+            f"artifacts/{GROUP_TOTALS_ARTIFACT}.parquet is published with t01001=noisy, and only "
+            f"then; the recorded t01001 is {p.t01001}"
+        )
+    for name, frame in (
+        (GROUP_TABLES_ARTIFACT, release.artifacts.get(GROUP_TABLES_ARTIFACT)),
+        (GROUP_TOTALS_ARTIFACT, totals),
+    ):
+        problem = None if frame is None else _group_problem(frame, p, name == GROUP_TOTALS_ARTIFACT)
+        if problem is not None:
+            return f"artifacts/{name}.parquet: {problem}"
+    return None
+
+
+def _group_problem(frame: pl.DataFrame, p: SafeTabHParameters, totals: bool) -> str | None:
+    """The first row of a group tables (or, with ``totals``, group totals) frame that the
+    parameters ``p`` do not measure, or None."""
+    groups = p.groups()
+    region_of = {level: region for region, level in REGION_TYPES.items()}
+    keys = ["level", "geoid", "iteration_level", "iteration"] + (
+        [] if totals else ["table", "cell"]
+    )
+    if frame.select(pl.struct(keys).is_duplicated().any()).item():
+        return f"a ({', '.join(keys)}) appears more than once"
+    for row in frame.select("level", "iteration_level").unique().iter_rows(named=True):
+        level, it_level = row["level"], row["iteration_level"]
+        if level not in region_of or it_level not in (1, 2):
+            return f"level {level!r}, iteration level {it_level} is not one SafeTab-H publishes"
+        if not totals and not p.rho(region_of[level], it_level):
+            return f"{level} at iteration level {it_level} has no budget (rho 0): nothing measured"
+        part = frame.filter((pl.col("level") == level) & (pl.col("iteration_level") == it_level))
+        unknown = part.filter(~pl.col("iteration").is_in(iteration_codes(groups, it_level)))
+        if unknown.height:
+            return f"iteration {unknown['iteration'][0]!r} is not one of level {it_level}"
+        share = p.t01001_share() if totals else p.rho(region_of[level], it_level)
+        reach = noise.gaussian_reach(float(Fraction(stability(groups, it_level)) / (2 * share)))
+        problem = (
+            _count_problem(part, 1, reach, p.clamp and not totals)
+            if totals
+            else _cells_problem(part, reach, p.clamp)
+        )
+        if problem is not None:
+            return problem
+    return None
+
+
+def _cells_problem(part: pl.DataFrame, reach: float, clamp: bool) -> str | None:
+    """The first group cell that is no cell of its variant, is derived where the variant
+    measures it (or the reverse), or lies beyond the reach of its noise."""
+    for name, rows in part.group_by("table", maintain_order=True):
+        variant = VARIANT_TABLES.get(str(name[0]))
+        if variant is None:
+            return f"table {name[0]!r} is not a variant of T03 or T04 ({', '.join(VARIANT_TABLES)})"
+        unknown = rows.filter(~pl.col("cell").is_in(list(variant.cells)))
+        if unknown.height:
+            return f"cell {unknown['cell'][0]} is not one of {variant.name}'s {list(variant.cells)}"
+        summed = np.asarray(variant.derivation.sum(axis=1)).ravel()
+        index = np.searchsorted(np.array(variant.cells), rows["cell"].to_numpy())  # in order
+        derived = ~np.array(variant.measured)[index]
+        wrong = np.flatnonzero(rows["derived"].to_numpy() != derived)
+        if wrong.size:
+            cell = rows["cell"][int(wrong[0])]
+            return (
+                f"cell {cell} of {variant.name} is {'derived' if derived[wrong[0]] else 'measured'}"
+            )
+        for terms in np.unique(summed[index]):
+            problem = _count_problem(
+                rows.filter(pl.Series(summed[index] == terms)), int(terms), reach, clamp
+            )
+            if problem is not None:
+                return problem
+    return None
+
+
+def _count_problem(rows: pl.DataFrame, terms: int, reach: float, clamp: bool) -> str | None:
+    """The first count (a sum of ``terms`` noisy cells of ``reach`` each) below what any count
+    of 0 or more gives."""
+    lowest = 0.0 if clamp else -terms * reach
+    below = rows.filter(pl.col("count") < lowest)
+    if below.height:
+        r = below.row(0, named=True)
+        return (
+            f"count {r['count']} at {r['level']} {r['geoid']}, iteration {r['iteration']} lies "
+            f"below {lowest:.4g}, beyond the noise's reach of any count of 0 or more"
+        )
+    return None
+
+
 def _variant_frame(
     values: IntArray,
     v: Variant,

@@ -43,10 +43,11 @@ from sdclab import schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.geography import LEVELS, Geography
-from sdclab.optimize.highs import quiet_highs
+from sdclab.optimize.highs import quiet_highs, run
 from sdclab.population import Population
 from sdclab.privacy import Invariant, no_guarantee
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
+from sdclab.protection.checks import counts_problem, whole
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
 from sdclab.results import NotMeasured, as_json
@@ -558,7 +559,7 @@ class _Lp:
         """The deviations minimising ``cost``·y, or None if HiGHS did not reach optimality."""
         idx = np.arange(self.n, dtype=np.int32)
         self.highs.changeColsCost(self.n, idx, np.asarray(cost, dtype=np.float64))
-        self.highs.run()
+        run(self.highs)
         if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         return np.asarray(self.highs.getSolution().col_value, dtype=np.float64)
@@ -964,6 +965,26 @@ def card(p: SuppressionParameters) -> SpecCard:
             "P6/P7 tallies, integer reasoning) can still narrow or pin a withheld cell.",
         ),
     )
+
+
+@MECHANISM.define("check")
+def check_release(release: Release, p: SuppressionParameters) -> str | None:
+    """A shown count is exact: a whole number, 0 (which may hide 1..small_cells) or above
+    small_cells, and a shown P1 is 0 or at least min_persons (a smaller geounit's person tables
+    are withheld); no cell means more records than its geounit's shown total allows."""
+
+    def true_range(name: str, _level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
+        ok = whole(counts) & ((counts == 0) | (counts > p.small_cells))
+        if name == "P1":
+            ok &= (counts == 0) | (counts >= p.min_persons)
+        high = np.where(counts == 0, p.small_cells, counts)
+        return np.where(ok, counts, np.inf), np.where(ok, high, -np.inf)
+
+    rule = (
+        f"a shown count is 0 or above small_cells = {p.small_cells}, a shown P1 0 or at least "
+        f"min_persons = {p.min_persons}"
+    )
+    return counts_problem(release, true_range, rule)
 
 
 @MECHANISM.define("noise")

@@ -39,6 +39,7 @@ from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, no_guarantee
 from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
+from sdclab.protection.checks import exact_tables
 from sdclab.release import Release, tabulated_release
 
 # ---------------------------------------------------------------------------------------------
@@ -152,6 +153,7 @@ class PsaParameters(Parameters):
 
 
 PSA = Mechanism("psa", "Permutation Swapping Algorithm (provable swapping)", PsaParameters)
+PSA.define("check")(exact_tables)
 
 
 def psa_groups(households: Households, params: PsaParameters) -> IntArray:
@@ -642,6 +644,7 @@ def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> Mechanism[Sw
         guarantee=lambda p: swap_card(p, name),
         protect=protect,
         noise=swap_published_noise,
+        check=exact_tables,
     )
 
 

@@ -47,7 +47,7 @@ from sdclab.arrays import IntArray
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks, worker_pool
 from sdclab.geography import LEVELS, Geography, geoid_strings
-from sdclab.noise import SIGMA2_RANGE, discrete_gaussian
+from sdclab.noise import SIGMA2_RANGE, discrete_gaussian, gaussian_reach
 from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
@@ -61,6 +61,7 @@ from sdclab.protection.base import (
     check_budget_range,
     decimal_text,
 )
+from sdclab.protection.checks import exact_tables
 from sdclab.protection.topdown_strategy import (
     PRODUCTS,
     Product,
@@ -777,8 +778,8 @@ MEASUREMENT_COLUMNS = {
     "product's attributes), k identical records for a block cell of count k",
 )
 def check_mdf(frame: pl.DataFrame, geography: Geography) -> str | None:
-    """The MDF's columns are person_id, block and one product's attributes (integers), its
-    blocks this release's."""
+    """The MDF's columns are person_id, block and one product's attributes (integer codes in
+    their ranges), its blocks this release's."""
     expected = {
         name: ["person_id", "block", *product.schema.names] for name, product in PRODUCTS.items()
     }
@@ -786,9 +787,20 @@ def check_mdf(frame: pl.DataFrame, geography: Geography) -> str | None:
         shown = "; ".join(f"{', '.join(cols)} ({name})" for name, cols in expected.items())
         return f"columns {frame.columns}, expected those of a product: {shown}"
     columns = {c: "integer" for c in frame.columns} | {"block": "string"}
-    return frame_problem(frame, columns) or geoid_problem(
+    problem = frame_problem(frame, columns) or geoid_problem(
         frame, geography, level="block", column="block"
     )
+    if problem is not None:
+        return problem
+    product = next(p for name, p in PRODUCTS.items() if frame.columns == expected[name])
+    for attribute in product.schema.attributes:
+        outside = frame.filter(~pl.col(attribute.name).is_between(attribute.low, attribute.high))
+        if outside.height:
+            return (
+                f"{attribute.name} {outside[attribute.name][0]} outside its codes "
+                f"{attribute.low}..{attribute.high}"
+            )
+    return None
 
 
 @MECHANISM.publishes(
@@ -799,6 +811,97 @@ def check_mdf(frame: pl.DataFrame, geography: Geography) -> str | None:
 def check_measurements(frame: pl.DataFrame, geography: Geography) -> str | None:
     """The measurements' columns and kinds; their geounits this release's."""
     return frame_problem(frame, MEASUREMENT_COLUMNS) or geoid_problem(frame, geography)
+
+
+@MECHANISM.define("check")
+def check_release(release: Release, p: TopDownParameters) -> str | None:
+    """TopDown's tables are exact tabulations of its MDF (:func:`~.checks.exact_tables`), and
+    its noisy measurements are what its recorded strategy draws (:func:`measurements_problem`)."""
+    problem = exact_tables(release)
+    frame = release.artifacts.get(MEASUREMENTS_ARTIFACT)
+    if problem is not None or frame is None or frame.height == 0:
+        return problem
+    persons = None
+    if "P1" in release.tables and "nation" in release.tables["P1"].levels:
+        persons = float(release.tables["P1"].dense("nation", suppressed=np.nan)[0, 0])
+    where = f"artifacts/{MEASUREMENTS_ARTIFACT}.parquet"
+    found = measurements_problem(frame, p, persons)
+    return None if found is None else f"{where}: {found}"
+
+
+def measurements_problem(
+    frame: pl.DataFrame, p: TopDownParameters, persons: float | None
+) -> str | None:
+    """Whether every noisy measurement is one the recorded strategy draws: a query it measures
+    at that level, a cell of the query, the variance its ρ gives there, a whole number within
+    the noise's reach (:func:`~sdclab.noise.gaussian_reach`) of a count from 0 to the nation's
+    ``persons`` (TopDown's invariant total), once per geounit, query and cell."""
+    product, strategy = p.resolve()
+    measured = pl.DataFrame(
+        [
+            {
+                "level": level,
+                "query": query,
+                "sigma2": float(strategy.sigma2(query, level)),
+                "reach": gaussian_reach(float(strategy.sigma2(query, level))),
+                "cells": product.query_matrix(query).shape[0],
+            }
+            for level in LEVELS
+            for query in strategy.measured(level)
+        ],
+        schema={
+            "level": pl.String,
+            "query": pl.String,
+            "sigma2": pl.Float64,
+            "reach": pl.Float64,
+            "cells": pl.Int64,
+        },
+    )
+    rows = frame.join(measured, on=["level", "query"], how="left")
+    unknown = rows.filter(pl.col("sigma2").is_null())
+    if unknown.height:
+        row = unknown.row(0, named=True)
+        return f"query {row['query']!r} is not one the recorded strategy measures at {row['level']}"
+    checks = (
+        (
+            (pl.col("cell") < 0) | (pl.col("cell") >= pl.col("cells")),
+            lambda r: (
+                f"cell {r['cell']} of query {r['query']} is not one of its {r['cells']} cells"
+            ),
+        ),
+        (
+            pl.col("variance") != pl.col("sigma2"),
+            lambda r: (
+                f"variance {r['variance']} of query {r['query']} at {r['level']} is not "
+                f"the {r['sigma2']} the recorded rho and strategy give it"
+            ),
+        ),
+        (
+            ~pl.col("noisy").cast(pl.Float64).is_finite()
+            | (pl.col("noisy").cast(pl.Float64) != pl.col("noisy").cast(pl.Float64).round()),
+            lambda r: (
+                f"noisy value {r['noisy']} of query {r['query']} at {r['level']} "
+                f"{r['geoid']} is not a whole number (a count plus discrete Gaussian noise)"
+            ),
+        ),
+    )
+    for bad, message in checks:
+        found = rows.filter(bad)
+        if found.height:
+            return message(found.row(0, named=True))
+    noisy = pl.col("noisy").cast(pl.Float64)
+    most = np.inf if persons is None else persons
+    far = rows.filter((noisy < -pl.col("reach")) | (noisy > pl.col("reach") + most))
+    if far.height:
+        r = far.row(0, named=True)
+        upper = "" if persons is None else f" to the nation's {persons:.0f} persons"
+        return (
+            f"noisy value {r['noisy']} of query {r['query']} at {r['level']} {r['geoid']} lies "
+            f"beyond the noise's reach ({r['reach']:.4g}) of every count from 0{upper}"
+        )
+    if rows.select(pl.struct("level", "geoid", "query", "cell").is_duplicated().any()).item():
+        return "a (level, geoid, query, cell) appears more than once"
+    return None
 
 
 @MECHANISM.define("noise")

@@ -449,16 +449,16 @@ def _ranking_section(results: ExperimentResult) -> str:
 
 
 def _time_limited(release: ReleaseResult) -> str:
-    """A flag where some tract's program stopped at its time limit (its reconstruction is the
-    best found, not an optimum), else ""."""
+    """A flag where wall time stopped some tract's solves (its reconstruction is the best found,
+    not an optimum, and a rerun with the same seed may differ), else ""."""
     figures = release.evaluation.reconstruction
-    if isinstance(figures, NotMeasured):
+    if isinstance(figures, NotMeasured) or not figures.time_limited_tracts:
         return ""
-    stopped = sum(n for status, n in figures.statuses.items() if "time limit" in status.lower())
-    if not stopped:
-        return ""
-    tracts = count(stopped, "tract", "tracts")
-    return f" <small>⚑ {tracts} stopped at the time limit (best found, not optimal)</small>"
+    tracts = count(figures.time_limited_tracts, "tract", "tracts")
+    return (
+        f" <small>⚑ {tracts} stopped at the time limit (best found, not optimal; a rerun may "
+        "differ)</small>"
+    )
 
 
 def _coarser_tables(results: ExperimentResult) -> str:
@@ -489,10 +489,16 @@ def _provenance(made: Mapping[str, Any]) -> str:
         f"<p><small>sdclab {esc(str(made.get('sdclab')))} · experiment "
         f"{esc(str(made.get('experiment')))} · run {esc(str(made.get('run_at')))} · population: "
         f"{esc(population)} · attacks: seed {esc(str(attacks.get('seed')))}, time limit "
-        f"{esc(str(attacks.get('time_limit')))} s per tract, "
+        f"{esc(str(attacks.get('time_limit')))} s per tract{_node_limit(attacks)}, "
         f"{esc(str(attacks.get('knowledge')))} · mechanism seeds: "
         f"{esc(str(made.get('mechanism_seeds')))}</small></p>" + _matched(made.get("match"))
     )
+
+
+def _node_limit(attacks: Mapping[str, Any]) -> str:
+    """ ", node limit N" where the results record one (not in results made before it was)."""
+    limit = attacks.get("node_limit")
+    return "" if limit is None else f", node limit {esc(str(limit))}"
 
 
 def _matched(match: Mapping[str, Any] | None) -> str:

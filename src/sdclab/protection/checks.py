@@ -1,0 +1,186 @@
+"""What a release read from its files may hold: values its mechanism could have produced.
+
+A release's digests show that a file changed after sdclab wrote it, not who wrote it: they are
+plain SHA-256, so anyone can edit a release and digest it again. Every reader therefore also checks
+each value a consumer reads against what the release's mechanism could have produced with the
+release's own recorded parameters (each mechanism's
+:attr:`~sdclab.protection.base.Mechanism.check`). Two rules serve every mechanism that publishes
+tables:
+
+* each published count is one the mechanism publishes (:func:`counts_problem`): an exact count is
+  a whole number of at least 0; a noisy one lies within the noise's reach of one;
+* no cell needs more records than its geounit's total allows (:func:`totals_problem`): a cell of a
+  person table counts at most the persons of its geounit (P1), a cell of a housing table at most
+  its housing units (H1), each as the release publishes them.
+
+A noise without a bound (discrete Laplace, discrete Gaussian) is taken to stay within its reach
+(:func:`sdclab.noise.laplace_reach`, :func:`sdclab.noise.gaussian_reach`), beyond which a draw has
+a probability below :data:`sdclab.noise.IMPOSSIBLE`. So a count no real release holds is refused
+before an attack sizes its work by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from sdclab.arrays import BoolArray, FloatArray
+from sdclab.release import Release
+from sdclab.tables.catalog import CATALOG, TableDef
+
+TrueRange = Callable[[str, str, FloatArray], tuple[FloatArray, FloatArray]]
+"""(table, level, published counts) → the least and the greatest count of records each could
+have come from (the least above the greatest where none could)."""
+
+TOTALS = {"person": "P1", "person_hhgq": "P1", "unit": "H1"}
+"""By table schema: the table whose one cell counts every record such a table's cells count
+(persons; housing units)."""
+
+
+def whole(counts: FloatArray) -> BoolArray:
+    """Whether each count is a finite whole number."""
+    return np.isfinite(counts) & (counts == np.round(counts))
+
+
+def exact_range(_table: str, _level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """An exact tabulation's counts: each is its own true count, if a whole number ≥ 0."""
+    ok = whole(counts) & (counts >= 0)
+    return np.where(ok, counts, np.inf), np.where(ok, counts, -np.inf)
+
+
+EXACT_RULE = "an exact count is a whole number of at least 0"
+
+
+def counts_problem(release: Release, true_range: TrueRange, rule: str) -> str | None:
+    """The first published count of ``release`` that no count of records gives under
+    ``true_range`` (``rule`` says which counts are possible, in words), then the first cell that
+    needs more records than its geounit's total (:func:`totals_problem`); None if there is none."""
+    for name, table in release.tables.items():
+        for level in table.levels:
+            matrix = table.matrix(level)
+            counts = matrix.data.astype(np.float64)
+            low, high = true_range(name, level, counts)
+            impossible = np.flatnonzero(low > high)
+            if impossible.size:
+                entry = int(impossible[0])
+                row = int(np.searchsorted(matrix.indptr, entry, side="right") - 1)
+                return (
+                    f"table {name} at {level} {table.geoids(level)[row]}, cell "
+                    f"{int(matrix.indices[entry])}: a count of {_shown(counts[entry])} is not "
+                    f"one mechanism {release.mechanism} publishes with its recorded parameters "
+                    f"({rule})"
+                )
+    return totals_problem(release, true_range)
+
+
+def totals_problem(release: Release, true_range: TrueRange) -> str | None:
+    """The first geounit whose cells of a table mean more records than its total (P1 for
+    persons, H1 for housing units, where the release publishes it there) allows under
+    ``true_range`` — one cell above it, or, for a table that counts every record once, cells
+    that add up to more than it or cannot add up to it; None if there is none."""
+    for name, table in release.tables.items():
+        total = TOTALS.get(table.table.schema.name)
+        if total is None or total == name or total not in release.tables:
+            continue
+        if not bounded_by(table.table, CATALOG[total]):
+            continue
+        partition = partitions(table.table, CATALOG[total])
+        for level in table.levels:
+            problem = _level_problem(release, name, total, level, true_range, partition)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _level_problem(
+    release: Release, name: str, total: str, level: str, true_range: TrueRange, partition: bool
+) -> str | None:
+    """:func:`totals_problem` for one table at one level."""
+    table = release.tables[name]
+    shown = release.tables[total].dense(level, suppressed=np.nan)[:, 0]
+    fewest, most = true_range(total, level, np.nan_to_num(shown))
+    matrix = table.matrix(level)
+    least, greatest = true_range(name, level, matrix.data.astype(np.float64))
+    needs = sp.csr_matrix((least, matrix.indices, matrix.indptr), shape=matrix.shape)
+    where = f"tables/{name}.parquet: {level}"
+    over = np.flatnonzero((needs.max(axis=1).toarray()[:, 0] > most) & ~np.isnan(shown))
+    if over.size:
+        row = int(over[0])
+        cell = int(needs.getrow(row).toarray()[0].argmax())
+        return (
+            f"{where} {table.geoids(level)[row]}, cell {cell}: a count of "
+            f"{_shown(matrix[row, cell])} means at least {_shown(needs[row, cell])} records, more "
+            f"than {total} there ({_shown(shown[row])}) allows; mechanism {release.mechanism} "
+            "publishes no such pair"
+        )
+    if not partition:
+        return None
+    # every record is in exactly one cell: the cells add up to the total
+    whole_rows = ~np.isnan(shown) & (np.diff(table.suppressed(level).indptr) == 0)
+    at_least = np.asarray(needs.sum(axis=1)).ravel()
+    stored = sp.csr_matrix((greatest, matrix.indices, matrix.indptr), shape=matrix.shape)
+    zeros = matrix.shape[1] - np.diff(matrix.indptr)
+    at_most = np.asarray(stored.sum(axis=1)).ravel()
+    at_most += zeros * true_range(name, level, np.zeros(1))[1][0]
+    for rows, bound, word in (
+        (np.flatnonzero((at_least > most) & whole_rows), at_least, "at least"),
+        (np.flatnonzero((at_most < fewest) & whole_rows), at_most, "at most"),
+    ):
+        if rows.size:
+            row = int(rows[0])
+            return (
+                f"{where} {table.geoids(level)[row]}: its cells add up to {word} "
+                f"{_shown(bound[row])} records, but {total} there is {_shown(shown[row])} (every "
+                f"record is in one cell); mechanism {release.mechanism} publishes no such tables"
+            )
+    return None
+
+
+def partitions(table: TableDef, total: TableDef) -> bool:
+    """Whether every record ``total`` counts is in exactly one cell of ``table`` (its cells add
+    up to the total), on the same schema."""
+    if table.schema is not total.schema:
+        return False
+    within = np.asarray(total.query.sum(axis=0)).ravel() > 0
+    cells_per_record = np.asarray(table.query.sum(axis=0)).ravel()
+    return bool(np.all(cells_per_record[within] == 1) and np.all(cells_per_record[~within] == 0))
+
+
+def bounded_by(table: TableDef, total: TableDef) -> bool:
+    """Whether every cell of ``table`` counts each record at most once, and only records that
+    ``total`` counts (person tables on the hhgq schema count persons, as P1 does)."""
+    if table.schema is not total.schema:
+        return table.schema.name == "person_hhgq" and total.name == "P1"
+    counted = np.asarray(abs(table.query).sum(axis=0)).ravel() > 0
+    within = np.asarray(total.query.sum(axis=0)).ravel() > 0
+    return bool(table.query.max() <= 1 and np.all(within[counted]))
+
+
+def _shown(value: float) -> str:
+    """A count for a message: whole numbers without a decimal point."""
+    return f"{value:.0f}" if np.isfinite(value) and value == round(value) else f"{value:g}"
+
+
+def records_problem(release: Release) -> str | None:
+    """Whether the person records a release publishes (its microdata, TopDown's MDF) are as
+    many as its national P1 says, when it publishes both: its tables are tabulated from them."""
+    persons = release.person_microdata
+    if persons is None or "P1" not in release.tables or "nation" not in release.tables["P1"].levels:
+        return None
+    total = release.tables["P1"].dense("nation", suppressed=np.nan)[0, 0]
+    if np.isnan(total) or total == persons.height:
+        return None
+    where = "artifacts/mdf.parquet" if release.microdata is None else "microdata/persons.parquet"
+    return (
+        f"{where} holds {persons.height:,} persons, but table P1 for the nation publishes "
+        f"{_shown(total)}: mechanism {release.mechanism} tabulates its tables from these records"
+    )
+
+
+def exact_tables(release: Release, _parameters: object = None) -> str | None:
+    """The check of a release whose tables are exact tabulations of the records it was made
+    from (the confidential ones, swapped ones, TopDown's MDF): whole counts of at least 0, no
+    cell above its geounit's total, and as many person records as P1 says."""
+    return counts_problem(release, exact_range, EXACT_RULE) or records_problem(release)
