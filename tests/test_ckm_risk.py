@@ -16,14 +16,13 @@ from sdclab.attacks.ckm_risk import (
     geographic_tuples,
     pinned_counts,
     redundancy,
-    release_ptable,
     repeated_queries,
     usable_tuples,
 )
 from sdclab.cli import app
 from sdclab.population.io import write_population
 from sdclab.population.synth import synthesize
-from sdclab.protection.cellkey import CellKeyParameters, assign_record_keys
+from sdclab.protection.cellkey import CellKeyParameters, assign_record_keys, published_ptable
 from sdclab.tables.catalog import CATALOG
 from sdclab.tables.relations import partitions
 from sdclab.tables.tabulate import tabulate
@@ -170,7 +169,7 @@ def test_a_ptable_without_noise_is_reported_not_a_crash(population, tmp_path, la
     settings = {"ptable": str(tmp_path / "zero.csv"), "keys": "drawn"}
     release = protection.run("cellkey", population, settings, 3)
     params = CellKeyParameters.model_validate(release.parameters)
-    table = release_ptable(release, params)
+    table = published_ptable(release, params)
     tuples = usable_tuples(release, params)
     a = bound_disclosure(tuples, params, table)
     assert a["large_count_bound"] == a["bound_estimated"] == 0 and a["bound_disclosed"]
