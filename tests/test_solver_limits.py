@@ -201,3 +201,22 @@ def test_the_command_line_takes_a_node_limit_and_records_it(noisy_release, tmp_p
     assert metrics["node_limit"] == 50 and metrics["time_limited_tracts"] == 0
     refused = CliRunner().invoke(app, [*args, "--node-limit", "0"])
     assert refused.exit_code == 2 and "--node-limit" in refused.output
+
+
+def test_a_reused_instance_gets_its_seconds_for_each_run():
+    """HiGHS compares time_limit with the instance's run time summed over its runs: a reused
+    instance (pricing rounds, ranking draws) gets the run time so far plus its seconds."""
+    import highspy
+    import numpy as np
+
+    from sdclab.optimize.highs import quiet_highs, run
+
+    highs = quiet_highs()
+    highs.addVar(0.0, 5.0)
+    highs.addRow(-highspy.kHighsInf, 3.0, 1, np.array([0], dtype=np.int32), np.array([1.0]))
+    highs.changeColCost(0, -1.0)
+    for _ in range(3):
+        before = highs.getRunTime()
+        run(highs, 7.0)
+        assert highs.getOptionValue("time_limit")[1] == pytest.approx(before + 7.0)
+        assert highs.getModelStatus() == highspy.HighsModelStatus.kOptimal

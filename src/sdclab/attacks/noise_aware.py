@@ -322,8 +322,7 @@ class Master:
         is positive, or, at a target of 0, minus its cost above."""
         objective, duals, values = 0.0, np.zeros(0), np.zeros(0)
         if self.n_columns:  # else no row is in yet: the empty relaxation's optimum is 0
-            self.highs.setOptionValue("time_limit", float(seconds))
-            run(self.highs)
+            run(self.highs, seconds)
             status = self.highs.getModelStatus()
             if status == highspy.HighsModelStatus.kTimeLimit:
                 return None
@@ -458,8 +457,7 @@ def relaxed_draws(
     columns = np.arange(n, dtype=np.int32)
     for d in range(draws):
         highs.changeColsCost(n, columns, cost[:n] + scale * rng.random(n))
-        highs.setOptionValue("time_limit", limits.seconds_left())
-        run(highs)
+        run(highs, limits.seconds_left())
         status = highs.getModelStatus()
         if status == highspy.HighsModelStatus.kTimeLimit:
             return out, True

@@ -90,14 +90,21 @@ _INTERRUPT_CHECKS = (
 its branch and bound)."""
 
 
-def run(highs: highspy.Highs) -> None:
-    """``highs.run()``, stopped by Ctrl-C (SIGINT) as a Python loop would be.
+def run(highs: highspy.Highs, seconds: float | None = None) -> None:
+    """``highs.run()``, stopped by Ctrl-C (SIGINT) as a Python loop would be, and after
+    ``seconds`` of this run when given.
+
+    HiGHS compares its ``time_limit`` with the instance's run time summed over every run, so a
+    reused instance (pricing rounds, ranking draws) would stop early: the limit is set to the run
+    time so far plus ``seconds``.
 
     In the main thread, with Python handling SIGINT, the handler is replaced during the solve by
     one that notes the signal; HiGHS's interrupt checks then stop the solve, and the previous
     handler is called once it has returned (the default raises KeyboardInterrupt). Elsewhere
     (another thread, SIGINT ignored or left to the system) the solve runs as it is.
     """
+    if seconds is not None:
+        highs.setOptionValue("time_limit", highs.getRunTime() + max(float(seconds), 0.0))
     previous = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or not callable(previous):
         highs.run()
