@@ -23,6 +23,7 @@ from sdclab.protection.ptable import (
     PTable,
     is_invertible,
     ons_10_5_ptable,
+    smallest_shown,
     write_ptable,
 )
 from sdclab.release import RELEASE_FILE, Protection, read_release, write_release
@@ -93,10 +94,16 @@ def test_an_invertible_ptable_does_not_protect_even_when_counts_change(populatio
     assert release.protection is not None and not release.protection.protects
     assert "undo the noise" in str(release.protection.reason)  # ... but the noise is undone
     assert release.randomness["fit_for_publication"] is False
+    # n -> n + 1 never shows 1: thresholds 1 and 2 withhold nothing, and leave the noise undone
+    for inert in ("1", "2"):
+        settings = {"ptable": str(shifted), "threshold": inert}
+        release = protection.run("cellkey", population, settings, None)
+        assert release.protection is not None and not release.protection.protects, inert
+        assert release.randomness["fit_for_publication"] is False, inert
     with_threshold = protection.run(
         "cellkey", population, {"ptable": str(shifted), "threshold": "3"}, None
     )
-    assert with_threshold.protection == Protection(True)  # small cells are withheld
+    assert with_threshold.protection == Protection(True)  # counts of 1 are withheld
 
 
 def test_invertible_ptables():
@@ -104,6 +111,8 @@ def test_invertible_ptables():
     assert is_invertible(deterministic_table([0, 2, 2, 2]))
     assert not is_invertible(deterministic_table([0, -1, 0]))  # counts 0 and 1 both publish 0
     assert not is_invertible(ons_10_5_ptable())  # a rounding maps many counts to one
+    assert smallest_shown(deterministic_table([0, 1, 1, 1, 1])) == 2
+    assert smallest_shown(deterministic_table([0, 0, 0])) == 1
     assert is_invertible(OnsPTable(np.zeros((751, 4), dtype=np.int64)))
     noisy = PTable(
         i=np.array([0, 1, 1]),

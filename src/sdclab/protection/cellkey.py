@@ -50,6 +50,7 @@ from sdclab.protection.ptable import (
     preimage_bounds,
     ptable_from_frame,
     read_ptable,
+    smallest_shown,
 )
 from sdclab.release import Release, artifact_file
 from sdclab.results import NotMeasured
@@ -442,19 +443,16 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
 @MECHANISM.define("unprotected")
 def unprotected(population: Population, p: CellKeyParameters, release: Release) -> str | None:
     """Why a cell key release protects nothing though its counts may differ from the exact
-    ones: a p-table whose noise is a fixed, invertible function of the count (nothing
-    suppressed), or stored record keys that are all equal (every cell key is then a function of
-    the cell's count, and so is its noise)."""
-    if p.threshold == 0 and p.ptable != "maxent":  # a max-entropy table has variance V > 0
-        table = (
-            ptable_from_frame(release.artifacts[PTABLE_ARTIFACT], Path(PTABLE_ARTIFACT))
-            if p.ptable_file
-            else p.table()
-        )
-        if is_invertible(table):
+    ones: a p-table whose noise is a fixed, invertible function of the count, with no threshold
+    that withholds a count of 1 or more (a threshold at or below every count the table shows
+    withholds nothing), or stored record keys that are all equal (every cell key is then a
+    function of the cell's count, and so is its noise)."""
+    if p.ptable != "maxent":  # a max-entropy table has variance V > 0
+        table = published_ptable(release, p)
+        if is_invertible(table) and p.threshold <= smallest_shown(table):
             return (
                 "the p-table gives every count one published value and no two counts the same "
-                "one: anyone can undo the noise"
+                "one, and no count is withheld: anyone can undo the noise"
             )
     if p.keys == "stored" and p.spsn and has_keys(population):
         for label, frame in (("persons", population.persons), ("units", population.units)):

@@ -1236,6 +1236,16 @@ def is_invertible(table: PTable | OnsPTable) -> bool:
     return bool(np.unique(published).size == counts.size)
 
 
+def smallest_shown(table: PTable | OnsPTable) -> int:
+    """The smallest count a deterministic table (:func:`is_deterministic`) publishes for a true
+    count of 1 or more: a threshold at or below it withholds nothing."""
+    last = _last_row(table)
+    _, width = _row_matrix(table, _rows_of(table, np.arange(last + 2, dtype=np.int64)))
+    counts = np.arange(1, last + 2 * width + 3, dtype=np.int64)
+    dense, width = _row_matrix(table, _rows_of(table, counts))
+    return int((counts + dense.argmax(axis=1) - width).min())
+
+
 def delta_for_epsilon(table: PTable | OnsPTable, epsilon: float) -> float:
     """δ(ε) of the whole mechanism: the largest δ_n(ε) over neighbouring counts."""
     return float(delta_pairs(table, epsilon).max())
