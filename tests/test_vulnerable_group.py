@@ -147,3 +147,18 @@ def test_the_command_takes_the_exact_reconstruction(attacked, tmp_path):
     )
     assert refused.exit_code == 2 and "not a geometric release" in refused.output
     assert not (tmp_path / "r2").exists()
+
+
+def test_another_population_s_group_is_refused(attacked):
+    """The API refuses what the command line refuses: a group, or an exact reconstruction,
+    of another population."""
+    truth, group, releases, recons = attacked
+    other = api.synthesize(1_500, seed=9)
+    exact_other = api.reconstruct(api.tabulate(other), workers=1, variability=True, draws=0)
+    with pytest.raises(InputError, match="other persons per block than the population"):
+        api.vulnerable_group(truth, reconstruction=exact_other)
+    foreign = api.vulnerable_group(other, reconstruction=exact_other)
+    with pytest.raises(InputError, match="truth and the vulnerable group"):
+        api.reidentify(
+            recons["geometric"], releases["geometric"], truth, seed=2, vulnerable=foreign
+        )

@@ -307,11 +307,28 @@ def vulnerable_group(
             "the exact release's reconstruction has no solution variability (reconstruct it with "
             "variability: --variability, variability=True)"
         )
+    check_same_blocks(reconstruction, truth)
     return VulnerableGroup(
         persons=vulnerable_persons(truth, reconstruction.solvar),
         solvar0_blocks=proven_solvar_zero(reconstruction.solvar).len(),
         populated_blocks=reconstruction.solvar.height,
+        input_digest=truth.digest,
     )
+
+
+def check_same_blocks(reconstruction: ReconstructionResult, truth: Population) -> None:
+    """The exact release's reconstruction holds each block's persons: refuse one whose blocks
+    hold other numbers (the reconstruction of another population)."""
+    import polars as pl
+
+    def per_block(persons: pl.DataFrame) -> pl.DataFrame:
+        return persons.group_by(pl.col("block").cast(pl.Int64)).len().sort("block")
+
+    if not per_block(reconstruction.persons).equals(per_block(truth.persons)):
+        raise InputError(
+            "the exact release's reconstruction holds other persons per block than the "
+            "population: it was made from another population's tables"
+        )
 
 
 def reidentify(
@@ -337,6 +354,10 @@ def reidentify(
 
     check_seed(seed, "seed")
     check_same_input(release.input_digest, *truth.frames, what="truth and release")
+    if vulnerable is not None and vulnerable.input_digest:
+        check_same_input(
+            vulnerable.input_digest, *truth.frames, what="truth and the vulnerable group"
+        )
     params = parameters(attacker, dict(attacker_parameters))
     figures, links = link(
         reconstruction.persons,

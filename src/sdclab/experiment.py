@@ -635,10 +635,12 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel]:
     return model
 
 
-STEP_FORMAT = 2
+STEP_FORMAT = 3
 """Version of what a step holds, in every digest so that a step made by older code is made
 again (2: releases carry their mechanism's noise publication, which the noise-aware attack
-reads; reconstructions rank their records)."""
+reads; reconstructions rank their records; 3: releases record whether they protect,
+reconstructions which tracts a limit stopped, reidentifications confirm in two passes and score
+the vulnerable group)."""
 
 
 def _digest(*parts: Any) -> str:

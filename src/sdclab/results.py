@@ -242,6 +242,9 @@ class VulnerableGroup:
     """Populated blocks whose exact reconstruction is proven the only one."""
     populated_blocks: int
     """Populated blocks measured."""
+    input_digest: str = field(default="", repr=False, compare=False)
+    """The keyed digest of the population it was found in (a group is scored on that population
+    only)."""
 
     @property
     def size(self) -> int:
