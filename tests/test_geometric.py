@@ -108,3 +108,16 @@ def test_tail_analysis_sampled_counts_match_the_expectation(population):
     assert checked > 20
     block = {r["class"]: r for r in tails["block"]["classes"]}
     assert block["1-9"]["depopulated_sampled"] > 0  # tiny areas get published as empty
+
+
+def test_an_epsilon_the_exact_sampler_cannot_take_is_refused_in_words():
+    """An ε of 31 significant digits makes noise scales whose numerators pass 2^62: refused when
+    the parameters are read (it was an internal error when drawing)."""
+    from sdclab import protection
+    from sdclab.errors import InputError
+
+    geometric = protection.get("geometric")
+    with pytest.raises(InputError, match="too many significant digits") as err:
+        geometric.parse({"epsilon": "0.1234567890123456789012345678901"})
+    assert "\n" not in str(err.value)
+    assert geometric.parse({"epsilon": "0.123456789"}).epsilon

@@ -428,6 +428,10 @@ def _in_chunks(count: int, draw: Callable[[int], IntArray]) -> IntArray:
     return out
 
 
+SCALE_NUMERATOR_LIMIT = 2**62
+"""The discrete Laplace sampler's scales are t/s with t below this (its integer arithmetic)."""
+
+
 def discrete_laplace(
     scale: Scalar, size: int | tuple[int, ...], rng: np.random.Generator
 ) -> IntArray:
@@ -437,7 +441,7 @@ def discrete_laplace(
     """
     value = as_fraction(scale, "scale")
     _check_range(value, SCALE_RANGE, "scale")
-    if value.numerator >= 2**62:
+    if value.numerator >= SCALE_NUMERATOR_LIMIT:
         raise ValueError(f"scale = {value}: numerator too large (at most 2**62); simplify it")
     count, shape = _count(size)
     t, s = value.numerator, value.denominator

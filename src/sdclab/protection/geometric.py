@@ -78,6 +78,11 @@ class GeometricParameters(Parameters):
             for (name, _), eps in allocation(self).items()
         ]
         check_budget_range("epsilon", self.epsilon, scales, noise.SCALE_RANGE, "scale")
+        if any(scale.numerator >= noise.SCALE_NUMERATOR_LIMIT for scale in scales):
+            raise ValueError(
+                f"epsilon = {self.epsilon} has too many significant digits for the exact sampler "
+                "(its noise scales must be fractions whose numerator is below 2^62): round it"
+            )
         return self
 
 
