@@ -67,7 +67,7 @@ def counts_problem(release: Release, true_range: TrueRange, rule: str) -> str | 
                 entry = int(impossible[0])
                 row = int(np.searchsorted(matrix.indptr, entry, side="right") - 1)
                 return (
-                    f"table {name} at {level} {table.geoids(level)[row]}, cell "
+                    f"tables/{name}.parquet: {level} {table.geoids(level)[row]}, cell "
                     f"{int(matrix.indices[entry])}: a count of {_shown(counts[entry])} is not "
                     f"one mechanism {release.mechanism} publishes with its recorded parameters "
                     f"({rule})"
