@@ -466,25 +466,3 @@ def discrete_gaussian(
         return y[acceptance.sample(np.abs(y), rng)]
 
     return _in_chunks(count, lambda n: _rejection(n, propose, percent_kept=50)).reshape(shape)
-
-
-# ---------------------------------------------------------------------------------------------
-# How far a draw can plausibly lie from 0
-# ---------------------------------------------------------------------------------------------
-
-IMPOSSIBLE = 1e-40
-"""A probability no draw is taken to meet: a value beyond a noise's reach (below) is refused as
-not drawn from it. Over even 10¹² draws the chance of a genuine one beyond is below 10⁻²⁸."""
-
-
-def laplace_reach(scale: float) -> float:
-    """The |y| that the discrete Laplace of ``scale`` exceeds with probability at most
-    :data:`IMPOSSIBLE`: P(|Y| ≥ t) = 2qᵗ/(1 + q) ≤ 2qᵗ, q = exp(−1/scale)."""
-    return float(scale) * math.log(2 / IMPOSSIBLE)
-
-
-def gaussian_reach(sigma2: float) -> float:
-    """The |y| that the discrete Gaussian N_Z(0, σ²) exceeds with probability at most
-    :data:`IMPOSSIBLE`: it is σ²-sub-Gaussian (Canonne, Kamath & Steinke 2020), so
-    P(|Y| ≥ t) ≤ 2 exp(−t² / 2σ²)."""
-    return math.sqrt(2 * float(sigma2) * math.log(2 / IMPOSSIBLE))

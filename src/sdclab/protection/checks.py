@@ -14,13 +14,15 @@ tables:
   its housing units (H1), each as the release publishes them.
 
 A noise without a bound (discrete Laplace, discrete Gaussian) is taken to stay within its reach
-(:func:`sdclab.noise.laplace_reach`, :func:`sdclab.noise.gaussian_reach`), beyond which a draw has
-a probability below :data:`sdclab.noise.IMPOSSIBLE`. So a count no real release holds is refused
-before an attack sizes its work by it.
+(:func:`laplace_reach`, :func:`gaussian_reach`), beyond which a draw has a probability below
+:data:`IMPOSSIBLE`. So a count no real release holds is refused before an attack sizes its work by
+it. (These floating-point bounds judge values read from a file; the exact samplers in
+:mod:`sdclab.noise` use none.)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -33,6 +35,24 @@ from sdclab.tables.catalog import CATALOG, TableDef
 TrueRange = Callable[[str, str, FloatArray], tuple[FloatArray, FloatArray]]
 """(table, level, published counts) → the least and the greatest count of records each could
 have come from (the least above the greatest where none could)."""
+
+IMPOSSIBLE = 1e-40
+"""A probability no draw is taken to meet: a value beyond a noise's reach (below) is refused as
+not drawn from it. Over even 10¹² draws the chance of a genuine one beyond is below 10⁻²⁸."""
+
+
+def laplace_reach(scale: float) -> float:
+    """The |y| that the discrete Laplace of ``scale`` exceeds with probability at most
+    :data:`IMPOSSIBLE`: P(|Y| ≥ t) = 2qᵗ/(1 + q) ≤ 2qᵗ, q = exp(−1/scale)."""
+    return float(scale) * math.log(2 / IMPOSSIBLE)
+
+
+def gaussian_reach(sigma2: float) -> float:
+    """The |y| that the discrete Gaussian N_Z(0, σ²) exceeds with probability at most
+    :data:`IMPOSSIBLE`: it is σ²-sub-Gaussian (Canonne, Kamath & Steinke 2020), so
+    P(|Y| ≥ t) ≤ 2 exp(−t² / 2σ²)."""
+    return math.sqrt(2 * float(sigma2) * math.log(2 / IMPOSSIBLE))
+
 
 TOTALS = {"person": "P1", "person_hhgq": "P1", "unit": "H1"}
 """By table schema: the table whose one cell counts every record such a table's cells count

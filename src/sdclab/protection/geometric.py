@@ -45,7 +45,7 @@ from sdclab.protection.base import (
     check_budget_range,
     decimal_text,
 )
-from sdclab.protection.checks import counts_problem, whole
+from sdclab.protection.checks import IMPOSSIBLE, counts_problem, laplace_reach, whole
 from sdclab.release import Release, exact_release
 from sdclab.tables.catalog import CATALOG, UNIT_CELLS_A_PERSON_MOVES, TableDef
 from sdclab.tables.published import PublishedTable
@@ -249,7 +249,7 @@ def check_release(release: Release, p: GeometricParameters) -> str | None:
 
     def true_range(name: str, level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
         scale = scale_of(CATALOG[name], shares[name, level], p.neighbours)
-        reach = noise.laplace_reach(float(scale))
+        reach = laplace_reach(float(scale))
         ok = whole(counts) & (counts >= (0 if p.nonnegative else -reach))
         return (
             np.where(ok, np.maximum(counts - reach, 0), np.inf),
@@ -258,7 +258,7 @@ def check_release(release: Release, p: GeometricParameters) -> str | None:
 
     rule = (
         f"a whole number{' of at least 0' if p.nonnegative else ''} within the reach of its "
-        f"table's noise (ln(2/{noise.IMPOSSIBLE:g}) times the scale) of a count of 0 or more"
+        f"table's noise (ln(2/{IMPOSSIBLE:g}) times the scale) of a count of 0 or more"
     )
     return counts_problem(release, true_range, rule)
 

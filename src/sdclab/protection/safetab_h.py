@@ -50,6 +50,7 @@ from sdclab.protection.base import (
     check_budget_range,
     decimal_text,
 )
+from sdclab.protection.checks import gaussian_reach
 from sdclab.release import Release, frame_problem, geoid_problem
 from sdclab.results import NotMeasured, as_json
 from sdclab.tables.catalog import Dimension, Part, TableDef
@@ -925,7 +926,7 @@ def _group_problem(frame: pl.DataFrame, p: SafeTabHParameters, totals: bool) -> 
         if unknown.height:
             return f"iteration {unknown['iteration'][0]!r} is not one of level {it_level}"
         share = p.t01001_share() if totals else p.rho(region_of[level], it_level)
-        reach = noise.gaussian_reach(float(Fraction(stability(groups, it_level)) / (2 * share)))
+        reach = gaussian_reach(float(Fraction(stability(groups, it_level)) / (2 * share)))
         problem = (
             _count_problem(part, 1, reach, p.clamp and not totals)
             if totals

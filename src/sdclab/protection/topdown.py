@@ -48,7 +48,7 @@ from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks, worker_pool
 from sdclab.geography import LEVELS, Geography, geoid_strings
-from sdclab.noise import SIGMA2_RANGE, discrete_gaussian, gaussian_reach
+from sdclab.noise import SIGMA2_RANGE, discrete_gaussian
 from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
@@ -62,7 +62,7 @@ from sdclab.protection.base import (
     check_budget_range,
     decimal_text,
 )
-from sdclab.protection.checks import exact_tables
+from sdclab.protection.checks import exact_tables, gaussian_reach
 from sdclab.protection.topdown_strategy import (
     PRODUCTS,
     Product,
@@ -835,7 +835,7 @@ def measurements_problem(
 ) -> str | None:
     """Whether every noisy measurement is one the recorded strategy draws: a query it measures
     at that level, a cell of the query, the variance its ρ gives there, a whole number within
-    the noise's reach (:func:`~sdclab.noise.gaussian_reach`) of a count from 0 to the nation's
+    the noise's reach (:func:`~.checks.gaussian_reach`) of a count from 0 to the nation's
     ``persons`` (TopDown's invariant total), once per geounit, query and cell."""
     product, strategy = p.resolve()
     measured = pl.DataFrame(
