@@ -108,6 +108,7 @@ MEASUREMENTS = "artifacts/measurements.parquet"
 ARTIFACT = "artifacts/ptable.parquet"
 GROUPS = "artifacts/group_tables.parquet"
 HUGE = 100_000_000
+GEOMETRIC_NOISE = "noise.parameters.scale.H1 block is not what mechanism geometric states"
 
 CASES = {
     # TopDown's noisy measurements: what the noise-aware attack weighs by 1/σ
@@ -186,10 +187,10 @@ CASES = {
         "is not one mechanism cellkey publishes",
     ),
     # geometric noise: the scales the attack reads, the counts it fits
-    "geometric scale NaN": ("geometric", scale(float("nan")), "noise.parameters.scale"),
-    "geometric scale infinite": ("geometric", scale(float("inf")), "noise.parameters.scale"),
-    "geometric scale 1e300": ("geometric", scale(1e300), "noise.parameters.scale"),
-    "geometric scale 0": ("geometric", scale(0), "noise.parameters.scale"),
+    "geometric scale NaN": ("geometric", scale(float("nan")), GEOMETRIC_NOISE),
+    "geometric scale infinite": ("geometric", scale(float("inf")), GEOMETRIC_NOISE),
+    "geometric scale 1e300": ("geometric", scale(1e300), GEOMETRIC_NOISE),
+    "geometric scale 0": ("geometric", scale(0), GEOMETRIC_NOISE),
     "geometric count 1e8": (
         "geometric",
         frame("tables/P12.parquet", column("count", HUGE)),

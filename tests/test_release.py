@@ -130,7 +130,7 @@ def test_float_counts_are_kept_not_truncated(tmp_path, tiny_population):
     assert pl.read_parquet(target / "tables" / "P1.parquet").schema["count"] == pl.Float64
     with pytest.raises(InputError) as info:
         read_release(target)
-    assert "P1 at nation US, cell 0: a count of 3.7 is not one mechanism none publishes" in (
+    assert "P1.parquet: nation US, cell 0: a count of 3.7 is not one mechanism none" in (
         info.value.one_line()
     )
 

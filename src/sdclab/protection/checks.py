@@ -14,9 +14,10 @@ tables:
   its housing units (H1), each as the release publishes them.
 
 A noise without a bound (discrete Laplace, discrete Gaussian) is taken to stay within its reach
-(:func:`laplace_reach`, :func:`gaussian_reach`), beyond which a draw has
-a probability below :data:`IMPOSSIBLE`. So a count no real release holds is refused
-before an attack sizes its work by it.
+(:func:`laplace_reach`, :func:`gaussian_reach`), beyond which a draw has a probability below
+:data:`IMPOSSIBLE`. So a count no real release holds is refused before an attack sizes its work by
+it. (These floating-point bounds judge values read from a file; the exact samplers in
+:mod:`sdclab.noise` use none.)
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from sdclab.arrays import BoolArray, FloatArray
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
 
-# ---------------------------------------------------------------------------------------------
-# How far a draw can plausibly lie from 0
-# ---------------------------------------------------------------------------------------------
+TrueRange = Callable[[str, str, FloatArray], tuple[FloatArray, FloatArray]]
+"""(table, level, published counts) → the least and the greatest count of records each could
+have come from (the least above the greatest where none could)."""
 
 IMPOSSIBLE = 1e-40
 """A probability no draw is taken to meet: a value beyond a noise's reach (below) is refused as
@@ -52,10 +53,6 @@ def gaussian_reach(sigma2: float) -> float:
     P(|Y| ≥ t) ≤ 2 exp(−t² / 2σ²)."""
     return math.sqrt(2 * float(sigma2) * math.log(2 / IMPOSSIBLE))
 
-
-TrueRange = Callable[[str, str, FloatArray], tuple[FloatArray, FloatArray]]
-"""(table, level, published counts) → the least and the greatest count of records each could
-have come from (the least above the greatest where none could)."""
 
 TOTALS = {"person": "P1", "person_hhgq": "P1", "unit": "H1"}
 """By table schema: the table whose one cell counts every record such a table's cells count
@@ -90,7 +87,7 @@ def counts_problem(release: Release, true_range: TrueRange, rule: str) -> str | 
                 entry = int(impossible[0])
                 row = int(np.searchsorted(matrix.indptr, entry, side="right") - 1)
                 return (
-                    f"table {name} at {level} {table.geoids(level)[row]}, cell "
+                    f"tables/{name}.parquet: {level} {table.geoids(level)[row]}, cell "
                     f"{int(matrix.indices[entry])}: a count of {_shown(counts[entry])} is not "
                     f"one mechanism {release.mechanism} publishes with its recorded parameters "
                     f"({rule})"
