@@ -384,6 +384,17 @@ class AttackSpec(_Strict):
         "first is flagged in the report)",
     )
 
+    def solving(self) -> dict[str, Any]:
+        """How every reconstruction of the experiment is solved: where, seeded how, within
+        which limits."""
+        return {
+            "workers": self.workers,
+            "executor": self.executor,
+            "seed": self.seed,
+            "time_limit": self.time_limit,
+            "node_limit": self.node_limit,
+        }
+
 
 class ReportSpec(_Strict):
     """What the report's frontier plots: an accuracy figure (lower is better) at a level, and
@@ -751,11 +762,7 @@ def _make_risk(release: Release, truth: Population, tmp: Path) -> None:
 def _make_reconstruction(release: Release, attacks: AttackSpec, knowledge: str, tmp: Path) -> None:
     result = api.reconstruct(
         release,
-        workers=attacks.workers,
-        executor=attacks.executor,
-        seed=attacks.seed,
-        time_limit=attacks.time_limit,
-        node_limit=attacks.node_limit,
+        **attacks.solving(),
         variability=attacks.variability and knowledge == "published",
         knowledge=knowledge,
         draws=DRAWS if knowledge == "published" else 0,
@@ -768,14 +775,7 @@ VULNERABLE_FILE = "vulnerable.parquet"
 
 
 def _make_vulnerable_group(truth: Population, attacks: AttackSpec, tmp: Path) -> None:
-    group = api.vulnerable_group(
-        truth,
-        workers=attacks.workers,
-        executor=attacks.executor,
-        seed=attacks.seed,
-        time_limit=attacks.time_limit,
-        node_limit=attacks.node_limit,
-    )
+    group = api.vulnerable_group(truth, **attacks.solving())
     write_parquet(pl.DataFrame({"person_id": group.persons}), tmp / VULNERABLE_FILE)
     write_json(group.to_dict(), tmp / METRICS_FILE)
 
