@@ -356,6 +356,7 @@ def reconstruct(
         checkpoint=checkpoint,
         inputs=(release, out),
         named=option,
+        node_limit=node_limit,
     )
     rel = api.read_release(release)
     result = api.reconstruct(

@@ -26,7 +26,12 @@ import numpy as np
 import polars as pl
 
 from sdclab import schema
-from sdclab.attacks.linkage import block_modes, population_uniques, race_ethnicity
+from sdclab.attacks.linkage import (
+    block_modes,
+    population_uniques,
+    proven_solvar_zero,
+    race_ethnicity,
+)
 from sdclab.attacks.reconstruction import BLOCK_TABLES, TIME_LIMIT, TRACT_TABLES, reconstruct
 from sdclab.attacks.variability import solution_variability
 from sdclab.execution import Executor
@@ -194,7 +199,7 @@ class SolvarZero:
 def solvar_zero(solvar: pl.DataFrame) -> SolvarZero:
     """The solvar-0 shares of a frame of :func:`exact_solvar` (or ``solvar.parquet``)."""
     proven = pl.col("status") == "Optimal"
-    zero = solvar.filter(proven & (pl.col("solvar") == 0))
+    zero = solvar.filter(pl.col("block").cast(pl.Int64).is_in(proven_solvar_zero(solvar).implode()))
     persons = int(solvar["persons"].sum())
     return SolvarZero(
         blocks=zero.height / solvar.height if solvar.height else float("nan"),
