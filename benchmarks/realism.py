@@ -4,7 +4,7 @@ For each size (default 50,000 and 1,000,000 persons, seed 2010) the script synth
 population and measures every figure of :mod:`sdclab.realism` — the proportional guesser's
 expected precision on nonmodal persons, populated blocks, uniques on {block, sex, age},
 multiracial persons, the solvar-0 blocks and their persons from the exact release of the 34 tables
-and the drop when P8 and P10 are left out, and the diagnostics of issue 36 — each beside the
+and the drop when P8 and P10 are left out, and the diagnostics that explain them — each beside the
 paper's value and its target range, whether it is inside and how far outside, and the seconds each
 part took. The solvar figures reconstruct the exact release twice (34 and 32 tables) with solution
 variability; above ``--solvar-tracts`` tracts they are measured on a seeded sample of that many
@@ -45,7 +45,7 @@ DIAGNOSTICS: dict[str, Callable[[Population], float]] = {
     "alone_in_race_ethnicity_cell": realism.alone_in_race_ethnicity_cell,
     "multiracial_unique_on_race": realism.multiracial_unique_on_race,
 }
-"""Figures of issue 36 that explain the others; the paper states none of them."""
+"""Figures that explain the others (race mixing within households and blocks); the paper states none of them."""
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:

@@ -1,7 +1,7 @@
 """The Python API keeps the command line's promises: every refusal of a path or a setting is made
 below the API, so that a command and the function it calls refuse alike, with the same message
 (each naming the setting as its caller spells it: ``--time-limit`` and ``time_limit``), before
-any work and with nothing written (issue 35, item 4)."""
+any work and with nothing written."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Work is bounded on genuine inputs: a setting that would make a run allocate without bound, or
-grow for ever, is refused in one line before any work, or its consumer does not scale with it
-(issue 35, items 3 and 6)."""
+grow for ever, is refused in one line before any work, or its consumer does not scale with it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Mechanism parameters in the user's words: numbers as numbers, messages in plain words, and no
-parameter silently clamped or ignored (issue 22)."""
+parameter silently clamped or ignored."""
 
 from __future__ import annotations
 

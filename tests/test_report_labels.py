@@ -1,5 +1,5 @@
 """The report says which numbers are evaluation only (computed with the confidential data) and
-which come from the release alone or from the specification card (issue 12)."""
+which come from the release alone or from the specification card."""
 
 from __future__ import annotations
 
