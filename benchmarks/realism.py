@@ -45,7 +45,8 @@ DIAGNOSTICS: dict[str, Callable[[Population], float]] = {
     "alone_in_race_ethnicity_cell": realism.alone_in_race_ethnicity_cell,
     "multiracial_unique_on_race": realism.multiracial_unique_on_race,
 }
-"""Figures that explain the others (race mixing within households and blocks); the paper states none of them."""
+"""Figures that explain the others (race mixing within households and blocks); the paper states
+none of them."""
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:

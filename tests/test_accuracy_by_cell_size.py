@@ -24,13 +24,17 @@ def test_errors_by_hand() -> None:
     assert [e[f"mae_true_count_{k}"] for k in ("0", "1-9", "10-99", "100+")] == [1, 1, 0, 20]
 
 
-def test_a_suppressed_cell_counts_in_no_class() -> None:
-    truth = sp.csr_matrix(np.array([[0, 2, 15]]))
-    published = sp.csr_matrix(np.array([[1, 0, 15]]))
-    suppressed = sp.csr_matrix(np.array([[0, 1, 0]], dtype=np.int8))
+def test_a_withheld_cell_counts_at_its_true_count() -> None:
+    truth = sp.csr_matrix(np.array([[0, 2, 15, 0]]))
+    published = sp.csr_matrix(np.array([[1, 7, 15, 0]]))  # 7: whatever a withheld cell holds
+    suppressed = sp.csr_matrix(np.array([[0, 1, 0, 1]], dtype=np.int8))  # a withheld 2 and 0
     e = _level_errors(published, suppressed, truth)
-    assert e["nonempty_cells"] == 1 and e["mae_true_count_1-9"] is None
-    assert e["mae_true_count_0"] == 1 and e["mae"] == pytest.approx(1 / 2)
+    assert e["nonempty_cells"] == 2 and e["nonempty_shown_cells"] == 1
+    assert e["mae_true_count_1-9"] == 2  # the withheld 2 costs 2
+    assert e["mae_true_count_0"] == pytest.approx(1 / 2)  # the withheld 0 costs nothing
+    assert e["mae"] == pytest.approx(3 / 4) and e["mae_shown"] == pytest.approx(1 / 2)
+    assert e["mae_nonempty"] == pytest.approx(1) and e["mae_nonempty_shown"] == 0
+    assert e["share_rel_error_above_50pct"] == pytest.approx(1 / 2)
 
 
 def test_the_cell_key_method_is_not_flattered_by_its_zeros() -> None:

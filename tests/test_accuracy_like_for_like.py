@@ -80,22 +80,26 @@ def test_tract_indicators_against_the_table_read_by_hand(population) -> None:
     assert all(v["mae"] == 0 for v in exact.values())
 
 
-def test_pooled_accuracy_is_over_the_cells_of_both_tables(population) -> None:
-    release = api.protect(population, "geometric", seed=3, epsilon="4")
+def test_each_compared_table_apart_with_withheld_cells_at_their_true_counts(population) -> None:
+    """P1 and P12 are compared each apart (a mean pooled over both would hide the totals'
+    error among P12's cells), and a withheld cell's error is its true count."""
+    release = api.protect(population, "suppress")
     truth = api.protect(population, "none")
-    pooled = api.evaluate(release, population).compared("block")
-    errors, true = [], []
+    evaluation = api.evaluate(release, population)
     for name in COMPARED_TABLES:
-        errors.append(release.tables[name].dense("block") - truth.tables[name].dense("block"))
-        true.append(truth.tables[name].dense("block"))
-    error, counts = (
-        np.concatenate([e.ravel() for e in errors]),
-        np.concatenate([t.ravel() for t in true]),
-    )
-    assert pooled.mae == pytest.approx(np.abs(error).mean())
-    assert pooled.mae_nonempty == pytest.approx(np.abs(error[counts > 0]).mean())
-    assert pooled.rmse_nonempty == pytest.approx(np.sqrt((error[counts > 0] ** 2).mean()))
-    assert pooled.bias_nonempty == pytest.approx(error[counts > 0].mean())
+        table = release.tables[name]
+        hidden = table.suppressed("block").toarray() != 0
+        assert hidden.any()  # the rule withholds cells of both tables
+        shown = np.where(hidden, 0, table.dense("block"))
+        true = truth.tables[name].dense("block")
+        error = np.abs(shown - true)
+        compared = evaluation.compared("block", name)
+        assert compared.mae == pytest.approx(error.mean())
+        assert compared.mae_nonempty == pytest.approx(error[true > 0].mean())
+        assert compared.mae_shown == pytest.approx(error[~hidden].mean())
+        assert compared.mae_nonempty_shown == pytest.approx(error[~hidden & (true > 0)].mean())
+        assert compared.suppressed_share == pytest.approx(hidden.mean())
+        assert compared.mae_nonempty > compared.mae_nonempty_shown  # withholding is not free
 
 
 def test_a_release_without_the_compared_tables_says_which_it_lacks(population) -> None:
@@ -112,17 +116,17 @@ def test_a_release_without_the_compared_tables_says_which_it_lacks(population) -
     assert evaluation.indicators == {}
 
 
-def test_a_table_withheld_whole_says_so_rather_than_that_it_is_empty(population) -> None:
-    from sdclab.results import NO_POSITIVE_CELLS, NO_SHOWN_CELLS, ComparedAccuracy, TableAccuracy
+def test_a_table_withheld_whole_costs_its_counts_and_has_no_shown_figure() -> None:
+    import scipy.sparse as sp
 
-    exact = api.evaluate(api.protect(population, "none"), population)
-    shown = exact.table("P1", "block").to_dict()
-    nulls = {k: None for k, v in shown.items() if isinstance(v, float) and k != "suppressed_share"}
-    withheld = {**shown, **nulls, "shown_cells": 0, "nonempty_cells": 0, "suppressed_share": 1.0}
-    empty = {**shown, **nulls, "nonempty_cells": 0}  # shown, but no positive true count
-    for data, reason in ((withheld, NO_SHOWN_CELLS), (empty, NO_POSITIVE_CELLS)):
-        table = TableAccuracy.from_dict("P1", "block", data)
-        assert isinstance(table.mae_nonempty, NotMeasured) and table.mae_nonempty.reason == reason
-        pooled = ComparedAccuracy.pool("block", [table, table])
-        assert isinstance(pooled.mae_nonempty, NotMeasured)
-        assert pooled.mae_nonempty.reason == reason
+    from sdclab.evaluation import _level_errors
+    from sdclab.results import NO_POSITIVE_SHOWN_CELLS, NO_SHOWN_CELLS, TableAccuracy
+
+    truth = sp.csr_matrix(np.array([[0, 2, 15]]))
+    published = sp.csr_matrix(np.array([[0, 0, 0]]))
+    for hidden, reason in (([1, 1, 1], NO_SHOWN_CELLS), ([0, 1, 1], NO_POSITIVE_SHOWN_CELLS)):
+        suppressed = sp.csr_matrix(np.array([hidden], dtype=np.int8))
+        table = TableAccuracy.from_dict("P1", "block", _level_errors(published, suppressed, truth))
+        assert table.mae_nonempty == pytest.approx(17 / 2) and table.mae == pytest.approx(17 / 3)
+        assert isinstance(table.mae_nonempty_shown, NotMeasured)
+        assert table.mae_nonempty_shown.reason == reason

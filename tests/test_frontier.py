@@ -81,7 +81,7 @@ def test_one_point_per_setting_with_replicate_means_and_intervals(swept) -> None
     assert points["none"].accuracy.mean == 0 and points["none"].accuracy.n == 1
     safetab = points["safetab_h"]
     assert not safetab.placed
-    assert "publishes no P1 or P12" in safetab.accuracy.reason
+    assert "publishes no P12 at tract" in safetab.accuracy.reason
     assert isinstance(safetab.risk, NotMeasured) and "reidentification" not in safetab.risk.reason
 
 
@@ -113,7 +113,7 @@ def test_the_report_opens_with_the_frontier_and_the_choose_table(swept) -> None:
     frontier = _section(report, "Accuracy and risk: the frontier")
     assert "exact release" in frontier and "best baseline" in frontier
     assert "ε=8" in frontier and "ε=32" in frontier  # geometric at ε = 4 and 16 per record
-    assert "safetab_h</b>: the release publishes no P1 or P12" in frontier
+    assert "safetab_h</b>: the release publishes no P12" in frontier
     choose_table = _section(report, "Choose a method")
     assert choose_table.count("<tr>") >= 2 and "lowest-risk protecting setting" in choose_table
     # the exact release is named as a reference, never offered
@@ -225,7 +225,8 @@ def test_the_experiment_file_chooses_what_the_frontier_plots() -> None:
         ({"accuracy": "precision"}, "report: 'precision' is not an error the frontier can plot"),
         ({"accuracy": "compared.bias_nonempty"}, "not a signed bias"),
         ({"accuracy": "accuracy.mae_nonempty"}, "given per table: name the table"),
-        ({"accuracy": "compared.mae", "table": "P12"}, "not given per table: give no table"),
+        ({"accuracy": "compared.mae", "table": "P14"}, "given for P1 and P12, each apart: not P14"),
+        ({"accuracy": "totals.mae", "table": "P12"}, "not given per table: give no table"),
         ({"accuracy": "accuracy.mae", "table": "P99"}, "'P99' is not a catalogue table"),
         ({"level": "town"}, "report.level: expected one of nation, state"),
         ({"accuracy": "indicators.sex_ratio.mae", "level": "block"}, "per tract: give level"),
@@ -335,7 +336,7 @@ def test_the_detail_charts_show_one_series_per_setting(swept) -> None:
     replicates = results.settings()["geometric@epsilon=4"]
     values = [results[t].evaluation.compared("tract").mae_nonempty for t in replicates]
     assert maes["geometric@epsilon=4"][0] == pytest.approx(sum(values) / len(values))
-    chart = report[report.index('aria-label="MAE of P1 and P12') :]
+    chart = report[report.index('aria-label="MAE of P12') :]
     chart = chart[: chart.index("</svg>")]
     assert "geometric@epsilon=4<" in chart and "geometric@epsilon=4#1" not in chart
 
@@ -361,7 +362,7 @@ def test_the_withheld_share_is_of_what_the_frontier_plots(suppressed) -> None:
     def label(accuracy: str, level: str = "block", table: str | None = None) -> str:
         return _withheld(results, point, FrontierAxes(accuracy=accuracy, level=level, table=table))
 
-    compared = evaluation.compared("block").suppressed_share
+    compared = evaluation.compared("block", "P12").suppressed_share
     p1 = evaluation.table("P1", "block").suppressed_share
     shown = evaluation.totals["block"]["all"]["geounits"]
     totals = 1 - shown / results.population.geography["block"]

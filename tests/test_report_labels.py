@@ -149,7 +149,8 @@ def test_each_part_shows_its_own_label_and_no_other(run):
         ("Precision by block size, all persons (census)", "figure"),
         ("Precision by block size, nonmodal persons (commercial)", "figure"),
         ("Putative and confirmed rates", "figure"),
-        ("MAE of P1 and P12 (non-empty cells) by geography level", "figure"),
+        ("MAE of P12 (non-empty cells, withheld ones counted) by geography level", "figure"),
+        ("MAE of totals (P1, populated geounits, withheld ones counted) by geography", "figure"),
         ("Accuracy against the headline risk", "figure"),
         ("Choose a method", "section"),
         ("Averaging the release", "div"),
@@ -201,7 +202,8 @@ def test_summary_columns_are_marked(run):
         if source is not None:
             assert marked[header] == source.key
     assert marked["blocks with solvar 0"] == "release" and marked["guarantee"] == "card"
-    assert marked["MAE block: P1, P12, non-empty cells"] == "evaluation"
+    assert marked["MAE block: P12, non-empty cells"] == "evaluation"
+    assert marked["MAE of block totals (P1, populated blocks)"] == "evaluation"
 
 
 def test_charts_carry_their_label_inside_the_image(run):

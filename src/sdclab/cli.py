@@ -746,13 +746,13 @@ def demo(
 
 
 def release_lines(results: Any) -> list[str]:
-    """One line per release of an experiment: its guarantee, common-axis ε, tract MAE of P1 and
-    P12 over non-empty cells, and the census attacker's headline risk."""
+    """One line per release of an experiment: its guarantee, common-axis ε, tract MAE of P12
+    over non-empty cells (withheld ones counted), and the census attacker's headline risk."""
     from sdclab.results import Reidentification
 
     width = max(13, *(len(t) for t in results.releases))
     lines = [
-        f"{'release':>{width}}  {'guarantee':<24} {'ε (1e-10)':>9} {'tract MAE':>9}  "
+        f"{'release':>{width}}  {'guarantee':<24} {'ε (1e-10)':>9} {'P12 tract':>9}  "
         "beyond the best baseline (census)"
     ]
     for title, release in results.releases.items():
@@ -765,7 +765,7 @@ def release_lines(results: Any) -> list[str]:
         guarantee = evaluation.card.guarantee
         common = evaluation.card.common
         axis = "n/a" if isinstance(common, NotMeasured) else f"{common.epsilon:.2f}"
-        compared = evaluation.compared("tract")
+        compared = evaluation.compared("tract", "P12")
         value = NotMeasured("") if isinstance(compared, NotMeasured) else compared.mae_nonempty
         mae = "n/a" if isinstance(value, NotMeasured) else f"{value:.3f}"
         budget = guarantee.text() if guarantee.is_formal else "none"

@@ -241,15 +241,16 @@ CELL_SIZE_CLASSES = ((0, 0), (1, 9), (10, 99), (100, None))
 def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Any]]]:
     """Error of every published table at every level against the exact tabulation of the truth.
 
-    Over the shown (non-suppressed) cells of all geounits of the level, zeros included: mean
-    absolute error, root mean squared error, bias (mean signed error), share of negative counts;
-    the same over the shown cells whose true count is positive (non-empty: a mechanism that never
-    perturbs zeros is not flattered by them), the mean absolute error by class of the true count
-    (0, 1–9, 10–99, 100+); the share suppressed over all cells; over shown cells whose true count
-    is positive: share with |relative error| above 10/50/100%; cells whose true count is 0 but
-    published otherwise; the mean total variation and Hellinger distance between each geounit's
-    true and published distribution over the table's cells; and the share of parent cells whose
-    children do not add up to them.
+    Over every cell of all geounits of the level, zeros included, a withheld (suppressed) cell's
+    error being its true count: mean absolute error, root mean squared error, bias (mean signed
+    error); the same over the cells whose true count is positive (non-empty: a mechanism that
+    never perturbs zeros is not flattered by them), the mean absolute error by class of the true
+    count (0, 1–9, 10–99, 100+); the two mean absolute errors over the shown cells alone; the
+    share suppressed; the share of negative counts among the shown cells; over cells whose true
+    count is positive: share with |relative error| above 10/50/100%; cells whose true count is 0
+    but published otherwise; the mean total variation and Hellinger distance between each
+    geounit's true and published distribution over the table's cells (a withheld cell read as
+    0); and the share of parent cells whose children do not add up to them.
     """
     exact = tabulate(truth, [n for n in release.tables if n in CATALOG])
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -274,32 +275,37 @@ def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[st
 def _level_errors(
     published: sp.csr_matrix, suppressed: sp.csr_matrix, true: sp.csr_matrix
 ) -> dict[str, Any]:
-    """Errors over the cells a user can read: suppressed cells are counted apart, not as exact.
+    """Errors over every cell, a withheld (suppressed) cell counted as what a user has of it —
+    nothing, so its error is its true count — and kept in every denominator: withholding a true
+    0 costs nothing, withholding a count costs that count. The mean absolute errors over the
+    shown cells alone are beside them (``*_shown``), with the share withheld.
 
     ``published`` holds 0 at the ``suppressed`` cells; ``true`` is the exact tabulation."""
     n_cells = published.shape[0] * published.shape[1]
     n_suppressed = suppressed.nnz
     n_shown = n_cells - n_suppressed
     released = published.astype(np.float64)
+    released = released - released.multiply(suppressed)  # nothing is read from a withheld cell
     truth = sp.csr_matrix(true, dtype=np.float64)
-    truth = truth - truth.multiply(suppressed)  # the true counts of the shown cells
     truth.eliminate_zeros()
-    error = (released - truth).tocsr()  # 0 wherever a cell is suppressed
+    error = (released - truth).tocsr()
+    withheld_error = np.abs(error.multiply(suppressed).tocsr().data)
+    withheld_truth = truth.multiply(suppressed).tocsr()
     rows, cols = truth.nonzero()
     truth_values = _values(truth, rows, cols)
     positive = truth_values > 0
-    shown_error = _values(error, rows, cols)[positive]
-    relative = np.abs(shown_error) / truth_values[positive]
+    nonempty_error = _values(error, rows, cols)[positive]
+    relative = np.abs(nonempty_error) / truth_values[positive]
     n_positive = int(positive.sum())
+    n_positive_shown = n_positive - int((withheld_truth.data > 0).sum())
     abs_error = np.abs(error.data)
     # cells published non-zero whose true count is 0
     false_positive = (released != 0).nnz - (released != 0).multiply(truth != 0).nnz
-    nonempty_error = shown_error  # the shown cells whose true count is positive
     by_size = {}
     for low, high in CELL_SIZE_CLASSES:
         label = "0" if high == 0 else size_class_label(low, high)
-        if low == 0:  # the shown cells of true count 0 hold the error not on a positive cell
-            n_zero = n_shown - n_positive
+        if low == 0:  # the cells of true count 0 hold the error not on a positive cell
+            n_zero = n_cells - n_positive
             zero_error = abs_error.sum() - np.abs(nonempty_error).sum()
             by_size[label] = float(zero_error / n_zero) if n_zero else None
             continue
@@ -307,18 +313,25 @@ def _level_errors(
         if high is not None:
             inside &= truth_values[positive] <= high
         by_size[label] = float(np.abs(nonempty_error[inside]).mean()) if inside.any() else None
+    shown_abs = abs_error.sum() - withheld_error.sum()
+    shown_nonempty_abs = np.abs(nonempty_error).sum() - withheld_error.sum()
     return {
         "cells": n_cells,
         "shown_cells": n_shown,
         "nonempty_cells": n_positive,
-        "mae": float(abs_error.sum() / n_shown) if n_shown else None,
-        "rmse": float(np.sqrt((error.data**2).sum() / n_shown)) if n_shown else None,
-        "bias": float(error.data.sum() / n_shown) if n_shown else None,
+        "nonempty_shown_cells": n_positive_shown,
+        "mae": float(abs_error.sum() / n_cells) if n_cells else None,
+        "rmse": float(np.sqrt((error.data**2).sum() / n_cells)) if n_cells else None,
+        "bias": float(error.data.sum() / n_cells) if n_cells else None,
         "mae_nonempty": float(np.abs(nonempty_error).mean()) if n_positive else None,
         "rmse_nonempty": float(np.sqrt((nonempty_error**2).mean())) if n_positive else None,
         "bias_nonempty": float(nonempty_error.mean()) if n_positive else None,
+        "mae_shown": float(shown_abs / n_shown) if n_shown else None,
+        "mae_nonempty_shown": float(shown_nonempty_abs / n_positive_shown)
+        if n_positive_shown
+        else None,
         **{f"mae_true_count_{k}": v for k, v in by_size.items()},
-        "max_abs_error": float(abs_error.max(initial=0.0)) if n_shown else None,
+        "max_abs_error": float(abs_error.max(initial=0.0)) if n_cells else None,
         "negative_share": float((released.data < 0).sum() / n_shown) if n_shown else None,
         "suppressed_share": n_suppressed / n_cells if n_cells else 0.0,
         **{
@@ -334,10 +347,10 @@ def _level_errors(
 
 def _distances(released: sp.csr_matrix, truth: sp.csr_matrix) -> dict[str, Any]:
     """Mean total variation and Hellinger distance between each geounit's true and published
-    distribution over the table's shown cells (a negative published count read as 0), over the
-    geounits with a positive true or published total: one published empty where persons live
-    (or the reverse) is at distance 1, the most there is; none for a table of one cell, which
-    has no distribution to compare."""
+    distribution over the table's cells (a negative published count, and a withheld one, read
+    as 0), over the geounits with a positive true or published total: one published empty where
+    persons live (or the reverse) is at distance 1, the most there is; none for a table of one
+    cell, which has no distribution to compare."""
     published = released.maximum(0).tocsr()
     true_total = np.asarray(truth.sum(axis=1)).ravel()
     published_total = np.asarray(published.sum(axis=1)).ravel()

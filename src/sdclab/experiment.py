@@ -87,6 +87,7 @@ from sdclab.fileio import (
     write_parquet,
 )
 from sdclab.population import Population
+from sdclab.population.bootstrap import bootstrap
 from sdclab.population.io import (
     TABLES,
     read_population,
@@ -129,10 +130,13 @@ EXPERIMENT_ENTRIES = ["steps", RESULTS_FILE, *TIDY_FILES, REPORT_FILE]
 MAX_POINTS = 100
 """Values of a range at most."""
 MAX_REPLICATES = 100
+MAX_POPULATION_REPLICATES = 20
+"""Population replicates at most (each runs every release again)."""
 MAX_STEP_NAME = 120
 """Characters of a step's title kept in its directory's name."""
 MAX_RELEASES = 1000
-"""Releases an experiment may make at most (its sweeps' grids times their replicates)."""
+"""Releases an experiment may make at most (its sweeps' grids times their replicates, times the
+population replicates)."""
 
 
 class _Strict(BaseModel):
@@ -154,6 +158,11 @@ class PopulationSpec(_Strict):
     """A synthetic population's numbers of tracts, counties and states (else by its size)."""
     generator: str = GENERATOR_VERSION
     """The synthetic generator's version (1.2 reproduces studies made before 2.0)."""
+    replicates: int = Field(1, ge=1, le=MAX_POPULATION_REPLICATES)
+    """Populations the experiment runs every release on: the first as given, the others further
+    synthetic seeds or bootstrap replicates of the population read (:func:`population_seed`,
+    :func:`sdclab.population.bootstrap.bootstrap`), so that intervals cover the population as
+    well as the noise."""
 
     @field_validator("generator")
     @classmethod
@@ -168,8 +177,10 @@ class PopulationSpec(_Strict):
         """Where the population came from: a directory, or the synthetic generator's settings
         (a seed is not recorded for a population that was read, since none made it)."""
         if self.path is not None:
-            return {"path": self.path}
+            bootstrap = {"replicates": self.replicates, "seed": self.seed}
+            return {"path": self.path, **(bootstrap if self.replicates > 1 else {})}
         return {
+            **({"replicates": self.replicates} if self.replicates > 1 else {}),
             "persons": self.persons,
             "seed": self.seed,
             "generator": self.generator,
@@ -180,7 +191,11 @@ class PopulationSpec(_Strict):
         """What the population step's digest covers (the geography counts only when given, so
         that an earlier experiment's steps stay valid)."""
         given = self.geography().to_dict()
-        return {k: v for k, v in self.model_dump().items() if k not in GEOGRAPHY or k in given}
+        return {
+            k: v
+            for k, v in self.model_dump().items()
+            if (k not in GEOGRAPHY or k in given) and k != "replicates"
+        }
 
     @model_validator(mode="after")
     def _one_source(self) -> PopulationSpec:
@@ -334,13 +349,33 @@ class MechanismSpec(_Strict):
         return out
 
 
-def replicate_seed(seed: int, replicate: int) -> int:
-    """The seed of a replicate: the entry's own for the first, a derived one for the others."""
-    if replicate == 1:
-        return seed
-    high, low = (
-        int(w) for w in np.random.SeedSequence([seed, replicate]).generate_state(2, np.uint64)
+def population_seed(seed: int, population: int) -> int:
+    """The seed of population replicate ``population``: the given seed for the first, a derived
+    one for the others (the generator's seed, or the bootstrap's)."""
+    return seed if population == 1 else replicate_seed(seed, population, stream=1)
+
+
+def on_population(point: Point, population: int) -> Point:
+    """``point`` run on population replicate ``population`` (the first: ``point`` itself):
+    ``/p2`` ends its title, and its seed is derived from the point's and the population's, so
+    that no two populations share a noise draw."""
+    if population == 1:
+        return point
+    return replace(
+        point,
+        title=f"{point.title}/p{population}",
+        seed=replicate_seed(point.seed, population, stream=2),
+        population=population,
     )
+
+
+def replicate_seed(seed: int, replicate: int, stream: int = 0) -> int:
+    """The seed of a replicate: the entry's own for the first, a derived one for the others (and
+    for every replicate of another ``stream``: population seeds, and noise on later populations)."""
+    if replicate == 1 and stream == 0:
+        return seed
+    entropy = [seed, replicate] if stream == 0 else [seed, replicate, stream]
+    high, low = (int(w) for w in np.random.SeedSequence(entropy).generate_state(2, np.uint64))
     return (high << 64 | low) & MAX_SEED
 
 
@@ -361,6 +396,8 @@ class Point:
     seed: int
     varied: dict[str, str]
     replicate: int
+    population: int = 1
+    """The population replicate it runs on (``/p2`` ends the title of the second)."""
 
 
 class AttackSpec(_Strict):
@@ -486,7 +523,8 @@ class Experiment(_Strict):
         titles = [m.title for m in self.mechanisms]
         if len(set(titles)) != len(titles):
             raise ValueError("two mechanisms share a name: give them distinct labels")
-        releases = sum(m.count() for m in self.mechanisms)  # before any is made or parsed
+        populations = self.population.replicates
+        releases = sum(m.count() for m in self.mechanisms) * populations  # before any is made
         if releases > MAX_RELEASES:
             raise ValueError(
                 f"the sweeps make {releases:,} releases, more than {MAX_RELEASES:,}: "
@@ -495,7 +533,7 @@ class Experiment(_Strict):
         if self.match is not None:
             targets = self.match.targets()
             unmatched = self.unmatched()
-            releases = sum(
+            releases = populations * sum(
                 m.count() * (1 if m.title in unmatched else len(targets)) for m in self.mechanisms
             )  # before any budget is solved for
             if releases > MAX_RELEASES:
@@ -646,12 +684,12 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel]:
     return model
 
 
-STEP_FORMAT = 3
+STEP_FORMAT = 4
 """Version of what a step holds, in every digest so that a step made by older code is made
 again (2: releases carry their mechanism's noise publication, which the noise-aware attack
 reads; reconstructions rank their records; 3: releases record whether they protect,
 reconstructions which tracts a limit stopped, reidentifications confirm in two passes and score
-the vulnerable group)."""
+the vulnerable group; 4: accuracy counts withheld cells at their true counts)."""
 
 
 def _digest(*parts: Any) -> str:
@@ -740,12 +778,16 @@ class StepCache:
         return target
 
 
-def _make_population(spec: PopulationSpec, tmp: Path) -> None:
+def _make_population(spec: PopulationSpec, replicate: int, tmp: Path) -> None:
+    """Population replicate ``replicate``: the first as given, the others another synthetic seed
+    or a bootstrap replicate of the population read."""
+    seed = population_seed(spec.seed, replicate)
     if spec.path is not None:
-        write_population(read_population(Path(spec.path)), tmp)
+        read = read_population(Path(spec.path))
+        write_population(read if replicate == 1 else bootstrap(read, seed), tmp)
     else:
-        population = synthesize(spec.persons or 0, spec.seed, spec.geography(), spec.generator)
-        report = build_report(population, spec.seed, spec.geography(), spec.generator)
+        population = synthesize(spec.persons or 0, seed, spec.geography(), spec.generator)
+        report = build_report(population, seed, spec.geography(), spec.generator)
         write_population(population, tmp, {"synth.json": report})
 
 
@@ -846,12 +888,56 @@ class Runner:
 
     def run(self) -> ExperimentResult:
         spec = self.experiment.population
-        pop_digest = _digest("population", spec.digested(), _directory_digest(spec.path))
-        step = Step("population", pop_digest)
-        truth = read_population(self.steps.get(step, partial(_make_population, spec)))
-        self.vulnerable = self.vulnerable_group(truth, pop_digest)
-        population = PopulationSummary(
-            source=spec.source(),
+        points = self.experiment.points()
+        total = len(points) * spec.replicates
+        releases: dict[str, ReleaseResult] = {}
+        summaries = []
+        began = time.perf_counter()
+        for replicate in range(1, spec.replicates + 1):
+            truth, pop_digest = self.population(replicate)
+            self.vulnerable = self.vulnerable_group(truth, pop_digest)
+            summaries.append(self.summary(truth, replicate))
+            deterministic: dict[str, ReleaseResult] = {}
+            """The first replicate of each setting whose mechanism drew nothing from its stream
+            (on this population)."""
+            for point in (on_population(p, replicate) for p in points):
+                elapsed = time.perf_counter() - began
+                self.steps.say(progress(len(releases), total, elapsed, point.title))
+                first = deterministic.get(point.setting)
+                if first is not None:  # the seed changes nothing: a replicate is the same release
+                    releases[point.title] = replicate_of(first, point)
+                    continue
+                releases[point.title] = self.mechanism(point, truth, pop_digest)
+                if not self.drew[point.title]:
+                    deterministic[point.setting] = releases[point.title]
+        return ExperimentResult(
+            summaries[0],
+            releases,
+            tuple(self.steps.computed),
+            tuple(self.steps.reused),
+            population_replicates=tuple(summaries[1:]),
+        )
+
+    def population(self, replicate: int) -> tuple[Population, str]:
+        """Population replicate ``replicate`` and its step's digest (the first's digest is what
+        it was before there were replicates, so earlier steps stay valid)."""
+        spec = self.experiment.population
+        parts = (spec.digested(), _directory_digest(spec.path))
+        further = (replicate,) if replicate > 1 else ()
+        digest = _digest("population", *parts, *further)
+        step = Step("population" + (f":p{replicate}" if further else ""), digest)
+        made = self.steps.get(step, partial(_make_population, spec, replicate))
+        return read_population(made), digest
+
+    def summary(self, truth: Population, replicate: int) -> PopulationSummary:
+        """What the results say of population replicate ``replicate``."""
+        spec = self.experiment.population
+        source = spec.source()
+        if replicate > 1:
+            how = "bootstrap" if spec.path is not None else "seed"
+            source = {**source, "replicate": replicate, how: population_seed(spec.seed, replicate)}
+        return PopulationSummary(
+            source=source,
             persons=truth.n_persons,
             units=truth.n_units,
             geography=truth.geography.summary,
@@ -862,23 +948,6 @@ class Runner:
                 if self.vulnerable is not None
                 else NotMeasured("the experiment does not reconstruct (attacks.reconstruct)")
             ),
-        )
-        points = self.experiment.points()
-        releases = {}
-        began = time.perf_counter()
-        deterministic: dict[str, ReleaseResult] = {}
-        """The first replicate of each setting whose mechanism drew nothing from its stream."""
-        for index, point in enumerate(points):
-            self.steps.say(progress(index, len(points), time.perf_counter() - began, point.title))
-            first = deterministic.get(point.setting)
-            if first is not None:  # the seed changes nothing: a replicate is the same release
-                releases[point.title] = replicate_of(first, point)
-                continue
-            releases[point.title] = self.mechanism(point, truth, pop_digest)
-            if not self.drew[point.title]:
-                deterministic[point.setting] = releases[point.title]
-        return ExperimentResult(
-            population, releases, tuple(self.steps.computed), tuple(self.steps.reused)
         )
 
     def vulnerable_group(
@@ -919,7 +988,9 @@ class Runner:
             evaluation=api.evaluation(
                 release, truth, reconstruction, reidentification, risk, naive
             ),
-            point=Sweep(m.entry, m.setting, m.varied, m.replicate, self.same_as(m, release)),
+            point=Sweep(
+                m.entry, m.setting, m.varied, m.replicate, self.same_as(m, release), m.population
+            ),
             protection=(
                 release.protection.to_dict()
                 if release.protection is not None
@@ -988,7 +1059,9 @@ class Runner:
 def replicate_of(first: ReleaseResult, point: Point) -> ReleaseResult:
     """A further replicate of a setting whose mechanism drew nothing from its stream: the same
     release, so the first's results, marked as the same (not a draw: left out of means)."""
-    sweep = Sweep(point.entry, point.setting, point.varied, point.replicate, first.title)
+    sweep = Sweep(
+        point.entry, point.setting, point.varied, point.replicate, first.title, point.population
+    )
     return replace(first, title=point.title, point=sweep)
 
 

@@ -9,6 +9,7 @@ needs: setting, replicate, level, block-size class, table and an interval.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version of the layout of ``metrics.json`` and ``results.json`` (2: the specification card
 holds its guarantee as values, with the common-axis figure; 3: every release names its sweep
 point and replicate, and the results hold every setting's replicate means and intervals; 4: the
@@ -107,6 +108,8 @@ class Figure:
     table: str | None = None
     interval: tuple[float, float] | None = None
     """A confidence or variability interval around ``value``, when one is known."""
+    population: int | None = None
+    """The population replicate (1: the experiment's population)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,6 +117,7 @@ class Figure:
             "value": as_json(self.value),
             "setting": self.setting,
             "replicate": self.replicate,
+            "population": self.population,
             "level": self.level,
             "size_class": self.size_class,
             "table": self.table,
@@ -551,14 +555,16 @@ NAIVE_IS_AWARE = (
     "no naive reconstruction apart: the release's counts are exact, so the naive attack is the "
     "noise-aware one"
 )
+NO_CELLS = "the table has no cell at this level"
 NO_SHOWN_CELLS = "every cell of the table is suppressed at this level"
-NO_POSITIVE_CELLS = "no shown cell has a positive true count"
-NO_CELLS_OF_SIZE = "no shown cell has a true count of this size"
+NO_POSITIVE_CELLS = "no cell has a positive true count"
+NO_POSITIVE_SHOWN_CELLS = "no shown cell has a positive true count"
+NO_CELLS_OF_SIZE = "no cell has a true count of this size"
 
 
 def _no_nonempty_figure(shown_cells: int) -> str:
     """Why a figure over the non-empty shown cells is missing: none shown, or none non-empty."""
-    return NO_POSITIVE_CELLS if shown_cells else NO_SHOWN_CELLS
+    return NO_POSITIVE_SHOWN_CELLS if shown_cells else NO_SHOWN_CELLS
 
 
 NO_DISTRIBUTION = (
@@ -570,30 +576,39 @@ NO_DISTRIBUTION = (
 @dataclass(frozen=True)
 class TableAccuracy:
     """Error of one published table at one level against the exact tabulation of the truth,
-    over the cells a user can read (suppressed cells are counted apart)."""
+    over every cell: a withheld (suppressed) cell gives a user nothing, so its error is its true
+    count and it stays in the denominator (withholding a true 0 costs nothing). The mean
+    absolute errors over the shown cells alone are beside them (``*_shown``)."""
 
     table: str
     level: str
     cells: int
     shown_cells: int
     nonempty_cells: int
+    """Cells whose true count is positive, shown or withheld."""
+    nonempty_shown_cells: int
     """Shown cells whose true count is positive."""
     mae: Value
     rmse: Value
     bias: Value
-    """Mean signed error (published − true) over the shown cells."""
+    """Mean signed error (published − true; a withheld cell's is minus its true count)."""
     mae_nonempty: Value
     rmse_nonempty: Value
     bias_nonempty: Value
+    mae_shown: Value
+    """Mean absolute error over the shown cells alone (withheld cells left out)."""
+    mae_nonempty_shown: Value
+    """The same over the shown cells whose true count is positive."""
     mae_by_true_count: Mapping[str, Value]
-    """Mean absolute error over the shown cells of each class of true count ("0", "1-9",
-    "10-99", "100+")."""
+    """Mean absolute error over the cells of each class of true count ("0", "1-9", "10-99",
+    "100+")."""
     max_abs_error: Value
     negative_share: Value
+    """Share of the shown cells published negative."""
     suppressed_share: float
     share_rel_error_above: Mapping[str, Value]
-    """Over shown cells with a positive true count: share whose relative error exceeds each
-    threshold ("10pct", "50pct", "100pct")."""
+    """Over cells with a positive true count: share whose relative error exceeds each
+    threshold ("10pct", "50pct", "100pct"; a withheld cell's is 100%)."""
     false_positive_cells: int
     """Cells whose true count is 0 but published otherwise."""
     distance_geounits: int
@@ -615,22 +630,25 @@ class TableAccuracy:
             cells=int(data["cells"]),
             shown_cells=int(data["shown_cells"]),
             nonempty_cells=int(data["nonempty_cells"]),
-            mae=from_json(data["mae"], NO_SHOWN_CELLS),
-            rmse=from_json(data["rmse"], NO_SHOWN_CELLS),
-            bias=from_json(data["bias"], NO_SHOWN_CELLS),
-            mae_nonempty=from_json(data["mae_nonempty"], nonempty),
-            rmse_nonempty=from_json(data["rmse_nonempty"], nonempty),
-            bias_nonempty=from_json(data["bias_nonempty"], nonempty),
+            nonempty_shown_cells=int(data["nonempty_shown_cells"]),
+            mae=from_json(data["mae"], NO_CELLS),
+            rmse=from_json(data["rmse"], NO_CELLS),
+            bias=from_json(data["bias"], NO_CELLS),
+            mae_nonempty=from_json(data["mae_nonempty"], NO_POSITIVE_CELLS),
+            rmse_nonempty=from_json(data["rmse_nonempty"], NO_POSITIVE_CELLS),
+            bias_nonempty=from_json(data["bias_nonempty"], NO_POSITIVE_CELLS),
+            mae_shown=from_json(data["mae_shown"], NO_SHOWN_CELLS),
+            mae_nonempty_shown=from_json(data["mae_nonempty_shown"], nonempty),
             mae_by_true_count={
                 k.removeprefix(by_count): from_json(v, NO_CELLS_OF_SIZE)
                 for k, v in data.items()
                 if k.startswith(by_count)
             },
-            max_abs_error=from_json(data["max_abs_error"], NO_SHOWN_CELLS),
+            max_abs_error=from_json(data["max_abs_error"], NO_CELLS),
             negative_share=from_json(data["negative_share"], NO_SHOWN_CELLS),
             suppressed_share=float(data["suppressed_share"]),
             share_rel_error_above={
-                k.removeprefix(prefix): from_json(v, nonempty)
+                k.removeprefix(prefix): from_json(v, NO_POSITIVE_CELLS)
                 for k, v in data.items()
                 if k.startswith(prefix)
             },
@@ -665,50 +683,23 @@ class LevelAccuracy:
 
 
 COMPARED_TABLES = ("P1", "P12")
-"""The tables every release's accuracy is compared on, like for like: total population and sex
-by age (the mean over whatever each release publishes would compare different tables)."""
+"""The tables every release's accuracy is compared on, like for like and each apart: total
+population (P1: a geounit's total is one cell) and sex by age (P12). A mean over whatever each
+release publishes would compare different tables, and a mean pooled over the two would hide
+the error of the totals among P12's cells."""
 COMPARED_LEVELS = ("tract", "block")
 """The levels the report compares the releases at."""
-
-
-@dataclass(frozen=True)
-class ComparedAccuracy:
-    """Error over the cells of the :data:`COMPARED_TABLES` at one level, pooled: every shown
-    cell of every table of the set weighs the same."""
-
-    level: str
-    shown_cells: int
-    nonempty_cells: int
-    mae: Value
-    mae_nonempty: Value
-    rmse_nonempty: Value
-    bias_nonempty: Value
-    suppressed_share: float
-    """Cells of the set withheld (their errors are not in the figures: say so beside them)."""
-
-    @classmethod
-    def pool(cls, level: str, tables: Sequence[TableAccuracy]) -> ComparedAccuracy:
-        """The pooled figures of ``tables`` (one level's)."""
-
-        def mean(metric: str, cells: str, square: bool = False) -> Value:
-            parts = [(number(getattr(t, metric)), getattr(t, cells)) for t in tables]
-            n = sum(k for v, k in parts if v is not None)
-            if not n:
-                return NotMeasured(_no_nonempty_figure(sum(t.shown_cells for t in tables)))
-            total = sum(k * (v * v if square else v) for v, k in parts if v is not None)
-            return math.sqrt(total / n) if square else total / n
-
-        return cls(
-            level=level,
-            shown_cells=sum(t.shown_cells for t in tables),
-            nonempty_cells=sum(t.nonempty_cells for t in tables),
-            mae=mean("mae", "shown_cells"),
-            mae_nonempty=mean("mae_nonempty", "nonempty_cells"),
-            rmse_nonempty=mean("rmse_nonempty", "nonempty_cells", square=True),
-            bias_nonempty=mean("bias_nonempty", "nonempty_cells"),
-            suppressed_share=sum(t.suppressed_share * t.cells for t in tables)
-            / max(sum(t.cells for t in tables), 1),
-        )
+COMPARED_METRICS = (
+    "mae",
+    "mae_nonempty",
+    "rmse_nonempty",
+    "bias_nonempty",
+    "mae_shown",
+    "mae_nonempty_shown",
+    "suppressed_share",
+)
+"""The figures of each compared table the tidy results carry at every compared level (not
+measured, with the reason, where a release does not publish the table there)."""
 
 
 @dataclass(frozen=True)
@@ -894,16 +885,17 @@ class Evaluation:
             raise KeyError(f"no accuracy of table {name!r} at level {level!r}")
         return self.accuracy[name][level]
 
-    def compared(self, level: str) -> ComparedAccuracy | NotMeasured:
-        """Accuracy over the :data:`COMPARED_TABLES` at ``level``, or why a release that does not
-        publish them all there has none."""
-        missing = [t for t in COMPARED_TABLES if level not in self.accuracy.get(t, {})]
-        if missing:
+    def compared(self, level: str, table: str = "P12") -> TableAccuracy | NotMeasured:
+        """Accuracy of ``table``, one of the :data:`COMPARED_TABLES`, at ``level``, or why a
+        release that does not publish it there has none."""
+        if table not in COMPARED_TABLES:
+            raise ValueError(f"table {table!r}: compared are {', '.join(COMPARED_TABLES)}")
+        if level not in self.accuracy.get(table, {}):
             return NotMeasured(
-                f"the release publishes no {' or '.join(missing)} at {level} level (accuracy is "
-                f"compared on {' and '.join(COMPARED_TABLES)})"
+                f"the release publishes no {table} at {level} level (accuracy is compared on "
+                f"{' and '.join(COMPARED_TABLES)}, each apart)"
             )
-        return ComparedAccuracy.pool(level, [self.accuracy[t][level] for t in COMPARED_TABLES])
+        return self.accuracy[table][level]
 
     def __repr__(self) -> str:
         block = self.by_level.get("block")
@@ -947,18 +939,14 @@ class Evaluation:
                 )
         for level, summary in self.by_level.items():
             yield Figure("accuracy.mean_mae", summary.mean_mae, level=level, **dims)
-        compared_set = "+".join(COMPARED_TABLES)
-        for level in dict.fromkeys([*self.accuracy.get(COMPARED_TABLES[0], {}), *COMPARED_LEVELS]):
-            pooled = self.compared(level)
-            for metric in (
-                "mae",
-                "mae_nonempty",
-                "rmse_nonempty",
-                "bias_nonempty",
-                "suppressed_share",
-            ):
-                value = pooled if isinstance(pooled, NotMeasured) else getattr(pooled, metric)
-                yield Figure(f"compared.{metric}", value, level=level, table=compared_set, **dims)
+        for table in COMPARED_TABLES:
+            for level in dict.fromkeys([*self.accuracy.get(table, {}), *COMPARED_LEVELS]):
+                compared = self.compared(level, table)
+                for metric in COMPARED_METRICS:
+                    value = (
+                        compared if isinstance(compared, NotMeasured) else getattr(compared, metric)
+                    )
+                    yield Figure(f"compared.{metric}", value, level=level, table=table, **dims)
         if not self.indicators:
             yield Figure("indicators", NotMeasured(NO_INDICATORS), level="tract", **dims)
         for name, metrics in self.indicators.items():
@@ -1122,7 +1110,8 @@ TIDY_FIELDS = {
     "naive_agreement": "naive_reconstruction_agreement",
 }
 """The field of a mechanism's results a tidy figure comes from, where the first part of its
-metric is not that field's name (``compared.*`` pools the ``accuracy`` of P1 and P12)."""
+metric is not that field's name (``compared.*`` is the ``accuracy`` of P1 and of P12, with a
+reason where a release lacks one)."""
 
 
 def metric_field(metric: str) -> str:
@@ -1171,6 +1160,8 @@ class Sweep:
     same_as: str | None = None
     """An earlier replicate whose release is identical (the mechanism drew no fresh
     randomness), if any."""
+    population: int = 1
+    """The population replicate the release was made from (1: the experiment's population)."""
 
     def to_dict(self) -> dict[str, Any]:
         return fields_json(self)
@@ -1183,6 +1174,7 @@ class Sweep:
             varied=dict(data.get("varied", {})),
             replicate=int(data.get("replicate", 1)),
             same_as=data.get("same_as"),
+            population=int(data.get("population", 1)),
         )
 
 
@@ -1282,6 +1274,18 @@ class PopulationSummary:
         :data:`EVALUATION_ONLY`."""
         return {**fields_json(self), EVALUATION_ONLY: list(POPULATION_TRUTH_FIELDS)}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PopulationSummary:
+        return cls(
+            source=dict(data["source"]),
+            persons=int(data["persons"]),
+            units=int(data["units"]),
+            geography=dict(data["geography"]),
+            uniques=dict(data.get("uniques", {})),
+            block_sizes=dict(data.get("block_sizes", {})),
+            vulnerable=_figures_or_why(data.get("vulnerable")),
+        )
+
 
 def _figures_or_why(value: Any) -> Mapping[str, Any] | NotMeasured:
     """A mapping of figures read back from JSON, or why there is none (absent: not recorded)."""
@@ -1318,9 +1322,17 @@ class ExperimentResult:
     provenance: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """What made the results: sdclab's version, the experiment, when it ran, the population's
     source and the attacks' settings (never a mechanism's seed: it reproduces the noise)."""
+    population_replicates: tuple[PopulationSummary, ...] = field(default=(), repr=False)
+    """The further populations every release was also made from (their releases' titles end
+    in ``/p2``, ``/p3``, …): a setting's replicates then vary the population as well as the
+    noise."""
 
     def __getitem__(self, title: str) -> ReleaseResult:
         return _entry(self.releases, title, "release")
+
+    def population_of(self, release: ReleaseResult) -> PopulationSummary:
+        """The population (replicate) ``release`` was made from."""
+        return (self.population, *self.population_replicates)[release.sweep.population - 1]
 
     def __repr__(self) -> str:
         return (
@@ -1330,10 +1342,12 @@ class ExperimentResult:
 
     def figures(self) -> Iterator[Figure]:
         """Every release's figures in long form, with its setting (the entry at its sweep
-        point) and replicate."""
+        point), replicate and population replicate."""
         for release in self.releases.values():
             sweep = release.sweep
-            yield from release.evaluation.figures(setting=sweep.setting, replicate=sweep.replicate)
+            yield from release.evaluation.figures(
+                setting=sweep.setting, replicate=sweep.replicate, population=sweep.population
+            )
 
     def tidy(self) -> pl.DataFrame:
         """``results.parquet`` (built once: the replicate summary and the files share it)."""
@@ -1342,9 +1356,10 @@ class ExperimentResult:
     @cached_property
     def _tidy(self) -> pl.DataFrame:
         """``results.parquet``: one row per release × metric × level × block-size class ×
-        table, with the release's entry, setting, replicate and common-axis ε; ``value`` is null
-        where the figure was not measured and ``reason`` says why; ``evaluation_only`` says
-        whether it was computed with the truth (:func:`metric_is_evaluation_only`)."""
+        table, with the release's entry, setting, replicate, population replicate and
+        common-axis ε; ``value`` is null where the figure was not measured and ``reason`` says
+        why; ``evaluation_only`` says whether it was computed with the truth
+        (:func:`metric_is_evaluation_only`)."""
         import polars as pl
 
         rows = []
@@ -1357,6 +1372,7 @@ class ExperimentResult:
                         "entry": sweep.entry,
                         "setting": sweep.setting,
                         "replicate": sweep.replicate,
+                        "population": sweep.population,
                         "mechanism": release.mechanism,
                         "epsilon": number(epsilon),
                         "metric": f.metric,
@@ -1381,7 +1397,7 @@ class ExperimentResult:
         repeats = [t for t, r in self.releases.items() if r.sweep.same_as is not None]
         tidy = self.tidy().filter(~pl.col("release").is_in(repeats))  # identical: not a draw
         keys = ["setting", "metric", "level", "size_class", "table", EVALUATION_ONLY]
-        counts = tidy.group_by("setting").agg(pl.col("replicate").n_unique().alias("n"))
+        counts = tidy.group_by("setting").agg(pl.col("release").n_unique().alias("n"))
         several = counts.filter(pl.col("n") > 1)["setting"]
         grouped = (
             tidy.filter(pl.col("setting").is_in(several.implode()) & pl.col("value").is_not_null())
@@ -1470,6 +1486,7 @@ class ExperimentResult:
         return {
             "schema_version": SCHEMA_VERSION,
             "population": self.population.to_dict(),
+            "population_replicates": [p.to_dict() for p in self.population_replicates],
             "mechanisms": {title: r.to_dict() for title, r in self.releases.items()},
             "replicates": self.replicate_summary(),
             "steps": {"computed": list(self.steps_computed), "reused": list(self.steps_reused)},
@@ -1484,17 +1501,11 @@ class ExperimentResult:
                 f"results of schema version {data.get('schema_version')!r}, not "
                 f"{SCHEMA_VERSION}: run the experiment again with this sdclab"
             )
-        pop = data["population"]
         steps = data.get("steps", {})
         return cls(
-            population=PopulationSummary(
-                source=dict(pop["source"]),
-                persons=int(pop["persons"]),
-                units=int(pop["units"]),
-                geography=dict(pop["geography"]),
-                uniques=dict(pop.get("uniques", {})),
-                block_sizes=dict(pop.get("block_sizes", {})),
-                vulnerable=_figures_or_why(pop.get("vulnerable")),
+            population=PopulationSummary.from_dict(data["population"]),
+            population_replicates=tuple(
+                PopulationSummary.from_dict(p) for p in data.get("population_replicates", [])
             ),
             releases={
                 title: ReleaseResult.from_dict(title, entry)
@@ -1529,12 +1540,15 @@ class FrontierAxes:
     accuracy: str = "compared.mae_nonempty"
     level: str = "tract"
     table: str | None = None
-    """For a figure given per table (``accuracy.*``): which table's."""
+    """For a figure given per table (``accuracy.*``, ``compared.*``): which table's (for
+    ``compared.*``, P12 unless named: :func:`default_table`)."""
     risk: str = "reidentification.census.headline.vulnerable.points"
     risk_ceiling: float = RISK_CEILING
     """The choose table offers no setting whose mean risk exceeds it."""
 
     def __post_init__(self) -> None:
+        if self.table is None:
+            object.__setattr__(self, "table", default_table(self.accuracy))
         per_table = FRONTIER_ACCURACY.get(self.accuracy)
         if per_table is None:
             raise ValueError(
@@ -1546,6 +1560,11 @@ class FrontierAxes:
                 f"{self.accuracy} is given per table: name the table"
                 if per_table
                 else f"{self.accuracy} is not given per table: give no table"
+            )
+        if self.accuracy.startswith("compared.") and self.table not in COMPARED_TABLES:
+            raise ValueError(
+                f"{self.accuracy} is given for {' and '.join(COMPARED_TABLES)}, each apart: "
+                f"not {self.table}"
             )
         if self.accuracy.startswith("indicators.") and self.level != "tract":
             raise ValueError(f"{self.accuracy} is measured per tract: give level tract")
@@ -1596,8 +1615,18 @@ def with_axes(
     return replace(axes, **changes)
 
 
+def default_table(accuracy: str) -> str | None:
+    """The table a frontier figure is read from when none is named: P12 (sex by age) for the
+    ``compared.*`` figures, none for the others (a per-table ``accuracy.*`` figure names its
+    table)."""
+    return "P12" if accuracy.startswith("compared.") else None
+
+
 FRONTIER_ACCURACY: dict[str, bool] = {
-    **{f"compared.{m}": False for m in ("mae_nonempty", "mae", "rmse_nonempty")},
+    **{
+        f"compared.{m}": True
+        for m in ("mae_nonempty", "mae", "rmse_nonempty", "mae_shown", "mae_nonempty_shown")
+    },
     **{
         f"accuracy.{m}": True
         for m in (
@@ -1622,9 +1651,11 @@ FRONTIER_ACCURACY: dict[str, bool] = {
 better — and whether each is given per table (then the axes name the table)."""
 
 ACCURACY_WORDS = {
-    "compared.mae_nonempty": "MAE of P1 and P12, non-empty cells",
-    "compared.mae": "MAE of P1 and P12, all cells",
-    "compared.rmse_nonempty": "RMSE of P1 and P12, non-empty cells",
+    "compared.mae_nonempty": "MAE, non-empty cells",
+    "compared.mae": "MAE, all cells",
+    "compared.rmse_nonempty": "RMSE, non-empty cells",
+    "compared.mae_shown": "MAE, shown cells only",
+    "compared.mae_nonempty_shown": "MAE, non-empty shown cells only",
     "accuracy.mae_nonempty": "MAE, non-empty cells",
     "accuracy.tv_mean": "mean total variation distance",
     "accuracy.hellinger_mean": "mean Hellinger distance",
@@ -1769,6 +1800,7 @@ TIDY_SCHEMA = {
     "entry": "String",
     "setting": "String",
     "replicate": "Int64",
+    "population": "Int64",
     "mechanism": "String",
     "epsilon": "Float64",
     "metric": "String",
@@ -1782,12 +1814,19 @@ TIDY_SCHEMA = {
 """The columns of ``results.parquet`` and ``results.csv`` (polars type names)."""
 
 
+@functools.cache
+def _t_quantile(n: int) -> float:
+    """The 97.5% quantile of Student's t with ``n`` − 1 degrees of freedom (one per ``n``:
+    scipy's is slow to call once per figure)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, n - 1))
+
+
 def replicate_interval(mean: float, sd: float | None, n: int) -> dict[str, float | None]:
     """The 95% t-interval of a mean of ``n`` replicates with standard deviation ``sd`` (none
     for a single replicate)."""
-    from scipy import stats
-
     if n < 2 or sd is None:
         return {"low": None, "high": None}
-    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    half = _t_quantile(n) * sd / math.sqrt(n)
     return {"low": mean - half, "high": mean + half}

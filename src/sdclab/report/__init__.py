@@ -96,10 +96,21 @@ def _variability(release: ReleaseResult) -> Variability | NotMeasured:
     return figures if isinstance(figures, NotMeasured) else figures.variability
 
 
-def _compared_mae(release: ReleaseResult, level: str) -> Value:
-    """The MAE over the non-empty cells of the compared tables at ``level``, or why none."""
-    compared = release.evaluation.compared(level)
+def _compared_mae(release: ReleaseResult, level: str, table: str = "P12") -> Value:
+    """The MAE over the non-empty cells (withheld ones counted) of a compared table at
+    ``level``, or why none."""
+    compared = release.evaluation.compared(level, table)
     return compared if isinstance(compared, NotMeasured) else compared.mae_nonempty
+
+
+def _compared_cell(release: ReleaseResult, level: str, table: str) -> str:
+    """The MAE of :func:`_compared_mae`, with the share of the table's cells withheld beside it
+    (their errors are in the MAE)."""
+    compared = release.evaluation.compared(level, table)
+    shown = decimal(_compared_mae(release, level, table))
+    if isinstance(compared, NotMeasured) or compared.suppressed_share <= 0:
+        return shown
+    return f"{shown} <small>({pct(compared.suppressed_share)} withheld)</small>"
 
 
 def by_setting(
@@ -143,8 +154,9 @@ SUMMARY_COLUMNS: tuple[tuple[str, Source | None], ...] = (
     ("mechanism", None),
     ("guarantee", CARD),
     ("ε at δ = 10⁻¹⁰, one person's record changed", CARD),
-    ("MAE block: P1, P12, non-empty cells", EVALUATION),
-    ("MAE tract: P1, P12, non-empty cells", EVALUATION),
+    ("MAE of block totals (P1, populated blocks)", EVALUATION),
+    ("MAE block: P12, non-empty cells", EVALUATION),
+    ("MAE tract: P12, non-empty cells", EVALUATION),
     ("records reconstructed / persons", EVALUATION),
     ("reconstruction agrees (agebin)", EVALUATION),
     ("blocks with solvar 0", RELEASE),
@@ -186,8 +198,9 @@ def _summary_row(release: ReleaseResult, persons: int) -> str:
         f"<b>{esc(release.title)}</b>",
         _guarantee(release),
         _common(release),
-        decimal(_compared_mae(release, "block")),
-        decimal(_compared_mae(release, "tract")),
+        _compared_cell(release, "block", "P1"),
+        _compared_cell(release, "block", "P12"),
+        _compared_cell(release, "tract", "P12"),
         _records(release, persons),
         pct(agreement if isinstance(agreement, NotMeasured) else agreement.all.agree_agebin),
         pct(
@@ -241,6 +254,20 @@ def _class_persons(results: ExperimentResult) -> list[str] | None:
     if not sizes:
         return None
     return [f"n={sizes[c]['persons']:,}" if c in sizes else "" for c in CLASSES]
+
+
+def _population_replicates(results: ExperimentResult) -> str:
+    """A sentence on the further populations every release was made on, if any."""
+    further = results.population_replicates
+    if not further:
+        return ""
+    how = "bootstrap replicates of it" if "path" in results.population.source else "seeds"
+    sizes = ", ".join(f"{p.persons:,}" for p in further)
+    return (
+        f"<p>Every release was also made on {len(further)} further population"
+        f"{'s' if len(further) > 1 else ''} ({how}; {sizes} persons; titles ending /p2, …): "
+        "a setting's means and intervals cover the population as well as the noise.</p>"
+    )
 
 
 def _block_sizes(results: ExperimentResult) -> str:
@@ -299,9 +326,21 @@ def _charts(results: ExperimentResult) -> list[str]:
         figure(
             EVALUATION,
             line_chart(
-                "MAE of P1 and P12 (non-empty cells) by geography level",
+                "MAE of P12 (non-empty cells, withheld ones counted) by geography level",
                 list(LEVELS),
                 by_setting(results, lambda r: [_compared_mae(r, lv) for lv in LEVELS]),
+                percent=False,
+                source=EVALUATION,
+            ),
+        )
+    )
+    charts.append(
+        figure(
+            EVALUATION,
+            line_chart(
+                "MAE of totals (P1, populated geounits, withheld ones counted) by geography level",
+                list(LEVELS),
+                by_setting(results, lambda r: [_compared_mae(r, lv, "P1") for lv in LEVELS]),
                 percent=False,
                 source=EVALUATION,
             ),
@@ -532,13 +571,15 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
         "<table><tr>"
         + "".join(column(header, source) for header, source in SUMMARY_COLUMNS)
         + "</tr>"
-        + "".join(_summary_row(r, results.population.persons) for r in releases.values())
+        + "".join(_summary_row(r, results.population_of(r).persons) for r in releases.values())
         + "</table>"
     )
     population = (
         f"<p>Population: {pop.persons:,} persons in {pop.units:,} units; "
         f"{pop.geography['block']:,} blocks, {pop.geography['tract']:,} tracts, "
-        f"{count(pop.geography['county'], 'county', 'counties')}.</p>" + _block_sizes(results)
+        f"{count(pop.geography['county'], 'county', 'counties')}.</p>"
+        + _block_sizes(results)
+        + _population_replicates(results)
     )
     diagnostics = {t: r.evaluation.diagnostics for t, r in releases.items()}
     sections = "".join(

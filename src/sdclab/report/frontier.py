@@ -22,12 +22,12 @@ from sdclab.results import (
 FRONTIER_NOTE = (
     "<p>One point per release setting: its replicates' mean, with their 95% t-interval as bars "
     "(no bar: one replicate). Accuracy is the figure named on its axis, measured on the same "
-    "tables for every release, over the cells each shows; risk is the headline risk — confirmed "
+    "table and cells for every release; risk is the headline risk — confirmed "
     "reidentifications beyond the best baseline, the fixed baselines included, so 0 is what the "
     "statistics alone give. A label is the setting's ε on the common axis (δ = 10⁻¹⁰, one "
     "person's record changed); no label: no common-axis ε. A release that withholds cells "
-    "(suppression) says what share: their errors are not in its accuracy. Lower and further left "
-    "is better.</p>"
+    "(suppression) says what share: a withheld cell's error is its true count (a withheld 0 costs "
+    "nothing). Lower and further left is better.</p>"
 )
 
 
@@ -51,15 +51,15 @@ def _epsilon_label(point: FrontierPoint) -> str:
 
 
 def _withheld(results: ExperimentResult, point: FrontierPoint, axes: FrontierAxes) -> str:
-    """What share of what the plotted figure measures the setting's release withholds (their
-    errors are not in its accuracy): "x% withheld" of the cells of the compared tables or of the
-    table plotted, "x% of totals withheld" of the geounits' totals, "x% of tracts without it" of
-    an indicator; "" where it withholds none."""
+    """What share of what the plotted figure measures the setting's release withholds: "x%
+    withheld" of the cells of the table plotted (their errors are their true counts), "x% of
+    totals withheld" of the geounits' totals, "x% of tracts without it" of an indicator; ""
+    where it withholds none."""
     evaluation = results[point.releases[0]].evaluation
     family = axes.accuracy.split(".")[0]
     share: object = None
     if family == "compared":
-        compared = evaluation.compared(axes.level)
+        compared = evaluation.compared(axes.level, axes.table or "P12")
         share = None if isinstance(compared, NotMeasured) else compared.suppressed_share
         what = "withheld"
     elif family == "accuracy":
