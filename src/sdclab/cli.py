@@ -809,7 +809,8 @@ def demo(
 
 def release_lines(results: Any) -> list[str]:
     """One line per release of an experiment: its guarantee, common-axis ε, tract MAE of P1 and
-    P12 over non-empty cells, and the census attacker's headline risk."""
+    P12 over non-empty cells, and the census attacker's headline risk; an ε with a qualifier
+    ("within the PSA's invariants (…)") is marked * and the qualifier given after the lines."""
     from sdclab.results import Reidentification
 
     width = max(13, *(len(t) for t in results.releases))
@@ -817,6 +818,7 @@ def release_lines(results: Any) -> list[str]:
         f"{'release':>{width}}  {'guarantee':<24} {'ε (1e-10)':>9} {'tract MAE':>9}  "
         "beyond the best baseline (census)"
     ]
+    qualified: dict[str, list[str]] = {}
     for title, release in results.releases.items():
         evaluation = release.evaluation
         census = evaluation.reidentification.get("census")
@@ -827,11 +829,16 @@ def release_lines(results: Any) -> list[str]:
         guarantee = evaluation.card.guarantee
         common = evaluation.card.common
         axis = "n/a" if isinstance(common, NotMeasured) else f"{common.epsilon:.2f}"
+        if not isinstance(common, NotMeasured) and common.qualifier:
+            axis += "*"
+            qualified.setdefault(common.qualifier, []).append(title)
         compared = evaluation.compared("tract")
         value = NotMeasured("") if isinstance(compared, NotMeasured) else compared.mae_nonempty
         mae = "n/a" if isinstance(value, NotMeasured) else f"{value:.3f}"
         budget = guarantee.text() if guarantee.is_formal else "none"
         lines.append(f"{title:>{width}}  {budget:<24} {axis:>9} {mae:>9}  {beyond}")
+    for qualifier, titles in qualified.items():
+        lines.append(f"* {', '.join(titles)}: ε {qualifier}")
     return lines
 
 
