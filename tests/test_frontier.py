@@ -34,6 +34,7 @@ SWEEP = {
             "replicates": 2,
         },
         {"name": "safetab_h"},
+        {"name": "psa", "settings": {"rate": "0.2"}},
     ],
     "attacks": {"workers": 1, "attackers": ["census"], "variability": False, "naive": False},
     "report": {"persons": "all"},  # 500 persons make one block: no vulnerable group to plot
@@ -65,6 +66,7 @@ def test_one_point_per_setting_with_replicate_means_and_intervals(swept) -> None
         "geometric@epsilon=16",
         "cellkey",
         "safetab_h",
+        "psa",
     ]
     point = points["geometric@epsilon=4"]
     replicates = [results[t] for t in point.releases]
@@ -251,7 +253,7 @@ def test_the_demo_prints_one_line_per_release_with_its_headline_risk(swept) -> N
 
     results, _ = swept
     lines = release_lines(results)
-    assert len(lines) == 1 + len(results.releases)
+    assert len(lines) == 1 + len(results.releases) + 1  # the PSA's qualifier, after the lines
     none = next(line for line in lines if line.strip().startswith("none"))
     headline = results["none"].evaluation.reidentification["census"].headline("all").points
     assert none.endswith(f"{headline:+.1f} pp") and " 0.000 " in none  # exact: no error
@@ -332,13 +334,53 @@ def test_the_detail_charts_show_one_series_per_setting(swept) -> None:
 
     results, report = swept
     maes = by_setting(results, lambda r: [_compared_mae(r, "tract")])
-    assert list(maes) == list(results.settings())  # 5 settings, not 8 releases
+    assert list(maes) == list(results.settings())  # 6 settings, not 9 releases
     replicates = results.settings()["geometric@epsilon=4"]
     values = [results[t].evaluation.compared("tract").mae_nonempty for t in replicates]
     assert maes["geometric@epsilon=4"][0] == pytest.approx(sum(values) / len(values))
     chart = report[report.index('aria-label="MAE of P12') :]
     chart = chart[: chart.index("</svg>")]
     assert "geometric@epsilon=4<" in chart and "geometric@epsilon=4#1" not in chart
+
+
+PSA_LABEL = "within the PSA's invariants"
+
+
+def test_the_psa_s_epsilon_says_whose_invariants_it_holds_within(swept) -> None:
+    """The PSA's ε holds among datasets sharing its invariants (households by size in every
+    block, every statistic of the matching area), far stronger than the others': wherever it
+    stands beside another mechanism's ε it says so."""
+    from dataclasses import replace
+
+    from sdclab.cli import release_lines
+    from sdclab.report.frontier import choose_section
+
+    results, report = swept
+    points = {p.setting: p for p in results.frontier(ALL_PERSONS)}
+    psa = points["psa"]
+    assert psa.qualifier == (
+        f"{PSA_LABEL} (households by size in every block, every statistic of each state and above)"
+    )
+    assert all(not p.qualifier for name, p in points.items() if name != "psa")
+    shown = f"{PSA_LABEL}".replace("'", "&#x27;")
+    frontier = _section(report, "Accuracy and risk: the frontier")
+    assert f"ε={psa.epsilon:.3g} {shown}<" in frontier  # its label on the chart
+    assert "<b>psa</b>: household locations" in frontier  # each mechanism's invariants below
+    assert "<b>geometric</b>: none" in frontier and "not the same promise" in frontier
+    budget = _section(report, "Accuracy and risk against the budget")
+    assert f"psa, ε {shown}" in budget  # its line against the budget
+    summary = report[report.index("The ε column puts every guarantee") :]
+    assert f"{psa.epsilon:.2f} <small>{shown} (households by size" in summary
+    # a row of the choose table that offers it carries the whole qualifier beside its ε (this
+    # single-block PSA release swapped nothing visible, so it is offered here as if it protected)
+    offered = [replace(p, protects=True) if p.setting == "psa" else p for p in points.values()]
+    table = choose_section(results, replace(ALL_PERSONS, risk_ceiling=50.0), offered)
+    row = next(r for r in table[table.index("<table>") :].split("<tr>") if "<b>psa</b>" in r)
+    assert f"{psa.epsilon:.3g} <small>{shown} (households by size in every block" in row
+    assert "<b>psa</b>: household locations" in table
+    psa_line = next(line for line in release_lines(results) if line.strip().startswith("psa"))
+    assert f"{psa.epsilon:.2f}*" in psa_line
+    assert release_lines(results)[-1] == f"* psa: ε {psa.qualifier}"
 
 
 @pytest.fixture(scope="module")

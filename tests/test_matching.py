@@ -47,7 +47,7 @@ def test_geometric_is_matched_exactly_and_topdown_through_the_tight_conversion()
         ("cellkey", {}, "no randomness"),
         ("cellkey", {"ptable": "maxent", "bound": 3, "variance": 2}, "do not compose"),
         ("none", {}, ""),
-        ("psa", {"rate": "0.05"}, "depends on the data"),
+        ("psa", {"rate": "0.05"}, "its invariants fix, read from the data"),
         ("suppress", {}, ""),
     ],
 )

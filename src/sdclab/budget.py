@@ -1,27 +1,38 @@
-"""Choosing a budget: the error a budget gives one query at one level, and the budget a target
-error needs (docs/privacy.md, *Choosing a budget*).
+"""Choosing a budget: the error a budget gives one query or table at one level, and the budget a
+target error needs (docs/privacy.md, *Choosing a budget*).
 
 Both directions use the exact noise distributions the specification cards use: the discrete
 Gaussian N_Z(0, σ²) of TopDown and SafeTab-H and the discrete Laplace of the geometric
 mechanism. The 95% margin of error is the smallest integer E with P(|X| ≤ E) ≥ 95%; the RMSE is
 the square root of the exact variance. For TopDown the figure is the error of the *noisy
-measurement* of the query, before post-processing: the published tables' error differs (the
+measurements*, before post-processing: of one measured query, or of a published table's cell as
+the sum of the measured cells it is made of; the published tables' error differs (the
 optimisation combines every measurement and levels, and rounds).
+
+The cell key method has no budget: :func:`cell_key_noise` gives the noise of one cell under its
+p-table instead.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar, Literal, TypeVar
+from functools import cache
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
+import numpy as np
 from scipy import optimize
 
 from sdclab import accounting
 from sdclab.errors import InputError
+from sdclab.geography import LEVELS
 from sdclab.noise import SCALE_RANGE, SIGMA2_RANGE
+
+if TYPE_CHECKING:
+    from sdclab.protection.topdown_strategy import Strategy
 
 Target = Literal["budget", "moe", "rmse"]
 ERROR_INDEX = {"moe": 1, "rmse": 2}
@@ -30,6 +41,10 @@ ERROR_INDEX = {"moe": 1, "rmse": 2}
 MEASUREMENT_CAVEAT = (
     "the error of the noisy measurement, before post-processing (the published tables' error "
     "differs)"
+)
+TABLE_CAVEAT = (
+    "the error of the sum of noisy measured cells the table's cell is made of, before "
+    "post-processing (the published tables' error differs)"
 )
 SAFETAB_LEVELS = {
     "regional": "rho_regional",
@@ -90,25 +105,49 @@ class QueryNoise(ABC):
 
 
 @dataclass(frozen=True)
+class Answering:
+    """A measured query that answers every cell of a published table at a level: each cell is
+    the sum of ``fewest`` to ``most`` of the query's cells there."""
+
+    query: str
+    fewest: int
+    most: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "cells_summed": [self.fewest, self.most]}
+
+
+@dataclass(frozen=True)
 class GaussianNoise(QueryNoise):
-    """σ² = factor / budget (TopDown: 1/(ρ·share); SafeTab-H: s/(2ρ))."""
+    """σ² = factor / budget (TopDown: 1/(ρ·share); SafeTab-H: s/(2ρ)) for each measured cell; a
+    figure's cell is the sum of ``terms`` of them (a published table's cell), so its noise is the
+    sum of ``terms`` independent N_Z(0, σ²)."""
+
+    terms: int = 1
+    table: str | None = None
+    """The published table whose cell the figure is for (None: the measured query itself)."""
+    answering: tuple[Answering, ...] = ()
+    """Every query measured at the level that answers the table's cells: ``query`` is the one
+    whose cell summing the most measured cells has the least variance."""
 
     SPREAD = "noise of variance σ²"
     SUPPORTED = SIGMA2_RANGE
 
     def error(self, budget: float) -> tuple[float, int, float]:
-        """(σ², the 95% margin of error, the RMSE) at ``budget``."""
+        """(σ² of a measured cell, the 95% margin of error, the RMSE) at ``budget``."""
         sigma2 = self.factor / budget
-        rmse = math.sqrt(accounting.discrete_gaussian_variance(sigma2))
-        return sigma2, accounting.gaussian_margin_of_error(sigma2), rmse
+        rmse = math.sqrt(self.terms * accounting.discrete_gaussian_variance(sigma2))
+        return sigma2, accounting.gaussian_margin_of_error(sigma2, terms=self.terms), rmse
 
     def budget_for(self, target: str, value: float) -> float:
         """The smallest budget whose margin of error (``moe``) or RMSE is at most ``value``."""
         self.check_not_met_below(target, value)  # then σ² stays inside the range
         if target == "moe":
-            sigma2 = accounting.gaussian_variance_for_margin(int(value))
+            sigma2 = accounting.gaussian_variance_for_margin(int(value), terms=self.terms)
         else:
-            sigma2 = _solve(lambda s: accounting.discrete_gaussian_variance(s) - value**2)
+            sigma2 = _solve(
+                lambda s: self.terms * accounting.discrete_gaussian_variance(s) - value**2
+            )
         return _meeting(self, target, value, self.factor / sigma2)
 
 
@@ -181,16 +220,15 @@ def _parse(mechanism: str, settings: dict[str, Any], kind: type[P]) -> P:
 
 
 def topdown_noise(query: str, level: str, settings: dict[str, Any]) -> GaussianNoise:
-    """The noise of a TopDown query at a level: σ² = 1/(ρ_global · γ_level · α_query,level)."""
+    """The noise of a TopDown query at a level: σ² = 1/(ρ_global · γ_level · α_query,level); or,
+    for a table the product publishes, of one of its cells (:func:`topdown_table_noise`)."""
     from sdclab.protection.topdown import TopDownParameters
 
     product, strategy = _parse("topdown", settings, TopDownParameters).resolve()
-    if query not in product.queries:
-        raise InputError(
-            f"query {query!r}: the {product.name} product has {', '.join(product.queries)}"
-        )
     if level not in strategy.level_shares:
         raise InputError(f"level {level!r}: expected one of {', '.join(strategy.level_shares)}")
+    if query not in product.queries:
+        return topdown_table_noise(query, level, product.name, strategy)
     share = strategy.rho_of(query, level) / strategy.rho
     if share == 0:
         raise InputError(
@@ -202,17 +240,110 @@ def topdown_noise(query: str, level: str, settings: dict[str, Any]) -> GaussianN
     )
 
 
+def topdown_table_noise(name: str, level: str, product: str, strategy: Strategy) -> GaussianNoise:
+    """The noise of one cell of a table the product publishes at ``level``, before
+    post-processing: the sum of the noisy measured cells it is made of.
+
+    Of the queries measured at the level that answer every cell of the table (each cell a sum of
+    whole query cells), the figure takes the one whose cell summing the most measured cells has
+    the least variance, and is for that cell (the table's worst under that query): every other
+    cell of the table is a sum of fewer of them."""
+    from sdclab.protection.topdown_strategy import PRODUCTS
+
+    published = _published(product, level)
+    table = name.upper()
+    if table not in published:
+        tables, omitted = _product_tables(product)
+        if table in omitted:
+            problem = f"table {table}: the {product} product does not publish it ({omitted[table]})"
+        elif table in tables:
+            problem = f"table {table} is not published at {level} level"
+        else:
+            queries = ", ".join(PRODUCTS[product].queries)
+            problem = f"query or table {name!r}: not a query of the {product} product ({queries})"
+        raise InputError(f"{problem}; its tables at {level}: {', '.join(published)}")
+    answering = [
+        answer
+        for query in strategy.measured(level)
+        if (answer := _answering(product, table, query)) is not None
+    ]
+    if not answering:
+        raise InputError(
+            f"table {table} at {level}: no query measured there adds up to its cells "
+            f"(measured: {', '.join(strategy.measured(level))})"
+        )
+    best = min(answering, key=lambda a: (a.most / strategy.rho_of(a.query, level), a.most))
+    share = strategy.rho_of(best.query, level) / strategy.rho
+    return GaussianNoise(
+        "topdown",
+        best.query,
+        level,
+        "rho (zCDP)",
+        TABLE_CAVEAT,
+        float(1 / Fraction(share)),
+        terms=best.most,
+        table=table,
+        answering=tuple(answering),
+    )
+
+
+@cache
+def _product_tables(product: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tables a TopDown product publishes, as (table cells × product cells) matrices, and
+    why it publishes the others not."""
+    from sdclab.protection.topdown import product_tables
+    from sdclab.protection.topdown_strategy import PRODUCTS
+
+    return product_tables(PRODUCTS[product])
+
+
+def _published(product: str, level: str) -> list[str]:
+    """The tables the product publishes at ``level``, in catalogue order."""
+    from sdclab.tables.catalog import CATALOG
+
+    return [name for name in _product_tables(product)[0] if level in CATALOG[name].levels]
+
+
+@cache
+def _answering(product: str, table: str, query: str) -> Answering | None:
+    """How the product's ``query`` answers the table's cells: each cell the sum of whole query
+    cells, or None where one of its cells takes part of a query cell. A query's cells partition
+    the histogram, so a table cell is the sum of the query cells it overlaps when it holds
+    every histogram cell of each."""
+    from sdclab.protection.topdown_strategy import PRODUCTS
+
+    cells = _product_tables(product)[0][table]
+    query_cells = PRODUCTS[product].query_matrix(query)
+    sizes = np.asarray(query_cells.sum(axis=1)).ravel()
+    overlap = (cells @ query_cells.T).tocsr()  # histogram cells each table cell shares with each
+    if not np.array_equal(overlap.data, sizes[overlap.indices]):
+        return None
+    summed = np.diff(overlap.indptr)
+    if summed.max(initial=0) == 0:
+        return None
+    return Answering(query, int(summed.min()), int(summed.max()))
+
+
 def geometric_noise(table: str, level: str, settings: dict[str, Any]) -> LaplaceNoise:
-    """The noise of a table at a level: scale = Δ₁ / (ε · its share of ε)."""
+    """The noise of a table at a level (its name in either case): scale = Δ₁ / (ε · its share
+    of ε)."""
     from sdclab.protection.geometric import GeometricParameters, allocation, scale_of
     from sdclab.tables.catalog import CATALOG
 
-    if table not in CATALOG:
-        raise InputError(f"table {table!r}: not in the catalogue (see sdclab tables)")
+    if level not in LEVELS:
+        raise InputError(f"level {level!r}: expected one of {', '.join(LEVELS)}")
     p = _parse("geometric", {**settings, "epsilon": 1}, GeometricParameters)
     shares = allocation(p)
-    if (table, level) not in shares:
-        raise InputError(f"table {table} is not published at {level} level")
+    name = table.upper()
+    if (name, level) not in shares:
+        there = ", ".join(t for t, lv in shares if lv == level)
+        problem = (
+            f"table {name} is not published at {level} level"
+            if name in CATALOG
+            else f"table {table!r}: not a catalogue table"
+        )
+        raise InputError(f"{problem}; the geometric release publishes at {level}: {there}")
+    table = name
     scale = scale_of(CATALOG[table], shares[table, level], p.neighbours)
     what = "the error of every published cell"
     if p.nonnegative:
@@ -251,12 +382,117 @@ NOISES: dict[str, Any] = {
 """How each mechanism with a budget to choose noises one query at one level."""
 
 
+CELL_KEY_ANSWER = (
+    "sdclab budget cellkey [--set ptable=...] [--count N] gives the noise distribution of one "
+    "cell under its p-table"
+)
+
+
 def noise_of(mechanism: str, query: str | None, level: str, settings: dict[str, Any]) -> Noise:
     """The noise of ``query`` at ``level`` under ``mechanism`` with ``settings``."""
     make = NOISES.get(mechanism)
     if make is None:
-        raise InputError(f"mechanism {mechanism!r}: budgets are chosen for {', '.join(NOISES)}")
+        raise _no_budget(mechanism)
     return make(query, level, settings)
+
+
+def _no_budget(mechanism: str) -> InputError:
+    """The refusal of a mechanism without a budget to choose, saying what is answered."""
+    return InputError(
+        f"mechanism {mechanism!r}: budgets are chosen for {', '.join(NOISES)}; {CELL_KEY_ANSWER}"
+    )
+
+
+def check_question(
+    mechanism: str, targets: Sequence[str], level: str | None, count: int | None
+) -> None:
+    """Refuse, before any work, a question the mechanism cannot answer: a budget or target
+    error of the cell key method (it has no budget), a count for the others (their noise does
+    not depend on it), no level or not exactly one of budget and target for the others."""
+    if mechanism == "cellkey":
+        if targets:
+            asked = "/".join(f"--{t}" for t in targets)
+            raise InputError(
+                f"cellkey has no budget, so {asked} has nothing to find; {CELL_KEY_ANSWER}"
+            )
+        return
+    if mechanism not in NOISES:
+        raise _no_budget(mechanism)
+    if count is not None:
+        raise InputError(
+            f"--count applies to cellkey only: {mechanism}'s noise does not depend on the count"
+        )
+    if level is None:
+        raise InputError(f"{mechanism}: give the level (--level block)")
+    if len(targets) != 1:
+        raise InputError("give exactly one of --budget, --moe and --rmse")
+
+
+def cell_key_noise(
+    settings: dict[str, Any],
+    count: int | None = None,
+    level: str | None = None,
+    table: str | None = None,
+) -> dict[str, Any]:
+    """The noise of one published cell under the cell key method's p-table (``settings`` as
+    ``protect`` takes them), for a cell key uniform on [0, 1) as on the card: of a large count
+    (the symmetry row, or an ONS table's rows over one period of counts), or of ``count``.
+    Every table at every level takes its noise from the same p-table; ``level`` and ``table``
+    are only checked. The method has no budget: the card's reason is stated instead."""
+    from sdclab.protection.cellkey import CellKeyParameters, card, noise_bound
+    from sdclab.protection.ptable import OnsPTable, PTable, large_count_noise
+    from sdclab.results import NotMeasured
+    from sdclab.tables.catalog import CATALOG
+
+    if level is not None and level not in LEVELS:
+        raise InputError(f"level {level!r}: expected one of {', '.join(LEVELS)}")
+    if table is not None and table.upper() not in CATALOG:
+        raise InputError(f"table {table!r}: expected one of {', '.join(CATALOG)}")
+    if count is not None and count < 0:
+        raise InputError(f"count {count}: expected a count of 0 or more")
+    p = _parse("cellkey", settings, CellKeyParameters)
+    ptable = p.table()
+    if count is not None:
+        values, probabilities = ptable.row(count)
+        row = f"the row of a count of {count}"
+    elif isinstance(ptable, PTable):
+        values, probabilities = large_count_noise(ptable)
+        row = f"the row of every count from {ptable.i_max} up (the symmetry row)"
+        if ptable.i_max > 1:
+            row += f"; counts 1 to {ptable.i_max - 1} have rows of their own (--count N)"
+    else:
+        values, probabilities = large_count_noise(ptable)
+        row = (
+            "the rows of counts 501 to 750 taken together, each count equally likely (rows "
+            "repeat with period 250 above 750); a given count's noise differs (--count N)"
+        )
+    shown = probabilities > 0
+    values, probabilities = values[shown], probabilities[shown]
+    mean = float((values * probabilities).sum())
+    common = card(p, ptable).common
+    reason = common.reason if isinstance(common, NotMeasured) else common.text()
+    return {
+        "mechanism": "cellkey",
+        "ptable": p.ptable,
+        "count": count,
+        "row": row,
+        "noise": {int(v): float(q) for v, q in zip(values, probabilities, strict=True)},
+        "mean": mean,
+        "variance": float(((values - mean) ** 2 * probabilities).sum()),
+        "max_abs": int(np.abs(values).max()),
+        "bound": noise_bound(ptable),
+        "moe_95": accounting.margin_of_error(values, probabilities),
+        "stated_variance": None if isinstance(ptable, OnsPTable) else float(ptable.V),
+        "budget": (
+            f"none: {reason} (docs/cellkey.md, The card); the noise is the same for a cell of "
+            "any table at any level"
+        ),
+        "what": (
+            "the noise of one published cell for a cell key uniform on [0, 1), as on the card "
+            f"(with K = {p.resolved_key_space(ptable)} integer keys each probability is the share "
+            "of the keys k/K in its interval)"
+        ),
+    }
 
 
 def answer(noise: Noise, target: Target, value: float) -> dict[str, Any]:
@@ -270,7 +506,7 @@ def answer(noise: Noise, target: Target, value: float) -> dict[str, Any]:
         noise.check(value, f"budget {value:g}")
     budget = value if target == "budget" else noise.budget_for(target, value)
     spread, margin, rmse = noise.error(budget)
-    return {
+    out = {
         "mechanism": noise.mechanism,
         "query": noise.query,
         "level": noise.level,
@@ -282,3 +518,10 @@ def answer(noise: Noise, target: Target, value: float) -> dict[str, Any]:
         "rmse": rmse,
         "what": noise.caveat,
     }
+    if isinstance(noise, GaussianNoise) and noise.table is not None:
+        out |= {
+            "table": noise.table,
+            "measured_cells_summed": noise.terms,
+            "answered_from": [a.to_dict() for a in noise.answering],
+        }
+    return out

@@ -628,15 +628,21 @@ def spec(
 @app.command()
 @reports_input_errors
 def budget(
-    mechanism: Annotated[str, typer.Argument(help="topdown, safetab_h or geometric.")],
+    mechanism: Annotated[
+        str, typer.Argument(help="topdown, safetab_h or geometric; cellkey: its cell noise.")
+    ],
     level: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="Geography level (SafeTab-H: regional, detailed-national or detailed-local)."
         ),
-    ],
+    ] = None,
     query: Annotated[
-        str | None, typer.Option(help="TopDown's query (default total); geometric: the table.")
+        str | None,
+        typer.Option(
+            help="TopDown: a query (default total) or a published table (P12); geometric: the "
+            "table."
+        ),
     ] = None,
     at: Annotated[
         float | None,
@@ -648,20 +654,28 @@ def budget(
     rmse: Annotated[
         float | None, typer.Option(help="The budget for an RMSE of at most this.")
     ] = None,
+    count: Annotated[
+        int | None,
+        typer.Option(help="cellkey: the noise of a cell of this true count (default: large)."),
+    ] = None,
     settings: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
 ) -> None:
-    """The error a budget gives one query at one level, or the budget a target error needs."""
+    """The error a budget gives one query or table at one level, or the budget a target error
+    needs; for the cell key method, which has no budget, the noise of one cell."""
     import json
 
     from sdclab import budget as budgets
-    from sdclab.errors import InputError
     from sdclab.protection import parse_settings
 
     asked = {"budget": at, "moe": moe, "rmse": rmse}
     given = [(k, v) for k, v in asked.items() if v is not None]
-    if len(given) != 1:
-        raise InputError("give exactly one of --budget, --moe and --rmse")
+    budgets.check_question(mechanism, [k for k, _ in given], level, count)
+    if mechanism == "cellkey":
+        found = budgets.cell_key_noise(parse_settings(settings or []), count, level, query)
+        typer.echo(json.dumps(found, indent=2) if as_json else cell_key_text(found))
+        return
+    assert level is not None
     target, value = given[0]
     noise = budgets.noise_of(mechanism, query, level, parse_settings(settings or []))
     result = budgets.answer(noise, target, float(value))  # type: ignore[arg-type]
@@ -677,9 +691,57 @@ def budget(
         if target == "budget"
         else f"the smallest {noise.unit} for {error} of at most {value:g}: {result['budget']:.6g}"
     )
+    if "table" in result:
+        spread = f"{_made_of(result)}, each of {spread}: for "
+        spread += "it" if result["measured_cells_summed"] == 1 else "the largest"
     typer.echo(
-        f"{mechanism}, {noise.query} at {level}: {lead} → {spread}, 95% margin of error "
-        f"±{result['moe_95']}, RMSE {result['rmse']:.4g} — {noise.caveat}"
+        f"{mechanism}, {result.get('table', noise.query)} at {level}: {lead} → {spread}, 95% "
+        f"margin of error ±{result['moe_95']}, RMSE {result['rmse']:.4g} — {noise.caveat}"
+    )
+    if "table" in result:
+        typer.echo(
+            f"  answered at {level} from: " + "; ".join(map(_cells, result["answered_from"]))
+        )
+
+
+def _made_of(result: dict[str, Any]) -> str:
+    """How a table's cell is made of the chosen query's measured cells, in words."""
+    (fewest, most) = next(
+        a["cells_summed"] for a in result["answered_from"] if a["query"] == result["query"]
+    )
+    query = result["query"]
+    if most == 1:
+        return f"a cell is one measured cell of {query}"
+    summed = str(most) if fewest == most else f"{fewest} to {most}"
+    return f"a cell is the sum of {summed} measured cells of {query}"
+
+
+def _cells(answering: dict[str, Any]) -> str:
+    """``sex*age (1 to 5 cells)``: a query and how many of its cells a table's cell sums."""
+    fewest, most = answering["cells_summed"]
+    cells = (
+        f"{most} cell{'s' if most > 1 else ''}" if fewest == most else f"{fewest} to {most} cells"
+    )
+    return f"{answering['query']} ({cells})"
+
+
+def cell_key_text(found: dict[str, Any]) -> str:
+    """The cell key answer in lines: the distribution, its figures and why there is no budget."""
+    noise = ", ".join(f"{v:+d}: {p:.6g}" for v, p in found["noise"].items())
+    mean = "" if abs(found["mean"]) < 1e-9 else f"mean {found['mean']:.4g}, "
+    stated = found["stated_variance"]
+    variance = f"variance {found['variance']:.6g}" + (
+        f" (the p-table's V = {stated:g})" if stated is not None else ""
+    )
+    return "\n".join(
+        (
+            f"cellkey, ptable {found['ptable']}: noise of one cell, {found['row']}:",
+            f"  {noise}",
+            f"  {mean}{variance}, largest |noise| {found['max_abs']} (the p-table's bound D = "
+            f"{found['bound']}), 95% margin of error ±{found['moe_95']}",
+            f"  budget: {found['budget']}",
+            f"  {found['what']}",
+        )
     )
 
 
@@ -747,7 +809,9 @@ def demo(
 
 def release_lines(results: Any) -> list[str]:
     """One line per release of an experiment: its guarantee, common-axis ε, tract MAE of P12
-    over non-empty cells (withheld ones counted), and the census attacker's headline risk."""
+    over non-empty cells (withheld ones counted), and the census attacker's headline risk; an ε
+    with a qualifier ("within the PSA's invariants (…)") is marked * and the qualifier given
+    after the lines."""
     from sdclab.results import Reidentification
 
     width = max(13, *(len(t) for t in results.releases))
@@ -755,6 +819,7 @@ def release_lines(results: Any) -> list[str]:
         f"{'release':>{width}}  {'guarantee':<24} {'ε (1e-10)':>9} {'P12 tract':>9}  "
         "beyond the best baseline (census)"
     ]
+    qualified: dict[str, list[str]] = {}
     for title, release in results.releases.items():
         evaluation = release.evaluation
         census = evaluation.reidentification.get("census")
@@ -765,11 +830,16 @@ def release_lines(results: Any) -> list[str]:
         guarantee = evaluation.card.guarantee
         common = evaluation.card.common
         axis = "n/a" if isinstance(common, NotMeasured) else f"{common.epsilon:.2f}"
+        if not isinstance(common, NotMeasured) and common.qualifier:
+            axis += "*"
+            qualified.setdefault(common.qualifier, []).append(title)
         compared = evaluation.compared("tract", "P12")
         value = NotMeasured("") if isinstance(compared, NotMeasured) else compared.mae_nonempty
         mae = "n/a" if isinstance(value, NotMeasured) else f"{value:.3f}"
         budget = guarantee.text() if guarantee.is_formal else "none"
         lines.append(f"{title:>{width}}  {budget:<24} {axis:>9} {mae:>9}  {beyond}")
+    for qualifier, titles in qualified.items():
+        lines.append(f"* {', '.join(titles)}: ε {qualifier}")
     return lines
 
 

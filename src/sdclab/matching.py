@@ -45,8 +45,8 @@ def common_epsilon(name: str, settings: Mapping[str, Any]) -> float | NotMeasure
     params = entry.parse(settings)
     try:
         common = entry.card(params).common
-    except InputError as exc:  # the PSA's ε needs the largest group of the data
-        return NotMeasured(f"its guarantee depends on the data ({exc})")
+    except InputError as exc:  # the PSA's ε(p, b): b is fixed by its invariants, read from data
+        return NotMeasured(f"its ε needs a figure its invariants fix, read from the data ({exc})")
     return common if isinstance(common, NotMeasured) else float(common.epsilon)
 
 

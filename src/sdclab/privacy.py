@@ -233,6 +233,10 @@ class Guarantee:
     ε before the unit tables' dependence on persons is accounted for)."""
     reason: str = ""
     """Why there is no formal guarantee (``measure`` none)."""
+    qualifier: str = ""
+    """What the common-axis figure says beside itself wherever it stands next to another
+    mechanism's, when its universe is far narrower than theirs ("within the PSA's invariants
+    (…)"); empty where the stated invariants need no such word."""
 
     def __post_init__(self) -> None:
         if (self.measure == "none") != (self.loss is None):
@@ -280,6 +284,8 @@ class Guarantee:
         }
         if self.reason:
             out["reason"] = self.reason
+        if self.qualifier:
+            out["qualifier"] = self.qualifier
         return out
 
     @classmethod
@@ -310,6 +316,7 @@ class Guarantee:
             ),
             derivation=tuple(data.get("derivation", ())),
             reason=str(data.get("reason", "")),
+            qualifier=str(data.get("qualifier", "")),
         )
 
 
@@ -365,6 +372,9 @@ class CommonFigure:
     rho: Number | None
     """zCDP only: ρ of one person's record changed."""
     derivation: tuple[str, ...]
+    qualifier: str = ""
+    """The guarantee's :attr:`Guarantee.qualifier`: shown beside the figure wherever it stands
+    next to another mechanism's."""
 
     def __repr__(self) -> str:
         return f"<CommonFigure: {self.text()}>"
@@ -373,10 +383,10 @@ class CommonFigure:
         text = f"epsilon = {self.epsilon:.2f} at delta = {self.delta:.0e}"
         if self.epsilon_standard is not None:
             text += f" (tight; standard bound {self.epsilon_standard:.2f})"
-        return text
+        return f"{text} {self.qualifier}" if self.qualifier else text
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "epsilon": self.epsilon,
             "delta": self.delta,
             "epsilon_standard": self.epsilon_standard,
@@ -384,6 +394,9 @@ class CommonFigure:
             "derivation": list(self.derivation),
             "axis": COMMON_AXIS,
         }
+        if self.qualifier:
+            out["qualifier"] = self.qualifier
+        return out
 
 
 def common_axis(
@@ -399,7 +412,12 @@ def common_axis(
     if loss.measure == "pure":
         assert loss.epsilon is not None
         return CommonFigure(
-            float(loss.epsilon), target, None, None, (*steps, "pure ε holds at every δ")
+            float(loss.epsilon),
+            target,
+            None,
+            None,
+            (*steps, "pure ε holds at every δ"),
+            guarantee.qualifier,
         )
     if loss.measure == "approximate":
         assert loss.epsilon is not None and loss.delta is not None
@@ -409,7 +427,12 @@ def common_axis(
                 f"δ = {target:.0e}"
             )
         return CommonFigure(
-            float(loss.epsilon), target, None, None, (*steps, "(ε, δ′) with δ′ ≤ δ holds at δ")
+            float(loss.epsilon),
+            target,
+            None,
+            None,
+            (*steps, "(ε, δ′) with δ′ ≤ δ holds at δ"),
+            guarantee.qualifier,
         )
     from sdclab import accounting  # the conversions; accounting's card imports this module
 
@@ -425,4 +448,5 @@ def common_axis(
             "zCDP → (ε, δ): tight conversion (Canonne, Kamath & Steinke 2020), the standard bound "
             "ρ + 2√(ρ ln 1/δ) beside it",
         ),
+        guarantee.qualifier,
     )

@@ -1477,6 +1477,7 @@ class ExperimentResult:
                         (_why_not(self.releases[t]) for t in rows if not self.releases[t].protects),
                         None,
                     ),
+                    qualifier=getattr(first.evaluation.card.common, "qualifier", ""),
                 )
             )
         return points
@@ -1691,6 +1692,9 @@ class FrontierPoint:
     not is a reference line, never a choice."""
     why_not: str | None = None
     """Why it does not protect (a replicate's reason)."""
+    qualifier: str = ""
+    """What its ε says beside another mechanism's ("within the PSA's invariants (…)"; the
+    card's common figure's :attr:`~sdclab.privacy.CommonFigure.qualifier`)."""
 
     @property
     def placed(self) -> bool:

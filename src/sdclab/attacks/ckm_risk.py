@@ -41,7 +41,7 @@ from sdclab.protection.cellkey import (
     noise_bound,
     published_ptable,
 )
-from sdclab.protection.ptable import OnsPTable, symmetry_row
+from sdclab.protection.ptable import OnsPTable, large_count_noise, symmetry_row
 from sdclab.release import Release
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.relations import PublishedCells, partitions
@@ -111,16 +111,6 @@ evaluated on this many equally spaced keys."""
 LARGE_COUNTS = tuple(range(LARGE_COUNT, LARGE_COUNT + 5))
 """True counts the large-count noise is taken over: five consecutive values cover the ONS 10/5
 table's rounding period (a long-format table's symmetry row does not depend on the count)."""
-
-
-def large_count_noise(table: AnyPTable) -> tuple[IntArray, npt.NDArray[np.float64]]:
-    """The noise pmf of a large true count: the symmetry row, or for an ONS table the mixture of
-    its rows over one period of counts (rows 501–750)."""
-    if not isinstance(table, OnsPTable):
-        return table.row(LARGE_COUNT)
-    values = table.pvalue[501:751].ravel()
-    v, counts = np.unique(values, return_counts=True)
-    return v.astype(np.int64), counts / counts.sum()
 
 
 def usable_tuples(release: Release, params: CellKeyParameters) -> Tuples:

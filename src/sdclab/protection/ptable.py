@@ -808,6 +808,16 @@ class OnsPTable:
         )
 
 
+def large_count_noise(table: PTable | OnsPTable) -> tuple[IntArray, FloatArray]:
+    """The noise pmf of a large true count: the symmetry row (every count from i_max up), or for
+    an ONS table, whose rows repeat with period 250 above 750, the mixture of its rows over one
+    period of counts (rows 501–750, each count equally likely)."""
+    if isinstance(table, PTable):
+        return table.row(table.i_max)
+    values, counts = np.unique(table.pvalue[501:751].ravel(), return_counts=True)
+    return values.astype(np.int64), counts / counts.sum()
+
+
 def ons_10_5_ptable(key_space: int = 256) -> OnsPTable:
     """ONS's "10_5" table: counts below 10 go to 0, the rest to the nearest multiple of 5."""
     key_space = _integer(key_space, "key_space", 1)
@@ -1257,6 +1267,7 @@ __all__ = [
     "create_ptable",
     "delta_for_epsilon",
     "delta_pairs",
+    "large_count_noise",
     "ons_10_5_ptable",
     "pcv",
     "read_ptable",

@@ -195,6 +195,8 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
             "psa: without data, give the largest matching group: --set largest_group=B"
         )
     epsilon = accounting.psa_epsilon(float(params.rate), b)
+    sizes = "households by size" + (" and adults" if params.match_adults else "")
+    strong = f"{sizes} in every block, every statistic of each {params.matching_level} and above"
     return SpecCard(
         mechanism="psa",
         domain="every census edited file with the same variables (households with their persons, "
@@ -213,8 +215,9 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
                 "(2ε, as the audit's pair)",
                 f"b = {b:,} is fixed by the invariants (matching groups are households by "
                 f"{params.matching} in each {params.matching_level}), so ε holds for every "
-                "dataset of the universe",
+                "dataset of the universe; b is read from the data when protecting",
             ),
+            qualifier=f"within the PSA's invariants ({strong})",
             invariants=(
                 Invariant("household locations (the swapping variable's marginal)", "nation"),
                 Invariant(
@@ -234,6 +237,10 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
             f"epsilon(p = {params.rate:g}, b = {b:,}) from Theorem II.1 of Bailie, Gong & Meng "
             "(2025); b is the largest matching group"
             + (", measured on the data" if largest_group is not None else ", as given"),
+            f"The universe is far narrower than another mechanism's ({strong}; TopDown holds "
+            "only the national and state totals exact): beside another mechanism's epsilon this "
+            "one is said to hold within the PSA's invariants, the same number being a promise "
+            "among far fewer datasets.",
             f"each household is selected with probability {params.rate:g}; the swapping variable "
             "is the housing unit (the household's location): the selected households of a "
             f"matching group take each other's units in a uniformly random order, within the "

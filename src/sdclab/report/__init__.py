@@ -173,7 +173,8 @@ SUMMARY_NOTE = (
     + ". The ε column puts every guarantee on one axis: ε at δ = 10⁻¹⁰ for one person's record "
     "changed (replace), within the card's invariants, over the whole release — the tight "
     "conversion for zCDP, the standard bound beside it; a release without a valid conversion "
-    "says why.</p>"
+    "says why. The invariants differ between mechanisms (each card below lists its own): the "
+    "PSA's, far stronger than TopDown's national and state totals, are named beside its ε.</p>"
 )
 
 
@@ -237,7 +238,8 @@ def _common(release: ReleaseResult) -> str:
         if common.epsilon_standard is None
         else f" <small>(standard {common.epsilon_standard:.2f})</small>"
     )
-    return f"{common.epsilon:.2f}{standard}"
+    qualifier = f" <small>{esc(common.qualifier)}</small>" if common.qualifier else ""
+    return f"{common.epsilon:.2f}{standard}{qualifier}"
 
 
 def _solvar_curve(release: ReleaseResult, points: list[str]) -> list[Value]:
@@ -606,7 +608,7 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
     points = results.frontier(axes)  # once: the three sections share it
     body = f"""{frontier_section(results, axes, points)}
 {choose_section(results, axes, points)}
-{budget_section(axes, points)}
+{budget_section(results, axes, points)}
 {section("Summary", [(EVALUATION, SUMMARY_NOTE + summary + _coarser_tables(results))])}
 {_headline_section(results)}
 {_ranking_section(results)}

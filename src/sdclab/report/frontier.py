@@ -25,9 +25,10 @@ FRONTIER_NOTE = (
     "table and cells for every release; risk is the headline risk — confirmed "
     "reidentifications beyond the best baseline, the fixed baselines included, so 0 is what the "
     "statistics alone give. A label is the setting's ε on the common axis (δ = 10⁻¹⁰, one "
-    "person's record changed); no label: no common-axis ε. A release that withholds cells "
-    "(suppression) says what share: a withheld cell's error is its true count (a withheld 0 costs "
-    "nothing). Lower and further left is better.</p>"
+    "person's record changed, within its mechanism's invariants: the PSA's is labelled so); no "
+    "label: no common-axis ε. A release that withholds cells (suppression) says what share: a "
+    "withheld cell's error is its true count (a withheld 0 costs nothing). Lower and further "
+    "left is better.</p>"
 )
 
 
@@ -47,7 +48,48 @@ def _interval(
 
 
 def _epsilon_label(point: FrontierPoint) -> str:
-    return "" if isinstance(point.epsilon, NotMeasured) else f"ε={point.epsilon:.3g}"
+    """The point's ε on a chart, with the head of its qualifier ("within the PSA's invariants";
+    the whole of it is in the note under the chart)."""
+    if isinstance(point.epsilon, NotMeasured):
+        return ""
+    label = f"ε={point.epsilon:.3g}"
+    return f"{label} {_head(point)}" if point.qualifier else label
+
+
+def _head(point: FrontierPoint) -> str:
+    """The qualifier of a point's ε without its parenthesis, short enough for a chart."""
+    return point.qualifier.split(" (")[0]
+
+
+def _epsilon_cell(point: FrontierPoint) -> str:
+    """The point's ε in a table: the figure and, beside it, its whole qualifier."""
+    if isinstance(point.epsilon, NotMeasured):
+        return f'<span title="{esc(point.epsilon.reason)}">n/a</span>'
+    qualifier = f" <small>{esc(point.qualifier)}</small>" if point.qualifier else ""
+    return f"{point.epsilon:.3g}{qualifier}"
+
+
+def _invariants_note(results: ExperimentResult, points: Sequence[FrontierPoint]) -> str:
+    """Where the ε of several mechanisms stand side by side: each holds within its own card's
+    invariants, and these differ (the PSA's are far stronger than TopDown's totals)."""
+    shown: dict[str, FrontierPoint] = {}
+    for p in points:
+        if not isinstance(p.epsilon, NotMeasured):
+            shown.setdefault(p.mechanism, p)
+    if len(shown) < 2:
+        return ""
+    items = []
+    for mechanism, p in shown.items():
+        invariants = results[p.releases[0]].evaluation.card.guarantee.invariants
+        held = "; ".join(i.text() for i in invariants) or "none"
+        labelled = f" — its ε is shown {p.qualifier}" if p.qualifier else ""
+        items.append(f"<li><b>{esc(mechanism)}</b>: {esc(held)}{esc(labelled)}</li>")
+    return (
+        "<p>Each ε holds within its own mechanism's invariants — the statistics every dataset of "
+        "its universe shares — and these differ, so the same ε is not the same promise:</p><ul>"
+        + "".join(items)
+        + "</ul>"
+    )
 
 
 def _withheld(results: ExperimentResult, point: FrontierPoint, axes: FrontierAxes) -> str:
@@ -170,7 +212,7 @@ def frontier_section(
         source=EVALUATION,
         style_of=_styles(points),
     )
-    body += figure(EVALUATION, chart) + _unplaced(points)
+    body += figure(EVALUATION, chart) + _invariants_note(results, placed) + _unplaced(points)
     return section("Accuracy and risk: the frontier", [(EVALUATION, body)])
 
 
@@ -214,7 +256,6 @@ def choose_section(
         if best is None:
             cells = [target, "no setting meets this target", "", "", "", "", "", "0"]
         else:
-            epsilon = "n/a" if isinstance(best.epsilon, NotMeasured) else f"{best.epsilon:.3g}"
             cells = [
                 target,
                 f"<b>{esc(best.setting)}</b>",
@@ -225,7 +266,7 @@ def choose_section(
                     else ""
                 ),
                 _shown(best.risk, signed=True),
-                epsilon,
+                _epsilon_cell(best),
                 "; ".join(row.flags) or "settled",
                 esc(row.runner_up.setting) if row.runner_up is not None else "none",
                 str(row.meeting),
@@ -258,6 +299,8 @@ def choose_section(
         "chosen setting's accuracy interval crosses the target, or its risk interval the "
         "ceiling. An interval of an error's mean is cut at 0.</p>"
     )
+    offered = [row.best for row in chosen if row.best is not None]
+    note += _invariants_note(results, offered)
     return section("Choose a method", [(EVALUATION, note + table + _not_offered(points, axes))])
 
 
@@ -285,9 +328,12 @@ def _not_offered(points: Sequence[FrontierPoint], axes: FrontierAxes) -> str:
     return "<p>Never offered (reference lines, not choices):</p><ul>" + "".join(reasons) + "</ul>"
 
 
-def budget_section(axes: FrontierAxes, everything: Sequence[FrontierPoint]) -> str:
-    """Accuracy and risk against the common-axis ε, one line per entry that has one; nothing
-    when no setting has a common-axis ε."""
+def budget_section(
+    results: ExperimentResult, axes: FrontierAxes, everything: Sequence[FrontierPoint]
+) -> str:
+    """Accuracy and risk against the common-axis ε, one line per entry that has one (an entry
+    whose ε carries a qualifier says so in its name); nothing when no setting has a common-axis
+    ε."""
     points = [p for p in everything if not isinstance(p.epsilon, NotMeasured)]
     accuracy_label, risk_label = axes.describe()
     charts = []
@@ -303,7 +349,8 @@ def budget_section(axes: FrontierAxes, everything: Sequence[FrontierPoint]) -> s
                 if isinstance(getattr(p, coordinate), ReplicateMean)
             ]
             if measured:
-                series[entry] = [
+                head = _head(entry_points[0])
+                series[f"{entry}, ε {head}" if head else entry] = [
                     XYPoint(
                         float(p.epsilon),  # type: ignore[arg-type]
                         v.mean,
@@ -334,4 +381,5 @@ def budget_section(axes: FrontierAxes, everything: Sequence[FrontierPoint]) -> s
         )
     if not charts:
         return ""
-    return section("Accuracy and risk against the budget", [(EVALUATION, "".join(charts))])
+    note = _invariants_note(results, points)
+    return section("Accuracy and risk against the budget", [(EVALUATION, "".join(charts) + note)])
