@@ -295,9 +295,13 @@ def test_noise_sd_of_table_epsilons(eps, sd):
     assert ck.noise_sd(eps) == pytest.approx(sd, abs=0.05 if sd > 10 else 0.005)
 
 
-def test_epsilon_table_split():
-    assert ck.epsilon_table(1) == pytest.approx(0.1125)
-    assert ck.epsilon_table(8) == pytest.approx(0.9)
+def test_epsilon_table_is_the_papers_split():
+    # Eq. 14: ε_global ∈ {0.25, …, 8} gives ε_table ∈ {0.025, …, 0.8}, one tenth (not 0.675/6)
+    budgets = [0.25, 0.5, 1, 2, 4, 8]
+    table_budgets = [0.025, 0.05, 0.1, 0.2, 0.4, 0.8]
+    assert [ck.epsilon_table(eps) for eps in budgets] == pytest.approx(table_budgets)
+    # "manageable from ε > 0.4" (§4.2) is ε_table: ε_global above 4
+    assert ck.epsilon_table(4) == pytest.approx(0.4)
 
 
 @pytest.mark.parametrize(
