@@ -46,6 +46,7 @@ def test_symmetry_row_matches_the_spec_row():
 
 
 def test_uniform_p1_vectors():
+    # ★ values of the paper's formula 20/(2E+1)³ (fn. 14 prints the formula only)
     assert ck.p1_uniform(1) == pytest.approx(20 / 27)
     assert ck.p1_uniform(2) == pytest.approx(0.16)
     assert ck.p1_uniform(5) == pytest.approx(0.015026, abs=5e-7)
@@ -231,7 +232,8 @@ def test_averaging_vectors():
     ratio = 0.0867  # k/t² of Luxembourg AGE.M
     assert ck.averaging_success(ratio, 1, 3) == pytest.approx(0.673, abs=5e-4)
     assert ck.averaging_success(ratio, 1, 3) < ck.RISK_CONSTRAINT
-    # the paper's V* = 2.88 is the shortcut ξ²/(k/t²); the exact Gaussian root is 1.1% higher
+    # ★ V* = 2.88 is the shortcut ξ²/(k/t²) and the exact Gaussian root 1.1% higher: both ours (the
+    # paper prints no V*; it reads V ≃ 3 off its Fig. 2)
     assert 0.25 / ratio == pytest.approx(2.88, abs=5e-3)
     exact = ck.variance_for_success(ratio, 1)
     assert exact == pytest.approx(2.9157, abs=5e-4)
@@ -252,7 +254,7 @@ def test_chebyshev_bound_is_below_the_gaussian_and_clipped():
 
 
 def test_laplace_and_geometric_tails():
-    tail = ck.laplace_tail(0.1, 40)
+    tail = ck.laplace_tail(0.1, 40)  # the paper: "~1.83%", "≃ 214" (fn. 29)
     assert tail == pytest.approx(0.01832, abs=5e-6)
     assert tail * 11_680 == pytest.approx(213.9, abs=0.05)
     assert ck.geometric_tail(0.1, 40) == pytest.approx(0.01740, abs=5e-6)  # ★
@@ -295,9 +297,13 @@ def test_noise_sd_of_table_epsilons(eps, sd):
     assert ck.noise_sd(eps) == pytest.approx(sd, abs=0.05 if sd > 10 else 0.005)
 
 
-def test_epsilon_table_split():
-    assert ck.epsilon_table(1) == pytest.approx(0.1125)
-    assert ck.epsilon_table(8) == pytest.approx(0.9)
+def test_epsilon_table_is_the_papers_split():
+    # Eq. 14: ε_global ∈ {0.25, …, 8} gives ε_table ∈ {0.025, …, 0.8}, one tenth (not 0.675/6)
+    budgets = [0.25, 0.5, 1, 2, 4, 8]
+    table_budgets = [0.025, 0.05, 0.1, 0.2, 0.4, 0.8]
+    assert [ck.epsilon_table(eps) for eps in budgets] == pytest.approx(table_budgets)
+    # "manageable from ε > 0.4" (§4.2) is ε_table: ε_global above 4
+    assert ck.epsilon_table(4) == pytest.approx(0.4)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ p-table symmetry row over v = −E..E.
     their true counts pinned down.
 (c) Independent redundant representations (IRRs) of a statistic and the success of averaging them.
 (e) Tails of unbounded Laplace and two-tailed geometric noise, the distortions they cause in small
-    counts, the 2020 U.S. census budget split and the utility constraint of Eq. (16).
+    counts, the paper's 2020 U.S. census budget split (ε_table = ε_global / 10) and the utility
+    constraint of Eq. (16).
 """
 
 from __future__ import annotations
@@ -42,10 +43,14 @@ NoiseLookup = Callable[[IntArray, IntArray], IntArray]
 
 RISK_CONSTRAINT = 0.68
 """The paper's heuristic ceiling on a disclosure or averaging success probability."""
-PERSON_SHARE = 0.675
-"""Share of each geographic level's budget spent on person tables (2020 U.S. census, Eq. 14)."""
-GEOGRAPHIC_LEVELS = 6
-"""Geographic levels the 2020 U.S. census budget is split over evenly (Eq. 14)."""
+EPSILON_TABLE_SHARE = 0.1
+"""ε_table / ε_global: the per-table ε the paper assumes for the 2020 U.S. census (§4.1, Eq. 14).
+
+The paper splits ε_global evenly over six geographic levels, gives 67.5% of a level to the person
+tables, and states the result as ε_table ∈ {0.025, 0.05, 0.1, 0.2, 0.4, 0.8} for
+ε_global ∈ {0.25, 0.5, 1, 2, 4, 8}: one tenth, the rounding of 0.675/6 = 0.1125 that every
+figure and threshold of its §4.2 is stated in. One table per level gets it; a release of many
+tables per level splits it further (docs/geometric.md, *The paper's ε_table and ours*)."""
 
 _CHUNK = 1 << 22
 """Elements per intermediate array in the enumerations: bounds memory to some 32 MB per array."""
@@ -443,8 +448,8 @@ def broadband_probability(
 
 
 def epsilon_table(epsilon_global: float) -> float:
-    """Per-table ε of the 2020 U.S. census setup: 0.675·ε_global / 6 ≈ 0.1125·ε_global (Eq. 14)."""
-    return PERSON_SHARE * epsilon_global / GEOGRAPHIC_LEVELS
+    """Per-table ε of the paper's 2020 U.S. census setup: ε_global / 10 (Eq. 14)."""
+    return EPSILON_TABLE_SHARE * epsilon_global
 
 
 def noise_sd(epsilon_table: float) -> float:

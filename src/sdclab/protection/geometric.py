@@ -10,9 +10,10 @@ counts in, e.g. 6 in the race-tally tables; doubled for bounded neighbours).
 
 Budget split: ``epsilon`` is spread evenly over the geography levels; within a level, the
 ``census2020`` preset gives 67.5% to the person tables and 32.5% to the unit tables (the 2020
-U.S. split the paper uses, Eq. 14), each part evenly over its tables; ``even`` gives every table of
-the level the same share. A person's guarantee composes the person tables; a housing unit's, the
-unit tables.
+U.S. shares the paper's Eq. 14 starts from), each part evenly over its tables; ``even`` gives every
+table of the level the same share. The paper's ε_table (ε_global / 10, one person table per level)
+is ``cellkey_attacks.EPSILON_TABLE_SHARE``; docs/geometric.md relates the two. A person's
+guarantee composes the person tables; a housing unit's, the unit tables.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, tabulate
 
 PERSON_SHARE = Fraction(675, 1000)
-"""Share of each level's budget for person tables in the 2020-style split (Eq. 14)."""
+"""Share of each level's budget for person tables in the 2020-style split (the Census Bureau's
+67.5%, which the paper's Eq. 14 takes up)."""
 
 
 class GeometricParameters(Parameters):
