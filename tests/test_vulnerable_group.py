@@ -16,6 +16,7 @@ from sdclab.attacks.linkage import (
     breakdowns,
     vulnerable_persons,
 )
+from sdclab.attacks.reconstruction import write_reconstruction
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.population import PERSONS, UNITS, Population
@@ -162,3 +163,22 @@ def test_another_population_s_group_is_refused(attacked):
         api.reidentify(
             recons["geometric"], releases["geometric"], truth, seed=2, vulnerable=foreign
         )
+
+
+def test_an_exact_reconstruction_without_its_release_is_refused_in_words(attacked, tmp_path):
+    """--vulnerable needs the exact release a reconstruction records; one that records none is
+    refused with what is missing (not with --release, which names the attacked release)."""
+    truth, _, releases, recons = attacked
+    write_population(truth, tmp_path / "pop")
+    write_release(releases["geometric"], tmp_path / "rel")
+    write_reconstruction(tmp_path / "recon", recons["geometric"], recons["geometric"].to_dict())
+    exact = api.reconstruct(api.tabulate(truth), workers=1, variability=True, draws=0)
+    write_reconstruction(tmp_path / "exact-recon", exact, exact.to_dict(), exact.solvar)
+    args = ["reidentify", str(tmp_path / "recon"), "--truth", str(tmp_path / "pop")]
+    args += ["--release", str(tmp_path / "rel"), "--vulnerable", str(tmp_path / "exact-recon")]
+    refused = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "r")])
+    assert refused.exit_code == 2
+    assert "exact-recon/metrics.json: records no release" in refused.output
+    assert "--vulnerable takes the exact release's reconstruction" in refused.output
+    assert "with --release" not in refused.output
+    assert "Traceback" not in refused.output and not (tmp_path / "r").exists()

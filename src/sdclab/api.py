@@ -284,7 +284,8 @@ def vulnerable_group(
     then ``sdclab reconstruct --variability``), when already made; otherwise it is made here
     with ``workers``, ``executor``, ``seed``, ``time_limit`` and ``node_limit`` (as
     :func:`reconstruct`)."""
-    from sdclab.attacks.linkage import proven_solvar_zero, vulnerable_persons
+    from sdclab.attacks.linkage import vulnerable_persons
+    from sdclab.attacks.variability import proven_solvar_zero
 
     if reconstruction is None:
         reconstruction = reconstruct(

@@ -127,6 +127,13 @@ def parse_table_list(text: str | None) -> list[str] | None:
 
 
 REIDENTIFICATION_KIND = "reidentification"
+NO_EXACT_RELEASE = (
+    "--vulnerable takes the exact release's reconstruction as sdclab reconstruct writes it, "
+    "which records the release it was made from so that it can be checked to be this "
+    "population's (sdclab tabulate POP --out EXACT, then sdclab reconstruct EXACT --variability "
+    "--out EXACT_RECON)"
+)
+"""Why ``--vulnerable`` refuses a reconstruction that records no release, and what to give."""
 EVALUATION_KIND = "evaluation"
 CKM_RISK_KIND = "ckm-risk"
 AUDIT_KIND = "audit"
@@ -437,7 +444,7 @@ def reidentify(
     population = read_truth(truth, rel, release)
     group = None
     if vulnerable is not None:
-        exact = attacked_release(vulnerable)
+        exact = attacked_release(vulnerable, NO_EXACT_RELEASE)
         read_truth(truth, api.read_release(exact), exact)  # the exact release of this population
         group = api.vulnerable_group(population, reconstruction=api.read_reconstruction(vulnerable))
     result = api.reidentify(

@@ -26,16 +26,12 @@ import numpy as np
 import polars as pl
 
 from sdclab import schema
-from sdclab.attacks.linkage import (
-    block_modes,
-    population_uniques,
-    proven_solvar_zero,
-    race_ethnicity,
-)
+from sdclab.attacks.linkage import block_modes, population_uniques, race_ethnicity
 from sdclab.attacks.reconstruction import BLOCK_TABLES, TIME_LIMIT, TRACT_TABLES, reconstruct
-from sdclab.attacks.variability import solution_variability
+from sdclab.attacks.variability import proven_zero, solution_variability
 from sdclab.execution import Executor
 from sdclab.geography import truncate
+from sdclab.optimize.highs import OPTIMAL_STATUS
 from sdclab.population import Population
 from sdclab.release import exact_release
 
@@ -198,8 +194,8 @@ class SolvarZero:
 
 def solvar_zero(solvar: pl.DataFrame) -> SolvarZero:
     """The solvar-0 shares of a frame of :func:`exact_solvar` (or ``solvar.parquet``)."""
-    proven = pl.col("status") == "Optimal"
-    zero = solvar.filter(pl.col("block").cast(pl.Int64).is_in(proven_solvar_zero(solvar).implode()))
+    proven = pl.col("status") == OPTIMAL_STATUS
+    zero = solvar.filter(proven_zero(solvar))
     persons = int(solvar["persons"].sum())
     return SolvarZero(
         blocks=zero.height / solvar.height if solvar.height else float("nan"),

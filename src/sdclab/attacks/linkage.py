@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sdclab import schema
 from sdclab.arrays import IntArray
+from sdclab.attacks.variability import proven_solvar_zero
 from sdclab.errors import InputError
 from sdclab.evaluation import (
     BLOCK_SIZE_CLASSES,
@@ -463,15 +464,6 @@ def person_facts(truth: Population) -> pl.DataFrame:
             true_block="block",
         )
     )
-
-
-def proven_solvar_zero(solvar: pl.DataFrame) -> pl.Series:
-    """The blocks (int64 geocodes) whose reconstruction is proven the only one: solution
-    variability 0 from a program solved to optimality (a program stopped early proves
-    nothing)."""
-    proven = pl.col("status") == "Optimal" if "status" in solvar.columns else pl.lit(True)
-    zero = solvar.filter(proven & (pl.col("solvar") == 0))
-    return zero["block"].cast(pl.Int64)
 
 
 def vulnerable_persons(truth: Population, solvar: pl.DataFrame) -> IntArray:

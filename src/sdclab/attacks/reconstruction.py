@@ -815,14 +815,16 @@ def read_reconstruction_metrics(path: Path) -> dict[str, Any]:
     return metrics
 
 
-def attacked_release(path: Path) -> Path:
-    """The release directory a reconstruction was made from, as its metrics.json records it."""
+GIVE_THE_RELEASE = "give the attacked release with --release"
+"""What to do when a reconstruction to be reidentified records no release."""
+
+
+def attacked_release(path: Path, remedy: str = GIVE_THE_RELEASE) -> Path:
+    """The release directory a reconstruction was made from, as its metrics.json records it;
+    ``remedy`` says what to do when it records none (how the caller's user gives it)."""
     metrics = read_reconstruction_metrics(path)
     if "release" not in metrics:
-        raise InputError(
-            f"{Path(path) / METRICS_FILE}: records no release (key release); give the attacked "
-            "release with --release"
-        )
+        raise InputError(f"{Path(path) / METRICS_FILE}: records no release (key release); {remedy}")
     return Path(metrics["release"])
 
 
