@@ -224,3 +224,33 @@ def test_confirmation_runs_both_passes_over_every_link():
     confirmed = confirm(links, population).sort("id")
     assert confirmed["confirmed"].to_list() == [True, True, False, False]
     assert confirmed["confirmed_pass"].to_list() == [2, 1, None, None]
+
+
+def test_only_data_defined_persons_are_confirmed_and_attacked():
+    """A person whose record is not data-defined is tabulated but has no identifier to link on:
+    never in the census attacker's file, never confirmed; with every person data-defined the
+    figures are those of a population without the column."""
+    people = [(1, 30, 1, 0), (2, 30, 2, 0), (1, 60, 4, 1), (2, 61, 1, 0)]
+    plain = block_of(people)
+    flagged = Population(
+        persons=plain.persons.with_columns(data_defined=pl.Series([True, False, True, True])),
+        units=plain.units,
+    )
+    block = int(plain.persons["block"][0])
+    links = records([(block, *p) for p in people]).with_columns(
+        id=pl.Series([0, 1, 2, 3]), link_pass=pl.lit(1, pl.Int8)
+    )
+    assert confirm(links, plain)["confirmed"].to_list() == [True] * 4
+    assert confirm(links, flagged)["confirmed"].to_list() == [True, False, True, True]
+    census = attacker_file(flagged, ATTACKER_PRESETS["census"], np.random.default_rng(3))
+    assert sorted(census["id"].to_list()) == [0, 2, 3]
+    release = exact_release(plain)
+    recon = reconstruct(release, workers=1)
+    every = Population(
+        persons=plain.persons.with_columns(data_defined=pl.lit(True)), units=plain.units
+    )
+    assert "data_defined" in every.persons.columns
+    params = ATTACKER_PRESETS["commercial"]
+    plain_figures, _ = reidentify(recon.persons, release, plain, params, np.random.default_rng(5))
+    every_figures, _ = reidentify(recon.persons, release, every, params, np.random.default_rng(5))
+    assert plain_figures == every_figures

@@ -360,3 +360,13 @@ def test_the_record_says_whether_the_stream_was_drawn_from(small):
         assert drew_from_stream(record) is drew, name
     # a record written before the flag is read off its source, as before
     assert not drew_from_stream({"source": "none (deterministic)", "fit_for_publication": False})
+
+
+def test_released_microdata_never_say_who_is_data_defined(small):
+    """Whether a person's record is data-defined is a fact of the census's processing: a
+    release's microdata drop the column, as they drop the record keys."""
+    flags = np.arange(small.n_persons) % 3 > 0
+    flagged = small.with_records(persons=small.persons.with_columns(data_defined=flags))
+    release = protection.run("swap-low", flagged, {}, 4)
+    assert release.person_microdata is not None
+    assert "data_defined" not in release.person_microdata.columns

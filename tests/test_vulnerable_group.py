@@ -52,6 +52,41 @@ def test_vulnerable_persons_by_hand():
     assert vulnerable_persons(truth, solvar).tolist() == [4]
 
 
+def test_the_group_holds_data_defined_persons_counted_among_everyone():
+    """The paper's group is of data-defined persons, while a block's mode and a person's
+    uniqueness count every person, as the tables do. Block A: a Black woman of 30 among white
+    men, not data-defined (out). Block B: a Black woman of 30 beside a white woman of 31 who is
+    not data-defined (same agebin: not unique, out). Block C: a white woman of 40 among three
+    Asian persons who are not data-defined (the mode is Asian: she is nonmodal and unique, in)."""
+    a, b, c = "010010001001001", "010010001001002", "010010001001003"
+    people = [
+        *[(a, 1, 50 + i, 1, True) for i in range(4)],
+        (a, 2, 30, 2, False),
+        *[(b, 1, 50 + i, 1, True) for i in range(3)],
+        (b, 2, 30, 2, True),
+        (b, 2, 31, 1, False),
+        *[(c, 1, 60 + i, 8, False) for i in range(3)],
+        (c, 2, 40, 1, True),
+    ]
+    persons = frame(
+        [(i, i, blk, 0, sex, age, race, 0) for i, (blk, sex, age, race, _) in enumerate(people)],
+        PERSONS,
+    ).with_columns(data_defined=pl.Series([p[-1] for p in people]))
+    units = [(i, blk, 0, True, 1) for i, (blk, *_) in enumerate(people)]
+    truth = Population(persons=persons, units=frame(units, UNITS))
+    solvar = pl.DataFrame(
+        {"block": [a, b, c], "persons": [5, 5, 4], "solvar": [0.0] * 3, "status": ["Optimal"] * 3}
+    )
+    assert vulnerable_persons(truth, solvar).tolist() == [13]
+    # the census's own file holds the data-defined persons only, and so do the groups
+    attacker = attacker_file(truth, ATTACKER_PRESETS["census"], np.random.default_rng(0))
+    assert sorted(attacker["id"].to_list()) == [i for i, p in enumerate(people) if p[-1]]
+    masks = breakdowns(attacker, truth, solvar, np.array([13])).masks
+    nonmodal = set(attacker["id"].to_numpy()[masks["nonmodal"]].tolist())
+    assert nonmodal == {8, 13}  # block B's Black woman and block C's white woman
+    assert attacker["id"].to_numpy()[masks["vulnerable"]].tolist() == [13]
+
+
 @pytest.fixture(scope="module")
 def attacked():
     truth = api.synthesize(1_500, seed=8)

@@ -277,8 +277,8 @@ def vulnerable_group(
     node_limit: int | None = None,
 ) -> VulnerableGroup:
     """The population's most vulnerable persons, the one set every release is scored on:
-    nonmodal persons unique on {block, sex, agebin} in blocks whose reconstruction of the exact
-    release has solution variability 0 (evaluation only).
+    nonmodal data-defined persons unique on {block, sex, agebin} in blocks whose reconstruction
+    of the exact release has solution variability 0 (evaluation only).
 
     ``reconstruction``: the exact release's reconstruction with variability (``sdclab tabulate``
     then ``sdclab reconstruct --variability``), when already made; otherwise it is made here

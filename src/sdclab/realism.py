@@ -71,8 +71,9 @@ P8_P10_DROP = Reference("70% → 65% of populated blocks (5 points)", 0.03, 1.0)
 
 
 def _race_ethnicity_cells(population: Population) -> pl.DataFrame:
-    """Per person: block, race, race-ethnicity ``code``, persons of that code in the block
-    (``same``), persons of the block (``size``) and whether the code is the block's mode."""
+    """Per person: block, race, race-ethnicity ``code``, whether data-defined, persons of that
+    code in the block (``same``), persons of the block (``size``) and whether the code is the
+    block's mode."""
     persons = population.persons
     code = race_ethnicity(persons["race"].to_numpy(), persons["hispanic"].to_numpy())
     frame = pl.DataFrame(
@@ -80,6 +81,7 @@ def _race_ethnicity_cells(population: Population) -> pl.DataFrame:
             "block": population.person_block_index,
             "race": persons["race"].to_numpy().astype(np.int64),
             "code": code,
+            "data_defined": population.data_defined,
         }
     )
     return (
@@ -106,8 +108,9 @@ def prg_nonmodal_precision(population: Population) -> float:
     about a person with the probability that their own race-ethnicity is drawn: the share of their
     block that shares it. This is the mean of that share over nonmodal persons; with a
     census-quality attacker (every person linked once, on their true block, sex and age) it is
-    the expectation of PRG's nonmodal precision."""
-    cells = _race_ethnicity_cells(population).filter(~pl.col("modal"))
+    the expectation of PRG's nonmodal precision. Over data-defined persons, as the paper counts
+    them (every person of a population without the column)."""
+    cells = _race_ethnicity_cells(population).filter(~pl.col("modal") & pl.col("data_defined"))
     share = cells["same"].to_numpy() / cells["size"].to_numpy()
     return float(share.mean()) if share.size else float("nan")
 

@@ -222,8 +222,8 @@ HEADLINE_GROUPS = ("all", "nonmodal", "vulnerable")
 (the population's fixed vulnerable persons, :class:`VulnerableGroup`) only when the
 reidentification was given the group."""
 VULNERABLE_DEFINITION = (
-    "nonmodal persons unique on {block, sex, agebin} in blocks whose reconstruction of the exact "
-    "release has solution variability 0 (proven)"
+    "nonmodal data-defined persons unique on {block, sex, agebin} in blocks whose reconstruction "
+    "of the exact release has solution variability 0 (proven)"
 )
 
 

@@ -106,13 +106,24 @@ def attacker_parameters(preset: str, overrides: Mapping[str, str | float]) -> At
         raise InputError(found[0], found[1:]) from None
 
 
+def identified(truth: Population) -> pl.DataFrame:
+    """The persons a record linkage can tie to a name: the data-defined ones (every person of a
+    population without the column). A person whose record was imputed has no identifier in the
+    census file, so no attacker's record can be confirmed as theirs (the attack paper's
+    attacker files and rates are of data-defined persons)."""
+    return truth.persons.filter(truth.data_defined)
+
+
 def attacker_file(
     truth: Population, params: AttackerParameters, rng: np.random.Generator
 ) -> pl.DataFrame:
-    """Simulated external records: id, block, sex, age (id < 0: not a census person)."""
+    """Simulated external records: id, block, sex, age (id < 0: not a census person). The
+    ``coverage`` is of the data-defined persons (:func:`identified`); the records of people not
+    in the census look like the whole population."""
     persons = truth.persons
-    keep = rng.random(persons.height) < params.coverage
-    chosen = persons.filter(pl.Series(keep))
+    linkable = identified(truth)
+    keep = rng.random(linkable.height) < params.coverage
+    chosen = linkable.filter(pl.Series(keep))
     n = chosen.height
     blocks = truth.geography.blocks
     block = chosen["block"].cast(pl.Int64).to_numpy().copy()
@@ -210,8 +221,9 @@ def confirm(links: pl.DataFrame, truth: Population) -> pl.DataFrame:
     """Adds ``confirmed`` and ``confirmed_pass``: the paper's confirmation (its Algorithm 4) in
     two passes over every putative link, whichever pass linked it — first on {id, block, sex,
     age, race, ethnicity}, then, for the links the first pass left, on agebin instead of age.
-    ``confirmed_pass`` is 1 or 2 for a confirmed link, null otherwise."""
-    true = truth.persons.select(
+    ``confirmed_pass`` is 1 or 2 for a confirmed link, null otherwise. Only a data-defined
+    person (:func:`identified`) can be confirmed: the others have no identifier to link on."""
+    true = identified(truth).select(
         pl.col("person_id").alias("id"),
         pl.col("block").cast(pl.Int64).alias("true_block"),
         pl.col("sex").cast(pl.Int64).alias("true_sex"),
@@ -436,7 +448,8 @@ class Subsets:
 
 def person_facts(truth: Population) -> pl.DataFrame:
     """Per census person (``id``): modal in their block, unique on {block, sex, agebin}, the
-    block's persons and the block (``true_block``)."""
+    block's persons, the block (``true_block``) and whether they are data-defined. A block's
+    mode, its size and a person's uniqueness count every person, as the tables do."""
     persons = with_agebin(
         truth.persons.select(
             pl.col("person_id").alias("id"),
@@ -445,7 +458,7 @@ def person_facts(truth: Population) -> pl.DataFrame:
             "age",
             "race",
             "hispanic",
-        )
+        ).with_columns(data_defined=truth.data_defined)
     )
     code = race_ethnicity(persons["race"].to_numpy(), persons["hispanic"].to_numpy())
     persons = persons.with_columns(code=pl.Series(code))
@@ -462,17 +475,22 @@ def person_facts(truth: Population) -> pl.DataFrame:
             unique=pl.col("cell_persons") == 1,
             block_persons="block_persons",
             true_block="block",
+            data_defined="data_defined",
         )
     )
 
 
 def vulnerable_persons(truth: Population, solvar: pl.DataFrame) -> IntArray:
-    """The attack paper's most vulnerable persons, fixed for a population: nonmodal in their
-    block, unique on {block, sex, agebin}, in a block whose reconstruction has solution
-    variability 0 (``solvar`` of the exact release's reconstruction). Sorted person ids."""
+    """The attack paper's most vulnerable persons, fixed for a population: data-defined,
+    nonmodal in their block, unique on {block, sex, agebin}, in a block whose reconstruction has
+    solution variability 0 (``solvar`` of the exact release's reconstruction). Sorted person
+    ids."""
     zero = proven_solvar_zero(solvar).implode()
     chosen = person_facts(truth).filter(
-        ~pl.col("modal") & pl.col("unique") & pl.col("true_block").is_in(zero)
+        pl.col("data_defined")
+        & ~pl.col("modal")
+        & pl.col("unique")
+        & pl.col("true_block").is_in(zero)
     )
     return np.sort(chosen["id"].to_numpy()).astype(np.int64)
 
@@ -486,9 +504,11 @@ def breakdowns(
     """all; modal / nonmodal; population uniques on {block, sex, agebin}; block-size classes;
     the fixed ``vulnerable`` persons (:func:`vulnerable_persons`), when given; nonmodal uniques
     in the solvar-0 blocks of the attacked release's own reconstruction (a secondary figure:
-    that group changes with the release) — by the true record behind each attacker id."""
+    that group changes with the release) — by the true record behind each attacker id. Every
+    group but ``all`` (the attacker's records) holds data-defined census persons only, as the
+    attack paper's groups do."""
     joined = attacker.select("id").join(person_facts(truth), on="id", how="left")
-    census = joined["modal"].is_not_null().to_numpy()
+    census = joined["data_defined"].fill_null(False).to_numpy()
     modal = joined["modal"].fill_null(False).to_numpy()
     unique = joined["unique"].fill_null(False).to_numpy()
     masks = {
@@ -535,9 +555,10 @@ def rates(links: pl.DataFrame, attacker: pl.DataFrame, subsets: Subsets) -> dict
 
 
 def attacker_match_share(attacker: pl.DataFrame, truth: Population) -> float:
-    """Share of attacker records that match a census record on {id, block, sex, agebin}."""
+    """Share of attacker records that match a data-defined census record on {id, block, sex,
+    agebin} (the attack paper's 37.1% for its commercial file)."""
     true = with_agebin(
-        truth.persons.select(
+        identified(truth).select(
             pl.col("person_id").alias("id"),
             pl.col("block").cast(pl.Int64),
             pl.col("sex").cast(pl.Int64),
