@@ -325,6 +325,14 @@ def reconstruct(
     variability: Annotated[
         bool, typer.Option("--variability", help="Also compute solution variability per block.")
     ] = False,
+    block_only: Annotated[
+        bool,
+        typer.Option(
+            "--block-only",
+            help="From the block-level tables alone, leaving out the tract tables (the attack "
+            "paper's rHDF_b): ages above 21 are known to their agebin only.",
+        ),
+    ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the solvers' tie-breaking.")] = 0,
     time_limit: Annotated[
         float, typer.Option(help="Seconds per tract program before the best is taken.")
@@ -364,6 +372,7 @@ def reconstruct(
         inputs=(release, out),
         named=option,
         node_limit=node_limit,
+        block_only=block_only,
     )
     rel = api.read_release(release)
     result = api.reconstruct(
@@ -376,15 +385,17 @@ def reconstruct(
         checkpoint=checkpoint,
         knowledge=knowledge.value,
         node_limit=node_limit,
+        block_only=block_only,
     )
     metrics = {"release": str(release.resolve()), **result.to_dict(), "workers": workers}
     write_reconstruction(out, result, metrics, result.solvar, protect=(release,))
     statuses = ", ".join(f"{k}: {v}" for k, v in result.statuses.items())
     seconds = result.seconds  # a fresh run always times itself
     took = "" if isinstance(seconds, NotMeasured) else f" in {seconds:.1f} s"
+    tables = " from the block tables alone" if block_only else ""
     typer.echo(
-        f"reconstructed {result.n_persons:,} persons in {result.tracts.height} tracts{took} "
-        f"({statuses})"
+        f"reconstructed {result.n_persons:,} persons in {result.tracts.height} tracts{tables}"
+        f"{took} ({statuses})"
     )
     if result.time_limited_tracts:
         typer.echo(

@@ -351,16 +351,17 @@ class Reidentification:
             f"{show_share(self.reconstruction.nonmodal.precision)})>"
         )
 
-    def figures(self, **dims: Any) -> Iterator[Figure]:
+    def figures(self, field: str = "reidentification", **dims: Any) -> Iterator[Figure]:
         """Every rate in long form; a group by block size (``nonmodal_block_size_10-49``) is its
-        persons (``nonmodal``) with the block-size class as ``size_class``."""
+        persons (``nonmodal``) with the block-size class as ``size_class``. ``field``: the
+        evaluation's field they come from (the first part of every metric)."""
         for method in self.methods().values():
             for group, rates in method.groups.items():
                 persons, _, size = group.partition("block_size_")
                 persons = persons.removesuffix("_") or "all"
                 for metric in ("putative_rate", "confirmed_rate", "precision"):
                     yield Figure(
-                        f"reidentification.{self.attacker}.{method.method}.{persons}.{metric}",
+                        f"{field}.{self.attacker}.{method.method}.{persons}.{metric}",
                         getattr(rates, metric),
                         size_class=size or None,
                         **dims,
@@ -368,7 +369,7 @@ class Reidentification:
         if self.baselines():
             for group in self.headline_groups():
                 head = self.headline(group)
-                prefix = f"reidentification.{self.attacker}.headline.{group}"
+                prefix = f"{field}.{self.attacker}.headline.{group}"
                 yield Figure(f"{prefix}.points", head.points, **dims)
                 yield Figure(f"{prefix}.persons", head.persons, **dims)
 
@@ -792,6 +793,9 @@ def level_accuracies(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Leve
 
 
 NO_RECONSTRUCTION = "no reconstruction of this release was given"
+NOT_GIVEN_BLOCK_ONLY = (
+    "no reidentification of a reconstruction from the block tables alone was given"
+)
 NO_TOTALS = "the release publishes no P1 (total population) table"
 NO_GEOUNITS = "no geounit of this class has its total shown"
 NO_POSITIVE_TOTAL = "no geounit of this class has a positive true total"
@@ -887,6 +891,11 @@ class Evaluation:
     """Errors of the key indicators per tract from the published P12: by indicator
     (``sex_ratio``, ``share_65_plus``, ``share_under_18``), then figure (tracts,
     undefined_tracts, mae, bias; :func:`sdclab.evaluation.tract_indicators`)."""
+    block_only_reidentification: Mapping[str, Reidentification | NotMeasured] | NotMeasured = field(
+        default=NotMeasured(NOT_GIVEN_BLOCK_ONLY), repr=False
+    )
+    """By attacker: the reidentification of the release's reconstruction from its block tables
+    alone (the attack paper's rHDF_b, beside its rHDF_b,t), or why there is none."""
 
     def table(self, name: str, level: str) -> TableAccuracy:
         """The accuracy of table ``name`` at ``level``."""
@@ -1001,6 +1010,15 @@ class Evaluation:
                 yield Figure(f"reidentification.{attacker}", reid, **dims)
             else:
                 yield from reid.figures(**dims)
+        block_only = self.block_only_reidentification
+        if isinstance(block_only, NotMeasured):
+            yield Figure(BLOCK_ONLY_FIELD, block_only, **dims)
+        else:
+            for attacker, reid in block_only.items():
+                if isinstance(reid, NotMeasured):
+                    yield Figure(f"{BLOCK_ONLY_FIELD}.{attacker}", reid, **dims)
+                else:
+                    yield from reid.figures(BLOCK_ONLY_FIELD, **dims)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, as ``metrics.json`` and an experiment's ``results.json`` hold it."""
@@ -1024,6 +1042,7 @@ class Evaluation:
             "ranked_precision": as_json(self.rank_curve),
             "reconstruction_block_sex_agebin": as_json(self.block_sex_agebin_agreement),
             "reidentification": as_json(self.reidentification),
+            BLOCK_ONLY_FIELD: as_json(self.block_only_reidentification),
         }
         out["reconstruction"] = as_json(self.reconstruction)
         if self.diagnostics:
@@ -1071,7 +1090,28 @@ class Evaluation:
             rank_curve=_rank_curve(data.get("ranked_precision", {"not_measured": "not recorded"})),
             totals=totals_from(data.get("geounit_totals", {})),
             indicators=indicators_from(data.get("tract_indicators", {})),
+            block_only_reidentification=_block_only(data.get(BLOCK_ONLY_FIELD)),
         )
+
+
+BLOCK_ONLY_FIELD = "block_only_reidentification"
+"""The key of an evaluation's figures of the reconstruction from the block tables alone."""
+
+
+def _block_only(data: Any) -> Mapping[str, Reidentification | NotMeasured] | NotMeasured:
+    """The block-only reidentification read back (absent: results written before it)."""
+    if not isinstance(data, Mapping):
+        return NotMeasured("not recorded")
+    if "not_measured" in data:
+        return NotMeasured(str(data["not_measured"]))
+    return {
+        attacker: (
+            NotMeasured(str(reid["not_measured"]))
+            if "not_measured" in reid
+            else Reidentification.from_dict(reid)
+        )
+        for attacker, reid in data.items()
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1094,6 +1134,7 @@ TRUTH_BASED_FIELDS = (
     "ranked_precision",
     "reconstruction_block_sex_agebin",
     "reidentification",
+    BLOCK_ONLY_FIELD,
     "diagnostics",
 )
 """Fields of a mechanism's results (an experiment's entry, the metrics of ``sdclab evaluate``)

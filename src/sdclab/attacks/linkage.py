@@ -185,16 +185,36 @@ def _ranked(frame: pl.DataFrame, key: list[str], seed: int) -> pl.DataFrame:
     )
 
 
+INFERRED = ("block", "sex", "age", "race", "hispanic")
+"""The columns of the records an attack links (int64), besides the optional age bounds."""
+AGE_BOUNDS = ("age_min", "age_max")
+"""Optional columns of the linked records: the youngest and oldest age they may have."""
+
+
+def single_year(inferred: pl.DataFrame) -> pl.Series:
+    """Whether each record's single year of age is known: its age bounds (:data:`AGE_BOUNDS`)
+    meet, or it has none (every age known)."""
+    if not set(AGE_BOUNDS) <= set(inferred.columns):
+        return pl.Series(np.ones(inferred.height, dtype=bool))
+    return inferred.select((pl.col("age_min") == pl.col("age_max")).fill_null(False)).to_series()
+
+
 def link(inferred: pl.DataFrame, attacker: pl.DataFrame, seed: int) -> pl.DataFrame:
     """Putative links: attacker id, block, sex, age + inferred race, hispanic, and the pass (1, 2).
 
-    ``inferred`` has block (int64), sex, age, race, hispanic; ``attacker`` id, block, sex, age.
-    One-to-one without replacement: a record used in pass 1 is not used again.
+    ``inferred`` has block (int64), sex, age, race, hispanic and may have ``age_min`` and
+    ``age_max``; ``attacker`` id, block, sex, age. One-to-one without replacement: a record used in
+    pass 1 is not used again. A record whose single year is not known (its bounds differ: a
+    reconstruction from block tables alone, a baseline's frame, whose ``age`` is its agebin's
+    first year) is linked on agebin only, as the attack paper links its block-only
+    reconstruction: pairing it on that first year would prefer the attacker's records of that
+    year within the bin, and call the link exact.
     """
-    left = with_agebin(inferred).with_row_index("_r")
+    known = single_year(inferred)
+    left = with_agebin(inferred.select(INFERRED)).with_row_index("_r")
     right = with_agebin(attacker).with_row_index("_a")
     first_key = ["block", "sex", "age"]
-    first = _ranked(left, first_key, seed).join(
+    first = _ranked(left.filter(known), first_key, seed).join(
         _ranked(right, first_key, seed + 1), on=[*first_key, "_rank"], how="inner", suffix="_att"
     )
     second_key = ["block", "sex", "agebin"]
@@ -277,7 +297,8 @@ def _whole(counts: npt.NDArray[Any]) -> IntArray:
 
 
 def block_sex_agebins(release: Release) -> pl.DataFrame:
-    """Persons by block, sex and agebin from P12 + P14, as records (age = the bin's first year)."""
+    """Persons by block, sex and agebin from P12 + P14, as records: age is the bin's first year,
+    ``age_min`` and ``age_max`` the bin (the frame knows no single year beyond 21)."""
     blocks = release.geography.blocks
     p12 = _whole(_table(release, "P12").dense("block", suppressed=0))
     p14 = _whole(_table(release, "P14").dense("block", suppressed=0))
@@ -290,11 +311,15 @@ def block_sex_agebins(release: Release) -> pl.DataFrame:
         counts[:, s, 22:] = p12[:, s * 23 + 7 : (s + 1) * 23]
     block, sex, agebin = np.nonzero(counts)
     n = counts[block, sex, agebin]
+    lower = np.asarray(schema.AGEBIN38.lower_edges)
+    upper = np.r_[lower[1:] - 1, schema.AGE_MAX]
     return pl.DataFrame(
         {
             "block": np.repeat(blocks[block], n),
             "sex": np.repeat(sex + 1, n),
-            "age": np.repeat(np.asarray(schema.AGEBIN38.lower_edges)[agebin], n),
+            "age": np.repeat(lower[agebin], n),
+            "age_min": np.repeat(lower[agebin], n),
+            "age_max": np.repeat(upper[agebin], n),
         }
     )
 
@@ -608,7 +633,6 @@ def reidentify(
         files["mdg"] = baseline_records(release, "mdg", rng)
         files["prg"] = baseline_records(release, "prg", rng)
     files |= fixed_files(truth, make_rng(FIXED_BASELINE_SEED))
-    columns = ["block", "sex", "age", "race", "hispanic"]
     attacker_cast = attacker.with_columns(pl.col("id", "block", "sex", "age").cast(pl.Int64))
     figures: dict[str, Any] = {
         "baselines": "computed"
@@ -620,6 +644,7 @@ def reidentify(
     }
     linked = None
     for method, records in files.items():
+        columns = [*INFERRED, *(b for b in AGE_BOUNDS if b in records.columns)]
         inferred = records.select(pl.col(columns).cast(pl.Int64))
         links = confirm(link(inferred, attacker_cast, seed), truth)
         figures[method] = rates(links, attacker_cast, subsets)

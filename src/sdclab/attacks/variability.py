@@ -290,16 +290,19 @@ def attack(
     knowledge: str = "naive",
     draws: int = 0,
     node_limit: int | None = None,
+    block_only: bool = False,
 ) -> tuple[Reconstruction, dict[str, Any], pl.DataFrame | None]:
-    """Reconstruct a release (knowing what ``knowledge`` says) and, if asked, measure solution
-    variability of the published block tables; with their figures."""
+    """Reconstruct a release (knowing what ``knowledge`` says; with ``block_only``, from its
+    block-level tables alone) and, if asked, measure solution variability of the published block
+    tables; with their figures."""
     start = time.perf_counter()
     recon = reconstruct(
-        release, workers, seed, time_limit, checkpoint, knowledge, draws, node_limit
+        release, workers, seed, time_limit, checkpoint, knowledge, draws, node_limit, block_only
     )
     metrics: dict[str, Any] = {
         "mechanism": release.mechanism,
         "knowledge": knowledge,
+        "block_only": block_only,
         "draws": draws,
         "time_limit": time_limit,
         "node_limit": node_limit,

@@ -405,7 +405,54 @@ def _headline_section(results: ExperimentResult) -> str:
         f"<p>Persons unique in their block on sex and age: {pct(by_age)}; on sex and agebin: "
         f"{pct(by_bin)}. {_vulnerable_sentence(results)}</p>"
     )
-    return section("Headline risk", [(EVALUATION, HEADLINE_NOTE + sentence + table)])
+    content = HEADLINE_NOTE + sentence + table + _block_only_table(results)
+    return section("Headline risk", [(EVALUATION, content)])
+
+
+BLOCK_ONLY_NOTE = (
+    "<p>From the block tables alone (the attack paper's rHDF<sub>b</sub>, beside its "
+    "rHDF<sub>b,t</sub>): each release reconstructed without its tract tables, so that ages "
+    "above 21 are known to their agebin only and are linked on agebin, then reidentified like "
+    "the main reconstruction (the same attacker files and baselines).</p>"
+)
+
+
+def _block_only_table(results: ExperimentResult) -> str:
+    """The reidentification of each release's reconstruction from its block tables alone beside
+    the main one's, where the experiment made it ("" where it did not)."""
+    rows = []
+    for title, release in results.releases.items():
+        block = release.evaluation.block_only_reidentification
+        if isinstance(block, NotMeasured):
+            continue
+        for attacker, reid in block.items():
+            main = release.evaluation.reidentification.get(attacker, reid)
+            cells = (
+                f"<b>{esc(title)}</b>",
+                esc(attacker),
+                *(
+                    pct(r if isinstance(r, NotMeasured) else r.reconstruction.all.confirmed_rate)
+                    for r in (main, reid)
+                ),
+                *(
+                    pct(r if isinstance(r, NotMeasured) else r.reconstruction.nonmodal.precision)
+                    for r in (main, reid)
+                ),
+                _beyond(reid, "vulnerable"),
+            )
+            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    if not rows:
+        return ""
+    headers = (
+        "mechanism",
+        "attacker",
+        "confirmed: block and tract tables",
+        "confirmed: block tables alone",
+        "nonmodal precision: block and tract tables",
+        "nonmodal precision: block tables alone",
+        "vulnerable group, block tables alone: beyond the best baseline",
+    )
+    return BLOCK_ONLY_NOTE + _table(headers, rows)
 
 
 def _vulnerable_sentence(results: ExperimentResult) -> str:
