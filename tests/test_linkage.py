@@ -22,6 +22,7 @@ from sdclab.cli import app
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.population.synth import synthesize
 from sdclab.release import exact_release
+from sdclab.results import Linkage, Reidentification
 
 B = 10010001001001  # a block geocode as int
 
@@ -254,3 +255,37 @@ def test_only_data_defined_persons_are_confirmed_and_attacked():
     plain_figures, _ = reidentify(recon.persons, release, plain, params, np.random.default_rng(5))
     every_figures, _ = reidentify(recon.persons, release, every, params, np.random.default_rng(5))
     assert plain_figures == every_figures
+
+
+def test_confirmation_passes_and_nonmodal_precision_are_figures(attacked):
+    """Every method's putative links split by the confirmation pass that confirmed them (the
+    census attacker's exact ages confirm in the first pass only; a commercial file's ages off
+    within their agebin in the second too), and the reconstruction's nonmodal precision beside
+    the proportional guessers'."""
+    population, release, recon = attacked
+    for preset in ("census", "commercial"):
+        rng = np.random.default_rng(4)
+        figures, _ = reidentify(recon.persons, release, population, ATTACKER_PRESETS[preset], rng)
+        passes = figures["confirmation_passes"]
+        methods = {m for m, f in figures.items() if isinstance(f, dict) and "all" in f}
+        assert set(passes) == methods and "prg_exact" in methods
+        for method, counts in passes.items():
+            every = figures[method]["all"]
+            assert counts["putative"] == every["putative"]
+            assert counts["first_pass"] + counts["second_pass"] == every["confirmed"]
+        second = passes["reconstruction"]["second_pass"]
+        assert second == 0 if preset == "census" else second > 0
+        reid = Reidentification.from_dict({"attacker_preset": preset, **figures})
+        assert Reidentification.from_dict(reid.to_dict()).passes == reid.passes
+        shares = reid.nonmodal_precision()
+        assert isinstance(reid.prg, Linkage) and shares["prg"] == reid.prg.nonmodal.precision
+        assert shares["points_beyond_prg_exact"] == pytest.approx(
+            100 * (shares["reconstruction"] - reid.fixed["prg_exact"].nonmodal.precision)
+        )
+        assert reid.to_dict()["nonmodal_precision"] == shares
+        metrics = {f.metric for f in reid.figures()}
+        prefix = f"reidentification.{preset}"
+        assert f"{prefix}.reconstruction.all.confirmed_second_pass_share" in metrics
+        assert f"{prefix}.nonmodal_precision.points_beyond_prg" in metrics
+    older = {k: v for k, v in figures.items() if k != "confirmation_passes"}
+    assert Reidentification.from_dict(older).passes == {}  # figures written before still read

@@ -151,6 +151,8 @@ def test_each_part_shows_its_own_label_and_no_other(run):
         ("Putative and confirmed rates", "figure"),
         ("MAE of P1 and P12 (non-empty cells) by geography level", "figure"),
         ("Accuracy against the headline risk", "figure"),
+        ("nonmodal precision: reconstruction / PRG / PRG on the exact tables", None),
+        ("putative links confirmed on the exact age / on agebin", None),
         ("Choose a method", "section"),
         ("Averaging the release", "div"),
         ("Repeated queries", "div"),

@@ -656,8 +656,9 @@ STEP_FORMAT = 4
 again (2: releases carry their mechanism's noise publication, which the noise-aware attack
 reads; reconstructions rank their records; 3: releases record whether they protect,
 reconstructions which tracts a limit stopped, reidentifications confirm in two passes and score
-the vulnerable group; 4: reidentifications link records known to their agebin on agebin only
-and draw attacker files from data-defined persons)."""
+the vulnerable group; 4: reidentifications link records known to their agebin on agebin only,
+draw attacker files from data-defined persons and count the links each confirmation pass
+confirms)."""
 
 
 def _digest(*parts: Any) -> str:

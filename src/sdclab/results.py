@@ -127,6 +127,16 @@ class Figure:
 
 NO_RECORDS = "no attacker record falls in this group"
 NO_LINKS = "no putative link in this group"
+NO_METHOD = "the method was not scored"
+
+
+def _points(ours: Value, theirs: Value) -> Value:
+    """``ours − theirs`` in percentage points, or why one is missing."""
+    if isinstance(ours, NotMeasured):
+        return ours
+    if isinstance(theirs, NotMeasured):
+        return theirs
+    return 100 * (ours - theirs)
 
 
 def _entry(mapping: Mapping[str, T], key: str, what: str) -> T:
@@ -297,6 +307,45 @@ class HeadlineRisk:
 
 
 @dataclass(frozen=True)
+class ConfirmationPasses:
+    """How one linkage method's putative links were confirmed: in the first pass of the
+    confirmation (on the exact age) or in the second (on agebin, over the links the first left).
+    The attack paper prints only their sum, its confirmed reidentifications."""
+
+    putative: int
+    first_pass: int
+    second_pass: int
+
+    @property
+    def first_pass_share(self) -> Value:
+        """Share of the putative links confirmed on the exact age."""
+        return _share(self.first_pass, self.putative, NO_LINKS)
+
+    @property
+    def second_pass_share(self) -> Value:
+        """Share of the putative links confirmed on agebin only."""
+        return _share(self.second_pass, self.putative, NO_LINKS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "putative": self.putative,
+            "first_pass": self.first_pass,
+            "second_pass": self.second_pass,
+            "first_pass_share": as_json(self.first_pass_share),
+            "second_pass_share": as_json(self.second_pass_share),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConfirmationPasses:
+        return cls(int(data["putative"]), int(data["first_pass"]), int(data["second_pass"]))
+
+
+NONMODAL_PRG = ("prg", "prg_exact")
+"""The proportional guessers whose nonmodal precision stands beside the reconstruction's: the
+release's own (from its tables) and the one on the exact tables (the same for every release)."""
+
+
+@dataclass(frozen=True)
 class Reidentification:
     """Links of reconstructed records (and of the two baselines) to an attacker's file."""
 
@@ -310,12 +359,32 @@ class Reidentification:
     mdg: Linkage | NotMeasured
     """Baseline: records drawn from the published block tables (the 2010 study's MDG)."""
     prg: Linkage | NotMeasured
-    """Baseline: a guess from the published tract totals (PRG)."""
+    """Baseline: a draw from the published block distribution of race and ethnicity (PRG)."""
     links: pl.DataFrame | None = field(default=None, repr=False, compare=False)
     """The reconstruction's links (attacker id, block, confirmed)."""
     fixed: Mapping[str, Linkage] = field(default_factory=dict, repr=False)
     """The baselines fixed across releases (``mdg_exact``, ``prg_exact``, ``random_draw``) and
     the upper bounds (``confidential``, ``swapped``), by name."""
+    passes: Mapping[str, ConfirmationPasses] = field(default_factory=dict, repr=False)
+    """By method: how its putative links were confirmed (empty for figures written before)."""
+
+    def nonmodal_precision(self) -> dict[str, Value]:
+        """The reconstruction's precision on nonmodal persons beside the proportional guessers'
+        (:data:`NONMODAL_PRG`; the paper's PRG: 16.0–16.7%), and by how many percentage points
+        it exceeds each."""
+        ours = self.reconstruction.nonmodal.precision
+        out: dict[str, Value] = {"reconstruction": ours}
+        methods = self.methods()
+        for name in NONMODAL_PRG:
+            method = methods.get(name)
+            theirs = (
+                method.nonmodal.precision
+                if method is not None
+                else (self.prg if isinstance(self.prg, NotMeasured) else NotMeasured(NO_METHOD))
+            )
+            out[name] = theirs
+            out[f"points_beyond_{name}"] = _points(ours, theirs)
+        return out
 
     def methods(self) -> dict[str, Linkage]:
         """The methods measured, by name."""
@@ -372,6 +441,16 @@ class Reidentification:
                 prefix = f"{field}.{self.attacker}.headline.{group}"
                 yield Figure(f"{prefix}.points", head.points, **dims)
                 yield Figure(f"{prefix}.persons", head.persons, **dims)
+        for name, value in self.nonmodal_precision().items():
+            if name.startswith("points_beyond_"):
+                yield Figure(f"{field}.{self.attacker}.nonmodal_precision.{name}", value, **dims)
+        for name, passes in self.passes.items():
+            for which in ("first", "second"):
+                yield Figure(
+                    f"{field}.{self.attacker}.{name}.all.confirmed_{which}_pass_share",
+                    getattr(passes, f"{which}_pass_share"),
+                    **dims,
+                )
 
     def to_dict(self) -> dict[str, Any]:
         baselines = self.mdg.reason if isinstance(self.mdg, NotMeasured) else "computed"
@@ -386,6 +465,12 @@ class Reidentification:
             **(
                 {"headline": {g: self.headline(g).to_dict() for g in self.headline_groups()}}
                 if self.baselines()
+                else {}
+            ),
+            "nonmodal_precision": as_json(self.nonmodal_precision()),
+            **(
+                {"confirmation_passes": {m: p.to_dict() for m, p in self.passes.items()}}
+                if self.passes
                 else {}
             ),
         }
@@ -411,6 +496,10 @@ class Reidentification:
                 name: Linkage.from_dict(name, data[name])
                 for name in (*FIXED_BASELINE_METHODS, *UPPER_BOUND_METHODS)
                 if name in data
+            },
+            passes={
+                name: ConfirmationPasses.from_dict(counts)
+                for name, counts in data.get("confirmation_passes", {}).items()
             },
         )
 

@@ -579,6 +579,17 @@ def rates(links: pl.DataFrame, attacker: pl.DataFrame, subsets: Subsets) -> dict
     return out
 
 
+def confirmation_passes(links: pl.DataFrame) -> dict[str, int]:
+    """Putative links, and those confirmed in the first pass (exact age) and in the second
+    (agebin, over the links the first left: :func:`confirm`)."""
+    confirmed = links["confirmed_pass"]
+    return {
+        "putative": links.height,
+        "first_pass": int((confirmed == 1).sum()),
+        "second_pass": int((confirmed == 2).sum()),
+    }
+
+
 def attacker_match_share(attacker: pl.DataFrame, truth: Population) -> float:
     """Share of attacker records that match a data-defined census record on {id, block, sex,
     agebin} (the attack paper's 37.1% for its commercial file)."""
@@ -643,12 +654,15 @@ def reidentify(
         "attacker_match_share": attacker_match_share(attacker_cast, truth),
     }
     linked = None
+    passes = {}
     for method, records in files.items():
         columns = [*INFERRED, *(b for b in AGE_BOUNDS if b in records.columns)]
         inferred = records.select(pl.col(columns).cast(pl.Int64))
         links = confirm(link(inferred, attacker_cast, seed), truth)
         figures[method] = rates(links, attacker_cast, subsets)
+        passes[method] = confirmation_passes(links)
         if method == "reconstruction":
             linked = links
     assert linked is not None
+    figures["confirmation_passes"] = passes
     return figures, linked
