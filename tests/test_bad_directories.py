@@ -144,6 +144,8 @@ METRICS_DAMAGE = [
     (_metrics(lambda m: m.update(statuses=[])), "metrics.json: statuses must be a JSON object"),
     (_metrics(lambda m: m.update(release=5)), "metrics.json: release must be a string"),
     (_metrics(lambda m: m.update(variability=0)), "metrics.json: variability must be a JSON"),
+    (_metrics(lambda m: m.update(block_only="no")), "metrics.json: block_only must be true or"),
+    (_metrics(lambda m: m.update(block_only=0)), "metrics.json: block_only must be true or"),
     (_metrics(lambda m: m.update(persons=7)), "persons.parquet: 6 rows, but"),
     (_metrics(lambda m: m.update(tracts=2)), "tracts.parquet: 1 rows, but"),
 ]

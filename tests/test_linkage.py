@@ -22,6 +22,7 @@ from sdclab.cli import app
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.population.synth import synthesize
 from sdclab.release import exact_release
+from sdclab.results import Linkage, Reidentification
 
 B = 10010001001001  # a block geocode as int
 
@@ -224,3 +225,67 @@ def test_confirmation_runs_both_passes_over_every_link():
     confirmed = confirm(links, population).sort("id")
     assert confirmed["confirmed"].to_list() == [True, True, False, False]
     assert confirmed["confirmed_pass"].to_list() == [2, 1, None, None]
+
+
+def test_only_data_defined_persons_are_confirmed_and_attacked():
+    """A person whose record is not data-defined is tabulated but has no identifier to link on:
+    never in the census attacker's file, never confirmed; with every person data-defined the
+    figures are those of a population without the column."""
+    people = [(1, 30, 1, 0), (2, 30, 2, 0), (1, 60, 4, 1), (2, 61, 1, 0)]
+    plain = block_of(people)
+    flagged = Population(
+        persons=plain.persons.with_columns(data_defined=pl.Series([True, False, True, True])),
+        units=plain.units,
+    )
+    block = int(plain.persons["block"][0])
+    links = records([(block, *p) for p in people]).with_columns(
+        id=pl.Series([0, 1, 2, 3]), link_pass=pl.lit(1, pl.Int8)
+    )
+    assert confirm(links, plain)["confirmed"].to_list() == [True] * 4
+    assert confirm(links, flagged)["confirmed"].to_list() == [True, False, True, True]
+    census = attacker_file(flagged, ATTACKER_PRESETS["census"], np.random.default_rng(3))
+    assert sorted(census["id"].to_list()) == [0, 2, 3]
+    release = exact_release(plain)
+    recon = reconstruct(release, workers=1)
+    every = Population(
+        persons=plain.persons.with_columns(data_defined=pl.lit(True)), units=plain.units
+    )
+    assert "data_defined" in every.persons.columns
+    params = ATTACKER_PRESETS["commercial"]
+    plain_figures, _ = reidentify(recon.persons, release, plain, params, np.random.default_rng(5))
+    every_figures, _ = reidentify(recon.persons, release, every, params, np.random.default_rng(5))
+    assert plain_figures == every_figures
+
+
+def test_confirmation_passes_and_nonmodal_precision_are_figures(attacked):
+    """Every method's putative links split by the confirmation pass that confirmed them (the
+    census attacker's exact ages confirm in the first pass only; a commercial file's ages off
+    within their agebin in the second too), and the reconstruction's nonmodal precision beside
+    the proportional guessers'."""
+    population, release, recon = attacked
+    for preset in ("census", "commercial"):
+        rng = np.random.default_rng(4)
+        figures, _ = reidentify(recon.persons, release, population, ATTACKER_PRESETS[preset], rng)
+        passes = figures["confirmation_passes"]
+        methods = {m for m, f in figures.items() if isinstance(f, dict) and "all" in f}
+        assert set(passes) == methods and "prg_exact" in methods
+        for method, counts in passes.items():
+            every = figures[method]["all"]
+            assert counts["putative"] == every["putative"]
+            assert counts["first_pass"] + counts["second_pass"] == every["confirmed"]
+        second = passes["reconstruction"]["second_pass"]
+        assert second == 0 if preset == "census" else second > 0
+        reid = Reidentification.from_dict({"attacker_preset": preset, **figures})
+        assert Reidentification.from_dict(reid.to_dict()).passes == reid.passes
+        shares = reid.nonmodal_precision()
+        assert isinstance(reid.prg, Linkage) and shares["prg"] == reid.prg.nonmodal.precision
+        assert shares["points_beyond_prg_exact"] == pytest.approx(
+            100 * (shares["reconstruction"] - reid.fixed["prg_exact"].nonmodal.precision)
+        )
+        assert reid.to_dict()["nonmodal_precision"] == shares
+        metrics = {f.metric for f in reid.figures()}
+        prefix = f"reidentification.{preset}"
+        assert f"{prefix}.reconstruction.all.confirmed_second_pass_share" in metrics
+        assert f"{prefix}.nonmodal_precision.points_beyond_prg" in metrics
+    older = {k: v for k, v in figures.items() if k != "confirmation_passes"}
+    assert Reidentification.from_dict(older).passes == {}  # figures written before still read

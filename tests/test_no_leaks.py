@@ -220,7 +220,7 @@ def test_randomness_records_follow_what_was_drawn(small):
     from_ids = protection.run("cellkey", population, {"keys": "ids"}, None).randomness
     assert from_ids["fit_for_publication"] is False and from_ids["source"].startswith("record ids")
     drawn = protection.run("cellkey", population, {"keys": "drawn"}, None).randomness
-    assert drawn == {"source": "os-entropy", "fit_for_publication": True}
+    assert drawn == {"source": "os-entropy", "fit_for_publication": True, "drew_from_stream": True}
     seeded = protection.run("cellkey", population, {"spsn": "false"}, 4).randomness
     assert seeded["source"] == "the population's record_key column and seed"
     assert seeded["fit_for_publication"] is False and seeded["seed"] == 4
@@ -228,6 +228,7 @@ def test_randomness_records_follow_what_was_drawn(small):
     assert protection.run("geometric", population, {"epsilon": "8"}, None).randomness == {
         "source": "os-entropy",
         "fit_for_publication": True,
+        "drew_from_stream": True,
     }
 
 
@@ -338,3 +339,34 @@ def test_whether_a_release_drew_from_its_stream_is_read_off_its_record():
     assert drew_from_stream({"source": "the population's record_key column and seed"})
     assert not drew_from_stream({"source": "none (deterministic)"})
     assert not drew_from_stream({"source": "the population's record_key column"})
+
+
+def test_the_record_says_whether_the_stream_was_drawn_from(small):
+    """The randomness record carries a boolean, so that no reader parses its source text: a
+    mechanism's own source may end in words that look like the stream's."""
+    from sdclab.randomness import drew_from_stream, release_randomness
+
+    own = {"source": "keys chosen by the agency and seed", "fit_for_publication": True}
+    assert not drew_from_stream(release_randomness(own, 1, drew=False))
+    assert drew_from_stream(release_randomness(own, 1, drew=True))
+    for name, settings, drew in (
+        ("none", {}, False),
+        ("suppress", {}, False),
+        ("cellkey", {"spsn": "false"}, True),
+        ("geometric", {"epsilon": "8"}, True),
+    ):
+        record = protection.run(name, small, settings, 4).randomness
+        assert record["drew_from_stream"] is drew, name
+        assert drew_from_stream(record) is drew, name
+    # a record written before the flag is read off its source, as before
+    assert not drew_from_stream({"source": "none (deterministic)", "fit_for_publication": False})
+
+
+def test_released_microdata_never_say_who_is_data_defined(small):
+    """Whether a person's record is data-defined is a fact of the census's processing: a
+    release's microdata drop the column, as they drop the record keys."""
+    flags = np.arange(small.n_persons) % 3 > 0
+    flagged = small.with_records(persons=small.persons.with_columns(data_defined=flags))
+    release = protection.run("swap-low", flagged, {}, 4)
+    assert release.person_microdata is not None
+    assert "data_defined" not in release.person_microdata.columns

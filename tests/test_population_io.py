@@ -313,6 +313,26 @@ def test_record_keys_of_both_tables_are_kept(tmp_path: Path) -> None:
     assert population.units.get_column("record_key").to_list() == [9 * i for i in range(4)]
 
 
+def test_data_defined_is_kept_and_absent_means_every_person(tmp_path: Path) -> None:
+    """The optional data_defined column of persons is read as a boolean, kept through a write,
+    and a population without it has every person data-defined."""
+    assert read_population(BASE_CSV).data_defined.to_list() == [True] * 6
+    assert "data_defined" not in read_population(BASE_CSV).persons.columns
+    lines = (BASE_CSV / "persons.csv").read_text().splitlines()
+    flags = ["true", "0", "TRUE", "False", "1", "true"]
+    rows = [f"{r},{f}" for r, f in zip(lines[1:], flags, strict=True)]
+    rows = [lines[0] + ",data_defined", *rows]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "persons.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "in" / "units.csv").write_bytes((BASE_CSV / "units.csv").read_bytes())
+    population = read_population(tmp_path / "in")
+    expected = [True, False, True, False, True, True]
+    assert population.persons.schema["data_defined"] == pl.Boolean
+    assert population.data_defined.to_list() == expected
+    write_population(population, tmp_path / "out")
+    assert read_population(tmp_path / "out").data_defined.to_list() == expected
+
+
 def copy_base_csv(target: Path, edit: dict[str, bytes] | None = None) -> Path:
     """The base CSV population in ``target``, with some files' bytes replaced."""
     target.mkdir(exist_ok=True)

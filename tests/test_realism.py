@@ -50,6 +50,14 @@ def test_prg_expected_precision_is_the_mean_share_of_nonmodal_persons_cells(vill
     assert realism.prg_nonmodal_precision(village) == pytest.approx(expected)
 
 
+def test_prg_expected_precision_is_over_data_defined_nonmodal_persons(village):
+    """As the paper counts it: persons 1 and 2 (nonmodal in X) not data-defined leave persons 6
+    (1 of 6) and 9 (1 of 4); the mode and the shares still count every person."""
+    flags = pl.Series([p[0] not in (1, 2) for p in VILLAGE_PERSONS])
+    flagged = village.with_records(persons=village.persons.with_columns(data_defined=flags))
+    assert realism.prg_nonmodal_precision(flagged) == pytest.approx((1 / 6 + 1 / 4) / 2)
+
+
 def test_a_tie_for_the_mode_leaves_the_larger_code_nonmodal_as_the_breakdowns_do(tiny_population):
     # block A: codes 0 ×2, 4, 2 → persons 3 and 4 nonmodal (1 of 4 each); block C: codes 14
     # and 63, a tie → 14 is the mode, person 6 nonmodal (1 of 2); block D: codes 1 ×3, 6 →

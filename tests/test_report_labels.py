@@ -152,6 +152,8 @@ def test_each_part_shows_its_own_label_and_no_other(run):
         ("MAE of P12 (non-empty cells, withheld ones counted) by geography level", "figure"),
         ("MAE of totals (P1, populated geounits, withheld ones counted) by geography", "figure"),
         ("Accuracy against the headline risk", "figure"),
+        ("nonmodal precision: reconstruction / PRG / PRG on the exact tables", None),
+        ("putative links confirmed on the exact age / on agebin", None),
         ("Choose a method", "section"),
         ("Averaging the release", "div"),
         ("Repeated queries", "div"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from sdclab.attacks.variability import NO_EXACT_TRACT, variability_summary
+from sdclab.attacks.variability import NO_EXACT_TRACT, proven_solvar_zero, variability_summary
+from sdclab.optimize.highs import NODE_LIMIT_STATUS, OPTIMAL_STATUS
 from sdclab.results import SCHEMA_VERSION, ExperimentResult, NotMeasured, Variability
 
 
@@ -23,9 +24,27 @@ def test_no_exactly_solved_block_gives_no_solvar_share_rather_than_zero() -> Non
 
 def test_one_exactly_solved_block_gives_its_share() -> None:
     one = pl.DataFrame(
-        {"block": ["b"], "persons": [3], "solvar": [0.0], "status": ["optimal"]},
+        {"block": ["b"], "persons": [3], "solvar": [0.0], "status": [OPTIMAL_STATUS]},
     )
     assert Variability.from_dict(variability_summary(one)).share_blocks_solvar_zero == 1.0
+
+
+def test_a_block_whose_program_stopped_early_is_not_counted_solvar_zero() -> None:
+    """solvar 0 proves a block's reconstruction unique only from a program solved to
+    optimality: the summary counts blocks by the one rule the vulnerable group uses."""
+    solvar = pl.DataFrame(
+        {
+            "block": ["010010001001001", "010010001001002", "010010001001003"],
+            "persons": [3, 5, 2],
+            "solvar": [0.0, 0.0, 0.5],
+            "status": [OPTIMAL_STATUS, NODE_LIMIT_STATUS, OPTIMAL_STATUS],
+        }
+    )
+    summary = variability_summary(solvar)
+    assert summary["blocks_solvar_zero"] == proven_solvar_zero(solvar).len() == 1
+    assert summary["share_blocks_solvar_zero"] == pytest.approx(1 / 3)
+    assert summary["persons_in_solvar_zero_blocks"] == 3
+    assert summary["share_persons_solvar_zero"] == pytest.approx(0.3)
 
 
 def test_results_of_another_schema_version_are_refused_in_words() -> None:

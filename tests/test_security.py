@@ -117,7 +117,11 @@ def test_no_unseeded_run_writes_its_entropy(
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     meta = json.loads((out / "release.json").read_text())
-    assert meta["randomness"] == {"source": "os-entropy", "fit_for_publication": True}
+    assert meta["randomness"] == {
+        "source": "os-entropy",
+        "fit_for_publication": True,
+        "drew_from_stream": True,
+    }
     logs = result.output + "".join(capfd.readouterr())
     assert leaks(tmp_path, logs, secret_patterns(fixed_entropy)) == []
 

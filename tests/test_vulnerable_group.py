@@ -16,6 +16,7 @@ from sdclab.attacks.linkage import (
     breakdowns,
     vulnerable_persons,
 )
+from sdclab.attacks.reconstruction import write_reconstruction
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.population import PERSONS, UNITS, Population
@@ -49,6 +50,41 @@ def test_vulnerable_persons_by_hand():
         }
     )
     assert vulnerable_persons(truth, solvar).tolist() == [4]
+
+
+def test_the_group_holds_data_defined_persons_counted_among_everyone():
+    """The paper's group is of data-defined persons, while a block's mode and a person's
+    uniqueness count every person, as the tables do. Block A: a Black woman of 30 among white
+    men, not data-defined (out). Block B: a Black woman of 30 beside a white woman of 31 who is
+    not data-defined (same agebin: not unique, out). Block C: a white woman of 40 among three
+    Asian persons who are not data-defined (the mode is Asian: she is nonmodal and unique, in)."""
+    a, b, c = "010010001001001", "010010001001002", "010010001001003"
+    people = [
+        *[(a, 1, 50 + i, 1, True) for i in range(4)],
+        (a, 2, 30, 2, False),
+        *[(b, 1, 50 + i, 1, True) for i in range(3)],
+        (b, 2, 30, 2, True),
+        (b, 2, 31, 1, False),
+        *[(c, 1, 60 + i, 8, False) for i in range(3)],
+        (c, 2, 40, 1, True),
+    ]
+    persons = frame(
+        [(i, i, blk, 0, sex, age, race, 0) for i, (blk, sex, age, race, _) in enumerate(people)],
+        PERSONS,
+    ).with_columns(data_defined=pl.Series([p[-1] for p in people]))
+    units = [(i, blk, 0, True, 1) for i, (blk, *_) in enumerate(people)]
+    truth = Population(persons=persons, units=frame(units, UNITS))
+    solvar = pl.DataFrame(
+        {"block": [a, b, c], "persons": [5, 5, 4], "solvar": [0.0] * 3, "status": ["Optimal"] * 3}
+    )
+    assert vulnerable_persons(truth, solvar).tolist() == [13]
+    # the census's own file holds the data-defined persons only, and so do the groups
+    attacker = attacker_file(truth, ATTACKER_PRESETS["census"], np.random.default_rng(0))
+    assert sorted(attacker["id"].to_list()) == [i for i, p in enumerate(people) if p[-1]]
+    masks = breakdowns(attacker, truth, solvar, np.array([13])).masks
+    nonmodal = set(attacker["id"].to_numpy()[masks["nonmodal"]].tolist())
+    assert nonmodal == {8, 13}  # block B's Black woman and block C's white woman
+    assert attacker["id"].to_numpy()[masks["vulnerable"]].tolist() == [13]
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +198,22 @@ def test_another_population_s_group_is_refused(attacked):
         api.reidentify(
             recons["geometric"], releases["geometric"], truth, seed=2, vulnerable=foreign
         )
+
+
+def test_an_exact_reconstruction_without_its_release_is_refused_in_words(attacked, tmp_path):
+    """--vulnerable needs the exact release a reconstruction records; one that records none is
+    refused with what is missing (not with --release, which names the attacked release)."""
+    truth, _, releases, recons = attacked
+    write_population(truth, tmp_path / "pop")
+    write_release(releases["geometric"], tmp_path / "rel")
+    write_reconstruction(tmp_path / "recon", recons["geometric"], recons["geometric"].to_dict())
+    exact = api.reconstruct(api.tabulate(truth), workers=1, variability=True, draws=0)
+    write_reconstruction(tmp_path / "exact-recon", exact, exact.to_dict(), exact.solvar)
+    args = ["reidentify", str(tmp_path / "recon"), "--truth", str(tmp_path / "pop")]
+    args += ["--release", str(tmp_path / "rel"), "--vulnerable", str(tmp_path / "exact-recon")]
+    refused = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "r")])
+    assert refused.exit_code == 2
+    assert "exact-recon/metrics.json: records no release" in refused.output
+    assert "--vulnerable takes the exact release's reconstruction" in refused.output
+    assert "with --release" not in refused.output
+    assert "Traceback" not in refused.output and not (tmp_path / "r").exists()

@@ -27,6 +27,7 @@ from sdclab.randomness import check_seed
 from sdclab.results import (
     NO_MICRODATA,
     NO_RECONSTRUCTION,
+    NOT_GIVEN_BLOCK_ONLY,
     Agreement,
     Evaluation,
     ExperimentResult,
@@ -146,9 +147,15 @@ def reconstruct(
     knowledge: str = "published",
     draws: int = 10,
     node_limit: int | None = None,
+    block_only: bool = False,
 ) -> ReconstructionResult:
     """Rebuild block-level person records from the release alone (one integer program per
     tract), and with ``variability`` measure how many blocks have one solution only.
+
+    ``block_only``: from the release's block-level tables alone, leaving out its tract tables, as
+    the attack paper's second reconstruction (rHDF_b, beside rHDF_b,t); ages above 21 are then
+    known to their agebin only (``age`` is the bin's first year, ``age_min``–``age_max`` the bin),
+    and :func:`reidentify` links such records on agebin.
 
     ``knowledge``: ``published`` (the attack of record) models the noise the release states —
     the cell key method's p-table, the geometric scales, the suppression rules, TopDown's noisy
@@ -180,10 +187,20 @@ def reconstruct(
         node_limit=node_limit,
         checkpoint=checkpoint,
         inputs=release.sources,
+        block_only=block_only,
     )
     directory = Path(checkpoint) if checkpoint is not None else None
     records, metrics, solvar = attack(
-        release, where, seed, time_limit, variability, directory, knowledge, draws, node_limit
+        release,
+        where,
+        seed,
+        time_limit,
+        variability,
+        directory,
+        knowledge,
+        draws,
+        node_limit,
+        block_only,
     )
     return ReconstructionResult(
         mechanism=release.mechanism,
@@ -206,6 +223,7 @@ def check_reconstruction(
     inputs: tuple[Path, ...],
     named: Callable[[str], str] = str,
     node_limit: int | None = None,
+    block_only: bool = False,
 ) -> Executor:
     """Where a reconstruction runs, once every setting :func:`reconstruct` takes is checked: the
     command line calls it before it reads the release, so that both refuse alike and before any
@@ -238,6 +256,8 @@ def check_reconstruction(
         raise InputError(
             f"{named('node_limit')} {node_limit!r}: expected a whole number of nodes, at least 1"
         )
+    if not isinstance(block_only, bool):
+        raise InputError(f"{named('block_only')} {block_only!r}: expected True or False")
     where = Executor.parse(executor, workers)
     if checkpoint is not None:
         check_checkpoint_directory(Path(checkpoint), inputs, named("checkpoint"))
@@ -277,14 +297,15 @@ def vulnerable_group(
     node_limit: int | None = None,
 ) -> VulnerableGroup:
     """The population's most vulnerable persons, the one set every release is scored on:
-    nonmodal persons unique on {block, sex, agebin} in blocks whose reconstruction of the exact
-    release has solution variability 0 (evaluation only).
+    nonmodal data-defined persons unique on {block, sex, agebin} in blocks whose reconstruction
+    of the exact release has solution variability 0 (evaluation only).
 
     ``reconstruction``: the exact release's reconstruction with variability (``sdclab tabulate``
     then ``sdclab reconstruct --variability``), when already made; otherwise it is made here
     with ``workers``, ``executor``, ``seed``, ``time_limit`` and ``node_limit`` (as
     :func:`reconstruct`)."""
-    from sdclab.attacks.linkage import proven_solvar_zero, vulnerable_persons
+    from sdclab.attacks.linkage import vulnerable_persons
+    from sdclab.attacks.variability import proven_solvar_zero
 
     if reconstruction is None:
         reconstruction = reconstruct(
@@ -379,16 +400,21 @@ def evaluate(
     reconstruction: ReconstructionResult | None = None,
     reidentification: Reidentification | Mapping[str, Reidentification | NotMeasured] | None = None,
     risk: bool = False,
+    block_only: Reidentification | Mapping[str, Reidentification | NotMeasured] | None = None,
 ) -> Evaluation:
     """Accuracy of ``release`` against ``truth`` and the risk the attacks measured on it
     (evaluation only: these figures use the confidential data). ``risk`` also runs the
-    mechanism's own risk analysis, when it has one (the cell key method's)."""
+    mechanism's own risk analysis, when it has one (the cell key method's). ``block_only``: the
+    reidentification of the release's reconstruction from its block tables alone
+    (``reconstruct(..., block_only=True)``), reported apart."""
     from sdclab import protection
     from sdclab.digest import check_same_input
 
     check_same_input(release.input_digest, *truth.frames, what="truth and release")
     if isinstance(reidentification, Reidentification):
         reidentification = {reidentification.attacker: reidentification}
+    if isinstance(block_only, Reidentification):
+        block_only = {block_only.attacker: block_only}
     mechanism = protection.get(release.mechanism)
     if mechanism.risk_analysis is None:
         analysis: Mapping[str, Any] | NotMeasured = no_risk_analysis(mechanism.name)
@@ -396,7 +422,14 @@ def evaluate(
         analysis = mechanism.risk_analysis(release, truth)
     else:
         analysis = NotMeasured("not asked for (risk=True runs it)")
-    return evaluation(release, truth, reconstruction, reidentification or {}, analysis)
+    return evaluation(
+        release,
+        truth,
+        reconstruction,
+        reidentification or {},
+        analysis,
+        block_only=NotMeasured(NOT_GIVEN_BLOCK_ONLY) if block_only is None else block_only,
+    )
 
 
 def evaluation(
@@ -406,9 +439,11 @@ def evaluation(
     reidentification: Mapping[str, Reidentification | NotMeasured],
     risk: Mapping[str, Any] | NotMeasured,
     naive: ReconstructionResult | None = None,
+    block_only: Mapping[str, Reidentification | NotMeasured] | NotMeasured | None = None,
 ) -> Evaluation:
     """The figures of :func:`evaluate` from inputs already checked to belong together (``naive``:
-    the naive reconstruction beside the noise-aware one, when they differ)."""
+    the naive reconstruction beside the noise-aware one, when they differ; ``block_only``: the
+    reidentification of the reconstruction from the block tables alone, or why there is none)."""
     from sdclab import evaluation as ev
     from sdclab import protection
     from sdclab.results import indicators_from, totals_from
@@ -462,6 +497,13 @@ def evaluation(
         totals=totals_from(ev.geounit_totals(release, truth)),
         indicators=indicators_from(ev.tract_indicators(release, truth)),
         naive_agreement=_naive_agreement(release, truth, reconstruction, naive),
+        block_only_reidentification=(
+            NotMeasured(NOT_GIVEN_BLOCK_ONLY)
+            if block_only is None
+            else block_only
+            if isinstance(block_only, NotMeasured)
+            else dict(block_only)
+        ),
     )
 
 

@@ -127,6 +127,13 @@ def parse_table_list(text: str | None) -> list[str] | None:
 
 
 REIDENTIFICATION_KIND = "reidentification"
+NO_EXACT_RELEASE = (
+    "--vulnerable takes the exact release's reconstruction as sdclab reconstruct writes it, "
+    "which records the release it was made from so that it can be checked to be this "
+    "population's (sdclab tabulate POP --out EXACT, then sdclab reconstruct EXACT --variability "
+    "--out EXACT_RECON)"
+)
+"""Why ``--vulnerable`` refuses a reconstruction that records no release, and what to give."""
 EVALUATION_KIND = "evaluation"
 CKM_RISK_KIND = "ckm-risk"
 AUDIT_KIND = "audit"
@@ -318,6 +325,14 @@ def reconstruct(
     variability: Annotated[
         bool, typer.Option("--variability", help="Also compute solution variability per block.")
     ] = False,
+    block_only: Annotated[
+        bool,
+        typer.Option(
+            "--block-only",
+            help="From the block-level tables alone, leaving out the tract tables (the attack "
+            "paper's rHDF_b): ages above 21 are known to their agebin only.",
+        ),
+    ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the solvers' tie-breaking.")] = 0,
     time_limit: Annotated[
         float, typer.Option(help="Seconds per tract program before the best is taken.")
@@ -357,6 +372,7 @@ def reconstruct(
         inputs=(release, out),
         named=option,
         node_limit=node_limit,
+        block_only=block_only,
     )
     rel = api.read_release(release)
     result = api.reconstruct(
@@ -369,15 +385,17 @@ def reconstruct(
         checkpoint=checkpoint,
         knowledge=knowledge.value,
         node_limit=node_limit,
+        block_only=block_only,
     )
     metrics = {"release": str(release.resolve()), **result.to_dict(), "workers": workers}
     write_reconstruction(out, result, metrics, result.solvar, protect=(release,))
     statuses = ", ".join(f"{k}: {v}" for k, v in result.statuses.items())
     seconds = result.seconds  # a fresh run always times itself
     took = "" if isinstance(seconds, NotMeasured) else f" in {seconds:.1f} s"
+    tables = " from the block tables alone" if block_only else ""
     typer.echo(
-        f"reconstructed {result.n_persons:,} persons in {result.tracts.height} tracts{took} "
-        f"({statuses})"
+        f"reconstructed {result.n_persons:,} persons in {result.tracts.height} tracts{tables}"
+        f"{took} ({statuses})"
     )
     if result.time_limited_tracts:
         typer.echo(
@@ -437,7 +455,7 @@ def reidentify(
     population = read_truth(truth, rel, release)
     group = None
     if vulnerable is not None:
-        exact = attacked_release(vulnerable)
+        exact = attacked_release(vulnerable, NO_EXACT_RELEASE)
         read_truth(truth, api.read_release(exact), exact)  # the exact release of this population
         group = api.vulnerable_group(population, reconstruction=api.read_reconstruction(vulnerable))
     result = api.reidentify(

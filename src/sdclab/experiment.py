@@ -409,6 +409,11 @@ class AttackSpec(_Strict):
         "for its agreement beside the noise-aware attack's",
     )
     attackers: list[Literal["census", "commercial"]] = ["census", "commercial"]
+    block_only: bool = Field(
+        False,
+        description="also reconstruct every release from its block tables alone (the attack "
+        "paper's rHDF_b) and reidentify it, reported apart (block_only_reidentification)",
+    )
     workers: int | None = Field(None, ge=1)
     executor: str | None = Field(None, description="local, dask://HOST:PORT or dask-local[:N]")
     seed: int = Field(0, ge=0, le=MAX_SEED)
@@ -689,7 +694,9 @@ STEP_FORMAT = 4
 again (2: releases carry their mechanism's noise publication, which the noise-aware attack
 reads; reconstructions rank their records; 3: releases record whether they protect,
 reconstructions which tracts a limit stopped, reidentifications confirm in two passes and score
-the vulnerable group; 4: accuracy counts withheld cells at their true counts)."""
+the vulnerable group; 4: accuracy counts withheld cells at their true counts, reidentifications
+link records known to their agebin on agebin only, draw attacker files from data-defined persons
+and count the links each confirmation pass confirms)."""
 
 
 def _digest(*parts: Any) -> str:
@@ -801,13 +808,21 @@ def _make_risk(release: Release, truth: Population, tmp: Path) -> None:
     write_json(analysis(release, truth), tmp / METRICS_FILE)
 
 
-def _make_reconstruction(release: Release, attacks: AttackSpec, knowledge: str, tmp: Path) -> None:
+def _make_reconstruction(
+    release: Release, attacks: AttackSpec, knowledge: str, tmp: Path, block_only: bool = False
+) -> None:
+    """A reconstruction step: the attack of record (with variability and ranked records), the
+    naive one beside it, or the one from the block tables alone (``block_only``: reidentified
+    only, so neither measured for variability, which reads the block tables either way, nor
+    ranked)."""
+    main = knowledge == "published" and not block_only
     result = api.reconstruct(
         release,
         **attacks.solving(),
-        variability=attacks.variability and knowledge == "published",
+        variability=attacks.variability and main,
         knowledge=knowledge,
-        draws=DRAWS if knowledge == "published" else 0,
+        draws=DRAWS if main else 0,
+        block_only=block_only,
     )
     write_reconstruction(tmp / "recon", result, result.to_dict(), result.solvar)
 
@@ -981,12 +996,13 @@ class Runner:
             risk = read_json_object(made / METRICS_FILE)
         reconstruction, reidentification = self.attacks(m, release, truth, rel_digest)
         naive = self.naive(m, release, rel_digest) if reconstruction is not None else None
+        block_only = self.block_only(m, release, truth, rel_digest)
         return ReleaseResult(
             title=m.title,
             settings=mechanism.parse(m.settings).recorded(),
             notes=release.notes,
             evaluation=api.evaluation(
-                release, truth, reconstruction, reidentification, risk, naive
+                release, truth, reconstruction, reidentification, risk, naive, block_only
             ),
             point=Sweep(
                 m.entry, m.setting, m.varied, m.replicate, self.same_as(m, release), m.population
@@ -1054,6 +1070,43 @@ class Runner:
             made = self.steps.get(step, make)
             links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
         return recon, links
+
+    def block_only(
+        self, m: Point, release: Release, truth: Population, rel_digest: str
+    ) -> dict[str, Reidentification | NotMeasured] | NotMeasured:
+        """The reidentification of the release's reconstruction from its block tables alone, by
+        each attacker (the attack paper's rHDF_b), when the experiment asks for it."""
+        attacks = self.experiment.attacks
+        if not (attacks.block_only and attacks.reconstruct):
+            return NotMeasured(NO_BLOCK_ONLY)
+        if not release.tables:
+            return {a: NotMeasured(NOTHING_TO_RECONSTRUCT) for a in attacks.attackers}
+        digest = _digest(
+            "block-reconstruction", rel_digest, attacks.seed, attacks.time_limit, attacks.node_limit
+        )
+        step = Step(f"block-reconstruction:{m.title}", digest)
+        make = partial(_make_reconstruction, release, attacks, "published", block_only=True)
+        recon = api.read_reconstruction(self.steps.get(step, make) / "recon")
+        unlinkable = linkage.not_linkable(recon.persons)
+        group, group_digest = self.vulnerable if self.vulnerable else (None, None)
+        links: dict[str, Reidentification | NotMeasured] = {}
+        for preset in attacks.attackers:
+            if unlinkable is not None:
+                links[preset] = NotMeasured(unlinkable)
+                continue
+            step = Step(
+                f"reidentify-block:{m.title}:{preset}",
+                _digest("reid-block", digest, preset, attacks.seed, group_digest),
+            )
+            made = self.steps.get(
+                step,
+                partial(_make_reidentification, recon, release, truth, preset, attacks.seed, group),
+            )
+            links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
+        return links
+
+
+NO_BLOCK_ONLY = "not asked for (attacks.block_only reconstructs from the block tables alone too)"
 
 
 def replicate_of(first: ReleaseResult, point: Point) -> ReleaseResult:
@@ -1136,6 +1189,7 @@ def provenance(experiment: Experiment, source: str) -> dict[str, Any]:
             "time_limit": attacks.time_limit,
             "node_limit": attacks.node_limit,
             "attackers": list(attacks.attackers),
+            "block_only": attacks.block_only,
             "knowledge": "published (noise-aware)" + (", naive beside" if attacks.naive else ""),
         },
         "mechanism_seeds": "in the experiment (not repeated: a seed reproduces its noise)",

@@ -50,10 +50,16 @@ def randomness_record(seed: int | None) -> dict[str, Any]:
     }
 
 
+DREW = "drew_from_stream"
+"""Key of the randomness record: whether the mechanism drew from the stream it was given (a
+boolean, read off the stream's state when the release was made)."""
+
+
 def exact_record() -> dict[str, Any]:
     """The record of an exact tabulation: nothing drawn, and nothing protected."""
     return {
         "source": "none (deterministic)",
+        DREW: False,
         "fit_for_publication": False,
         "note": "an exact tabulation is never fit for publication",
     }
@@ -68,12 +74,14 @@ def release_randomness(own: dict[str, Any], seed: int | None, drew: bool) -> dic
     """The record of a release: the mechanism's ``own`` record (empty: it relies on the stream
     alone) combined with the stream's, if the mechanism ``drew`` from it.
 
-    A release is fit for publication only if every source of its randomness is."""
+    A release is fit for publication only if every source of its randomness is. The record
+    says whether the mechanism drew (:data:`DREW`), so that no reader parses its source."""
     if not drew:
-        return own or deterministic_record("the mechanism drew no random numbers")
+        record = own or deterministic_record("the mechanism drew no random numbers")
+        return {**record, DREW: False}
     stream = randomness_record(seed)
     if not own:
-        return stream
+        return {**stream, DREW: True}
     combined = {
         **stream,
         "source": f"{own['source']} and {stream['source']}",
@@ -82,7 +90,7 @@ def release_randomness(own: dict[str, Any], seed: int | None, drew: bool) -> dic
     notes = [n for n in (own.get("note"), stream.get("note")) if n]
     if notes:
         combined["note"] = "; ".join(notes)
-    return combined
+    return {**combined, DREW: True}
 
 
 def unprotected_record(record: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -96,7 +104,11 @@ def unprotected_record(record: dict[str, Any], reason: str) -> dict[str, Any]:
 
 def drew_from_stream(record: dict[str, Any]) -> bool:
     """Whether a release's randomness record says it drew from its seeded or OS-entropy
-    stream (the record of :func:`release_randomness`): a release that did not is the same
-    whatever the seed."""
+    stream (:data:`DREW` of :func:`release_randomness`): a release that did not is the same
+    whatever the seed. A record written before it carried the flag says so by its source
+    alone: the stream's source, or another joined to it by "and"."""
+    flag = record.get(DREW)
+    if isinstance(flag, bool):
+        return flag
     source = str(record.get("source", ""))
     return any(source == s or source.endswith(f" and {s}") for s in ("seed", "os-entropy"))

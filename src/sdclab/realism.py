@@ -26,16 +26,12 @@ import numpy as np
 import polars as pl
 
 from sdclab import schema
-from sdclab.attacks.linkage import (
-    block_modes,
-    population_uniques,
-    proven_solvar_zero,
-    race_ethnicity,
-)
+from sdclab.attacks.linkage import block_modes, population_uniques, race_ethnicity
 from sdclab.attacks.reconstruction import BLOCK_TABLES, TIME_LIMIT, TRACT_TABLES, reconstruct
-from sdclab.attacks.variability import solution_variability
+from sdclab.attacks.variability import proven_zero, solution_variability
 from sdclab.execution import Executor
 from sdclab.geography import truncate
+from sdclab.optimize.highs import OPTIMAL_STATUS
 from sdclab.population import Population
 from sdclab.release import exact_release
 
@@ -75,8 +71,9 @@ P8_P10_DROP = Reference("70% → 65% of populated blocks (5 points)", 0.03, 1.0)
 
 
 def _race_ethnicity_cells(population: Population) -> pl.DataFrame:
-    """Per person: block, race, race-ethnicity ``code``, persons of that code in the block
-    (``same``), persons of the block (``size``) and whether the code is the block's mode."""
+    """Per person: block, race, race-ethnicity ``code``, whether data-defined, persons of that
+    code in the block (``same``), persons of the block (``size``) and whether the code is the
+    block's mode."""
     persons = population.persons
     code = race_ethnicity(persons["race"].to_numpy(), persons["hispanic"].to_numpy())
     frame = pl.DataFrame(
@@ -84,6 +81,7 @@ def _race_ethnicity_cells(population: Population) -> pl.DataFrame:
             "block": population.person_block_index,
             "race": persons["race"].to_numpy().astype(np.int64),
             "code": code,
+            "data_defined": population.data_defined,
         }
     )
     return (
@@ -110,8 +108,9 @@ def prg_nonmodal_precision(population: Population) -> float:
     about a person with the probability that their own race-ethnicity is drawn: the share of their
     block that shares it. This is the mean of that share over nonmodal persons; with a
     census-quality attacker (every person linked once, on their true block, sex and age) it is
-    the expectation of PRG's nonmodal precision."""
-    cells = _race_ethnicity_cells(population).filter(~pl.col("modal"))
+    the expectation of PRG's nonmodal precision. Over data-defined persons, as the paper counts
+    them (every person of a population without the column)."""
+    cells = _race_ethnicity_cells(population).filter(~pl.col("modal") & pl.col("data_defined"))
     share = cells["same"].to_numpy() / cells["size"].to_numpy()
     return float(share.mean()) if share.size else float("nan")
 
@@ -198,8 +197,8 @@ class SolvarZero:
 
 def solvar_zero(solvar: pl.DataFrame) -> SolvarZero:
     """The solvar-0 shares of a frame of :func:`exact_solvar` (or ``solvar.parquet``)."""
-    proven = pl.col("status") == "Optimal"
-    zero = solvar.filter(pl.col("block").cast(pl.Int64).is_in(proven_solvar_zero(solvar).implode()))
+    proven = pl.col("status") == OPTIMAL_STATUS
+    zero = solvar.filter(proven_zero(solvar))
     persons = int(solvar["persons"].sum())
     return SolvarZero(
         blocks=zero.height / solvar.height if solvar.height else float("nan"),

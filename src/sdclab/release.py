@@ -54,7 +54,7 @@ from sdclab.fileio import (
 )
 from sdclab.geography import GEOID_LENGTH, LEVELS, Geography, geoid_strings
 from sdclab.population import Population
-from sdclab.population.contract import RECORD_KEY
+from sdclab.population.contract import DATA_DEFINED, RECORD_KEY
 from sdclab.randomness import exact_record
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.published import LONG_SCHEMA, PublishedTable
@@ -257,10 +257,11 @@ def publishable_microdata(population: Population, rng: np.random.Generator) -> P
     The input's person and unit identifiers would link published records back to the confidential
     file (and reveal, for instance, which households were swapped), so they are replaced by
     sequential ids in block order, with a random order inside each block. Record keys of the cell
-    key method are dropped: with them anyone could recompute the cell keys.
+    key method are dropped: with them anyone could recompute the cell keys; so is whether a
+    person is data-defined (a fact of the census's processing of their response).
     """
-    population = population.with_records(  # a valid population without its optional keys
-        persons=population.persons.drop(RECORD_KEY.name, strict=False),
+    population = population.with_records(  # a valid population without its optional columns
+        persons=population.persons.drop(RECORD_KEY.name, DATA_DEFINED.name, strict=False),
         units=population.units.drop(RECORD_KEY.name, strict=False),
     )
     units = population.units

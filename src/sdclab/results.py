@@ -131,6 +131,16 @@ class Figure:
 
 NO_RECORDS = "no attacker record falls in this group"
 NO_LINKS = "no putative link in this group"
+NO_METHOD = "the method was not scored"
+
+
+def _points(ours: Value, theirs: Value) -> Value:
+    """``ours − theirs`` in percentage points, or why one is missing."""
+    if isinstance(ours, NotMeasured):
+        return ours
+    if isinstance(theirs, NotMeasured):
+        return theirs
+    return 100 * (ours - theirs)
 
 
 def _entry(mapping: Mapping[str, T], key: str, what: str) -> T:
@@ -226,8 +236,8 @@ HEADLINE_GROUPS = ("all", "nonmodal", "vulnerable")
 (the population's fixed vulnerable persons, :class:`VulnerableGroup`) only when the
 reidentification was given the group."""
 VULNERABLE_DEFINITION = (
-    "nonmodal persons unique on {block, sex, agebin} in blocks whose reconstruction of the exact "
-    "release has solution variability 0 (proven)"
+    "nonmodal data-defined persons unique on {block, sex, agebin} in blocks whose reconstruction "
+    "of the exact release has solution variability 0 (proven)"
 )
 
 
@@ -301,6 +311,45 @@ class HeadlineRisk:
 
 
 @dataclass(frozen=True)
+class ConfirmationPasses:
+    """How one linkage method's putative links were confirmed: in the first pass of the
+    confirmation (on the exact age) or in the second (on agebin, over the links the first left).
+    The attack paper prints only their sum, its confirmed reidentifications."""
+
+    putative: int
+    first_pass: int
+    second_pass: int
+
+    @property
+    def first_pass_share(self) -> Value:
+        """Share of the putative links confirmed on the exact age."""
+        return _share(self.first_pass, self.putative, NO_LINKS)
+
+    @property
+    def second_pass_share(self) -> Value:
+        """Share of the putative links confirmed on agebin only."""
+        return _share(self.second_pass, self.putative, NO_LINKS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "putative": self.putative,
+            "first_pass": self.first_pass,
+            "second_pass": self.second_pass,
+            "first_pass_share": as_json(self.first_pass_share),
+            "second_pass_share": as_json(self.second_pass_share),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConfirmationPasses:
+        return cls(int(data["putative"]), int(data["first_pass"]), int(data["second_pass"]))
+
+
+NONMODAL_PRG = ("prg", "prg_exact")
+"""The proportional guessers whose nonmodal precision stands beside the reconstruction's: the
+release's own (from its tables) and the one on the exact tables (the same for every release)."""
+
+
+@dataclass(frozen=True)
 class Reidentification:
     """Links of reconstructed records (and of the two baselines) to an attacker's file."""
 
@@ -314,12 +363,32 @@ class Reidentification:
     mdg: Linkage | NotMeasured
     """Baseline: records drawn from the published block tables (the 2010 study's MDG)."""
     prg: Linkage | NotMeasured
-    """Baseline: a guess from the published tract totals (PRG)."""
+    """Baseline: a draw from the published block distribution of race and ethnicity (PRG)."""
     links: pl.DataFrame | None = field(default=None, repr=False, compare=False)
     """The reconstruction's links (attacker id, block, confirmed)."""
     fixed: Mapping[str, Linkage] = field(default_factory=dict, repr=False)
     """The baselines fixed across releases (``mdg_exact``, ``prg_exact``, ``random_draw``) and
     the upper bounds (``confidential``, ``swapped``), by name."""
+    passes: Mapping[str, ConfirmationPasses] = field(default_factory=dict, repr=False)
+    """By method: how its putative links were confirmed (empty for figures written before)."""
+
+    def nonmodal_precision(self) -> dict[str, Value]:
+        """The reconstruction's precision on nonmodal persons beside the proportional guessers'
+        (:data:`NONMODAL_PRG`; the paper's PRG: 16.0–16.7%), and by how many percentage points
+        it exceeds each."""
+        ours = self.reconstruction.nonmodal.precision
+        out: dict[str, Value] = {"reconstruction": ours}
+        methods = self.methods()
+        for name in NONMODAL_PRG:
+            method = methods.get(name)
+            theirs = (
+                method.nonmodal.precision
+                if method is not None
+                else (self.prg if isinstance(self.prg, NotMeasured) else NotMeasured(NO_METHOD))
+            )
+            out[name] = theirs
+            out[f"points_beyond_{name}"] = _points(ours, theirs)
+        return out
 
     def methods(self) -> dict[str, Linkage]:
         """The methods measured, by name."""
@@ -355,16 +424,17 @@ class Reidentification:
             f"{show_share(self.reconstruction.nonmodal.precision)})>"
         )
 
-    def figures(self, **dims: Any) -> Iterator[Figure]:
+    def figures(self, field: str = "reidentification", **dims: Any) -> Iterator[Figure]:
         """Every rate in long form; a group by block size (``nonmodal_block_size_10-49``) is its
-        persons (``nonmodal``) with the block-size class as ``size_class``."""
+        persons (``nonmodal``) with the block-size class as ``size_class``. ``field``: the
+        evaluation's field they come from (the first part of every metric)."""
         for method in self.methods().values():
             for group, rates in method.groups.items():
                 persons, _, size = group.partition("block_size_")
                 persons = persons.removesuffix("_") or "all"
                 for metric in ("putative_rate", "confirmed_rate", "precision"):
                     yield Figure(
-                        f"reidentification.{self.attacker}.{method.method}.{persons}.{metric}",
+                        f"{field}.{self.attacker}.{method.method}.{persons}.{metric}",
                         getattr(rates, metric),
                         size_class=size or None,
                         **dims,
@@ -372,9 +442,19 @@ class Reidentification:
         if self.baselines():
             for group in self.headline_groups():
                 head = self.headline(group)
-                prefix = f"reidentification.{self.attacker}.headline.{group}"
+                prefix = f"{field}.{self.attacker}.headline.{group}"
                 yield Figure(f"{prefix}.points", head.points, **dims)
                 yield Figure(f"{prefix}.persons", head.persons, **dims)
+        for name, value in self.nonmodal_precision().items():
+            if name.startswith("points_beyond_"):
+                yield Figure(f"{field}.{self.attacker}.nonmodal_precision.{name}", value, **dims)
+        for name, passes in self.passes.items():
+            for which in ("first", "second"):
+                yield Figure(
+                    f"{field}.{self.attacker}.{name}.all.confirmed_{which}_pass_share",
+                    getattr(passes, f"{which}_pass_share"),
+                    **dims,
+                )
 
     def to_dict(self) -> dict[str, Any]:
         baselines = self.mdg.reason if isinstance(self.mdg, NotMeasured) else "computed"
@@ -389,6 +469,12 @@ class Reidentification:
             **(
                 {"headline": {g: self.headline(g).to_dict() for g in self.headline_groups()}}
                 if self.baselines()
+                else {}
+            ),
+            "nonmodal_precision": as_json(self.nonmodal_precision()),
+            **(
+                {"confirmation_passes": {m: p.to_dict() for m, p in self.passes.items()}}
+                if self.passes
                 else {}
             ),
         }
@@ -414,6 +500,10 @@ class Reidentification:
                 name: Linkage.from_dict(name, data[name])
                 for name in (*FIXED_BASELINE_METHODS, *UPPER_BOUND_METHODS)
                 if name in data
+            },
+            passes={
+                name: ConfirmationPasses.from_dict(counts)
+                for name, counts in data.get("confirmation_passes", {}).items()
             },
         )
 
@@ -783,6 +873,9 @@ def level_accuracies(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, Leve
 
 
 NO_RECONSTRUCTION = "no reconstruction of this release was given"
+NOT_GIVEN_BLOCK_ONLY = (
+    "no reidentification of a reconstruction from the block tables alone was given"
+)
 NO_TOTALS = "the release publishes no P1 (total population) table"
 NO_GEOUNITS = "no geounit of this class has its total shown"
 NO_POSITIVE_TOTAL = "no geounit of this class has a positive true total"
@@ -878,6 +971,11 @@ class Evaluation:
     """Errors of the key indicators per tract from the published P12: by indicator
     (``sex_ratio``, ``share_65_plus``, ``share_under_18``), then figure (tracts,
     undefined_tracts, mae, bias; :func:`sdclab.evaluation.tract_indicators`)."""
+    block_only_reidentification: Mapping[str, Reidentification | NotMeasured] | NotMeasured = field(
+        default=NotMeasured(NOT_GIVEN_BLOCK_ONLY), repr=False
+    )
+    """By attacker: the reidentification of the release's reconstruction from its block tables
+    alone (the attack paper's rHDF_b, beside its rHDF_b,t), or why there is none."""
 
     def table(self, name: str, level: str) -> TableAccuracy:
         """The accuracy of table ``name`` at ``level``."""
@@ -989,6 +1087,15 @@ class Evaluation:
                 yield Figure(f"reidentification.{attacker}", reid, **dims)
             else:
                 yield from reid.figures(**dims)
+        block_only = self.block_only_reidentification
+        if isinstance(block_only, NotMeasured):
+            yield Figure(BLOCK_ONLY_FIELD, block_only, **dims)
+        else:
+            for attacker, reid in block_only.items():
+                if isinstance(reid, NotMeasured):
+                    yield Figure(f"{BLOCK_ONLY_FIELD}.{attacker}", reid, **dims)
+                else:
+                    yield from reid.figures(BLOCK_ONLY_FIELD, **dims)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, as ``metrics.json`` and an experiment's ``results.json`` hold it."""
@@ -1012,6 +1119,7 @@ class Evaluation:
             "ranked_precision": as_json(self.rank_curve),
             "reconstruction_block_sex_agebin": as_json(self.block_sex_agebin_agreement),
             "reidentification": as_json(self.reidentification),
+            BLOCK_ONLY_FIELD: as_json(self.block_only_reidentification),
         }
         out["reconstruction"] = as_json(self.reconstruction)
         if self.diagnostics:
@@ -1059,7 +1167,28 @@ class Evaluation:
             rank_curve=_rank_curve(data.get("ranked_precision", {"not_measured": "not recorded"})),
             totals=totals_from(data.get("geounit_totals", {})),
             indicators=indicators_from(data.get("tract_indicators", {})),
+            block_only_reidentification=_block_only(data.get(BLOCK_ONLY_FIELD)),
         )
+
+
+BLOCK_ONLY_FIELD = "block_only_reidentification"
+"""The key of an evaluation's figures of the reconstruction from the block tables alone."""
+
+
+def _block_only(data: Any) -> Mapping[str, Reidentification | NotMeasured] | NotMeasured:
+    """The block-only reidentification read back (absent: results written before it)."""
+    if not isinstance(data, Mapping):
+        return NotMeasured("not recorded")
+    if "not_measured" in data:
+        return NotMeasured(str(data["not_measured"]))
+    return {
+        attacker: (
+            NotMeasured(str(reid["not_measured"]))
+            if "not_measured" in reid
+            else Reidentification.from_dict(reid)
+        )
+        for attacker, reid in data.items()
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1082,6 +1211,7 @@ TRUTH_BASED_FIELDS = (
     "ranked_precision",
     "reconstruction_block_sex_agebin",
     "reidentification",
+    BLOCK_ONLY_FIELD,
     "diagnostics",
 )
 """Fields of a mechanism's results (an experiment's entry, the metrics of ``sdclab evaluate``)

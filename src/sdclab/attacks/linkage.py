@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sdclab import schema
 from sdclab.arrays import IntArray
+from sdclab.attacks.variability import proven_solvar_zero
 from sdclab.errors import InputError
 from sdclab.evaluation import (
     BLOCK_SIZE_CLASSES,
@@ -105,13 +106,24 @@ def attacker_parameters(preset: str, overrides: Mapping[str, str | float]) -> At
         raise InputError(found[0], found[1:]) from None
 
 
+def identified(truth: Population) -> pl.DataFrame:
+    """The persons a record linkage can tie to a name: the data-defined ones (every person of a
+    population without the column). A person whose record was imputed has no identifier in the
+    census file, so no attacker's record can be confirmed as theirs (the attack paper's
+    attacker files and rates are of data-defined persons)."""
+    return truth.persons.filter(truth.data_defined)
+
+
 def attacker_file(
     truth: Population, params: AttackerParameters, rng: np.random.Generator
 ) -> pl.DataFrame:
-    """Simulated external records: id, block, sex, age (id < 0: not a census person)."""
+    """Simulated external records: id, block, sex, age (id < 0: not a census person). The
+    ``coverage`` is of the data-defined persons (:func:`identified`); the records of people not
+    in the census look like the whole population."""
     persons = truth.persons
-    keep = rng.random(persons.height) < params.coverage
-    chosen = persons.filter(pl.Series(keep))
+    linkable = identified(truth)
+    keep = rng.random(linkable.height) < params.coverage
+    chosen = linkable.filter(pl.Series(keep))
     n = chosen.height
     blocks = truth.geography.blocks
     block = chosen["block"].cast(pl.Int64).to_numpy().copy()
@@ -173,16 +185,36 @@ def _ranked(frame: pl.DataFrame, key: list[str], seed: int) -> pl.DataFrame:
     )
 
 
+INFERRED = ("block", "sex", "age", "race", "hispanic")
+"""The columns of the records an attack links (int64), besides the optional age bounds."""
+AGE_BOUNDS = ("age_min", "age_max")
+"""Optional columns of the linked records: the youngest and oldest age they may have."""
+
+
+def single_year(inferred: pl.DataFrame) -> pl.Series:
+    """Whether each record's single year of age is known: its age bounds (:data:`AGE_BOUNDS`)
+    meet, or it has none (every age known)."""
+    if not set(AGE_BOUNDS) <= set(inferred.columns):
+        return pl.Series(np.ones(inferred.height, dtype=bool))
+    return inferred.select((pl.col("age_min") == pl.col("age_max")).fill_null(False)).to_series()
+
+
 def link(inferred: pl.DataFrame, attacker: pl.DataFrame, seed: int) -> pl.DataFrame:
     """Putative links: attacker id, block, sex, age + inferred race, hispanic, and the pass (1, 2).
 
-    ``inferred`` has block (int64), sex, age, race, hispanic; ``attacker`` id, block, sex, age.
-    One-to-one without replacement: a record used in pass 1 is not used again.
+    ``inferred`` has block (int64), sex, age, race, hispanic and may have ``age_min`` and
+    ``age_max``; ``attacker`` id, block, sex, age. One-to-one without replacement: a record used in
+    pass 1 is not used again. A record whose single year is not known (its bounds differ: a
+    reconstruction from block tables alone, a baseline's frame, whose ``age`` is its agebin's
+    first year) is linked on agebin only, as the attack paper links its block-only
+    reconstruction: pairing it on that first year would prefer the attacker's records of that
+    year within the bin, and call the link exact.
     """
-    left = with_agebin(inferred).with_row_index("_r")
+    known = single_year(inferred)
+    left = with_agebin(inferred.select(INFERRED)).with_row_index("_r")
     right = with_agebin(attacker).with_row_index("_a")
     first_key = ["block", "sex", "age"]
-    first = _ranked(left, first_key, seed).join(
+    first = _ranked(left.filter(known), first_key, seed).join(
         _ranked(right, first_key, seed + 1), on=[*first_key, "_rank"], how="inner", suffix="_att"
     )
     second_key = ["block", "sex", "agebin"]
@@ -209,8 +241,9 @@ def confirm(links: pl.DataFrame, truth: Population) -> pl.DataFrame:
     """Adds ``confirmed`` and ``confirmed_pass``: the paper's confirmation (its Algorithm 4) in
     two passes over every putative link, whichever pass linked it — first on {id, block, sex,
     age, race, ethnicity}, then, for the links the first pass left, on agebin instead of age.
-    ``confirmed_pass`` is 1 or 2 for a confirmed link, null otherwise."""
-    true = truth.persons.select(
+    ``confirmed_pass`` is 1 or 2 for a confirmed link, null otherwise. Only a data-defined
+    person (:func:`identified`) can be confirmed: the others have no identifier to link on."""
+    true = identified(truth).select(
         pl.col("person_id").alias("id"),
         pl.col("block").cast(pl.Int64).alias("true_block"),
         pl.col("sex").cast(pl.Int64).alias("true_sex"),
@@ -264,7 +297,8 @@ def _whole(counts: npt.NDArray[Any]) -> IntArray:
 
 
 def block_sex_agebins(release: Release) -> pl.DataFrame:
-    """Persons by block, sex and agebin from P12 + P14, as records (age = the bin's first year)."""
+    """Persons by block, sex and agebin from P12 + P14, as records: age is the bin's first year,
+    ``age_min`` and ``age_max`` the bin (the frame knows no single year beyond 21)."""
     blocks = release.geography.blocks
     p12 = _whole(_table(release, "P12").dense("block", suppressed=0))
     p14 = _whole(_table(release, "P14").dense("block", suppressed=0))
@@ -277,11 +311,15 @@ def block_sex_agebins(release: Release) -> pl.DataFrame:
         counts[:, s, 22:] = p12[:, s * 23 + 7 : (s + 1) * 23]
     block, sex, agebin = np.nonzero(counts)
     n = counts[block, sex, agebin]
+    lower = np.asarray(schema.AGEBIN38.lower_edges)
+    upper = np.r_[lower[1:] - 1, schema.AGE_MAX]
     return pl.DataFrame(
         {
             "block": np.repeat(blocks[block], n),
             "sex": np.repeat(sex + 1, n),
-            "age": np.repeat(np.asarray(schema.AGEBIN38.lower_edges)[agebin], n),
+            "age": np.repeat(lower[agebin], n),
+            "age_min": np.repeat(lower[agebin], n),
+            "age_max": np.repeat(upper[agebin], n),
         }
     )
 
@@ -435,7 +473,8 @@ class Subsets:
 
 def person_facts(truth: Population) -> pl.DataFrame:
     """Per census person (``id``): modal in their block, unique on {block, sex, agebin}, the
-    block's persons and the block (``true_block``)."""
+    block's persons, the block (``true_block``) and whether they are data-defined. A block's
+    mode, its size and a person's uniqueness count every person, as the tables do."""
     persons = with_agebin(
         truth.persons.select(
             pl.col("person_id").alias("id"),
@@ -444,7 +483,7 @@ def person_facts(truth: Population) -> pl.DataFrame:
             "age",
             "race",
             "hispanic",
-        )
+        ).with_columns(data_defined=truth.data_defined)
     )
     code = race_ethnicity(persons["race"].to_numpy(), persons["hispanic"].to_numpy())
     persons = persons.with_columns(code=pl.Series(code))
@@ -461,26 +500,22 @@ def person_facts(truth: Population) -> pl.DataFrame:
             unique=pl.col("cell_persons") == 1,
             block_persons="block_persons",
             true_block="block",
+            data_defined="data_defined",
         )
     )
 
 
-def proven_solvar_zero(solvar: pl.DataFrame) -> pl.Series:
-    """The blocks (int64 geocodes) whose reconstruction is proven the only one: solution
-    variability 0 from a program solved to optimality (a program stopped early proves
-    nothing)."""
-    proven = pl.col("status") == "Optimal" if "status" in solvar.columns else pl.lit(True)
-    zero = solvar.filter(proven & (pl.col("solvar") == 0))
-    return zero["block"].cast(pl.Int64)
-
-
 def vulnerable_persons(truth: Population, solvar: pl.DataFrame) -> IntArray:
-    """The attack paper's most vulnerable persons, fixed for a population: nonmodal in their
-    block, unique on {block, sex, agebin}, in a block whose reconstruction has solution
-    variability 0 (``solvar`` of the exact release's reconstruction). Sorted person ids."""
+    """The attack paper's most vulnerable persons, fixed for a population: data-defined,
+    nonmodal in their block, unique on {block, sex, agebin}, in a block whose reconstruction has
+    solution variability 0 (``solvar`` of the exact release's reconstruction). Sorted person
+    ids."""
     zero = proven_solvar_zero(solvar).implode()
     chosen = person_facts(truth).filter(
-        ~pl.col("modal") & pl.col("unique") & pl.col("true_block").is_in(zero)
+        pl.col("data_defined")
+        & ~pl.col("modal")
+        & pl.col("unique")
+        & pl.col("true_block").is_in(zero)
     )
     return np.sort(chosen["id"].to_numpy()).astype(np.int64)
 
@@ -494,9 +529,11 @@ def breakdowns(
     """all; modal / nonmodal; population uniques on {block, sex, agebin}; block-size classes;
     the fixed ``vulnerable`` persons (:func:`vulnerable_persons`), when given; nonmodal uniques
     in the solvar-0 blocks of the attacked release's own reconstruction (a secondary figure:
-    that group changes with the release) — by the true record behind each attacker id."""
+    that group changes with the release) — by the true record behind each attacker id. Every
+    group but ``all`` (the attacker's records) holds data-defined census persons only, as the
+    attack paper's groups do."""
     joined = attacker.select("id").join(person_facts(truth), on="id", how="left")
-    census = joined["modal"].is_not_null().to_numpy()
+    census = joined["data_defined"].fill_null(False).to_numpy()
     modal = joined["modal"].fill_null(False).to_numpy()
     unique = joined["unique"].fill_null(False).to_numpy()
     masks = {
@@ -542,10 +579,22 @@ def rates(links: pl.DataFrame, attacker: pl.DataFrame, subsets: Subsets) -> dict
     return out
 
 
+def confirmation_passes(links: pl.DataFrame) -> dict[str, int]:
+    """Putative links, and those confirmed in the first pass (exact age) and in the second
+    (agebin, over the links the first left: :func:`confirm`)."""
+    confirmed = links["confirmed_pass"]
+    return {
+        "putative": links.height,
+        "first_pass": int((confirmed == 1).sum()),
+        "second_pass": int((confirmed == 2).sum()),
+    }
+
+
 def attacker_match_share(attacker: pl.DataFrame, truth: Population) -> float:
-    """Share of attacker records that match a census record on {id, block, sex, agebin}."""
+    """Share of attacker records that match a data-defined census record on {id, block, sex,
+    agebin} (the attack paper's 37.1% for its commercial file)."""
     true = with_agebin(
-        truth.persons.select(
+        identified(truth).select(
             pl.col("person_id").alias("id"),
             pl.col("block").cast(pl.Int64),
             pl.col("sex").cast(pl.Int64),
@@ -595,7 +644,6 @@ def reidentify(
         files["mdg"] = baseline_records(release, "mdg", rng)
         files["prg"] = baseline_records(release, "prg", rng)
     files |= fixed_files(truth, make_rng(FIXED_BASELINE_SEED))
-    columns = ["block", "sex", "age", "race", "hispanic"]
     attacker_cast = attacker.with_columns(pl.col("id", "block", "sex", "age").cast(pl.Int64))
     figures: dict[str, Any] = {
         "baselines": "computed"
@@ -606,11 +654,15 @@ def reidentify(
         "attacker_match_share": attacker_match_share(attacker_cast, truth),
     }
     linked = None
+    passes = {}
     for method, records in files.items():
+        columns = [*INFERRED, *(b for b in AGE_BOUNDS if b in records.columns)]
         inferred = records.select(pl.col(columns).cast(pl.Int64))
         links = confirm(link(inferred, attacker_cast, seed), truth)
         figures[method] = rates(links, attacker_cast, subsets)
+        passes[method] = confirmation_passes(links)
         if method == "reconstruction":
             linked = links
     assert linked is not None
+    figures["confirmation_passes"] = passes
     return figures, linked

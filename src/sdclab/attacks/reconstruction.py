@@ -176,11 +176,14 @@ def class_query(names: tuple[str, ...], within: tuple[str, ...]) -> sp.csc_matri
     return stacked_query(names).tocsc()[:, resolution(within).representative]
 
 
-def person_tables(release: Release) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The block-level and tract-level person tables the release publishes."""
+def person_tables(
+    release: Release, block_only: bool = False
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The block-level and tract-level person tables the release publishes (with
+    ``block_only``, no tract table: the attack paper's reconstruction from block tables alone)."""
     return (
         tuple(n for n in BLOCK_TABLES if n in release.tables),
-        tuple(n for n in TRACT_TABLES if n in release.tables),
+        () if block_only else tuple(n for n in TRACT_TABLES if n in release.tables),
     )
 
 
@@ -489,11 +492,12 @@ def tract_problems(
     knowledge: str = "naive",
     draws: int = 0,
     node_limit: int | None = None,
+    block_only: bool = False,
 ) -> list[TractProblem]:
-    """One problem per tract with persons, from the person tables the release publishes; with
-    ``knowledge`` other than naive each carries the noise model's bounds on its cells (and with
-    ``published`` TopDown's measured queries at block and tract level)."""
-    block_tables, tract_tables = person_tables(release)
+    """One problem per tract with persons, from the person tables the release publishes (with
+    ``block_only``, its block-level ones alone); with ``knowledge`` other than naive each carries
+    the noise model's bounds on its cells (and with ``published`` TopDown's measured queries)."""
+    block_tables, tract_tables = person_tables(release, block_only)
     if not block_tables:
         raise InputError(
             f"release ({release.mechanism}) has no block-level person table "
@@ -508,7 +512,7 @@ def tract_problems(
     if knowledge not in KNOWLEDGE:
         raise InputError(f"knowledge {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}")
     aware = knowledge != "naive"
-    block_measured, tract_measured = used_measurements(release, knowledge)
+    block_measured, tract_measured = used_measurements(release, knowledge, block_only)
     if aware:
         block_bounds = cell_bounds(release, block_tables, "block", block_counts)
         tract_bounds = cell_bounds(release, tract_tables, "tract", tract_counts)
@@ -550,12 +554,16 @@ def tract_problems(
     return problems
 
 
-def used_measurements(release: Release, knowledge: str) -> tuple[tuple[str, ...], ...]:
+def used_measurements(
+    release: Release, knowledge: str, block_only: bool = False
+) -> tuple[tuple[str, ...], ...]:
     """The measured TopDown queries the attack holds at block and tract level (with
-    ``published`` knowledge of a release that carries them; none otherwise)."""
+    ``published`` knowledge of a release that carries them; none otherwise, and none at tract
+    level with ``block_only``)."""
     if knowledge != "published":
         return (), ()
-    return measured_queries(release, "block"), measured_queries(release, "tract")
+    tract = () if block_only else measured_queries(release, "tract")
+    return measured_queries(release, "block"), tract
 
 
 def reconstruct(
@@ -567,18 +575,23 @@ def reconstruct(
     knowledge: str = "naive",
     draws: int = 0,
     node_limit: int | None = None,
+    block_only: bool = False,
 ) -> Reconstruction:
     """Reconstruct block-level person records from a release's tables (and nothing else, with
     ``knowledge="published"`` what the release states about its noise too); with a
     ``checkpoint`` directory every finished tract is kept and a re-run resumes.
 
+    ``block_only``: from the block-level tables (and measurements) alone, as the attack paper's
+    second reconstruction (rHDF_b) did: ages above 21 are then known to their agebin only, and
+    each record's ``age`` is its bin's first year, between ``age_min`` and ``age_max``.
+
     Each tract's solves stop at ``time_limit`` seconds in all and, with a ``node_limit``, at that
     many branch-and-bound nodes per integer program. A node limit stops a solve at the same point
     on every run, so the same seed gives the same reconstruction; a tract stopped by wall time
     may differ between runs, and its row says so (``time_limited``)."""
-    problems = tract_problems(release, seed, time_limit, knowledge, draws, node_limit)
-    block_tables, tract_tables = person_tables(release)
-    measured = used_measurements(release, knowledge)
+    problems = tract_problems(release, seed, time_limit, knowledge, draws, node_limit, block_only)
+    block_tables, tract_tables = person_tables(release, block_only)
+    measured = used_measurements(release, knowledge, block_only)
     known = resolution(block_tables + tract_tables + measured[0] + measured[1])
     sizes = [float(np.nansum(p.block_counts[:, 0])) for p in problems]
     names = [f"tract {p.tract:011d}" for p in problems]
@@ -594,6 +607,7 @@ def reconstruct(
                 knowledge,
                 draws,
                 node_limit,
+                *(["block only"] if block_only else []),  # earlier checkpoints stay valid
             ],
             sort_keys=True,
             default=str,
@@ -751,6 +765,7 @@ METRICS_KEYS: dict[str, tuple[type, ...]] = {
 """The keys every reconstruction's metrics.json holds (:meth:`Reconstruction.metrics`), by type."""
 OPTIONAL_METRICS_KEYS: dict[str, tuple[type, ...]] = {
     "release": (str,),
+    "block_only": (bool,),
     "knowledge": (str,),
     "draws": _INTEGER,
     "seconds": _NULLABLE_NUMBER,
@@ -759,8 +774,10 @@ OPTIONAL_METRICS_KEYS: dict[str, tuple[type, ...]] = {
     "time_limit": (int, float),
     "node_limit": (int, type(None)),
 }
-"""Keys that only some writers record (``release``: sdclab reconstruct, not an experiment)."""
+"""Keys that only some writers record (``release``: sdclab reconstruct, not an experiment;
+``block_only``: whether the tract tables were left out, recorded since it could be)."""
 _JSON_TYPES = {
+    bool: "true or false",
     str: "a string",
     int: "an integer",
     float: "a number",
@@ -807,7 +824,8 @@ def read_reconstruction_metrics(path: Path) -> dict[str, Any]:
         )
     for key, kinds in {**METRICS_KEYS, **OPTIONAL_METRICS_KEYS}.items():
         value = metrics.get(key)
-        if key in metrics and (not isinstance(value, kinds) or isinstance(value, bool)):
+        boolean = isinstance(value, bool)
+        if key in metrics and (not isinstance(value, kinds) or boolean != (bool in kinds)):
             names = " or ".join(_JSON_TYPES[k] for k in kinds)
             raise InputError(f"{file}: {key} must be {names}, not {json.dumps(value)[:40]}")
     if metrics.get("release") == "":
@@ -815,14 +833,16 @@ def read_reconstruction_metrics(path: Path) -> dict[str, Any]:
     return metrics
 
 
-def attacked_release(path: Path) -> Path:
-    """The release directory a reconstruction was made from, as its metrics.json records it."""
+GIVE_THE_RELEASE = "give the attacked release with --release"
+"""What to do when a reconstruction to be reidentified records no release."""
+
+
+def attacked_release(path: Path, remedy: str = GIVE_THE_RELEASE) -> Path:
+    """The release directory a reconstruction was made from, as its metrics.json records it;
+    ``remedy`` says what to do when it records none (how the caller's user gives it)."""
     metrics = read_reconstruction_metrics(path)
     if "release" not in metrics:
-        raise InputError(
-            f"{Path(path) / METRICS_FILE}: records no release (key release); give the attacked "
-            "release with --release"
-        )
+        raise InputError(f"{Path(path) / METRICS_FILE}: records no release (key release); {remedy}")
     return Path(metrics["release"])
 
 

@@ -43,7 +43,13 @@ from sdclab.attacks.reconstruction import (
 )
 from sdclab.execution import Executor, run_tasks
 from sdclab.geography import geoid_strings, parse_geoids
-from sdclab.optimize.highs import INF, Limits, single_threaded_highs, solve_mip
+from sdclab.optimize.highs import (
+    INF,
+    OPTIMAL_STATUS,
+    Limits,
+    single_threaded_highs,
+    solve_mip,
+)
 from sdclab.release import Release
 from sdclab.results import NotMeasured, as_json
 
@@ -195,7 +201,8 @@ def solution_variability(
     time_limit: float = 300.0,
     node_limit: int | None = None,
 ) -> pl.DataFrame:
-    """solvar per populated block: block, persons, solvar, status, unique (solvar = 0: proven)."""
+    """solvar per populated block: block, persons, solvar, status, unique (proven the only
+    reconstruction, :func:`proven_zero`)."""
     problems = variability_problems(release, reconstruction, seed, time_limit, node_limit)
     sizes = [float(np.max(p.block_counts[:, 0], initial=0)) ** 2 for p in problems]
     results = run_tasks(solve_variability, problems, workers, "solution variability", sizes)
@@ -210,7 +217,8 @@ def solution_variability(
         },
         schema={"block": pl.String, "persons": pl.Int64, "solvar": pl.Float64, "status": pl.String},
     )
-    return frame.filter(pl.col("persons") > 0).with_columns(unique=pl.col("solvar") == 0)
+    populated = frame.filter(pl.col("persons") > 0)
+    return populated.with_columns(unique=proven_zero(populated))
 
 
 NO_EXACT_TRACT = (
@@ -219,11 +227,26 @@ NO_EXACT_TRACT = (
 )
 
 
+def proven_zero(solvar: pl.DataFrame) -> pl.Expr:
+    """Which rows of ``solvar`` prove their block's reconstruction the only one: solution
+    variability 0 from a program solved to optimality. A program stopped early by a limit
+    proves nothing (its best solution so far may share every record while another shares
+    fewer); a frame without ``status`` (written before statuses were kept) is taken as solved."""
+    solved = pl.col("status") == OPTIMAL_STATUS if "status" in solvar.columns else pl.lit(True)
+    return (solved & (pl.col("solvar") == 0)).fill_null(False)
+
+
+def proven_solvar_zero(solvar: pl.DataFrame) -> pl.Series:
+    """The blocks (int64 geocodes) whose reconstruction is proven the only one
+    (:func:`proven_zero`)."""
+    return solvar.filter(proven_zero(solvar))["block"].cast(pl.Int64)
+
+
 def variability_summary(solvar: pl.DataFrame) -> dict[str, Any]:
-    """Share of blocks and persons in solvar-0 blocks, quantiles and maximum; the shares are
-    not measured (with the reason) when no block was."""
+    """Share of blocks and persons in proven solvar-0 blocks (:func:`proven_zero`), quantiles
+    and maximum; the shares are not measured (with the reason) when no block was."""
     values = solvar["solvar"].drop_nulls().drop_nans()
-    zero = solvar.filter(pl.col("solvar") == 0)
+    zero = solvar.filter(proven_zero(solvar))
     total_persons = int(solvar["persons"].sum())
     none = as_json(NotMeasured(NO_EXACT_TRACT))
     return {
@@ -267,16 +290,19 @@ def attack(
     knowledge: str = "naive",
     draws: int = 0,
     node_limit: int | None = None,
+    block_only: bool = False,
 ) -> tuple[Reconstruction, dict[str, Any], pl.DataFrame | None]:
-    """Reconstruct a release (knowing what ``knowledge`` says) and, if asked, measure solution
-    variability of the published block tables; with their figures."""
+    """Reconstruct a release (knowing what ``knowledge`` says; with ``block_only``, from its
+    block-level tables alone) and, if asked, measure solution variability of the published block
+    tables; with their figures."""
     start = time.perf_counter()
     recon = reconstruct(
-        release, workers, seed, time_limit, checkpoint, knowledge, draws, node_limit
+        release, workers, seed, time_limit, checkpoint, knowledge, draws, node_limit, block_only
     )
     metrics: dict[str, Any] = {
         "mechanism": release.mechanism,
         "knowledge": knowledge,
+        "block_only": block_only,
         "draws": draws,
         "time_limit": time_limit,
         "node_limit": node_limit,

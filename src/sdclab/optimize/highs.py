@@ -27,6 +27,8 @@ from highspy import cb
 
 _BANNER_SHOWN = False
 
+OPTIMAL_STATUS = "Optimal"
+"""HiGHS's status text of a solve that proved its optimum."""
 TIME_LIMIT_STATUS = "Time limit reached"
 """HiGHS's status text of a solve stopped by its time limit."""
 NODE_LIMIT_STATUS = "Node limit reached"

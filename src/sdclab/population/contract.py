@@ -89,6 +89,18 @@ RECORD_KEY = ColumnSpec(
 )
 """An optional column of persons and units, in both tables or in neither: kept when present."""
 
+DATA_DEFINED = ColumnSpec(
+    "data_defined",
+    pl.Boolean,
+    "optional: whether the person's record is data-defined — enough of the response to link it "
+    "to a name, not wholly imputed; absent, every person is",
+)
+"""An optional column of persons: the attack paper's data-defined persons, those whose census
+record a record linkage can tie to a name (a distinct identifier in their block). Imputed and
+unlinkable records are tabulated like every other but cannot be reidentified, so the paper
+counts its headline group among data-defined persons only (docs/reidentification.md).
+Synthetic persons are all data-defined: the generator writes no such column."""
+
 _FIRST_RACE_CODE = min(schema.DETAILED_RACE_LABELS)
 _LAST_RACE_CODE = max(schema.DETAILED_RACE_LABELS)
 
@@ -137,6 +149,8 @@ def with_optional(specs: tuple[ColumnSpec, ...], columns: list[str]) -> tuple[Co
     optional: tuple[ColumnSpec, ...] = ()
     if specs == PERSONS and any(name in columns for name in DETAILED_RACE_ETHNICITY_COLUMNS):
         optional += DETAILED_RACE_ETHNICITY
+    if specs == PERSONS and DATA_DEFINED.name in columns:
+        optional += (DATA_DEFINED,)
     if RECORD_KEY.name in columns:
         optional += (RECORD_KEY,)
     return specs + optional
@@ -329,6 +343,14 @@ class Population:
         )
 
     @property
+    def data_defined(self) -> pl.Series:
+        """Whether each person is data-defined (:data:`DATA_DEFINED`): the column, or true for
+        every person of a population without it."""
+        if DATA_DEFINED.name in self.persons.columns:
+            return self.persons.get_column(DATA_DEFINED.name)
+        return pl.Series(DATA_DEFINED.name, np.ones(self.n_persons, dtype=bool))
+
+    @property
     def n_persons(self) -> int:
         return self.persons.height
 
@@ -348,7 +370,7 @@ def contract_markdown() -> str:
             "| column | type | values | meaning |",
             "|---|---|---|---|",
         ]
-        optional = DETAILED_RACE_ETHNICITY if specs == PERSONS else ()
+        optional = (*DETAILED_RACE_ETHNICITY, DATA_DEFINED) if specs == PERSONS else ()
         keyed = (RECORD_KEY,) if specs != BLOCKS else ()
         for s in (*specs, *optional, *keyed):
             values = f"{s.low}–{s.high}" if s.low is not None else ""

@@ -37,6 +37,8 @@ Decisions worth knowing:
   at least one known code, filled from ``race_code1`` with no gap and no repeat, whose major races
   are exactly the row's ``race`` bitmask, and ``hispanic_origin`` is 0 exactly when ``hispanic``
   is 0.
+* The optional ``data_defined`` column of persons is a boolean with no missing value (whether a
+  record linkage can tie the person's record to a name); absent, every person is data-defined.
 * Checks run in stages: files, columns, values, uniqueness, then links between the tables. A stage
   runs only when the one before it passed, so every message is about a real defect rather than an
   echo of an earlier one.
@@ -79,6 +81,7 @@ from sdclab.fileio import (
 from sdclab.geography import BLOCK_DIGITS
 from sdclab.population.contract import (
     BLOCKS,
+    DATA_DEFINED,
     DETAILED_RACE_ETHNICITY_COLUMNS,
     PERSONS,
     PUERTO_RICO,
@@ -467,7 +470,8 @@ def read_csv(file: Path) -> pl.DataFrame:
 
 
 CONTRACT_NAMES = frozenset(
-    [spec.name for spec in (*PERSONS, *UNITS, RECORD_KEY)] + list(DETAILED_RACE_ETHNICITY_COLUMNS)
+    [spec.name for spec in (*PERSONS, *UNITS, RECORD_KEY, DATA_DEFINED)]
+    + list(DETAILED_RACE_ETHNICITY_COLUMNS)
 )
 """Every column name the contract knows, to tell a header split at the wrong delimiter."""
 
@@ -723,7 +727,8 @@ def validate(
     ``*_source`` name the tables in messages (usually their file names); ``sources`` are the
     directories they were read from (:attr:`Population.sources`). The result has exactly
     the contract's columns, in its order and dtypes, plus the optional detailed race and
-    Hispanic origin columns and ``record_key`` when present; other columns are dropped. Raises
+    Hispanic origin columns, ``data_defined`` and ``record_key`` when present; other columns are
+    dropped. Raises
     :class:`InputError` listing up to :data:`MAX_SHOWN` problems. (``Population(persons, units)``
     runs the same checks, naming the tables persons and units.)
     """
