@@ -123,11 +123,13 @@ def test_tiny_experiment_end_to_end_and_reuse(tmp_path, time_limit):
     assert set(results) == {
         "schema_version",
         "population",
+        "population_replicates",
         "mechanisms",
         "replicates",
         "steps",
         "provenance",
     }
+    assert results["population_replicates"] == []  # one population
     for title in ("none", "swap-high", "psa-10"):
         assert title in report
         entry = results["mechanisms"][title]
