@@ -1259,5 +1259,5 @@ DEMO = Experiment.model_validate(
 method with 2 p-tables, geometric noise at 2 budgets, the PSA at 2 rates, 2 replicates each, and
 the one-point mechanisms) on 4,000 persons in 4 tracts of 2 counties and on a second synthetic
 population (another seed), so that every setting's interval covers the population as well as the
-noise; sized to finish, attacks included, within 15 minutes on 2 cores (docs/experiments.md). The 50,000-person study behind
-docs/findings.md is ``examples/study-50k.toml``."""
+noise; sized to finish, attacks included, within 15 minutes on 2 cores (docs/experiments.md).
+The 50,000-person study behind docs/findings.md is ``examples/study-50k.toml``."""

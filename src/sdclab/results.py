@@ -293,12 +293,7 @@ class HeadlineRisk:
     @property
     def points(self) -> Value:
         """The difference of confirmed rates, in percentage points."""
-        ours, theirs = self.reconstruction.confirmed_rate, self.baseline.confirmed_rate
-        if isinstance(ours, NotMeasured):
-            return ours
-        if isinstance(theirs, NotMeasured):
-            return theirs
-        return 100 * (ours - theirs)
+        return _points(self.reconstruction.confirmed_rate, self.baseline.confirmed_rate)
 
     def to_dict(self) -> dict[str, Any]:
         return {

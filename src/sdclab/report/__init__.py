@@ -107,7 +107,7 @@ def _compared_cell(release: ReleaseResult, level: str, table: str) -> str:
     """The MAE of :func:`_compared_mae`, with the share of the table's cells withheld beside it
     (their errors are in the MAE)."""
     compared = release.evaluation.compared(level, table)
-    shown = decimal(_compared_mae(release, level, table))
+    shown = decimal(compared if isinstance(compared, NotMeasured) else compared.mae_nonempty)
     if isinstance(compared, NotMeasured) or compared.suppressed_share <= 0:
         return shown
     return f"{shown} <small>({pct(compared.suppressed_share)} withheld)</small>"

@@ -97,20 +97,17 @@ def _withheld(results: ExperimentResult, point: FrontierPoint, axes: FrontierAxe
     withheld" of the cells of the table plotted (their errors are their true counts), "x% of
     totals withheld" of the geounits' totals, "x% of tracts without it" of an indicator; ""
     where it withholds none."""
-    evaluation = results[point.releases[0]].evaluation
+    release = results[point.releases[0]]
+    evaluation = release.evaluation
     family = axes.accuracy.split(".")[0]
     share: object = None
-    if family == "compared":
-        compared = evaluation.compared(axes.level, axes.table or "P12")
-        share = None if isinstance(compared, NotMeasured) else compared.suppressed_share
-        what = "withheld"
-    elif family == "accuracy":
+    if family in ("compared", "accuracy"):  # a compared figure is its table's (axes name it)
         table = evaluation.accuracy.get(axes.table or "", {}).get(axes.level)
         share = None if table is None else table.suppressed_share
         what = "withheld"
     elif family == "totals":
         shown = evaluation.totals.get(axes.level, {}).get("all", {}).get("geounits")
-        geounits = results.population.geography.get(axes.level)
+        geounits = results.population_of(release).geography.get(axes.level)
         share = 1 - shown / geounits if isinstance(shown, int | float) and geounits else None
         what = "of totals withheld"
     else:  # indicators.<name>.mae
