@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import highspy
 import numpy as np
@@ -59,6 +60,10 @@ ELASTIC_COST = 1000.0
 that keeps every restricted program feasible."""
 REDUCED_COST_TOLERANCE = 1e-7
 LP_ZERO = 1e-9
+INTEGRAL_TOLERANCE = 1e-6
+"""A relaxation's value this close to a whole number counts as whole."""
+OPTIMAL_RELAXATION = "Optimal"
+"""The status of a tract whose relaxation's optimum was integral (no integer program needed)."""
 PRICING_SHARE = 0.5
 """Share of a tract's time limit the pricing rounds may take; the integer program gets the rest."""
 MINIMUM_SOLVE = 1.0
@@ -71,7 +76,12 @@ relaxation prices many pairs negative that would leave its objective unchanged."
 @dataclass(frozen=True)
 class Rows:
     """Every published cell of a tract as one row: its bounds and distance cost (block cells
-    first, block by block, then the tract cells)."""
+    first, block by block, then the tract cells).
+
+    A row's cost is linear over its whole range where its target is an end of the range (a
+    published 0 at its lower bound of 0, say): that cost is carried by the pairs entering it
+    (:attr:`slope`), and the row is held only where its range can bind. A row whose cost bends
+    inside its range (:attr:`kinked`) is held with a slack each side of its target."""
 
     low: FloatArray
     high: FloatArray
@@ -86,16 +96,72 @@ class Rows:
         """Cost per unit of an elastic slack (:data:`ELASTIC_COST` times the largest weight)."""
         return ELASTIC_COST * max(1.0, float(self.weight.max(initial=0.0)))
 
-    def slacks(self, index: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """(coefficient, cost, upper bound) of the four slacks of the rows ``index``, in the
-        order u⁺ (above the target, up to high), u⁻ (below it, down to low), v⁺, v⁻ (elastic),
-        each a block of len(index) columns."""
-        m, target = len(index), self.target[index]
-        return (
-            np.repeat([-1.0, 1.0, -1.0, 1.0], m),
-            np.r_[self.above[index], self.weight[index], np.full(2 * m, self.elastic)],
-            np.r_[self.high[index] - target, target - self.low[index], np.full(2 * m, INF)],
+    @cached_property
+    def kinked(self) -> BoolArray:
+        """Rows whose cost bends at a target inside their range."""
+        inside = (self.low < self.target) & (self.target < self.high)
+        return inside & ((self.weight > 0) | (self.above > 0))
+
+    @cached_property
+    def slope(self) -> FloatArray:
+        """Cost per unit of each row's count where it is linear over the whole range: ``above``
+        where the target is the range's low end, −``weight`` where it is its high end, 0 where
+        the cost bends."""
+        at_low = self.target <= self.low
+        at_high = ~at_low & (self.target >= self.high)
+        return np.where(at_low, self.above, np.where(at_high, -self.weight, 0.0))
+
+    @cached_property
+    def held(self) -> BoolArray:
+        """Rows the program must hold once a pair enters them: a bent cost or a range that can
+        bind."""
+        return self.kinked | (self.low > 0) | np.isfinite(self.high)
+
+    @cached_property
+    def offset(self) -> float:
+        """The constant of the linear costs: Σ slope·(−target), so that a row's cost is
+        slope·(count − target)."""
+        return float(-np.sum(self.slope * self.target))
+
+    @cached_property
+    def bent_at_zero(self) -> FloatArray:
+        """Each bent row's cost at a count of 0 (below its target), 0 for any other row."""
+        return np.where(self.kinked, self.weight * self.target, 0.0)
+
+    @cached_property
+    def price_outside(self) -> FloatArray:
+        """Each row's price while no pair enters it: what the first unit saves (a bent row's
+        distance weight: its count 0 lies below its target), 0 for any other row."""
+        return np.where(self.kinked, self.weight, 0.0)
+
+    @cached_property
+    def bent_total(self) -> float:
+        return float(self.bent_at_zero.sum())
+
+    def cost_outside(self, held: IntArray) -> float:
+        """The bent cost of every row but the ``held`` ones, whose counts are 0."""
+        return self.bent_total - float(self.bent_at_zero[held].sum())
+
+    def columns(self, index: IntArray) -> tuple[FloatArray, FloatArray, IntArray, Slacks]:
+        """(lower, upper) of the rows ``index`` and their slacks: u⁺ and u⁻ each side of a bent
+        row's target (the row is then an equality at its target), and an elastic v below a row
+        whose range excludes 0 (so that any restricted program is feasible at x = 0)."""
+        kinked = self.kinked[index]
+        target, low, high = self.target[index], self.low[index], self.high[index]
+        lower = np.where(kinked, target, low)
+        upper = np.where(kinked, target, high)
+        bent = np.flatnonzero(kinked)
+        short = np.flatnonzero(low > 0)
+        slacks = Slacks(
+            row=np.r_[bent, bent, short],
+            coefficient=np.r_[-np.ones(len(bent)), np.ones(len(bent)), np.ones(len(short))],
+            cost=np.r_[
+                self.above[index][bent], self.weight[index][bent], np.full(len(short), self.elastic)
+            ],
+            upper=np.r_[(high - target)[bent], (target - low)[bent], low[short]],
+            elastic=np.r_[np.zeros(2 * len(bent), bool), np.ones(len(short), bool)],
         )
+        return lower, upper, index, slacks
 
     @classmethod
     def of(cls, block: CellBounds, tract: CellBounds) -> Rows:
@@ -111,6 +177,17 @@ class Rows:
             block.low.shape[0],
             block.low.shape[1],
         )
+
+
+@dataclass(frozen=True)
+class Slacks:
+    """Slack columns of some rows: the row (position among them) each enters."""
+
+    row: IntArray
+    coefficient: FloatArray
+    cost: FloatArray
+    upper: FloatArray
+    elastic: BoolArray
 
 
 @dataclass(frozen=True)
@@ -165,62 +242,81 @@ class ColumnSpace:
         ruled_out |= (self.qt.T @ zero[n_block_rows:].astype(np.int8) > 0)[None, :]
         return ~ruled_out
 
-    def reduced_costs(self, prices: FloatArray) -> FloatArray:
-        """blocks × classes: −Σ_r A_r y_r of every pair, with ``prices`` y per row."""
+    def through(self, values: FloatArray) -> FloatArray:
+        """blocks × classes: Σ_r A_r values_r over the rows each pair enters."""
         n_block_rows = self.rows.n_blocks * self.rows.block_width
-        per_block = prices[:n_block_rows].reshape(self.rows.n_blocks, -1)
+        per_block = values[:n_block_rows].reshape(self.rows.n_blocks, -1)
         block_part = np.asarray(self.qb.T @ per_block.T).T
-        tract_part = np.asarray(self.qt.T @ prices[n_block_rows:])
-        return -(block_part + tract_part[None, :])
+        tract_part = np.asarray(self.qt.T @ values[n_block_rows:])
+        return block_part + tract_part[None, :]
 
 
 @dataclass(frozen=True)
 class Model:
-    """The program over some pairs and rows: x, then per row u⁺ (above the target, up to high),
-    u⁻ (below it, down to low) at the distance cost, and the elastic v⁺, v⁻."""
+    """The program over some pairs and held rows: the pairs x (costed by the linear rows they
+    enter), then the rows' slacks."""
 
     matrix: sp.csc_matrix
-    target: FloatArray
+    lower: FloatArray
+    upper_row: FloatArray
     cost: FloatArray
     upper: FloatArray
     rows: IntArray
     """The rows of the tract the model holds."""
+    slacks: Slacks
     n: int
 
-    @property
-    def m(self) -> int:
-        return len(self.rows)
-
     def completed(self, counts: FloatArray) -> FloatArray:
-        """A feasible point with the pairs at ``counts``: each row's distance taken up by its
-        slacks within the range first, the rest by the elastic ones."""
-        residual = self.target - self.matrix[:, : self.n] @ counts  # > 0: below the target
-        below_room = self.upper[self.n + self.m : self.n + 2 * self.m]
-        above_room = self.upper[self.n : self.n + self.m]
-        u_minus = np.minimum(np.maximum(residual, 0), below_room)
-        u_plus = np.minimum(np.maximum(-residual, 0), above_room)
-        v_minus = np.maximum(residual, 0) - u_minus
-        v_plus = np.maximum(-residual, 0) - u_plus
-        return np.r_[counts, u_plus, u_minus, v_plus, v_minus]
+        """A point with the pairs at ``counts``: each bent row's distance taken up by its
+        slacks, a count short of a range by the elastic slack."""
+        t = self.matrix[:, : self.n] @ counts
+        s = self.slacks
+        value = np.zeros(len(s.row))
+        residual = (self.lower - t)[s.row]  # > 0: below the target (or the range)
+        below = ~s.elastic & (s.coefficient > 0)
+        value[below] = np.minimum(np.maximum(residual[below], 0), s.upper[below])
+        above = ~s.elastic & (s.coefficient < 0)
+        value[above] = np.minimum(np.maximum(-residual[above], 0), s.upper[above])
+        covered = np.zeros(len(self.lower))
+        np.add.at(covered, s.row[below], value[below])
+        left = (self.lower - t - covered)[s.row]
+        value[s.elastic] = np.maximum(left[s.elastic], 0)
+        return np.r_[counts, value]
 
 
-def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, active: BoolArray) -> Model:
-    """The program over the pairs (``block``, ``cell``) and the ``active`` rows."""
-    index = np.flatnonzero(active)
-    a = space.matrix(block, cell)[index]
+def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, held: BoolArray) -> Model:
+    """The program over the pairs (``block``, ``cell``) and the ``held`` rows."""
+    rows = space.rows
+    whole = space.matrix(block, cell)
+    cost = whole.T @ rows.slope
+    index = np.flatnonzero(held)
+    a = whole[index]
+    lower, upper_row, _, slacks = rows.columns(index)
     m, n = a.shape
-    coefficient, cost, upper = space.rows.slacks(index)
-    slacks = sp.csc_matrix(
-        (coefficient, (np.tile(np.arange(m), 4), np.arange(4 * m))), shape=(m, 4 * m)
+    columns = sp.csc_matrix(
+        (slacks.coefficient, (slacks.row, np.arange(len(slacks.row)))), shape=(m, len(slacks.row))
     )
+    bounded = np.isfinite(upper_row) & ~rows.kinked[index]
+    pair_upper = column_minimum(a[bounded].tocsc(), upper_row[bounded])
     return Model(
-        matrix=sp.hstack([a, slacks], format="csc"),
-        target=space.rows.target[index],
-        cost=np.r_[np.zeros(n), cost],
-        upper=np.r_[np.full(n, INF), upper],
+        matrix=sp.hstack([a, columns], format="csc"),
+        lower=lower,
+        upper_row=upper_row,
+        cost=np.r_[cost, slacks.cost],
+        upper=np.r_[np.where(np.isfinite(pair_upper), pair_upper, INF), slacks.upper],
         rows=index,
+        slacks=slacks,
         n=n,
     )
+
+
+def column_minimum(matrix: sp.csc_matrix, values: FloatArray) -> FloatArray:
+    """For each column, the smallest value of the rows it appears in (inf if none)."""
+    data = np.r_[values[matrix.indices], np.inf]
+    starts = np.minimum(matrix.indptr[:-1], len(data) - 1)
+    lowest = np.minimum.reduceat(data, starts)
+    lowest[np.diff(matrix.indptr) == 0] = np.inf
+    return lowest
 
 
 def integer_solution(
@@ -228,18 +324,16 @@ def integer_solution(
     seed: int,
     limits: Limits,
     gap: float,
-    cost: FloatArray | None = None,
     counts: FloatArray | None = None,
 ) -> tuple[str, FloatArray | None, float]:
-    """(status, x or None, objective) of the integer program (``cost`` replaces the model's),
-    started from whole ``counts`` of its pairs when given, within ``limits`` (at least
-    :data:`MINIMUM_SOLVE` seconds)."""
-    flags = np.r_[np.ones(model.n, bool), np.zeros(4 * model.m, bool)]
+    """(status, x or None, objective) of the integer program, started from whole ``counts`` of
+    its pairs when given, within ``limits`` (at least :data:`MINIMUM_SOLVE` seconds)."""
+    flags = np.r_[np.ones(model.n, bool), np.zeros(len(model.slacks.row), bool)]
     return solve_mip(
         model.matrix,
-        model.target,
-        model.target,
-        model.cost if cost is None else cost,
+        model.lower,
+        model.upper_row,
+        model.cost,
         model.upper,
         flags,
         threads=single_threaded_highs(),
@@ -250,60 +344,99 @@ def integer_solution(
     )
 
 
+@dataclass(frozen=True)
+class Relaxation:
+    """The optimum of a relaxation over the pairs priced in so far."""
+
+    objective: float
+    prices: FloatArray
+    """The price (dual) of every row of the tract."""
+    values: FloatArray
+    """The value of every pair, in order of addition."""
+    elastic: float
+
+
 class Master:
     """The relaxation over the pairs priced in so far, kept in one HiGHS instance: each round
-    adds the rows the new pairs enter (with their slacks) and the pairs, and the simplex starts
-    from the last round's basis. A row no pair enters yet stays out: its count is 0, its cost a
-    constant, and its price that of its first unit (:meth:`solve`)."""
+    adds the held rows the new pairs enter (with their slacks) and the pairs, and the simplex
+    starts from the last round's basis. A row no pair enters yet stays out: its count is 0, its
+    cost a constant, and its price that of its first unit (:meth:`solve`)."""
 
-    def __init__(self, space: ColumnSpace, forced: BoolArray) -> None:
+    def __init__(self, space: ColumnSpace, forced: BoolArray, holding: BoolArray) -> None:
         self.space = space
+        self.holding = space.rows.held & holding
+        """The rows the relaxation holds when a pair enters them (:meth:`hold` widens it)."""
         self.highs = quiet_highs(threads=single_threaded_highs())
         self.position = np.full(len(space.rows.low), -1, dtype=np.int64)  # row → HiGHS row
         self.pairs: list[tuple[IntArray, IntArray]] = []
         self.x_columns: list[IntArray] = []
+        self.elastic_columns: list[IntArray] = []
         self.n_columns = 0
-        self.elastic = space.rows.elastic
-        self._add_rows(np.flatnonzero(forced))
+        self._add_rows(np.flatnonzero(forced & self.holding))
 
-    def _add_rows(self, rows: IntArray) -> None:
+    def _add_rows(self, rows: IntArray, existing: sp.csr_matrix | None = None) -> None:
+        """Add ``rows`` with their slacks; ``existing``: their coefficients on the pairs already
+        in (rows × pairs in order of addition), where those enter them."""
         rows = rows[self.position[rows] < 0]
         if not len(rows):
             return
         first = int(self.position.max(initial=-1)) + 1
-        target = self.space.rows.target[rows]
+        lower, upper, _, slacks = self.space.rows.columns(rows)
+        if existing is None:
+            existing = sp.csr_matrix((len(rows), 0))
+        x_columns = np.concatenate(self.x_columns) if self.x_columns else np.zeros(0, np.int64)
         self.highs.addRows(
-            len(rows), target, target, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0)
+            len(rows),
+            lower,
+            upper,
+            existing.nnz,
+            existing.indptr[:-1].astype(np.int32),
+            x_columns[existing.indices].astype(np.int32),
+            existing.data,
         )
         self.position[rows] = first + np.arange(len(rows))
-        m = len(rows)
-        coefficient, cost, upper = self.space.rows.slacks(rows)
-        self.highs.addCols(
-            4 * m,
-            cost,
-            np.zeros(4 * m),
-            upper,
-            4 * m,
-            np.arange(4 * m, dtype=np.int32),
-            np.tile(self.position[rows], 4).astype(np.int32),
-            coefficient,
-        )
-        self.n_columns += 4 * m
+        k = len(slacks.row)
+        if k:
+            self.highs.addCols(
+                k,
+                slacks.cost,
+                np.zeros(k),
+                slacks.upper,
+                k,
+                np.arange(k, dtype=np.int32),
+                (first + slacks.row).astype(np.int32),
+                slacks.coefficient,
+            )
+        self.elastic_columns.append(self.n_columns + np.flatnonzero(slacks.elastic))
+        self.n_columns += k
+
+    def hold(self, forced: BoolArray) -> None:
+        """Hold every held row from now on: those the pairs in enter, and the ``forced`` ones."""
+        self.holding = self.space.rows.held
+        entered = np.zeros(len(self.position), dtype=bool)
+        if self.pairs:
+            entered[self.space.matrix(*self.chosen()).indices] = True
+        rows = np.flatnonzero((entered & self.holding | forced) & (self.position < 0))
+        existing = self.space.matrix(*self.chosen()).tocsr()[rows] if self.pairs else None
+        self._add_rows(rows, existing)
 
     def add(self, block: IntArray, cell: IntArray) -> None:
-        """Add pairs (and first the rows they enter)."""
+        """Add pairs (and first the held rows they enter)."""
         if not len(cell):
             return
-        a = self.space.matrix(block, cell)
-        self._add_rows(np.unique(a.indices))
+        whole = self.space.matrix(block, cell)
+        cost = whole.T @ self.space.rows.slope
+        held_rows = np.flatnonzero(self.holding)
+        a = whole[held_rows].tocsc()
+        self._add_rows(held_rows[np.unique(a.indices)])
         a = sp.csc_matrix(
-            (a.data, self.position[a.indices], a.indptr),
-            shape=(int(self.position.max()) + 1, len(cell)),
+            (a.data, self.position[held_rows[a.indices]], a.indptr),
+            shape=(int(self.position.max(initial=-1)) + 1, len(cell)),
         )
         n = len(cell)
         self.highs.addCols(
             n,
-            np.zeros(n),
+            cost,
             np.zeros(n),
             np.full(n, INF),
             a.nnz,
@@ -315,13 +448,13 @@ class Master:
         self.pairs.append((block, cell))
         self.n_columns += n
 
-    def solve(self, seconds: float) -> tuple[float, FloatArray, FloatArray] | None:
-        """(objective, price of every row of the tract, value of every pair in order of
-        addition), or None when ``seconds`` ran out first; a row not in the relaxation (its
-        count is 0) is priced at what its first unit saves: its distance weight when its target
-        is positive, or, at a target of 0, minus its cost above."""
+    def solve(self, seconds: float) -> Relaxation | None:
+        """The relaxation's optimum, or None when ``seconds`` ran out first; a bent row not in
+        the relaxation (its count is 0, below its target) is priced at its distance weight, any
+        other at 0."""
+        rows = self.space.rows
         objective, duals, values = 0.0, np.zeros(0), np.zeros(0)
-        if self.n_columns:  # else no row is in yet: the empty relaxation's optimum is 0
+        if self.n_columns:  # else nothing is in yet: the empty relaxation's optimum is 0
             run(self.highs, seconds)
             status = self.highs.getModelStatus()
             if status == highspy.HighsModelStatus.kTimeLimit:
@@ -333,16 +466,18 @@ class Master:
             duals = np.asarray(solution.row_dual, dtype=np.float64)
             values = np.asarray(solution.col_value, dtype=np.float64)
             objective = float(self.highs.getInfo().objective_function_value)
-        rows = self.space.rows
-        prices = np.where(rows.target > 0, rows.weight, -rows.above)
         inside = self.position >= 0
+        prices = rows.price_outside.copy()
         prices[inside] = duals[self.position[inside]]
         x = values[np.concatenate(self.x_columns)] if self.x_columns else np.zeros(0)
-        absent = float(np.sum((rows.weight * rows.target)[~inside]))  # their counts are 0
-        return objective + absent, prices, x
+        elastic = float(values[np.concatenate(self.elastic_columns)].sum()) if len(values) else 0.0
+        objective += rows.offset + rows.cost_outside(np.flatnonzero(inside))
+        return Relaxation(objective, prices, x, elastic)
 
     def chosen(self) -> tuple[IntArray, IntArray]:
         """(block, cell) of every pair, in order of addition."""
+        if not self.pairs:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return (
             np.concatenate([b for b, _ in self.pairs]),
             np.concatenate([c for _, c in self.pairs]),
@@ -358,39 +493,44 @@ def solve_priced(
     draws: int = 0,
 ) -> Priced:
     """Price pairs in from ``start`` (blocks × classes) until the relaxation is optimal over all
-    allowed pairs, then solve the integer program over them, all within ``limits``."""
+    allowed pairs, then solve the integer program over them, all within ``limits``.
+
+    Every row's cost is at least 0 (0 at its target), so a relaxation of cost 0 is optimal
+    whatever pairs are left out: pricing stops there."""
     rows = space.rows
     allowed = space.allowed()
     chosen = start & allowed
     forced = rows.low > 0  # a count of 0 leaves its range: held from the start
-    free = (rows.weight == 0) & (rows.above == 0) & (rows.low <= 0) & np.isinf(rows.high)
-    master = Master(space, forced)
-    master.add(*np.nonzero(chosen))
+    linear = space.through(rows.slope)
     pricing = Limits.start(PRICING_SHARE * limits.seconds_left())
+    master = _warmed(space, chosen, forced, pricing)
     rounds, converged, previous, timed_out = 0, False, np.inf, False
-    relaxed = np.zeros(0)
+    relaxation = None
     while True:
         rounds += 1
         solved = master.solve(pricing.seconds_left())
         if solved is None:  # wall time stopped the round: the last relaxation's values stand
             timed_out = True
             break
-        objective, prices, relaxed = solved
-        reduced = space.reduced_costs(prices)
+        relaxation = solved
+        reduced = linear - space.through(solved.prices)
         reduced[~allowed | chosen] = np.inf
         entering = reduced < -REDUCED_COST_TOLERANCE
-        converged = not entering.any()
-        stalled = previous - objective < STALL * max(abs(objective), 1.0)
+        converged = not entering.any() or solved.objective <= REDUCED_COST_TOLERANCE
+        stalled = solved.elastic <= LP_ZERO and (
+            previous - solved.objective < STALL * max(abs(solved.objective), 1.0)
+        )
         timed_out = pricing.seconds_left() <= 0
         if converged or stalled or rounds >= MAX_ROUNDS or timed_out:
             break  # the last relaxation holds every pair chosen so far
-        previous = objective
+        previous = solved.objective
         if entering.sum() > ENTERING:
             cut = np.partition(reduced[entering], ENTERING - 1)[ENTERING - 1]
             entering &= reduced <= cut
         chosen |= entering
         master.add(*np.nonzero(entering))
     block, cell = master.chosen()
+    relaxed = relaxation.values if relaxation is not None else np.zeros(0)
     relaxed = np.r_[relaxed, np.zeros(len(cell) - len(relaxed))]  # pairs added since: 0
     # the integer program over the pairs the relaxation uses and the starting ones
     used = np.zeros_like(chosen)
@@ -398,42 +538,75 @@ def solve_priced(
     values = np.zeros(chosen.shape)
     values[block, cell] = relaxed
     block, cell = np.nonzero(used | (start & allowed))
-    active = (forced | _touched(space, block, cell)) & ~free
-    model = build_model(space, block, cell, active)
-    untouched = float(np.sum((rows.weight * rows.target)[~active]))  # their counts stay 0
-    rounded = np.floor(values[block, cell] + LP_ZERO)
-    status, x, objective = integer_solution(model, seed, limits, gap, counts=rounded)
-    n, m = model.n, model.m
-    if x is None:
-        counts = np.zeros(n, np.int64)
-        elastic = float("nan")
+    held = forced | (_touched(space, block, cell) & rows.held)
+    model = build_model(space, block, cell, held)
+    constant = rows.offset + rows.cost_outside(model.rows)
+    whole = values[block, cell]
+    if relaxation is not None and not timed_out and _integral(whole):
+        # an integral optimum of the relaxation is the integer program's optimum
+        status, counts = OPTIMAL_RELAXATION, np.rint(whole).astype(np.int64)
+        objective, elastic = relaxation.objective, relaxation.elastic
     else:
-        counts = np.rint(x[:n]).astype(np.int64)
-        elastic = float(x[n + 2 * m :].sum())
+        rounded = np.floor(whole + LP_ZERO)
+        status, x, objective = integer_solution(model, seed, limits, gap, counts=rounded)
+        objective += constant
+        if x is None:
+            counts, elastic = np.zeros(model.n, np.int64), float("nan")
+        else:
+            counts = np.rint(x[: model.n]).astype(np.int64)
+            elastic = float(x[model.n :][model.slacks.elastic].sum())
     keep = counts > 0
     after = Limits(max(limits.deadline, time.perf_counter() + MINIMUM_SOLVE), limits.nodes)
     drawn, draws_stopped = relaxed_draws(
-        model.matrix, model.target, model.cost, model.upper, n, draws, seed, after
+        model.matrix,
+        model.lower,
+        model.upper_row,
+        model.cost,
+        model.upper,
+        model.n,
+        draws,
+        seed,
+        after,
     )
     return Priced(
         block[keep],
         cell[keep],
         counts[keep],
         status,
-        objective + untouched,
+        objective,
         rounds,
         converged,
-        n,
-        m,
+        model.n,
+        len(model.rows),
         elastic,
         drawn[keep],
         timed_out or status == TIME_LIMIT_STATUS or draws_stopped,
     )
 
 
+def _warmed(space: ColumnSpace, chosen: BoolArray, forced: BoolArray, limits: Limits) -> Master:
+    """The relaxation over the ``chosen`` pairs, its simplex warmed on the block rows alone.
+
+    The tract rows tie every block's pairs together and make each simplex iteration costly;
+    the block rows alone solve fast, block by block, and their basis is a good start once
+    the tract rows join."""
+    rows = space.rows
+    block_rows = np.arange(len(rows.low)) < rows.n_blocks * rows.block_width
+    master = Master(space, forced, holding=block_rows)
+    master.add(*np.nonzero(chosen))
+    master.solve(limits.seconds_left())
+    master.hold(forced)
+    return master
+
+
+def _integral(values: FloatArray) -> bool:
+    return bool(np.all(np.abs(values - np.rint(values)) <= INTEGRAL_TOLERANCE))
+
+
 def relaxed_draws(
     matrix: sp.csc_matrix,
-    target: FloatArray,
+    lower: FloatArray,
+    upper_row: FloatArray,
     cost: FloatArray,
     upper: FloatArray,
     n: int,
@@ -442,8 +615,8 @@ def relaxed_draws(
     limits: Limits,
 ) -> tuple[IntArray, bool]:
     """Whole counts of the first ``n`` columns (pairs) in ``draws`` diverse reconstructions:
-    vertices of the relaxation A z = target under the cost plus a random one per draw on the
-    pairs (uniform, a hundredth of the smallest positive cost; all of it for a feasibility
+    vertices of the relaxation lower ≤ A z ≤ upper_row under the cost plus a random one per draw
+    on the pairs (uniform, a hundredth of the smallest positive cost; all of it for a feasibility
     program), rounded down; one HiGHS instance, each draw starting from the last basis.
     (Columns × draws, whether ``limits``' wall time stopped a draw: that one and the rest hold
     nothing.)"""
@@ -453,7 +626,7 @@ def relaxed_draws(
     out = np.zeros((n, draws), dtype=np.int64)
     if not draws:
         return out, False
-    highs = lp_instance(matrix, target, target, cost, upper, threads=single_threaded_highs())
+    highs = lp_instance(matrix, lower, upper_row, cost, upper, threads=single_threaded_highs())
     columns = np.arange(n, dtype=np.int32)
     for d in range(draws):
         highs.changeColsCost(n, columns, cost[:n] + scale * rng.random(n))

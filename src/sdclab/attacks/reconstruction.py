@@ -48,6 +48,14 @@ from sdclab.attacks.knowledge import (
     measured_query,
     measurement_bounds,
 )
+from sdclab.attacks.noise_aware import (
+    MINIMUM_SOLVE,
+    ColumnSpace,
+    Rows,
+    column_minimum,
+    relaxed_draws,
+    solve_priced,
+)
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
@@ -296,15 +304,6 @@ def build_program(problem: TractProblem) -> Program:
     return Program(block, cell, matrix, target, upper)
 
 
-def column_minimum(matrix: sp.csc_matrix, values: FloatArray) -> FloatArray:
-    """For each column, the smallest value of the rows it appears in (inf if none)."""
-    data = np.r_[values[matrix.indices], np.inf]
-    starts = np.minimum(matrix.indptr[:-1], len(data) - 1)
-    lowest = np.minimum.reduceat(data, starts)
-    lowest[np.diff(matrix.indptr) == 0] = np.inf
-    return lowest
-
-
 def _solve(
     program: Program, deviation: bool, seed: int, limits: Limits
 ) -> tuple[str, FloatArray | None, float]:
@@ -314,8 +313,6 @@ def _solve(
     x is None when no feasible point was found (for the equalities: they are inconsistent, or
     a limit came first).
     """
-    from sdclab.attacks.noise_aware import MINIMUM_SOLVE
-
     a, cost, upper = _columns(program, deviation)
     n = len(program.cell)
     integer = np.r_[np.ones(n, bool), np.zeros(a.shape[1] - n, bool)]
@@ -385,21 +382,45 @@ def _draws(
 ) -> tuple[IntArray, bool]:
     """The naive program's further draws (:func:`.noise_aware.relaxed_draws`, at least
     :data:`.noise_aware.MINIMUM_SOLVE` seconds in all), and whether wall time stopped one."""
-    from sdclab.attacks.noise_aware import MINIMUM_SOLVE, relaxed_draws
-
     n = len(program.cell)
     if not problem.draws or not n:
         return np.zeros((n, problem.draws), np.int64), False
     a, cost, upper = _columns(program, deviation)
     after = Limits(max(limits.deadline, time.perf_counter() + MINIMUM_SOLVE), limits.nodes)
-    return relaxed_draws(a, program.target, cost, upper, n, problem.draws, problem.seed, after)
+    target = program.target
+    return relaxed_draws(a, target, target, cost, upper, n, problem.draws, problem.seed, after)
+
+
+def starting_pairs(problem: TractProblem, n_classes: int, limits: Limits) -> BoolArray:
+    """blocks × classes: the pairs the noise-aware relaxation starts from — the naive attack's
+    candidates, but in a block whose every cell is withheld (which rules nothing out: every
+    class a candidate) only the pairs the naive reconstruction puts there."""
+    start = np.zeros((len(problem.blocks), n_classes), dtype=bool)
+    start[candidate_cells(problem)] = True
+    withheld = np.asarray(np.isnan(problem.block_counts).all(axis=1), dtype=bool)
+    if withheld.any():
+        start[withheld] = False
+        block, cell = naive_pairs(problem, limits)
+        start[block[withheld[block]], cell[withheld[block]]] = True
+    return start
+
+
+def naive_pairs(problem: TractProblem, limits: Limits) -> tuple[IntArray, IntArray]:
+    """(block index, class) of the pairs the naive attack's reconstruction uses (its candidates
+    when it finds none within ``limits``)."""
+    program = build_program(problem)
+    _, x, _ = _solve(program, False, problem.seed, limits)
+    if x is None:
+        _, x, _ = _solve(program, True, problem.seed, limits)
+    if x is None:
+        return program.block, program.cell
+    used = np.rint(x) > 0
+    return program.block[used], program.cell[used]
 
 
 def solve_noise_aware(problem: TractProblem) -> TractResult:
     """Reconstruct one tract with the noise model's bounds and likelihood (:mod:`.noise_aware`),
-    starting from the naive attack's candidates."""
-    from sdclab.attacks.noise_aware import ColumnSpace, Rows, solve_priced
-
+    starting from the naive attack's candidates (:func:`starting_pairs`)."""
     assert problem.block_bounds is not None and problem.tract_bounds is not None
     start_time = time.perf_counter()
     space = ColumnSpace(
@@ -407,9 +428,8 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
         class_query(problem.tract_tables + problem.tract_measured, problem.tables),
         Rows.of(problem.block_bounds, problem.tract_bounds),
     )
-    start = np.zeros((len(problem.blocks), space.n_classes), dtype=bool)
-    start[candidate_cells(problem)] = True
     limits = Limits(start_time + problem.time_limit, problem.node_limit)
+    start = starting_pairs(problem, space.n_classes, limits)
     priced = solve_priced(space, start, problem.seed, limits, DEVIATION_GAP, problem.draws)
     return TractResult(
         tract=problem.tract,
