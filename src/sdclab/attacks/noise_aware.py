@@ -10,14 +10,19 @@ its true count is exactly 0 — and, for every published cell r with true count 
 :mod:`sdclab.attacks.knowledge`). Its optimum is the most likely reconstruction under the noise
 model (for bounded noise: the one nearest the published counts among those the noise allows).
 
-Every class of every block is a variable, far too many to pass to a solver (26,000 classes ×
-each block). The linear relaxation is solved instead by column generation: start from the pairs
-the published zeros leave (the naive attack's candidates), solve, price every other pair with
-the duals — a cell no variable touches yet has the price of its distance cost — and add the
-pairs whose reduced cost is negative, until none is. The relaxation's optimum is then that of
-the whole program. The integer program is solved over the pairs priced in (price-and-branch).
-Elastic slacks of a large cost keep every restricted program feasible; at the optimum they are 0
-unless the release contradicts its noise model, and their total is reported.
+A cell whose target is an end of its range (a published 0 at its lower bound of 0: most cells)
+costs linearly over the whole range, so its cost rides on the pairs that enter it and it is a
+row only where its range can bind; a cell whose cost bends inside its range is a row with a slack
+each side of its target (:class:`Rows`). Every class of every block is a variable, far too many
+to pass to a solver (26,000 classes × each block), so the linear relaxation is solved by column
+generation: start from the naive attack's pairs, solve (first on the block rows alone, then with
+the tract rows that tie the blocks together), price every other pair with the duals — a bent
+cell no variable touches yet has the price of its distance cost — and add the pairs whose
+reduced cost is negative, until none is. The relaxation's optimum is then that of the whole
+program; when it is integral it is the integer program's optimum too, else the integer program is
+solved over the pairs priced in (price-and-branch). An elastic slack of a large cost below every
+range that excludes 0 keeps every restricted program feasible; at the optimum it is 0 unless
+the release contradicts its noise model, and its total is reported.
 
 Every solve stops at the tract's :class:`~sdclab.optimize.highs.Limits`: the pricing rounds take
 at most :data:`PRICING_SHARE` of its time, the integer program the rest (at least
