@@ -173,6 +173,12 @@ class Rows:
         def joined(name: str) -> FloatArray:
             return np.r_[getattr(block, name).reshape(-1), getattr(tract, name)]
 
+        costs = np.r_[joined("weight"), joined("above")]
+        if not np.all(np.isfinite(costs) & (costs >= 0)):
+            raise ValueError(
+                "the noise model gives a cell a cost per unit that is not a finite number ≥ 0 "
+                "(a measurement of variance 0?): the program would have no meaning"
+            )
         return cls(
             joined("low"),
             joined("high"),
