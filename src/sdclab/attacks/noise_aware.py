@@ -141,13 +141,14 @@ class Rows:
 
     @cached_property
     def bent_total(self) -> float:
+        """The bent cost of every row at a count of 0."""
         return float(self.bent_at_zero.sum())
 
     def cost_outside(self, held: IntArray) -> float:
         """The bent cost of every row but the ``held`` ones, whose counts are 0."""
         return self.bent_total - float(self.bent_at_zero[held].sum())
 
-    def columns(self, index: IntArray) -> tuple[FloatArray, FloatArray, IntArray, Slacks]:
+    def columns(self, index: IntArray) -> tuple[FloatArray, FloatArray, Slacks]:
         """(lower, upper) of the rows ``index`` and their slacks: u⁺ and u⁻ each side of a bent
         row's target (the row is then an equality at its target), and an elastic v below a row
         whose range excludes 0 (so that any restricted program is feasible at x = 0)."""
@@ -166,7 +167,7 @@ class Rows:
             upper=np.r_[(high - target)[bent], (target - low)[bent], low[short]],
             elastic=np.r_[np.zeros(2 * len(bent), bool), np.ones(len(short), bool)],
         )
-        return lower, upper, index, slacks
+        return lower, upper, slacks
 
     @classmethod
     def of(cls, block: CellBounds, tract: CellBounds) -> Rows:
@@ -302,7 +303,7 @@ def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, held: BoolA
     cost = whole.T @ rows.slope
     index = np.flatnonzero(held)
     a = whole[index]
-    lower, upper_row, _, slacks = rows.columns(index)
+    lower, upper_row, slacks = rows.columns(index)
     m, n = a.shape
     columns = sp.csc_matrix(
         (slacks.coefficient, (slacks.row, np.arange(len(slacks.row)))), shape=(m, len(slacks.row))
@@ -392,7 +393,7 @@ class Master:
         if not len(rows):
             return
         first = int(self.position.max(initial=-1)) + 1
-        lower, upper, _, slacks = self.space.rows.columns(rows)
+        lower, upper, slacks = self.space.rows.columns(rows)
         if existing is None:
             existing = sp.csr_matrix((len(rows), 0))
         x_columns = np.concatenate(self.x_columns) if self.x_columns else np.zeros(0, np.int64)
