@@ -373,3 +373,31 @@ def test_the_reported_objective_is_the_cost_of_the_reconstruction(
         assert result.deviation == pytest.approx(cost, rel=1e-6, abs=1e-6)
     else:  # an elastic unit costs more than the noise model says: the objective is higher
         assert not inside and result.deviation > cost
+
+
+@pytest.mark.parametrize(
+    ("tract_cell", "persons"),
+    [
+        ((0.0, np.inf, 0.0, 0.0, 0.0), 0),  # withheld: nothing asks for anyone
+        ((0.0, 2.0, 1.0, 0.0, 1.0), 0),  # a shown 0 under suppression: 0..2, each person costs
+        ((0.0, 5.0, 1.0, 5.0, 1.0), 5),  # a target at the top of its range: costs fall with it
+    ],
+)
+def test_a_tract_whose_blocks_hold_no_row_is_solved(tract_cell, persons) -> None:
+    """One wholly withheld block (its cells hold no row) and one tract cell: the relaxation
+    warmed on the block rows holds pairs but no row, and must neither fail nor run unbounded
+    (a tract cell whose cost falls with its count bounds the pairs from the start)."""
+    from sdclab.attacks.noise_aware import solve_priced
+    from sdclab.optimize.highs import Limits
+
+    block = (np.zeros(2), np.full(2, np.inf), np.zeros(2), np.zeros(2), np.zeros(2))
+    low, high, weight, target, above = (np.r_[b, t] for b, t in zip(block, tract_cell, strict=True))
+    rows = Rows(low, high, weight, target, above, n_blocks=1, block_width=2)
+    space = ColumnSpace(
+        sp.csc_matrix(np.array([[1.0, 1.0], [1.0, 0.0]])),
+        sp.csc_matrix(np.array([[1.0, 1.0]])),
+        rows,
+    )
+    priced = solve_priced(space, np.array([[True, False]]), 0, Limits.start(10), 0.0)
+    assert priced.objective == pytest.approx(0.0)
+    assert priced.count.sum() == persons

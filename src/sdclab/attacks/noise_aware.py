@@ -482,7 +482,8 @@ class Master:
         prices = rows.price_outside.copy()
         prices[inside] = duals[self.position[inside]]
         x = values[np.concatenate(self.x_columns)] if self.x_columns else np.zeros(0)
-        elastic = float(values[np.concatenate(self.elastic_columns)].sum()) if len(values) else 0.0
+        elastic_columns = np.concatenate([np.zeros(0, np.int64), *self.elastic_columns])
+        elastic = float(values[elastic_columns].sum()) if len(values) else 0.0
         objective += rows.offset + rows.cost_outside(np.flatnonzero(inside))
         return Relaxation(objective, prices, x, elastic)
 
@@ -604,7 +605,8 @@ def _warmed(space: ColumnSpace, chosen: BoolArray, forced: BoolArray, limits: Li
     the tract rows join."""
     rows = space.rows
     block_rows = np.arange(len(rows.low)) < rows.n_blocks * rows.block_width
-    master = Master(space, forced, holding=block_rows)
+    # a row whose cost falls with its count bounds the pairs that enter it: held from the start
+    master = Master(space, forced, holding=block_rows | (rows.slope < 0))
     master.add(*np.nonzero(chosen))
     master.solve(limits.seconds_left())
     master.hold(forced)
