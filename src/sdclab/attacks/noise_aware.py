@@ -296,12 +296,15 @@ class Model:
         return np.r_[counts, value]
 
 
-def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, held: BoolArray) -> Model:
-    """The program over the pairs (``block``, ``cell``) and the ``held`` rows."""
+def build_model(space: ColumnSpace, block: IntArray, cell: IntArray, forced: BoolArray) -> Model:
+    """The program over the pairs (``block``, ``cell``): the ``forced`` rows and the held rows
+    the pairs enter."""
     rows = space.rows
     whole = space.matrix(block, cell)
     cost = whole.T @ rows.slope
-    index = np.flatnonzero(held)
+    entered = np.zeros(len(rows.low), dtype=bool)
+    entered[whole.indices] = True
+    index = np.flatnonzero(forced | (entered & rows.held))
     a = whole[index]
     lower, upper_row, slacks = rows.columns(index)
     m, n = a.shape
@@ -426,11 +429,11 @@ class Master:
         """Hold every held row from now on: those the pairs in enter, and the ``forced`` ones."""
         self.holding = self.space.rows.held
         entered = np.zeros(len(self.position), dtype=bool)
-        if self.pairs:
-            entered[self.space.matrix(*self.chosen()).indices] = True
+        pairs = self.space.matrix(*self.chosen()).tocsr() if self.pairs else None
+        if pairs is not None:
+            entered[pairs.indices] = True
         rows = np.flatnonzero((entered & self.holding | forced) & (self.position < 0))
-        existing = self.space.matrix(*self.chosen()).tocsr()[rows] if self.pairs else None
-        self._add_rows(rows, existing)
+        self._add_rows(rows, None if pairs is None else pairs[rows])
 
     def add(self, block: IntArray, cell: IntArray) -> None:
         """Add pairs (and first the held rows they enter)."""
@@ -551,8 +554,7 @@ def solve_priced(
     values = np.zeros(chosen.shape)
     values[block, cell] = relaxed
     block, cell = np.nonzero(used | (start & allowed))
-    held = forced | (_touched(space, block, cell) & rows.held)
-    model = build_model(space, block, cell, held)
+    model = build_model(space, block, cell, forced)
     constant = rows.offset + rows.cost_outside(model.rows)
     whole = values[block, cell]
     if relaxation is not None and not timed_out and _integral(whole):
@@ -654,10 +656,3 @@ def relaxed_draws(
         x = np.asarray(highs.getSolution().col_value, dtype=np.float64)
         out[:, d] = np.floor(x[:n] + LP_ZERO).astype(np.int64)
     return out, False
-
-
-def _touched(space: ColumnSpace, block: IntArray, cell: IntArray) -> BoolArray:
-    """Rows that at least one of the pairs enters."""
-    touched = np.zeros(len(space.rows.low), dtype=bool)
-    touched[space.matrix(block, cell).indices] = True
-    return touched

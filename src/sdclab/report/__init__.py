@@ -40,6 +40,7 @@ from sdclab.results import (
     NotMeasured,
     Reidentification,
     ReleaseResult,
+    TableAccuracy,
     Value,
     Variability,
 )
@@ -99,7 +100,10 @@ def _variability(release: ReleaseResult) -> Variability | NotMeasured:
 def _compared_mae(release: ReleaseResult, level: str, table: str = "P12") -> Value:
     """The MAE over the non-empty cells (withheld ones counted) of a compared table at
     ``level``, or why none."""
-    compared = release.evaluation.compared(level, table)
+    return _mae_of(release.evaluation.compared(level, table))
+
+
+def _mae_of(compared: TableAccuracy | NotMeasured) -> Value:
     return compared if isinstance(compared, NotMeasured) else compared.mae_nonempty
 
 
@@ -107,7 +111,7 @@ def _compared_cell(release: ReleaseResult, level: str, table: str) -> str:
     """The MAE of :func:`_compared_mae`, with the share of the table's cells withheld beside it
     (their errors are in the MAE)."""
     compared = release.evaluation.compared(level, table)
-    shown = decimal(compared if isinstance(compared, NotMeasured) else compared.mae_nonempty)
+    shown = decimal(_mae_of(compared))
     if isinstance(compared, NotMeasured) or compared.suppressed_share <= 0:
         return shown
     return f"{shown} <small>({pct(compared.suppressed_share)} withheld)</small>"
