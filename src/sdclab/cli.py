@@ -763,6 +763,27 @@ def cell_key_text(found: dict[str, Any]) -> str:
     )
 
 
+census_app = typer.Typer(
+    cls=OneLineErrors,
+    help="Censuses: the built-in ones and those declared in files.",
+    no_args_is_help=True,
+)
+app.add_typer(census_app, name="census")
+
+
+@census_app.command("show")
+@reports_input_errors
+def show_census(
+    census: Annotated[str, typer.Argument(help="A built-in census (us2010) or a census file.")],
+) -> None:
+    """Print a census: its attributes and breakdowns, geographies, tables and attack settings."""
+    from sdclab.census.show import describe
+    from sdclab.censuses import census_named
+
+    for line in describe(census_named(census)):
+        typer.echo(line)
+
+
 @app.command("mechanisms")
 @reports_input_errors
 def list_mechanisms(

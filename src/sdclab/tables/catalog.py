@@ -21,7 +21,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from sdclab import schema
-from sdclab.geography import levels_from
+from sdclab.geography import LEVELS
 from sdclab.schema import Schema
 
 Mask = npt.NDArray[np.bool_]
@@ -64,10 +64,22 @@ class TableDef:
     parts: tuple[Part, ...]
     top: str = "nation"
     bottom: str = "block"
+    hierarchy: tuple[str, ...] = LEVELS
+    """The levels of the geography the table is published on, from the top down."""
+
+    def __post_init__(self) -> None:
+        for end in (self.top, self.bottom):
+            if end not in self.hierarchy:
+                levels = ", ".join(self.hierarchy)
+                raise ValueError(f"table {self.name}: unknown level {end!r}; levels: {levels}")
+        if self.hierarchy.index(self.top) > self.hierarchy.index(self.bottom):
+            raise ValueError(f"table {self.name}: level {self.top!r} is below {self.bottom!r}")
 
     @property
     def levels(self) -> tuple[str, ...]:
-        return levels_from(self.top, self.bottom)
+        """The levels the table is published at, from ``top`` down to ``bottom``."""
+        i, j = self.hierarchy.index(self.top), self.hierarchy.index(self.bottom)
+        return self.hierarchy[i : j + 1]
 
     @cached_property
     def cell_labels(self) -> list[str]:
@@ -81,6 +93,25 @@ class TableDef:
     @property
     def n_cells(self) -> int:
         return len(self.cell_labels)
+
+    @cached_property
+    def crossed(self) -> tuple[str, ...]:
+        """The attributes the table's cells depend on (crossed or restricted), in schema order."""
+        used = {d.attribute for p in self.parts for d in p.dimensions}
+        used |= {name for p in self.parts for name in p.universe}
+        return tuple(name for name in self.schema.names if name in used)
+
+    @cached_property
+    def marginal(self) -> Schema:
+        """The domain of the attributes the table crosses: all it needs to be counted."""
+        attributes = tuple(self.schema.attribute(name) for name in self.crossed)
+        return Schema(f"{self.schema.name}:{'×'.join(self.crossed) or 'total'}", attributes)
+
+    @cached_property
+    def marginal_query(self) -> sp.csr_matrix:
+        """Sparse 0/1 matrix cells × cells of :attr:`marginal` (int64 entries)."""
+        blocks = [part_query(self.marginal, part) for part in self.parts]
+        return sp.vstack(blocks, format="csr").astype(np.int64)
 
     @cached_property
     def query(self) -> sp.csr_matrix:
@@ -101,6 +132,8 @@ def part_query(domain: Schema, part: Part) -> sp.csr_matrix:
         mask = part.universe.get(attr.name, np.ones(attr.size, dtype=bool))
         base = dims[attr.name].membership if attr.name in dims else np.ones((1, attr.size), np.int8)
         factors.append(sp.csr_matrix(base * mask[None, :].astype(np.int8)))
+    if not factors:  # a domain of no attribute has one cell: the total
+        return sp.csr_matrix(np.ones((1, 1), dtype=np.int8))
     query = reduce(lambda a, b: sp.kron(a, b, format="csr"), factors)
     if not part.dimensions:
         return query

@@ -1,0 +1,203 @@
+"""A census as a value: its records, attributes, geographies, tables and attack settings.
+
+A census says what its microdata hold and what is published from them, so that every stage can
+take it from its input instead of assuming one census. Attributes are code lists with
+*breakdowns* (recodes of the detailed codes, e.g. an age in single years, five-year bands and
+three broad groups); geographies are hierarchies of levels given as data (any number of levels,
+text geocodes, a parent for each unit); tables are linear queries over the marginal domain of the
+attributes they cross (:class:`sdclab.tables.catalog.TableDef`), never over the product of every
+attribute, which for a census of a dozen topics has of the order of 10¹⁰ cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+
+from sdclab.schema import Attribute as DomainAttribute
+from sdclab.schema import Schema
+from sdclab.tables.catalog import Dimension, TableDef
+
+RECORD_KINDS = ("persons", "households")
+"""What a census's records can be: persons, and the households (or housing units) they live in."""
+
+DETAILED = "detailed"
+"""The name of every attribute's own breakdown: one category per code."""
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Categories of an attribute: ``membership[k, j]`` is 1 if detailed code j counts in k.
+
+    A code may count in one category (a recode), in several (a tally, such as "alone or in
+    combination") or in none (a code outside the breakdown's universe).
+    """
+
+    name: str
+    codes: tuple[str, ...]
+    labels: tuple[str, ...]
+    membership: npt.NDArray[np.int8]
+
+    def __post_init__(self) -> None:
+        if self.membership.shape[0] != len(self.codes) or len(self.labels) != len(self.codes):
+            raise ValueError(f"breakdown {self.name!r}: codes, labels and membership rows differ")
+
+    @property
+    def size(self) -> int:
+        return len(self.codes)
+
+    @cached_property
+    def is_partition(self) -> bool:
+        """Whether every detailed code counts in exactly one category (a plain recode)."""
+        return bool((self.membership.sum(axis=0) == 1).all())
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """A categorical attribute of one kind of record, with its code list and breakdowns."""
+
+    name: str
+    records: str
+    codes: tuple[str, ...]
+    labels: tuple[str, ...]
+    breakdowns: Mapping[str, Breakdown] = field(default_factory=dict)
+    """Recodes by name; :data:`DETAILED` (one category per code) is always there."""
+
+    def __post_init__(self) -> None:
+        if self.records not in RECORD_KINDS:
+            raise ValueError(f"attribute {self.name!r}: records must be one of {RECORD_KINDS}")
+        if len(set(self.codes)) != len(self.codes) or len(self.labels) != len(self.codes):
+            raise ValueError(f"attribute {self.name!r}: codes must be distinct, one label each")
+
+    @property
+    def size(self) -> int:
+        return len(self.codes)
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Position of each code in the code list."""
+        return {code: i for i, code in enumerate(self.codes)}
+
+    def breakdown(self, name: str = DETAILED) -> Breakdown:
+        """The breakdown ``name`` (the detailed one by default)."""
+        if name == DETAILED:
+            eye = np.eye(self.size, dtype=np.int8)
+            return self.breakdowns.get(name, Breakdown(name, self.codes, self.labels, eye))
+        if name not in self.breakdowns:
+            known = ", ".join([DETAILED, *self.breakdowns])
+            raise KeyError(f"attribute {self.name!r} has no breakdown {name!r}; known: {known}")
+        return self.breakdowns[name]
+
+    def domain_attribute(self) -> DomainAttribute:
+        """The attribute as a histogram axis: positions 0 … size − 1, labelled."""
+        return DomainAttribute(self.name, 0, self.size - 1, self.labels)
+
+    def dimension(self, breakdown: str = DETAILED) -> Dimension:
+        """A table's cells along this attribute, one per category of ``breakdown``."""
+        b = self.breakdown(breakdown)
+        return Dimension(self.name, b.labels, b.membership)
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A geography: levels from the top down, each unit with its parent one level up.
+
+    ``units[level]`` are the level's geocodes (text); ``parents[level][i]`` is the position, in
+    the level above, of the parent of unit i (the top level has no parents). A geocode need not
+    contain its parent's code. ``units`` may be empty: the units are then those the microdata
+    name, and their parents are read from the microdata's columns.
+    """
+
+    name: str
+    levels: tuple[str, ...]
+    units: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    parents: Mapping[str, npt.NDArray[np.int64]] = field(default_factory=dict)
+    labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.levels or len(set(self.levels)) != len(self.levels):
+            raise ValueError(f"geography {self.name!r}: levels must be distinct and not empty")
+
+    @property
+    def bottom(self) -> str:
+        return self.levels[-1]
+
+    def levels_from(self, top: str, bottom: str) -> tuple[str, ...]:
+        """The levels from ``top`` down to ``bottom`` inclusive."""
+        i, j = self.level_index(top), self.level_index(bottom)
+        if i > j:
+            raise ValueError(f"geography {self.name!r}: {top!r} is below {bottom!r}")
+        return self.levels[i : j + 1]
+
+    def level_index(self, level: str) -> int:
+        if level not in self.levels:
+            known = ", ".join(self.levels)
+            raise KeyError(f"geography {self.name!r} has no level {level!r}; levels: {known}")
+        return self.levels.index(level)
+
+
+@dataclass(frozen=True)
+class Reconstruction:
+    """What a reconstruction attack solves for: records of these attributes, in geounits of
+    ``level`` of the census's first geography."""
+
+    attributes: tuple[str, ...]
+    level: str
+
+
+@dataclass(frozen=True)
+class Census:
+    """Everything sdclab needs to know of one census (see the module docstring)."""
+
+    name: str
+    title: str
+    attributes: Mapping[str, Attribute]
+    geographies: Mapping[str, Hierarchy]
+    tables: Mapping[str, TableDef]
+    quasi_identifiers: tuple[str, ...]
+    """Attributes an attacker links on (with the geounit of the reconstruction's level)."""
+    reconstruction: Reconstruction
+    household_key: str | None = None
+    """Column of the persons' file that names each person's household, if the census has one."""
+    table_geography: Mapping[str, str] = field(default_factory=dict)
+    """The geography each table is published on (the first geography when a table is absent)."""
+    description: str = ""
+
+    def attribute(self, name: str) -> Attribute:
+        if name not in self.attributes:
+            known = ", ".join(self.attributes)
+            raise KeyError(f"census {self.name!r} has no attribute {name!r}; known: {known}")
+        return self.attributes[name]
+
+    def table(self, name: str) -> TableDef:
+        if name not in self.tables:
+            known = ", ".join(self.tables)
+            raise KeyError(f"census {self.name!r} has no table {name!r}; known: {known}")
+        return self.tables[name]
+
+    @property
+    def geography(self) -> Hierarchy:
+        """The first (main) geography: the one the reconstruction and TopDown work on."""
+        return next(iter(self.geographies.values()))
+
+    def geography_of(self, table: str) -> Hierarchy:
+        """The geography ``table`` is published on."""
+        return self.geographies.get(self.table_geography.get(table, ""), self.geography)
+
+    def domain(self, names: tuple[str, ...], name: str = "") -> Schema:
+        """The histogram domain crossing the attributes ``names`` (their detailed codes)."""
+        attributes = tuple(self.attribute(n).domain_attribute() for n in names)
+        return Schema(name or " × ".join(names), attributes)
+
+    def full_domain_size(self, records: str = "persons") -> int:
+        """Cells in the product of every attribute of ``records`` (a Python int: it can exceed
+        what an int64 holds)."""
+        size = 1
+        for attribute in self.attributes.values():
+            if attribute.records == records:
+                size *= attribute.size
+        return size
