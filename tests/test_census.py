@@ -1,0 +1,299 @@
+"""A census declared in files: its declaration, its microdata, its tables counted from records."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import scipy.sparse as sp
+
+from sdclab.census.declare import load_census
+from sdclab.census.records import read_records, tabulate_records
+from sdclab.censuses import census_named
+from sdclab.errors import InputError
+from sdclab.tables.catalog import CATALOG
+
+TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
+
+
+@pytest.fixture
+def toyland(tmp_path: Path) -> Path:
+    """A copy of the example census that a test may change."""
+    shutil.copytree(TOYLAND, tmp_path / "toyland")
+    return tmp_path / "toyland"
+
+
+def edit(file: Path, old: str, new: str) -> None:
+    text = file.read_text()
+    assert old in text, old
+    file.write_text(text.replace(old, new, 1))
+
+
+def test_the_example_census_declares_attributes_breakdowns_geography_and_tables():
+    census = load_census(TOYLAND / "census.toml")
+    assert list(census.attributes) == ["sex", "age", "country_of_birth"]
+    age = census.attribute("age")
+    assert age.size == 100 and list(age.breakdowns) == ["band", "broad"]
+    broad = age.breakdown("broad")
+    assert broad.codes == ("0-14", "15-64", "65+") and broad.is_partition
+    assert broad.membership.sum(axis=1).tolist() == [15, 50, 35]
+    assert age.breakdown("band").membership.sum(axis=1).tolist() == [10] * 10
+    admin = census.geography
+    assert admin.levels == ("region", "district", "village")
+    # children do not share their parent's code: the parent array says where each lies
+    assert (
+        admin.units["district"][0] == "K7"
+        and admin.units["region"][admin.parents["district"][0]] == "R-NORTH"
+    )
+    assert list(census.tables) == ["T1", "T2", "T3", "T4"]
+    assert census.table("T2").levels == ("region", "district")
+    assert census.table("T3").crossed == ("age", "country_of_birth")
+    # T4 keeps only the ages of its universe: 2 sexes × 50 ages
+    assert census.table("T4").n_cells == 100
+    assert census.reconstruction.level == "village"
+    assert census.quasi_identifiers == ("sex", "age")
+
+
+def expected_counts(persons: pl.DataFrame, units: pl.DataFrame, level: str, keys: list[str]):
+    """Counts by ``level`` and ``keys`` with polars alone, from the files as text."""
+    parent = dict(zip(units["code"], units["parent"], strict=True))
+    persons = persons.with_columns(
+        district=pl.col("village").replace_strict(parent),
+    ).with_columns(region=pl.col("district").replace_strict(parent))
+    return persons.group_by([level, *keys]).len()
+
+
+def test_tables_counted_from_records_match_a_group_by():
+    census = load_census(TOYLAND / "census.toml")
+    counts = tabulate_records(read_records(census, TOYLAND / "persons.csv"))
+    persons = pl.read_csv(TOYLAND / "persons.csv", infer_schema=False)
+    units = pl.read_csv(TOYLAND / "units.csv", infer_schema=False)
+    assert set(counts) == {"T1", "T2", "T3", "T4"}
+
+    codes, matrix = counts["T1"].levels["village"]
+    by_village = expected_counts(persons, units, "village", [])
+    expected = dict(zip(by_village["village"], by_village["len"], strict=True))
+    assert matrix.toarray()[:, 0].tolist() == [expected.get(c, 0) for c in codes]
+    assert counts["T1"].levels["region"][1].sum() == persons.height
+
+    band = {str(a): f"{min(a // 10 * 10, 90)}-{min(a // 10 * 10, 90) + 9}" for a in range(100)}
+    band["99"] = band["90"] = "90+"
+    for a in range(90, 100):
+        band[str(a)] = "90+"
+    with_band = persons.with_columns(band=pl.col("age").replace_strict(band))
+    by_district = expected_counts(with_band, units, "district", ["sex", "band"])
+    codes, matrix = counts["T2"].levels["district"]
+    table = census.table("T2")
+    labels = table.cell_labels
+    dense = matrix.toarray()
+    for district, sex, band_code, n in by_district.iter_rows():
+        sex_label = {"1": "male", "2": "female"}[sex]
+        assert dense[codes.index(district), labels.index(f"{sex_label} / {band_code}")] == n
+    assert dense.sum() == persons.height
+
+    codes, matrix = counts["T4"].levels["district"]
+    working = persons.filter(pl.col("age").cast(pl.Int64).is_between(15, 64))
+    assert matrix.sum() == working.height
+
+
+def test_a_village_in_the_microdata_must_be_in_the_geography(toyland):
+    edit(toyland / "persons.csv", ",V100,", ",V999,")
+    census = load_census(toyland / "census.toml")
+    with pytest.raises(
+        InputError, match=r"persons.csv: row 2, column 'village': unknown code 'V999'"
+    ):
+        read_records(census, toyland / "persons.csv")
+
+
+def test_an_unknown_code_names_its_row_and_column(toyland):
+    lines = (toyland / "persons.csv").read_text().splitlines()
+    fields = lines[5].split(",")
+    fields[5] = "XX"
+    lines[5] = ",".join(fields)
+    (toyland / "persons.csv").write_text("\n".join(lines) + "\n")
+    census = load_census(toyland / "census.toml")
+    with pytest.raises(
+        InputError,
+        match=r"row 6, column 'country_of_birth': unknown code 'XX' \(expected one of DOM",
+    ):
+        read_records(census, toyland / "persons.csv")
+
+
+def test_a_given_parent_level_must_agree_with_the_geography(toyland):
+    persons = pl.read_csv(toyland / "persons.csv", infer_schema=False)
+    wrong = persons.with_columns(district=pl.lit("Q1"))
+    wrong.write_csv(toyland / "persons.csv")
+    census = load_census(toyland / "census.toml")
+    with pytest.raises(InputError, match=r"column 'district': 'Q1' does not hold village 'V100'"):
+        read_records(census, toyland / "persons.csv")
+
+
+def test_a_geography_without_a_unit_list_is_read_from_the_columns(toyland):
+    edit(toyland / "census.toml", 'units = "units.csv"', "")
+    census = load_census(toyland / "census.toml")
+    persons = pl.read_csv(toyland / "persons.csv", infer_schema=False)
+    units = pl.read_csv(toyland / "units.csv", infer_schema=False)
+    parent = dict(zip(units["code"], units["parent"], strict=True))
+    full = persons.with_columns(district=pl.col("village").replace_strict(parent)).with_columns(
+        region=pl.col("district").replace_strict(parent)
+    )
+    records = census_records(census, full)
+    assert records.units["admin"].codes["region"] == ("R-NORTH", "R-SOUTH")
+    declared = tabulate_records(
+        read_records(load_census(TOYLAND / "census.toml"), TOYLAND / "persons.csv")
+    )
+    read = tabulate_records(records)
+    for name in declared:
+        for level, (codes, matrix) in read[name].levels.items():
+            d_codes, d_matrix = declared[name].levels[level]
+            order = [d_codes.index(c) for c in codes]
+            assert (d_matrix.toarray()[order] == matrix.toarray()).all(), (name, level)
+    # a village that lies in two districts is refused, naming the row
+    fourth = pl.int_range(pl.len()) == 3
+    split = full.with_columns(
+        district=pl.when(fourth).then(pl.lit("Q1")).otherwise("district"),
+        region=pl.when(fourth).then(pl.lit("R-SOUTH")).otherwise("region"),
+    )
+    with pytest.raises(
+        InputError,
+        match=r"row 5, column 'district': village 'V100' lies in district 'Q1' here and in 'K7'",
+    ):
+        census_records(census, split)
+
+
+def census_records(census, frame):
+    from sdclab.census.records import encode_records
+
+    return encode_records(census, frame, "persons.csv")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            'cells = ["sex", "age.band"]',
+            'cells = ["sex", "age.bands"]',
+            r"tables.T2.cells: attribute 'age' has no breakdown 'bands'; known: detailed, band",
+        ),
+        (
+            'cells = ["sex", "age.band"]',
+            'cells = ["gender"]',
+            r"tables.T2.cells: unknown attribute 'gender'",
+        ),
+        ('bottom = "district"', 'bottom = "parish"', r"tables.T2.bottom: unknown level 'parish'"),
+        ('codes = ["1", "2"]', 'codes = ["1", "1"]', r"attributes.sex.codes: '1' is listed twice"),
+        (
+            '"0-14" = ["0",',
+            '"0-14" = ["-1",',
+            r"attributes.age.breakdowns.broad: category '0-14' names unknown code '-1'",
+        ),
+        ('level = "village"', 'level = "parish"', r"reconstruction.level: unknown level 'parish'"),
+        (
+            'quasi_identifiers = ["sex", "age"]',
+            'quasi_identifiers = ["sex", "height"]',
+            r"attack.quasi_identifiers: unknown attribute 'height'",
+        ),
+        (
+            'universe = { "age.broad" = ["15-64"] }',
+            'universe = { "age.broad" = ["15-65"] }',
+            r"tables.T4.universe.age.broad: unknown category '15-65'",
+        ),
+        (
+            'codes = "age.csv"',
+            'codes = "ages.csv"',
+            r"attributes.age.codes: ages.csv: no such file",
+        ),
+    ],
+)
+def test_a_mistake_in_the_census_file_is_one_line_naming_its_key(toyland, old, new, message):
+    edit(toyland / "census.toml", old, new)
+    with pytest.raises(InputError, match=message):
+        load_census(toyland / "census.toml")
+
+
+def test_a_unit_with_an_unknown_parent_is_refused(toyland):
+    edit(toyland / "units.csv", "district,K7,R-NORTH", "district,K7,R-EAST")
+    with pytest.raises(InputError, match=r"district 'K7' has parent 'R-EAST', which is no region"):
+        load_census(toyland / "census.toml")
+
+
+def test_census_show_prints_a_census_and_refuses_an_unknown_one(toyland):
+    def show(name: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sdclab", "census", "show", name], capture_output=True, text=True
+        )
+
+    done = show(str(toyland / "census.toml"))
+    assert done.returncode == 0, done.stderr
+    assert "admin: region > district > village (2 region, 4 district, 12 village)" in done.stdout
+    assert (
+        "T3: Broad age group by country of birth — 18 cells over age × country_of_birth"
+        in done.stdout
+    )
+    us = show("us2010")
+    assert us.returncode == 0 and "P12: Sex by age — 46 cells over sex × age (232)" in us.stdout
+    bad = show("atlantis")
+    assert (
+        bad.returncode == 2
+        and bad.stderr.count("\n") == 1
+        and "unknown census 'atlantis'" in bad.stderr
+    )
+
+
+def test_a_census_of_more_than_a_billion_cells_tabulates_from_its_records(tmp_path):
+    # ten attributes of ten codes each: 10¹⁰ cells in their product, never built
+    names = [f"topic{i}" for i in range(10)]
+    lines = ['name = "wide"', "[geographies.places]", 'levels = ["area", "place"]']
+    for name in names:
+        lines += [
+            f"[attributes.{name}]",
+            f"codes = {[str(c) for c in range(10)]}".replace("'", '"'),
+        ]
+    lines += ["[tables.A]", 'cells = ["topic0", "topic9"]', "[tables.B]", 'cells = ["topic3"]']
+    lines += [
+        "[reconstruction]",
+        f"attributes = {names[:3]}".replace("'", '"'),
+        "[attack]",
+        'quasi_identifiers = ["topic0"]',
+    ]
+    (tmp_path / "wide.toml").write_text("\n".join(lines) + "\n")
+    census = load_census(tmp_path / "wide.toml")
+    assert census.full_domain_size() == 10**10
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 10, size=(500, 10))
+    frame = (
+        pl.DataFrame({n: codes[:, i].astype(str) for i, n in enumerate(names)})
+        .with_columns(
+            place=pl.Series((rng.integers(0, 40, 500)).astype(str)),
+        )
+        .with_columns(area=pl.col("place").str.slice(0, 1))
+    )
+    counts = tabulate_records(census_records(census, frame))
+    places, matrix = counts["A"].levels["place"]
+    assert matrix.shape == (len(places), 100) and matrix.sum() == 500
+    expected = np.zeros((len(places), 100), dtype=np.int64)
+    place_index = np.array([places.index(p) for p in frame["place"]])
+    np.add.at(expected, (place_index, codes[:, 0] * 10 + codes[:, 9]), 1)
+    assert (matrix.toarray() == expected).all()
+    assert counts["B"].levels["area"][1].sum() == 500
+
+
+def test_us2010_is_the_catalogue_and_each_table_counts_over_its_marginal_domain():
+    census = census_named("us2010")
+    assert census.tables == CATALOG
+    for table in CATALOG.values():
+        full = table.schema
+        index = np.arange(full.size)
+        decoded = full.decode(index)
+        marginal = (
+            table.marginal.cell_index(decoded) if table.crossed else np.zeros(full.size, np.int64)
+        )
+        projection = sp.csr_matrix(
+            (np.ones(full.size, dtype=np.int64), (marginal, index)),
+            shape=(table.marginal.size, full.size),
+        )
+        assert (table.marginal_query @ projection != table.query).nnz == 0, table.name
+    assert CATALOG["P12"].crossed == ("sex", "age") and CATALOG["P1"].marginal.size == 1
