@@ -37,3 +37,21 @@ def test_the_python_guide_runs_as_a_plain_script(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "P1 block MAE" in done.stdout and "vulnerable:" in done.stdout
     assert done.stdout.count("<mechanism ") >= 10  # sdclab.mechanisms() printed every one
+
+
+def test_the_census_guide_runs_and_shows_what_census_show_prints():
+    page = DOCS / "census.md"
+    script = "\n".join(python_blocks(page))
+    root = DOCS.parent
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=root, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "297 persons; T2 has 20 cells in 4 districts" in done.stdout
+    shown = subprocess.run(
+        [sys.executable, "-m", "sdclab", "census", "show", "examples/toyland/census.toml"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert shown.returncode == 0 and shown.stdout.strip() in page.read_text()
