@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sdclab import schema
-from sdclab.geography import Geography, geoid_strings, levels_from, parse_geoids, truncate
+from sdclab.geography import FipsGeography, geoid_strings, levels_from, parse_geoids, truncate
 
 
 def test_age_recodes_cover_every_age_once():
@@ -104,7 +104,7 @@ BLOCKS = np.array([10010001001001, 10010001001002, 10010001002001, 1001000200100
 
 
 def test_geography_levels_and_aggregation():
-    geo = Geography.from_block_codes(BLOCKS[::-1])
+    geo = FipsGeography.from_block_codes(BLOCKS[::-1])
     assert geo.blocks.tolist() == sorted(BLOCKS.tolist())
     assert geo.summary == {
         "nation": 1,

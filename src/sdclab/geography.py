@@ -63,19 +63,43 @@ def parse_geoids(geoids: pl.Series, level: str) -> npt.NDArray[np.int64]:
 class Geography:
     """The block list of a population and, for each level, which geounit each block belongs to.
 
-    ``blocks`` are the distinct integer block geocodes in ascending order; a record's block index is
-    its position in this array. Because geocodes are hierarchical, sorted blocks are also grouped by
-    every coarser level.
+    ``blocks`` are the integer codes of the bottom level's units (here called blocks, whatever the
+    census calls them) in ascending order; a record's block index is its position in this array.
+    Sorted blocks are grouped by every coarser level. ``levels`` name the levels from the top
+    down. How a block's code gives its geounit at a level, and how codes are written as geoids,
+    is the census's: :class:`FipsGeography` for the US (15-digit geocodes cut by integer
+    division), :class:`sdclab.census.records.DeclaredGeography` for a declared hierarchy.
     """
 
     blocks: npt.NDArray[np.int64]
+    levels: tuple[str, ...]
     _cache: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
-    @classmethod
-    def from_block_codes(cls, block_codes: npt.ArrayLike) -> Geography:
-        return cls(np.unique(np.asarray(block_codes, dtype=np.int64)))
+    def block_codes_at(self, level: str) -> npt.NDArray[np.int64]:
+        """The integer code at ``level`` of each block's geounit."""
+        raise NotImplementedError
+
+    def geoid_strings(self, codes: npt.ArrayLike, level: str) -> pl.Series:
+        """The geoids (text) of integer geounit codes at ``level``."""
+        raise NotImplementedError
+
+    def parse_geoids(self, geoids: pl.Series, level: str) -> npt.NDArray[np.int64]:
+        """Integer codes of geoids at ``level`` (the inverse of :meth:`geoid_strings`)."""
+        raise NotImplementedError
+
+    def check_level(self, level: str) -> str:
+        """Return ``level`` if it is one of :attr:`levels`, else raise ValueError naming them."""
+        if level not in self.levels:
+            raise ValueError(
+                f"unknown geography level {level!r}; expected one of {', '.join(self.levels)}"
+            )
+        return level
+
+    def below(self, level: str) -> str:
+        """The level just below ``level``."""
+        return self.levels[self.levels.index(self.check_level(level)) + 1]
 
     @property
     def n_blocks(self) -> int:
@@ -89,12 +113,16 @@ class Geography:
     def units(self, level: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(geounit codes at ``level`` in ascending order, geounit index of every block)."""
         if level not in self._cache:
-            codes = truncate(self.blocks, level)
+            codes = self.block_codes_at(level)
             self._cache[level] = np.unique(codes, return_inverse=True)
         return self._cache[level]
 
     def codes(self, level: str) -> npt.NDArray[np.int64]:
         return self.units(level)[0]
+
+    def geoids(self, level: str) -> pl.Series:
+        """The geoids of the geounits at ``level``, in the order of :meth:`codes`."""
+        return self.geoid_strings(self.codes(level), level)
 
     def n_units(self, level: str) -> int:
         return len(self.codes(level))
@@ -125,4 +153,24 @@ class Geography:
     @cached_property
     def summary(self) -> dict[str, int]:
         """Number of geounits at each level."""
-        return {level: self.n_units(level) for level in LEVELS}
+        return {level: self.n_units(level) for level in self.levels}
+
+
+@dataclass(frozen=True)
+class FipsGeography(Geography):
+    """The US census geography: 15-digit FIPS block geocodes and :data:`LEVELS` above them."""
+
+    levels: tuple[str, ...] = LEVELS
+
+    @classmethod
+    def from_block_codes(cls, block_codes: npt.ArrayLike) -> FipsGeography:
+        return cls(np.unique(np.asarray(block_codes, dtype=np.int64)))
+
+    def block_codes_at(self, level: str) -> npt.NDArray[np.int64]:
+        return truncate(self.blocks, level)
+
+    def geoid_strings(self, codes: npt.ArrayLike, level: str) -> pl.Series:
+        return geoid_strings(codes, level)
+
+    def parse_geoids(self, geoids: pl.Series, level: str) -> npt.NDArray[np.int64]:
+        return parse_geoids(geoids, level)

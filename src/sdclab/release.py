@@ -52,7 +52,7 @@ from sdclab.fileio import (
     write_json,
     write_parquet,
 )
-from sdclab.geography import GEOID_LENGTH, LEVELS, Geography, geoid_strings
+from sdclab.geography import GEOID_LENGTH, FipsGeography, Geography
 from sdclab.population import Population
 from sdclab.population.contract import DATA_DEFINED, RECORD_KEY
 from sdclab.randomness import exact_record
@@ -315,7 +315,8 @@ def write_release(
         (tmp / "tables").mkdir()
         for name, table in release.tables.items():
             write_parquet(table.frame(labels=False), tmp / "tables" / f"{name}.parquet")
-        blocks = geoid_strings(release.geography.blocks, "block").alias("block")
+        geography = release.geography
+        blocks = geography.geoid_strings(geography.blocks, geography.levels[-1]).alias("block")
         write_parquet(blocks.to_frame(), tmp / GEOGRAPHY_FILE)
         if release.microdata is not None:
             (tmp / "microdata").mkdir()
@@ -377,7 +378,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
     parameters = _check_metadata(path / RELEASE_FILE, meta)
     geography = _read_geography(path / GEOGRAPHY_FILE)
     valid = _valid_geoids(geography)
-    geoids = {level: geoid_strings(geography.codes(level), level) for level in LEVELS}
+    geoids = {level: geography.geoids(level) for level in geography.levels}
     tables = {
         name: _read_table(path / "tables" / f"{name}.parquet", name, valid, geoids)
         for name in meta["tables"]
@@ -514,14 +515,14 @@ def geoid_problem(
     ``level``, or at the level its row's ``level`` column names; the first that is not as text,
     or None. For the checks of artifacts."""
     if level is not None:
-        valid = geoid_strings(geography.codes(level), level)
+        valid = geography.geoids(level)
         unknown = frame.filter(~pl.col(column).is_in(valid.implode()))
         if unknown.height:
             return f"{column} {unknown[column][0]!r} is not a {level} of this release's geography"
         return None
-    bad = frame.filter(~pl.col("level").is_in(list(LEVELS)))
+    bad = frame.filter(~pl.col("level").is_in(list(geography.levels)))
     if bad.height:
-        return f"level {bad['level'][0]!r} is not one of {list(LEVELS)}"
+        return f"level {bad['level'][0]!r} is not one of {list(geography.levels)}"
     keys = frame.select("level", geoid=pl.col(column))
     unknown = keys.join(_valid_geoids(geography), on=["level", "geoid"], how="anti")
     if unknown.height:
@@ -712,16 +713,14 @@ def _read_geography(file: Path) -> Geography:
     bad = frame.filter(~pl.col("block").str.contains(r"^[0-9]{15}$").fill_null(False))
     if bad.height:
         raise InputError(f"{file}: block {bad['block'][0]!r} is not a 15-digit geocode")
-    return Geography.from_block_codes(frame["block"].cast(pl.Int64).to_numpy())
+    return FipsGeography.from_block_codes(frame["block"].cast(pl.Int64).to_numpy())
 
 
 def _valid_geoids(geography: Geography) -> pl.DataFrame:
     """(level, geoid) of every geounit of the release."""
     frames = [
-        pl.DataFrame({"geoid": geoid_strings(geography.codes(level), level)}).with_columns(
-            level=pl.lit(level)
-        )
-        for level in LEVELS
+        pl.DataFrame({"geoid": geography.geoids(level)}).with_columns(level=pl.lit(level))
+        for level in geography.levels
     ]
     return pl.concat(frames).select("level", "geoid").unique()
 

@@ -31,7 +31,6 @@ import scipy.sparse as sp
 
 from sdclab import schema
 from sdclab.attacks import cellkey_attacks as ck
-from sdclab.geography import LEVELS
 from sdclab.population import Population
 from sdclab.protection.cellkey import (
     AnyPTable,
@@ -86,7 +85,7 @@ def geographic_tuples(release: Release, components: int = 2) -> Tuples:
     return Tuples(
         cells.values_at(members).astype(np.int64),
         np.array(cells.names, dtype=str)[where.table],
-        np.array(LEVELS, dtype=str)[where.level],
+        np.array(cells.geography.levels, dtype=str)[where.level],
         where.row,
         where.cell,
         members,
@@ -225,6 +224,7 @@ class Representation:
 def representations(target: TableDef, tables: list[TableDef]) -> list[list[Representation]]:
     """For every cell of ``target``: the tables that represent it by their cells."""
     canon = canonical_parts(tables)
+    tables_by_name = {t.name: t.levels for t in tables}
     out: list[list[Representation]] = [[] for _ in range(target.n_cells)]
     for name, inside in partitions(target, tables).items():
         members = inside.tocsc()
@@ -232,12 +232,13 @@ def representations(target: TableDef, tables: list[TableDef]) -> list[list[Repre
             parts = members.indices[members.indptr[j] : members.indptr[j + 1]]
             if len(parts):
                 key = frozenset(canon[name][parts].tolist())
-                out[j].append(Representation(name, len(parts), key, CATALOG[name].levels))
+                out[j].append(Representation(name, len(parts), key, tables_by_name[name]))
     return out
 
 
-def _below(level: str, levels: tuple[str, ...]) -> list[str]:
-    return [lv for lv in levels if LEVELS.index(lv) >= LEVELS.index(level)]
+def _below(level: str, levels: tuple[str, ...], hierarchy: tuple[str, ...]) -> list[str]:
+    """The ``levels`` at or below ``level`` in ``hierarchy``."""
+    return [lv for lv in levels if hierarchy.index(lv) >= hierarchy.index(level)]
 
 
 def _distinct_levels(
@@ -280,8 +281,7 @@ def redundancy(release: Release, target: TableDef, level: str, spsn: bool) -> Re
     n_geo, n_cells = geography.n_units(level), target.n_cells
     down = {
         lv: geography.containment(level, lv)
-        for lv in LEVELS
-        if LEVELS.index(lv) > LEVELS.index(level)
+        for lv in geography.levels[geography.levels.index(level) + 1 :]
     }
     counts = {lv: np.asarray(m.sum(axis=1)).ravel() for lv, m in down.items()}
     counts[level] = np.ones(n_geo, np.int64)
@@ -301,7 +301,7 @@ def redundancy(release: Release, target: TableDef, level: str, spsn: bool) -> Re
     t, k = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
     numerator, weights = np.zeros(shape), np.zeros(shape)
     for j, cell_reps in enumerate(reps):
-        for name, lv, include in _publications(cell_reps, level, counts, spsn):
+        for name, lv, include in _publications(cell_reps, level, counts, spsn, geography.levels):
             parts = inside[name][:, j]
             values, nonzero = sums(name, lv)
             value = (values @ parts).toarray().ravel()
@@ -316,16 +316,26 @@ def redundancy(release: Release, target: TableDef, level: str, spsn: bool) -> Re
 
 
 def _publications(
-    cell_reps: list[Representation], level: str, counts: dict[str, IntArray], spsn: bool
+    cell_reps: list[Representation],
+    level: str,
+    counts: dict[str, IntArray],
+    spsn: bool,
+    hierarchy: tuple[str, ...],
 ) -> list[tuple[str, str, npt.NDArray[np.bool_]]]:
     """(table, level, geounits for which it is a separate noisy representation) of one cell."""
     every = np.ones(len(counts[level]), bool)
     if not spsn:
-        return [(r.table, lv, every) for r in cell_reps for lv in _below(level, r.levels)]
+        below = {r.table: _below(level, r.levels, hierarchy) for r in cell_reps}
+        return [(r.table, lv, every) for r in cell_reps for lv in below[r.table]]
     out = []
     for key in dict.fromkeys(r.key for r in cell_reps):
-        source = {lv: r.table for r in cell_reps if r.key == key for lv in _below(level, r.levels)}
-        ordered = [lv for lv in LEVELS if lv in source]
+        source = {
+            lv: r.table
+            for r in cell_reps
+            if r.key == key
+            for lv in _below(level, r.levels, hierarchy)
+        }
+        ordered = [lv for lv in hierarchy if lv in source]
         out += [(source[lv], lv, new) for lv, new in _distinct_levels(ordered, counts)]
     return out
 

@@ -16,7 +16,7 @@ import polars as pl
 
 from sdclab import schema
 from sdclab.digest import frames_digest
-from sdclab.geography import Geography
+from sdclab.geography import FipsGeography, Geography
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ class Population:
         codes = block_codes(self.units)
         if self.blocks is not None:
             codes = np.concatenate([codes, block_codes(self.blocks)])
-        return Geography.from_block_codes(codes)
+        return FipsGeography.from_block_codes(codes)
 
     @cached_property
     def person_block_index(self) -> npt.NDArray[np.int64]:

@@ -19,7 +19,6 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab.geography import LEVELS
 from sdclab.tables.catalog import CATALOG, TableDef
 from sdclab.tables.tabulate import TableCounts
 
@@ -79,7 +78,7 @@ class PublishedTable:
         self._geoids: dict[str, pl.Series] = {}
         self._counts: dict[str, sp.csr_matrix] = {}
         self._suppressed: dict[str, sp.csr_matrix] = {}
-        for level in (lv for lv in LEVELS if lv in matrices):
+        for level in table.levels:
             names = pl.Series("geoid", geoids[level], dtype=pl.String)
             shape = (len(names), table.n_cells)
             matrix = matrices[level].astype(dtype)  # a copy: the caller's matrix stays its own

@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from sdclab import schema
 from sdclab.arrays import BoolArray, IntArray
-from sdclab.geography import LEVELS, Geography
+from sdclab.geography import Geography
 from sdclab.tables.catalog import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, record_kind
@@ -260,10 +260,10 @@ def _canonical(matrix: sp.csr_matrix) -> sp.csr_matrix:
 
 def geounit_offsets(geography: Geography) -> dict[str, int]:
     """Where each level's geounits start in a numbering of all geounits of all levels (nation
-    first, in :data:`~sdclab.geography.LEVELS` order)."""
-    sizes = np.array([geography.n_units(level) for level in LEVELS])
+    first, in the geography's order of levels)."""
+    sizes = np.array([geography.n_units(level) for level in geography.levels])
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    return dict(zip(LEVELS, starts.tolist(), strict=True))
+    return dict(zip(geography.levels, starts.tolist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -288,8 +288,8 @@ class Block:
 
 @dataclass(frozen=True)
 class CellLocation:
-    """Where numbered cells are: table position, level (position in ``LEVELS``), geounit row at
-    that level and cell of the table, one entry per cell."""
+    """Where numbered cells are: table position, level (position in the geography's levels),
+    geounit row at that level and cell of the table, one entry per cell."""
 
     table: IntArray
     level: IntArray
@@ -347,9 +347,9 @@ class PublishedCells:
         self.size = start
         self.offset: dict[tuple[str, str], int] = {(b.table.name, b.level): b.start for b in blocks}
         self._starts = np.array([b.start for b in blocks], dtype=np.int64)
-        self._block_of = np.full((len(self.tables), len(LEVELS)), -1, dtype=np.int64)
+        self._block_of = np.full((len(self.tables), len(geography.levels)), -1, dtype=np.int64)
         for k, b in enumerate(blocks):
-            self._block_of[b.position, LEVELS.index(b.level)] = k
+            self._block_of[b.position, geography.levels.index(b.level)] = k
 
     # -----------------------------------------------------------------------------------------
     # Constructors
@@ -401,7 +401,7 @@ class PublishedCells:
 
     def block(self, name: str, level: str) -> Block:
         """The cells of table ``name`` at ``level``."""
-        k = self._block_of[self.names.index(name), LEVELS.index(level)]
+        k = self._block_of[self.names.index(name), self.geography.levels.index(level)]
         if k < 0:
             raise KeyError(f"table {name} is not published at {level!r}")
         return self.blocks[k]
@@ -410,9 +410,9 @@ class PublishedCells:
         self, table: npt.ArrayLike, level: npt.ArrayLike, row: npt.ArrayLike, cell: npt.ArrayLike
     ) -> IntArray:
         """The numbers of cells (table, level, geounit row, cell), elementwise: tables by name
-        or position in :attr:`tables`, levels by name or position in ``LEVELS``."""
+        or position in :attr:`tables`, levels by name or position in the geography's levels."""
         t = _positions(table, self.names)
-        lv = _positions(level, LEVELS)
+        lv = _positions(level, self.geography.levels)
         row, cell = np.asarray(row, dtype=np.int64), np.asarray(cell, dtype=np.int64)
         k = self._block_of[t, lv]
         if (k < 0).any():
@@ -433,7 +433,7 @@ class PublishedCells:
         local = i - self._starts[k]
         return CellLocation(
             np.array([b.position for b in self.blocks], dtype=np.int64)[k],
-            np.array([LEVELS.index(b.level) for b in self.blocks], dtype=np.int64)[k],
+            np.array([self.geography.levels.index(b.level) for b in self.blocks], np.int64)[k],
             local // n_cells,
             local % n_cells,
         )

@@ -17,7 +17,7 @@ import polars as pl
 import scipy.sparse as sp
 
 from sdclab import schema
-from sdclab.geography import LEVELS, Geography, geoid_strings
+from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.tables.catalog import TableDef, select
 
@@ -125,16 +125,17 @@ def tabulate_histograms(
     tables: Sequence[TableDef],
 ) -> dict[str, TableCounts]:
     """Every table at each of its levels from per-schema block histograms."""
-    steps = {level: level_step(geography, level) for level in LEVELS[:-1]}
-    geoids = {level: geoid_strings(geography.codes(level), level) for level in LEVELS}
+    levels = geography.levels
+    steps = {level: level_step(geography, level) for level in levels[:-1]}
+    geoids = {level: geography.geoids(level) for level in levels}
     out: dict[str, TableCounts] = {}
     for table in tables:
         current = (histograms[table.schema.name] @ table.query.T).tocsr()
         counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {
-            "block": (geography.blocks, current)
+            levels[-1]: (geography.blocks, current)
         }
-        for level in reversed(LEVELS[:-1]):  # each level from the one below: fewer non-zeros
-            if LEVELS.index(level) < LEVELS.index(table.top):
+        for level in reversed(levels[:-1]):  # each level from the one below: fewer non-zeros
+            if levels.index(level) < levels.index(table.top):
                 break
             current = (steps[level] @ current).tocsr()
             counts[level] = (geography.codes(level), current)
@@ -146,7 +147,7 @@ def tabulate_histograms(
 
 def level_step(geography: Geography, level: str) -> sp.csr_matrix:
     """0/1 matrix geounits(level) × geounits(the level below): sums children into parents."""
-    return geography.containment(level, LEVELS[LEVELS.index(level) + 1])
+    return geography.containment(level, geography.below(level))
 
 
 def tabulate(population: Population, names: Sequence[str] | None = None) -> dict[str, TableCounts]:
