@@ -420,7 +420,10 @@ class Schema:
 
     def cell_index(self, columns: Mapping[str, npt.ArrayLike]) -> IntArray:
         """Flat domain index of each record, from one code array per attribute."""
-        index = np.zeros(len(np.asarray(columns[self.attributes[0].name])), dtype=np.int64)
+        first = (
+            columns[self.attributes[0].name] if self.attributes else next(iter(columns.values()))
+        )
+        index = np.zeros(len(np.asarray(first)), dtype=np.int64)
         for a in self.attributes:
             index = index * a.size + a.position(columns[a.name])
         return index

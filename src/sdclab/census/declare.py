@@ -291,12 +291,19 @@ def _table(
         top=top,
         bottom=bottom,
         hierarchy=geography.levels,
+        records=records,
     )
     return table, geography.name
 
 
 def _attributes_of(part: Part) -> set[str]:
     return {dim.attribute for dim in part.dimensions} | set(part.universe)
+
+
+def _counts_in(attribute: Attribute, records: str) -> bool:
+    """Whether a table of ``records`` can use ``attribute``: its own records' attributes, and a
+    person table its household's (every person carries them)."""
+    return attribute.records == records or records == "persons"
 
 
 def _split(
@@ -326,10 +333,8 @@ def _part(
     for reference in cells:
         breakdown = _split(d, f"{key}.cells", reference, attributes)
         attribute = reference.partition(".")[0]
-        if attributes[attribute].records != records:
-            raise d.fail(
-                f"{key}.cells", f"{attribute!r} is an attribute of {attributes[attribute].records}"
-            )
+        if not _counts_in(attributes[attribute], records):
+            raise d.fail(f"{key}.cells", f"{attribute!r} is an attribute of persons")
         if any(dim.attribute == attribute for dim in dimensions):
             raise d.fail(f"{key}.cells", f"attribute {attribute!r} is crossed twice")
         dimensions.append(attributes[attribute].dimension(breakdown.name))
@@ -339,8 +344,8 @@ def _part(
     universe: dict[str, np.ndarray] = {}
     for reference in universe_spec:
         breakdown = _split(d, f"{key}.universe", reference, attributes)
-        if attributes[reference.partition(".")[0]].records != records:
-            raise d.fail(f"{key}.universe", f"{reference!r} is not an attribute of {records}")
+        if not _counts_in(attributes[reference.partition(".")[0]], records):
+            raise d.fail(f"{key}.universe", f"{reference!r} is an attribute of persons")
         categories = d.texts(universe_spec, f"{key}.universe.{reference}", reference)
         unknown = [c for c in categories if c not in breakdown.codes]
         if unknown:

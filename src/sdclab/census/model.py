@@ -11,7 +11,7 @@ attribute, which for a census of a dozen topics has of the order of 10¹⁰ cell
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -178,6 +178,16 @@ class Census:
             known = ", ".join(self.tables)
             raise KeyError(f"census {self.name!r} has no table {name!r}; known: {known}")
         return self.tables[name]
+
+    def select(self, names: Sequence[str] | None = None) -> list[TableDef]:
+        """Tables by name (all of them when ``names`` is None); an unknown name is an error."""
+        if names is None:
+            return list(self.tables.values())
+        unknown = [n for n in names if n not in self.tables]
+        if unknown:
+            known = ", ".join(self.tables)
+            raise KeyError(f"unknown table(s) {', '.join(unknown)}; known tables: {known}")
+        return [self.tables[n] for n in dict.fromkeys(names)]
 
     @property
     def geography(self) -> Hierarchy:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,9 @@ import polars as pl
 from sdclab import schema
 from sdclab.digest import frames_digest
 from sdclab.geography import FipsGeography, Geography
+
+if TYPE_CHECKING:
+    from sdclab.census.model import Census
 
 
 @dataclass(frozen=True)
@@ -257,6 +261,35 @@ class Population:
         if self.blocks is not None:
             codes = np.concatenate([codes, block_codes(self.blocks)])
         return FipsGeography.from_block_codes(codes)
+
+    @property
+    def census(self) -> Census:
+        """The census the population is of: the US 2010 census."""
+        from sdclab.censuses import us2010
+
+        return us2010.census()
+
+    @cached_property
+    def person_columns(self) -> dict[str, npt.NDArray[np.int64]]:
+        """The code of every person attribute of :attr:`census`, one per person."""
+        from sdclab.censuses import us2010
+
+        return us2010.record_columns(self, "persons")
+
+    @cached_property
+    def unit_columns(self) -> dict[str, npt.NDArray[np.int64]]:
+        """The code of every unit attribute of :attr:`census`, one per unit."""
+        from sdclab.censuses import us2010
+
+        return us2010.record_columns(self, "households")
+
+    def columns(self, records: str) -> dict[str, npt.NDArray[np.int64]]:
+        """The attributes of the persons or of the units (``records``: persons, households)."""
+        return self.person_columns if records == "persons" else self.unit_columns
+
+    def block_index(self, records: str) -> npt.NDArray[np.int64]:
+        """The block of each person or each unit (``records``: persons, households)."""
+        return self.person_block_index if records == "persons" else self.unit_block_index
 
     @cached_property
     def person_block_index(self) -> npt.NDArray[np.int64]:

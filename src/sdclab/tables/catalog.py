@@ -66,6 +66,8 @@ class TableDef:
     bottom: str = "block"
     hierarchy: tuple[str, ...] = LEVELS
     """The levels of the geography the table is published on, from the top down."""
+    records: str = "persons"
+    """What the table counts: ``"persons"`` or ``"households"`` (households or housing units)."""
 
     def __post_init__(self) -> None:
         for end in (self.top, self.bottom):
@@ -328,12 +330,15 @@ def _unit_tables() -> list[TableDef]:
         sizes,
         [f"{s}-person household" for s in sizes[:-1]] + [f"{sizes[-1]}-or-more-person household"],
     )
-    u = schema.UNIT
+
+    def unit_table(name: str, title: str, universe: str, part: Part) -> TableDef:
+        return TableDef(name, title, universe, schema.UNIT, (part,), records="households")
+
     return [
-        TableDef("H1", "Housing units", "housing units", u, (Part(universe=housing),)),
-        TableDef("H3", "Occupancy status", "housing units", u, (Part((occupancy,), housing),)),
-        TableDef("H4", "Tenure", "occupied housing units", u, (Part((tenure,), occupied),)),
-        TableDef("H13", "Household size", "occupied housing units", u, (Part((size,), occupied),)),
+        unit_table("H1", "Housing units", "housing units", Part(universe=housing)),
+        unit_table("H3", "Occupancy status", "housing units", Part((occupancy,), housing)),
+        unit_table("H4", "Tenure", "occupied housing units", Part((tenure,), occupied)),
+        unit_table("H13", "Household size", "occupied housing units", Part((size,), occupied)),
     ]
 
 

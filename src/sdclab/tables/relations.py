@@ -44,7 +44,7 @@ from sdclab.arrays import BoolArray, IntArray
 from sdclab.geography import Geography
 from sdclab.tables.catalog import TableDef
 from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import TableCounts, record_kind
+from sdclab.tables.tabulate import TableCounts
 
 if TYPE_CHECKING:
     from sdclab.release import Release
@@ -140,7 +140,7 @@ def partition(whole: TableDef | QueryRows, parts: TableDef | QueryRows) -> sp.cs
     if not p.disjoint:
         return None  # overlapping cells: not a partition
     if w.table.schema is not p.table.schema:
-        if record_kind(w.table.schema) != record_kind(p.table.schema) or not p.partition:
+        if w.table.records != p.table.records or not p.partition:
             return sp.csr_matrix((p.table.n_cells, w.table.n_cells), dtype=np.int64)
         return sp.csr_matrix((p.size > 0)[:, None] & w.total[None, :], dtype=np.int64)
     overlap = (p.query @ w.query.T).toarray()

@@ -19,74 +19,24 @@ import scipy.sparse as sp
 from sdclab import schema
 from sdclab.geography import Geography
 from sdclab.population import Population
-from sdclab.tables.catalog import TableDef, select
+from sdclab.tables.catalog import TableDef
 
 
 def record_cells(population: Population, domain: schema.Schema) -> npt.NDArray[np.int64]:
     """Flat domain cell of every record of the population for ``domain``."""
-    if domain is schema.PERSON:
-        return domain.cell_index(_columns(population.persons, domain.names))
-    if domain is schema.PERSON_HHGQ:
-        unit_type = population.units.get_column("unit_type").to_numpy()
-        return domain.cell_index(
-            {
-                "relationship": population.persons.get_column("relationship").to_numpy(),
-                "unit_type": unit_type[population.person_unit_row],
-            }
-        )
-    if domain is schema.PL94 or domain is schema.DHC:
-        persons = population.persons
-        unit_type = population.units.get_column("unit_type").to_numpy()
-        age = persons["age"].to_numpy()
-        return domain.cell_index(
-            {
-                "unit_type": unit_type[population.person_unit_row],
-                "sex": persons["sex"].to_numpy(),
-                "age": age,
-                "votingage": (age >= schema.VOTING_AGE).astype(np.int64),
-                "hispanic": persons["hispanic"].to_numpy(),
-                "race": persons["race"].to_numpy(),
-            }
-        )
-    if domain is schema.UNIT:
-        units = population.units
-        occupied = units.get_column("occupied").to_numpy().astype(np.int64)
-        is_household = (units.get_column("unit_type").to_numpy() == 0) & (occupied == 1)
-        size = np.minimum(population.household_size, schema.HOUSEHOLD_SIZE_TOP)
-        return domain.cell_index(
-            {
-                "unit_type": units.get_column("unit_type").to_numpy(),
-                "occupied": occupied,
-                "tenure": units.get_column("tenure").fill_null(0).to_numpy(),
-                "household_size": np.where(is_household, size, 0),
-            }
-        )
-    if domain is schema.HOUSEHOLD:
-        return domain.cell_index(
-            {
-                "household_type": population.household_type,
-                "tenure": population.units.get_column("tenure").fill_null(0).to_numpy(),
-            }
-        )
-    raise ValueError(f"no record encoding for schema {domain.name!r}")
-
-
-def _columns(frame: pl.DataFrame, names: Sequence[str]) -> dict[str, npt.NDArray[np.int64]]:
-    return {name: frame.get_column(name).to_numpy() for name in names}
+    return domain.cell_index(population.columns(record_kind(domain)))
 
 
 def record_kind(domain: schema.Schema) -> str:
-    """What the records of ``domain`` are: ``"units"`` (the unit and household schemas) or
+    """What the records of ``domain`` are: ``"households"`` (the unit and household schemas) or
     ``"persons"`` (every other schema). Schemas of one kind count the same records."""
-    return "units" if domain is schema.UNIT or domain is schema.HOUSEHOLD else "persons"
+    return "households" if domain is schema.UNIT or domain is schema.HOUSEHOLD else "persons"
 
 
 def record_blocks(population: Population, domain: schema.Schema) -> npt.NDArray[np.int64]:
     """Block index of every record of ``domain`` (units for the unit and household schemas, else
     persons)."""
-    if record_kind(domain) == "units":
-        return population.unit_block_index
-    return population.person_block_index
+    return population.block_index(record_kind(domain))
 
 
 def block_histogram(
@@ -125,24 +75,32 @@ def tabulate_histograms(
     tables: Sequence[TableDef],
 ) -> dict[str, TableCounts]:
     """Every table at each of its levels from per-schema block histograms."""
-    levels = geography.levels
-    steps = {level: level_step(geography, level) for level in levels[:-1]}
-    geoids = {level: geography.geoids(level) for level in levels}
-    out: dict[str, TableCounts] = {}
-    for table in tables:
-        current = (histograms[table.schema.name] @ table.query.T).tocsr()
-        counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {
-            levels[-1]: (geography.blocks, current)
-        }
-        for level in reversed(levels[:-1]):  # each level from the one below: fewer non-zeros
-            if levels.index(level) < levels.index(table.top):
-                break
-            current = (steps[level] @ current).tocsr()
-            counts[level] = (geography.codes(level), current)
-        out[table.name] = TableCounts(
-            table, {level: counts[level] for level in table.levels}, geoids
+    geoids = {level: geography.geoids(level) for level in geography.levels}
+    return {
+        table.name: up_the_levels(
+            geography, table, (histograms[table.schema.name] @ table.query.T).tocsr(), geoids
         )
-    return out
+        for table in tables
+    }
+
+
+def up_the_levels(
+    geography: Geography,
+    table: TableDef,
+    block_counts: sp.csr_matrix,
+    geoids: dict[str, pl.Series],
+) -> TableCounts:
+    """A table at each of its levels from its ``blocks × cells`` counts, each level summed from
+    the one below (fewer non-zeros than from the blocks)."""
+    levels = geography.levels
+    current = block_counts
+    counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {
+        levels[-1]: (geography.blocks, current)
+    }
+    for level in reversed(levels[levels.index(table.top) : -1]):
+        current = (level_step(geography, level) @ current).tocsr()
+        counts[level] = (geography.codes(level), current)
+    return TableCounts(table, {level: counts[level] for level in table.levels}, geoids)
 
 
 def level_step(geography: Geography, level: str) -> sp.csr_matrix:
@@ -151,10 +109,18 @@ def level_step(geography: Geography, level: str) -> sp.csr_matrix:
 
 
 def tabulate(population: Population, names: Sequence[str] | None = None) -> dict[str, TableCounts]:
-    """Exact tables of a population (all catalogue tables when ``names`` is None)."""
-    tables = select(names)
-    histograms = {
-        s.name: block_histogram(population, s)
-        for s in {t.schema.name: t.schema for t in tables}.values()
-    }
-    return tabulate_histograms(population.geography, histograms, tables)
+    """Exact tables of a population (every table of its census when ``names`` is None), each
+    counted over the marginal domain of the attributes it crosses."""
+    geography = population.geography
+    geoids = {level: geography.geoids(level) for level in geography.levels}
+    out = {}
+    for table in population.census.select(names):
+        cells = table.marginal.cell_index(population.columns(table.records))
+        blocks = population.block_index(table.records)
+        histogram = sp.csr_matrix(
+            (np.ones(len(blocks), dtype=np.int64), (blocks, cells)),
+            shape=(geography.n_blocks, table.marginal.size),
+        )
+        block_counts = (histogram @ table.marginal_query.T).tocsr()
+        out[table.name] = up_the_levels(geography, table, block_counts, geoids)
+    return out

@@ -9,12 +9,19 @@ on the 2010 census.
 
 from __future__ import annotations
 
+from functools import cache
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from sdclab import schema
 from sdclab.census.model import Attribute, Breakdown, Census, Hierarchy, Reconstruction
 from sdclab.geography import LEVELS
 from sdclab.tables.catalog import CATALOG, RACE_TALLY
+
+if TYPE_CHECKING:
+    from sdclab.arrays import IntArray
+    from sdclab.population import Population
 
 NAME = "us2010"
 
@@ -43,8 +50,9 @@ def _race_tally() -> Breakdown:
     return Breakdown("tally", names, RACE_TALLY.labels, RACE_TALLY.membership)
 
 
+@cache
 def census() -> Census:
-    """The US 2010 census value."""
+    """The US 2010 census value (one object: it is immutable)."""
     persons = {a.name: _attribute(a, "persons") for a in PERSON_ATTRIBUTES}
     ages = (schema.P12_AGES, schema.AGEBIN38, schema.PCT12_AGES)
     age = persons["age"]
@@ -71,4 +79,32 @@ def census() -> Census:
     )
 
 
-assert np.array_equal(RACE_TALLY.membership.sum(axis=0) >= 1, np.ones(schema.RACE.size, bool))
+def record_columns(population: Population, records: str) -> dict[str, IntArray]:
+    """The code of every attribute for each person or each unit of a US population.
+
+    Persons carry their unit's type (the tables of persons in group quarters cross it) and the
+    voting-age flag of the redistricting histogram; a unit's household size is capped at
+    :data:`~sdclab.schema.HOUSEHOLD_SIZE_TOP` and is 0 for a unit that is no household.
+    """
+    units = population.units
+    unit_type = units.get_column("unit_type").to_numpy()
+    if records == "persons":
+        persons = population.persons
+        age = persons.get_column("age").to_numpy()
+        return {
+            **{a: persons.get_column(a).to_numpy() for a in ("sex", "race", "hispanic")},
+            "age": age,
+            "relationship": persons.get_column("relationship").to_numpy(),
+            "unit_type": unit_type[population.person_unit_row],
+            "votingage": (age >= schema.VOTING_AGE).astype(np.int64),
+        }
+    occupied = units.get_column("occupied").to_numpy().astype(np.int64)
+    is_household = (unit_type == 0) & (occupied == 1)
+    size = np.minimum(population.household_size, schema.HOUSEHOLD_SIZE_TOP)
+    return {
+        "unit_type": unit_type,
+        "occupied": occupied,
+        "tenure": units.get_column("tenure").fill_null(0).to_numpy(),
+        "household_size": np.where(is_household, size, 0),
+        "household_type": population.household_type,
+    }
