@@ -73,11 +73,11 @@ def test_tables_counted_from_records_match_a_group_by():
     units = pl.read_csv(TOYLAND / "units.csv", infer_schema=False)
     assert set(counts) == {"T1", "T2", "T3", "T4"}
 
-    codes, matrix = counts["T1"].levels["village"]
+    codes, matrix = by_geoid(counts["T1"], "village")
     by_village = expected_counts(persons, units, "village", [])
     expected = dict(zip(by_village["village"], by_village["len"], strict=True))
     assert matrix.toarray()[:, 0].tolist() == [expected.get(c, 0) for c in codes]
-    assert counts["T1"].levels["region"][1].sum() == persons.height
+    assert by_geoid(counts["T1"], "region")[1].sum() == persons.height
 
     band = {str(a): f"{min(a // 10 * 10, 90)}-{min(a // 10 * 10, 90) + 9}" for a in range(100)}
     band["99"] = band["90"] = "90+"
@@ -85,7 +85,7 @@ def test_tables_counted_from_records_match_a_group_by():
         band[str(a)] = "90+"
     with_band = persons.with_columns(band=pl.col("age").replace_strict(band))
     by_district = expected_counts(with_band, units, "district", ["sex", "band"])
-    codes, matrix = counts["T2"].levels["district"]
+    codes, matrix = by_geoid(counts["T2"], "district")
     table = census.table("T2")
     labels = table.cell_labels
     dense = matrix.toarray()
@@ -94,7 +94,7 @@ def test_tables_counted_from_records_match_a_group_by():
         assert dense[codes.index(district), labels.index(f"{sex_label} / {band_code}")] == n
     assert dense.sum() == persons.height
 
-    codes, matrix = counts["T4"].levels["district"]
+    codes, matrix = by_geoid(counts["T4"], "district")
     working = persons.filter(pl.col("age").cast(pl.Int64).is_between(15, 64))
     assert matrix.sum() == working.height
 
@@ -141,14 +141,15 @@ def test_a_geography_without_a_unit_list_is_read_from_the_columns(toyland):
         region=pl.col("district").replace_strict(parent)
     )
     records = census_records(census, full)
-    assert records.units["admin"].codes["region"] == ("R-NORTH", "R-SOUTH")
+    assert records.geography.geoids("region").to_list() == ["R-NORTH", "R-SOUTH"]
     declared = tabulate_records(
         read_records(load_census(TOYLAND / "census.toml"), TOYLAND / "persons.csv")
     )
     read = tabulate_records(records)
     for name in declared:
-        for level, (codes, matrix) in read[name].levels.items():
-            d_codes, d_matrix = declared[name].levels[level]
+        for level in read[name].counts:
+            codes, matrix = by_geoid(read[name], level)
+            d_codes, d_matrix = by_geoid(declared[name], level)
             order = [d_codes.index(c) for c in codes]
             assert (d_matrix.toarray()[order] == matrix.toarray()).all(), (name, level)
     # a village that lies in two districts is refused, naming the row
@@ -162,6 +163,11 @@ def test_a_geography_without_a_unit_list_is_read_from_the_columns(toyland):
         match=r"row 5, column 'district': village 'V100' lies in district 'Q1' here and in 'K7'",
     ):
         census_records(census, split)
+
+
+def by_geoid(counts, level: str):
+    """(geoids as text, units × cells matrix) of a tabulated table at ``level``."""
+    return counts.geoids[level].to_list(), counts.counts[level][1]
 
 
 def census_records(census, frame):
@@ -272,13 +278,13 @@ def test_a_census_of_more_than_a_billion_cells_tabulates_from_its_records(tmp_pa
         .with_columns(area=pl.col("place").str.slice(0, 1))
     )
     counts = tabulate_records(census_records(census, frame))
-    places, matrix = counts["A"].levels["place"]
+    places, matrix = by_geoid(counts["A"], "place")
     assert matrix.shape == (len(places), 100) and matrix.sum() == 500
     expected = np.zeros((len(places), 100), dtype=np.int64)
     place_index = np.array([places.index(p) for p in frame["place"]])
     np.add.at(expected, (place_index, codes[:, 0] * 10 + codes[:, 9]), 1)
     assert (matrix.toarray() == expected).all()
-    assert counts["B"].levels["area"][1].sum() == 500
+    assert by_geoid(counts["B"], "area")[1].sum() == 500
 
 
 def test_us2010_is_the_catalogue_and_each_table_counts_over_its_marginal_domain():

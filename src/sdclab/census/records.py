@@ -11,64 +11,130 @@ builds the product of every attribute or loops over records.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
-import scipy.sparse as sp
 
 from sdclab.arrays import IntArray
 from sdclab.census.model import Census, Hierarchy
+from sdclab.digest import frames_digest
 from sdclab.errors import InputError
+from sdclab.geography import Geography
 from sdclab.population.io import read_csv
 from sdclab.tables.catalog import TableDef
+from sdclab.tables.tabulate import TableCounts, tabulate
 
 
 @dataclass(frozen=True)
-class Units:
-    """The geounits of one geography that the records use, level by level."""
+class DeclaredGeography(Geography):
+    """A declared hierarchy's units as a :class:`~sdclab.geography.Geography`.
 
-    hierarchy: Hierarchy
-    codes: Mapping[str, tuple[str, ...]]
-    """Geocodes of each level's units, in the order of their positions."""
-    parents: Mapping[str, IntArray]
-    """Position in the level above of each unit's parent (every level but the top)."""
-    bottom: IntArray
-    """Position at the bottom level of each record's unit."""
+    Each level's units are numbered 0 … n − 1 in the order of their parent's number, then of
+    their geocode (the top level: by geocode), so sorted bottom units (the "blocks") are grouped
+    by every coarser level; a unit's integer code is its number and its geoid its geocode.
+    """
 
-    def step(self, level: str) -> sp.csr_matrix:
-        """0/1 matrix units(level above) × units(level): sums children into their parents."""
-        parent = self.parents[level]
-        above = self.hierarchy.levels[self.hierarchy.level_index(level) - 1]
-        shape = (len(self.codes[above]), len(parent))
-        return sp.csr_matrix(
-            (np.ones(len(parent), np.int64), (parent, np.arange(len(parent)))), shape
-        )
+    ancestors: Mapping[str, IntArray] = field(default_factory=dict)
+    """The number at each level of each bottom unit's ancestor (at the bottom: itself)."""
+    names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The geocode of each numbered unit, by level."""
+
+    def block_codes_at(self, level: str) -> IntArray:
+        return self.ancestors[self.check_level(level)]
+
+    def geoid_strings(self, codes: npt.ArrayLike, level: str) -> pl.Series:
+        names = np.asarray(self.names[self.check_level(level)], dtype=object)
+        return pl.Series("geoid", names[np.asarray(codes, dtype=np.int64)], dtype=pl.String)
+
+    def parse_geoids(self, geoids: pl.Series, level: str) -> IntArray:
+        """Numbers of geocodes at ``level``; -1 for a geocode that is no unit of the level."""
+        numbers = {name: i for i, name in enumerate(self.names[self.check_level(level)])}
+        return np.array([numbers.get(g, -1) for g in geoids.to_list()], dtype=np.int64)
+
+
+def declared_geography(
+    hierarchy: Hierarchy, codes: Mapping[str, tuple[str, ...]], parents: Mapping[str, IntArray]
+) -> tuple[DeclaredGeography, IntArray]:
+    """The geography of units listed per level (``parents``: position of each unit's parent in
+    the level above), and the number it gives each bottom unit of the listing."""
+    levels = hierarchy.levels
+    rank: dict[str, IntArray] = {}
+    for depth, level in enumerate(levels):
+        text = np.asarray(codes[level], dtype=str)
+        parent_rank = rank[levels[depth - 1]][parents[level]] if depth else np.zeros(len(text), int)
+        order = np.lexsort((text, parent_rank))
+        rank[level] = np.empty(len(text), dtype=np.int64)
+        rank[level][order] = np.arange(len(text), dtype=np.int64)
+    bottom = levels[-1]
+    n = len(codes[bottom])
+    ancestors: dict[str, IntArray] = {bottom: np.arange(n, dtype=np.int64)}
+    listed = np.empty(n, dtype=np.int64)  # listing position of each numbered bottom unit
+    listed[rank[bottom]] = np.arange(n)
+    chain = listed
+    for depth in range(len(levels) - 1, 0, -1):
+        chain = parents[levels[depth]][chain]
+        ancestors[levels[depth - 1]] = rank[levels[depth - 1]][chain]
+    names = {}
+    for level in levels:
+        named = np.empty(len(codes[level]), dtype=object)
+        named[rank[level]] = np.asarray(codes[level], dtype=object)
+        names[level] = tuple(named.tolist())
+    geography = DeclaredGeography(
+        np.arange(n, dtype=np.int64), levels, ancestors=ancestors, names=names
+    )
+    return geography, rank[bottom]
 
 
 @dataclass(frozen=True)
 class CensusRecords:
-    """The persons of a declared census, encoded: each attribute as positions in its code list."""
+    """The persons of a declared census, encoded: each attribute as positions in its code list,
+    each person's bottom unit as a number of each geography. It can be tabulated like a US
+    :class:`~sdclab.population.Population` (:func:`sdclab.tables.tabulate.tabulate`)."""
 
     census: Census
     attributes: Mapping[str, IntArray]
-    units: Mapping[str, Units]
-    """The units of each geography, by the geography's name."""
+    geographies: Mapping[str, DeclaredGeography]
+    blocks: Mapping[str, IntArray]
+    """The bottom unit of each person in each geography, by the geography's name."""
     households: IntArray | None = None
     """Household number of each person (0 … households − 1), if the census names a household key."""
 
     @property
     def n_records(self) -> int:
-        return len(next(iter(self.units.values())).bottom)
+        return len(next(iter(self.blocks.values())))
 
+    @property
+    def geography(self) -> DeclaredGeography:
+        """The main geography (the census's first)."""
+        return self.geographies[self.census.geography.name]
 
-@dataclass(frozen=True)
-class Counts:
-    """One table at every level it is published: geocodes and a units × cells matrix."""
+    def geography_of(self, table: TableDef) -> DeclaredGeography:
+        return self.geographies[self.census.geography_of(table.name).name]
 
-    table: TableDef
-    levels: Mapping[str, tuple[tuple[str, ...], sp.csr_matrix]]
+    def columns(self, records: str) -> Mapping[str, IntArray]:
+        """Every person attribute's position, one per person (``records`` must be persons)."""
+        if records != "persons":
+            raise ValueError(f"census {self.census.name!r}: only persons are read so far")
+        return self.attributes
+
+    def block_index(self, records: str, geography: Geography | None = None) -> IntArray:
+        """The bottom unit of each person in ``geography`` (default: the main one)."""
+        self.columns(records)
+        chosen = geography if geography is not None else self.geography
+        name = next(n for n, g in self.geographies.items() if g is chosen)
+        return self.blocks[name]
+
+    @cached_property
+    def digest(self) -> str:
+        """The keyed digest of the encoded records (see :func:`sdclab.digest.frames_digest`)."""
+        frame = pl.DataFrame(
+            {**self.attributes, **{f"geography:{n}": b for n, b in self.blocks.items()}}
+        )
+        return frames_digest(frame)
 
 
 def read_records(census: Census, file: Path) -> CensusRecords:
@@ -93,12 +159,17 @@ def encode_records(census: Census, frame: pl.DataFrame, name: str) -> CensusReco
         for a in census.attributes.values()
         if a.records == "persons"
     }
-    units = {g.name: _units(frame, name, g) for g in census.geographies.values()}
+    geographies, blocks = {}, {}
+    for hierarchy in census.geographies.values():
+        codes, parents, listed = _units(frame, name, hierarchy)
+        geography, number = declared_geography(hierarchy, codes, parents)
+        geographies[hierarchy.name] = geography
+        blocks[hierarchy.name] = number[listed]
     households = None
     if census.household_key is not None:
         column = _column(frame, name, census.household_key)
         households = np.unique(column.to_numpy(), return_inverse=True)[1].astype(np.int64)
-    return CensusRecords(census, attributes, units, households)
+    return CensusRecords(census, attributes, geographies, blocks, households)
 
 
 def _column(frame: pl.DataFrame, name: str, column: str) -> pl.Series:
@@ -130,13 +201,18 @@ def _positions(
     return mapped.astype(np.int64)
 
 
-def _units(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) -> Units:
+Listing = tuple[dict[str, tuple[str, ...]], dict[str, IntArray], IntArray]
+"""Units per level, the position of each unit's parent in the level above, and the listing
+position of each record's bottom unit."""
+
+
+def _units(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) -> Listing:
     if hierarchy.units:
         return _declared_units(frame, name, hierarchy)
     return _units_from_columns(frame, name, hierarchy)
 
 
-def _declared_units(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) -> Units:
+def _declared_units(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) -> Listing:
     """Units as the census lists them; levels above the bottom, if given, must agree."""
     levels = hierarchy.levels
     position = {c: i for i, c in enumerate(hierarchy.units[hierarchy.bottom])}
@@ -157,10 +233,10 @@ def _declared_units(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) -> Uni
                     f"hold {hierarchy.bottom} {frame[hierarchy.bottom][row]!r} "
                     f"(the geography puts it in {hierarchy.units[level][chain[row]]!r})"
                 )
-    return Units(hierarchy, dict(hierarchy.units), dict(hierarchy.parents), bottom)
+    return dict(hierarchy.units), dict(hierarchy.parents), bottom
 
 
-def _units_from_columns(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) -> Units:
+def _units_from_columns(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) -> Listing:
     """Units read from one column per level: each unit must have one parent."""
     codes: dict[str, tuple[str, ...]] = {}
     parents: dict[str, IntArray] = {}
@@ -186,33 +262,11 @@ def _units_from_columns(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) ->
             parents[level] = parent
         above_index = index
     assert above_index is not None
-    return Units(hierarchy, codes, parents, above_index)
+    return codes, parents, above_index
 
 
 def tabulate_records(
     records: CensusRecords, names: Sequence[str] | None = None
-) -> dict[str, Counts]:
+) -> dict[str, TableCounts]:
     """Every table (or those ``names``) at each of its levels, counted from the records."""
-    census = records.census
-    out = {}
-    for table in (census.table(n) for n in (names or list(census.tables))):
-        units = records.units[census.geography_of(table.name).name]
-        cells = (
-            table.schema.cell_index(
-                {a.name: records.attributes[a.name] for a in table.schema.attributes}
-            )
-            if table.schema.attributes
-            else np.zeros(records.n_records, dtype=np.int64)
-        )
-        shape = (len(units.codes[units.hierarchy.bottom]), table.schema.size)
-        histogram = sp.csr_matrix(
-            (np.ones(len(cells), dtype=np.int64), (units.bottom, cells)), shape=shape
-        )
-        current = (histogram @ table.query.T).tocsr()
-        levels = units.hierarchy.levels
-        by_level = {levels[-1]: (units.codes[levels[-1]], current)}
-        for depth in range(len(levels) - 1, levels.index(table.top), -1):
-            current = (units.step(levels[depth]) @ current).tocsr()
-            by_level[levels[depth - 1]] = (units.codes[levels[depth - 1]], current)
-        out[table.name] = Counts(table, {level: by_level[level] for level in table.levels})
-    return out
+    return tabulate(records, names)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from sdclab.geography import FipsGeography, Geography
 
 if TYPE_CHECKING:
     from sdclab.census.model import Census
+    from sdclab.tables.catalog import TableDef
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,13 @@ class Population:
         """The attributes of the persons or of the units (``records``: persons, households)."""
         return self.person_columns if records == "persons" else self.unit_columns
 
-    def block_index(self, records: str) -> npt.NDArray[np.int64]:
+    def geography_of(self, table: TableDef) -> Geography:
+        """The geography ``table`` is published on: the one geography of the US census."""
+        return self.geography
+
+    def block_index(
+        self, records: str, geography: Geography | None = None
+    ) -> npt.NDArray[np.int64]:
         """The block of each person or each unit (``records``: persons, households)."""
         return self.person_block_index if records == "persons" else self.unit_block_index
 

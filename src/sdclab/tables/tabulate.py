@@ -111,12 +111,12 @@ def level_step(geography: Geography, level: str) -> sp.csr_matrix:
 def tabulate(population: Population, names: Sequence[str] | None = None) -> dict[str, TableCounts]:
     """Exact tables of a population (every table of its census when ``names`` is None), each
     counted over the marginal domain of the attributes it crosses."""
-    geography = population.geography
-    geoids = {level: geography.geoids(level) for level in geography.levels}
     out = {}
     for table in population.census.select(names):
+        geography = population.geography_of(table)
+        geoids = {level: geography.geoids(level) for level in geography.levels}
         cells = table.marginal.cell_index(population.columns(table.records))
-        blocks = population.block_index(table.records)
+        blocks = population.block_index(table.records, geography)
         histogram = sp.csr_matrix(
             (np.ones(len(blocks), dtype=np.int64), (blocks, cells)),
             shape=(geography.n_blocks, table.marginal.size),
