@@ -1,5 +1,6 @@
 """A census declared in files: its declaration, its microdata, its tables counted from records."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -303,3 +304,23 @@ def test_us2010_is_the_catalogue_and_each_table_counts_over_its_marginal_domain(
         )
         assert (table.marginal_query @ projection != table.query).nnz == 0, table.name
     assert CATALOG["P12"].crossed == ("sex", "age") and CATALOG["P1"].marginal.size == 1
+
+
+def test_a_census_document_round_trips_with_its_digest(toyland):
+    from sdclab.census.document import from_document, to_document
+
+    census = load_census(TOYLAND / "census.toml")
+    again = from_document(json.loads(json.dumps(to_document(census))))
+    assert again.digest == census.digest
+    for name, table in census.tables.items():
+        assert (again.table(name).query != table.query).nnz == 0
+        assert again.table(name).cell_labels == table.cell_labels
+    records = read_records(again, TOYLAND / "persons.csv")
+    first = tabulate_records(read_records(census, TOYLAND / "persons.csv"))
+    for name, counts in tabulate_records(records).items():
+        for level, (_, matrix) in counts.counts.items():
+            assert (matrix != first[name].counts[level][1]).nnz == 0
+    # any change to the declaration is another census
+    edit(toyland / "census.toml", 'cells = ["sex", "age.band"]', 'cells = ["sex", "age.broad"]')
+    assert load_census(toyland / "census.toml").digest != census.digest
+    assert census_named("us2010").digest == census_named("us2010").digest

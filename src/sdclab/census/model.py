@@ -1,5 +1,8 @@
 """A census as a value: its records, attributes, geographies, tables and attack settings.
 
+Values of this module compare by identity (they hold arrays); two censuses are the same census
+when their digests are equal.
+
 A census says what its microdata hold and what is published from them, so that every stage can
 take it from its input instead of assuming one census. Attributes are code lists with
 *breakdowns* (recodes of the detailed codes, e.g. an age in single years, five-year bands and
@@ -29,7 +32,7 @@ DETAILED = "detailed"
 """The name of every attribute's own breakdown: one category per code."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Breakdown:
     """Categories of an attribute: ``membership[k, j]`` is 1 if detailed code j counts in k.
 
@@ -56,7 +59,7 @@ class Breakdown:
         return bool((self.membership.sum(axis=0) == 1).all())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Attribute:
     """A categorical attribute of one kind of record, with its code list and breakdowns."""
 
@@ -102,7 +105,7 @@ class Attribute:
         return Dimension(self.name, b.labels, b.membership)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Hierarchy:
     """A geography: levels from the top down, each unit with its parent one level up.
 
@@ -149,7 +152,7 @@ class Reconstruction:
     level: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Census:
     """Everything sdclab needs to know of one census (see the module docstring)."""
 
@@ -166,6 +169,13 @@ class Census:
     table_geography: Mapping[str, str] = field(default_factory=dict)
     """The geography each table is published on (the first geography when a table is absent)."""
     description: str = ""
+
+    @cached_property
+    def digest(self) -> str:
+        """SHA-256 of the census's canonical document (:mod:`sdclab.census.document`)."""
+        from sdclab.census.document import census_digest
+
+        return census_digest(self)
 
     def attribute(self, name: str) -> Attribute:
         if name not in self.attributes:

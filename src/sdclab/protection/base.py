@@ -35,7 +35,15 @@ from typing import (
 
 import annotated_types
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
@@ -47,6 +55,7 @@ from sdclab.results import as_json
 if TYPE_CHECKING:
     import polars as pl
 
+    from sdclab.census.model import Census
     from sdclab.geography import Geography
     from sdclab.population import Population
     from sdclab.protection.audit_plans import Trials
@@ -95,6 +104,23 @@ class Parameters(BaseModel):
                     "of such a file instead"
                 )
 
+    _census: Census | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _bind_census(self, info: ValidationInfo) -> Parameters:
+        """Bind the census the parameters are for (validation context ``census``), before any
+        check of a mechanism that depends on it (its tables, their sensitivities)."""
+        census = (info.context or {}).get("census")
+        if census is not None and census is not _us2010():
+            self._census = census
+        return self
+
+    @property
+    def census(self) -> Census:
+        """The census the parameters apply to: the one :meth:`Mechanism.parse` was given, else
+        the US 2010 census."""
+        return self._census if self._census is not None else _us2010()
+
     @field_validator("*", mode="before")
     @classmethod
     def _python_value(cls, value: Any, info: ValidationInfo) -> Any:
@@ -108,6 +134,12 @@ class Parameters(BaseModel):
         the content of any file they name in place of its path (a mechanism with file settings
         extends this), since a path is local and an attacker is entitled to the content."""
         return self.model_dump(mode="json", exclude=set(self.EXECUTION))
+
+
+def _us2010() -> Census:
+    from sdclab.censuses import us2010
+
+    return us2010.census()
 
 
 ArtifactCheck = Callable[["pl.DataFrame", "Geography"], "str | None"]
@@ -244,14 +276,15 @@ class Mechanism(Generic[P]):
 
         return register
 
-    def parse(self, settings: Mapping[str, Any]) -> P:
-        """Validated parameters from a mapping of text (``--set``) or Python values.
+    def parse(self, settings: Mapping[str, Any], census: Census | None = None) -> P:
+        """Validated parameters from a mapping of text (``--set``) or Python values, for
+        ``census`` (default: the US 2010 census).
 
         A problem is one :class:`InputError`: its message is the first problem in words
         (:func:`problems`), its details the others.
         """
         try:
-            return self.parameters.model_validate(dict(settings))
+            return self.parameters.model_validate(dict(settings), context={"census": census})
         except ValidationError as exc:
             found = problems(f"mechanism {self.name}", self.parameters, exc.errors())
             raise InputError(found[0], found[1:MAX_PROBLEMS]) from None
@@ -275,7 +308,7 @@ class Mechanism(Generic[P]):
             unprotected_record,
         )
 
-        params = self.parse(settings)
+        params = self.parse(settings, population.census)
         self.check_run(params, seed, population.sources)
         assert self.protect is not None  # (checked)
         rng = make_rng(seed)
