@@ -152,6 +152,52 @@ class Reconstruction:
     level: str
 
 
+@dataclass(frozen=True)
+class HouseholdChange:
+    """What adding one person can do to the attributes of the household it joins (removing one
+    undoes it): a household table whose cells depend on persons (occupancy, household size) moves
+    with persons, and its sensitivity to a person comes from such changes."""
+
+    label: str
+    """In words, e.g. "a person entering a vacant unit"."""
+    before: Mapping[str, int]
+    after: Mapping[str, int]
+    """The household's attribute codes before and after (attributes not named are unchanged)."""
+
+
+@dataclass(frozen=True)
+class CellsMoved:
+    """The household cells one person added or removed moves, by table, in one way it can
+    happen (:class:`HouseholdChange`)."""
+
+    label: str
+    cells: Mapping[str, int]
+
+
+def cells_moved(tables: Sequence[TableDef], changes: Sequence[HouseholdChange]) -> list[CellsMoved]:
+    """For each distinct way a person moves household cells, how many of each household table:
+    Σ |q(after) − q(before)| over the table's query columns of the two household cells."""
+    out: list[CellsMoved] = []
+    for change in changes:
+        cells = {}
+        for table in (t for t in tables if t.records == "households"):
+            if not (set(change.before) | set(change.after)) & set(table.crossed):
+                continue
+            domain = table.marginal
+            before = {n: change.before.get(n, change.after.get(n)) for n in domain.names}
+            after = {n: change.after.get(n, change.before.get(n)) for n in domain.names}
+            if any(v is None for v in (*before.values(), *after.values())):
+                raise ValueError(f"{change.label}: table {table.name} needs {domain.names}")
+            columns = domain.cell_index({n: np.array([before[n], after[n]]) for n in domain.names})
+            query = table.marginal_query.tocsc()
+            moved = int(abs(query[:, [columns[1]]] - query[:, [columns[0]]]).sum())
+            if moved:
+                cells[table.name] = moved
+        if cells and all(c.cells != cells for c in out):
+            out.append(CellsMoved(change.label, cells))
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Census:
     """Everything sdclab needs to know of one census (see the module docstring)."""
@@ -169,6 +215,9 @@ class Census:
     table_geography: Mapping[str, str] = field(default_factory=dict)
     """The geography each table is published on (the first geography when a table is absent)."""
     description: str = ""
+    household_changes: tuple[HouseholdChange, ...] = ()
+    """What adding one person can do to its household's attributes; empty when no household
+    attribute depends on the household's persons."""
 
     @cached_property
     def digest(self) -> str:

@@ -29,11 +29,11 @@ import polars as pl
 import scipy.sparse as sp
 from pydantic import Field, model_validator
 
-from sdclab import accounting, noise, schema
+from sdclab import accounting, noise
 from sdclab.accounting import SpecCard
 from sdclab.arrays import FloatArray
+from sdclab.census.model import cells_moved
 from sdclab.evaluation import size_class_label
-from sdclab.geography import LEVELS
 from sdclab.population import Population
 from sdclab.privacy import Loss, person_guarantee
 from sdclab.protection import audit_plans
@@ -47,7 +47,7 @@ from sdclab.protection.base import (
 )
 from sdclab.protection.checks import IMPOSSIBLE, counts_problem, laplace_reach, whole
 from sdclab.release import Release, exact_release
-from sdclab.tables.catalog import CATALOG, UNIT_CELLS_A_PERSON_MOVES, TableDef
+from sdclab.tables.catalog import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, tabulate
 
@@ -75,8 +75,9 @@ class GeometricParameters(Parameters):
 
     @model_validator(mode="after")
     def _within_sampler_range(self) -> GeometricParameters:
+        tables = self.census.tables
         scales = [
-            scale_of(CATALOG[name], eps, self.neighbours)
+            scale_of(tables[name], eps, self.neighbours)
             for (name, _), eps in allocation(self).items()
         ]
         check_budget_range("epsilon", self.epsilon, scales, noise.SCALE_RANGE, "scale")
@@ -100,16 +101,18 @@ def sensitivity(table: TableDef, neighbours: str) -> int:
 
 
 def is_person_table(table: TableDef) -> bool:
-    return table.schema is not schema.UNIT
+    return table.records == "persons"
 
 
 def allocation(p: GeometricParameters) -> dict[tuple[str, str], Fraction]:
-    """ε of every (table, level) published."""
+    """ε of every (table, level) published: every table of the parameters' census."""
     total = Fraction(p.epsilon)
-    levels = [lv for lv in LEVELS if any(lv in t.levels for t in CATALOG.values())]
+    workload = p.census.select()
+    hierarchy = p.census.geography.levels
+    levels = [lv for lv in hierarchy if any(lv in t.levels for t in workload)]
     out: dict[tuple[str, str], Fraction] = {}
     for level in levels:
-        tables = [t for t in CATALOG.values() if level in t.levels]
+        tables = [t for t in workload if level in t.levels]
         budget = total / len(levels)
         if p.split == "even":
             shares = {t.name: budget / len(tables) for t in tables}
@@ -160,20 +163,28 @@ def person_loss(p: GeometricParameters) -> tuple[Fraction, list[str]]:
     """ε of one person's record under the mechanism's own relation, over the whole release, and
     how it is made up: every person table, plus the unit tables a person moves."""
     shares = allocation(p)
+    workload = p.census.tables
+    moves = cells_moved(p.census.select(), p.census.household_changes)
     total = Fraction(0)
     for level in {lv for _, lv in shares}:
         tables = {n: e for (n, lv), e in shares.items() if lv == level}
-        total += sum((e for n, e in tables.items() if is_person_table(CATALOG[n])), Fraction(0))
+        total += sum((e for n, e in tables.items() if is_person_table(workload[n])), Fraction(0))
         total += max(
-            sum((c * tables.get(n, Fraction(0)) for n, c in moves.items()), Fraction(0))
-            for moves in UNIT_CELLS_A_PERSON_MOVES
+            (
+                sum((c * tables.get(n, Fraction(0)) for n, c in move.cells.items()), Fraction(0))
+                for move in moves
+            ),
+            default=Fraction(0),
         )
-    steps = [
-        "one person costs every person table it is counted in, and the unit tables it moves: "
-        "max(2ε_H3 + ε_H4 + ε_H13, 2ε_H13) per level (a person entering a vacant unit, or "
-        "joining a household)"
-    ]
-    return total, steps
+    step = "one person costs every person table it is counted in"
+    if moves:
+        terms = ", ".join(
+            " + ".join(f"{c if c > 1 else ''}ε_{n}" for n, c in move.cells.items())
+            for move in moves
+        )
+        ways = ", or ".join(move.label.removeprefix("a person ") for move in moves)
+        step += f", and the unit tables it moves: max({terms}) per level (a person {ways})"
+    return total, [step]
 
 
 @MECHANISM.define("rescale")
@@ -187,7 +198,8 @@ def card(p: GeometricParameters) -> SpecCard:
     """Pure ε-DP by sequential composition over the tables and levels; one person's loss counts
     the unit tables that depend on persons."""
     shares = allocation(p)
-    unit = sum((e for (n, _), e in shares.items() if not is_person_table(CATALOG[n])), Fraction(0))
+    workload = p.census.tables
+    unit = sum((e for (n, _), e in shares.items() if not is_person_table(workload[n])), Fraction(0))
     loss, steps = person_loss(p)
     relation = accounting.relation_of(p.neighbours)
     asked = Loss("pure", epsilon=Fraction(p.epsilon))
@@ -197,7 +209,7 @@ def card(p: GeometricParameters) -> SpecCard:
     guarantee = replace(guarantee, derivation=(*steps, *guarantee.derivation))
     rows = []
     for (name, level), eps in shares.items():
-        table = CATALOG[name]
+        table = workload[name]
         scale = scale_of(table, eps, p.neighbours)
         rows.append(
             {
@@ -233,7 +245,7 @@ def card(p: GeometricParameters) -> SpecCard:
 @MECHANISM.define("noise")
 def published_noise(p: GeometricParameters) -> NoisePublication:
     scales = {
-        f"{name} {level}": float(scale_of(CATALOG[name], epsilon, p.neighbours))
+        f"{name} {level}": float(scale_of(p.census.tables[name], epsilon, p.neighbours))
         for (name, level), epsilon in allocation(p).items()
     }
     return NoisePublication(
@@ -254,7 +266,7 @@ def check_release(release: Release, p: GeometricParameters) -> str | None:
     shares = allocation(p)
 
     def true_range(name: str, level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
-        scale = scale_of(CATALOG[name], shares[name, level], p.neighbours)
+        scale = scale_of(p.census.tables[name], shares[name, level], p.neighbours)
         reach = laplace_reach(float(scale))
         ok = whole(counts) & (counts >= (0 if p.nonnegative else -reach))
         return (
@@ -315,14 +327,15 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
     published ≤ 0); broadband distortions (F, M and T all off by at least 50% / 100% in the same
     direction).
     """
-    params = GeometricParameters.model_validate(release.parameters)
+    params = MECHANISM.parse(release.parameters, truth.census)
     shares = allocation(params)
     exact = tabulate(truth, ["P1", "P12"])
-    labels = CATALOG["P12"].cell_labels
+    p1, p12 = release.table("P1").table, release.table("P12").table
+    labels = p12.cell_labels
     male = np.array([lab.startswith("male") for lab in labels])
     female = np.array([lab.startswith("female") for lab in labels])
     out: dict[str, Any] = {}
-    for level in CATALOG["P1"].levels:
+    for level in p1.levels:
         true_t = exact["P1"].counts[level][1].toarray()[:, 0]
         true_p12 = exact["P12"].counts[level][1].toarray()
         published_t = release.table("P1").dense(level, suppressed=0.0)[:, 0]
@@ -331,8 +344,8 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
         noisy_fmt = np.stack(
             [published_p12[:, female].sum(1), published_p12[:, male].sum(1), published_t]
         )
-        scale_t = float(scale_of(CATALOG["P1"], shares["P1", level], params.neighbours))
-        scale_c = float(scale_of(CATALOG["P12"], shares["P12", level], params.neighbours))
+        scale_t = float(scale_of(p1, shares["P1", level], params.neighbours))
+        scale_c = float(scale_of(p12, shares["P12", level], params.neighbours))
         by_terms = {
             k: _tails(*summed_laplace_pmf(scale_c, k)) for k in {int(female.sum()), int(male.sum())}
         }
@@ -376,7 +389,10 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
 
 @MECHANISM.define("diagnostics")
 def diagnostics(truth: Population, release: Release) -> dict[str, object]:
-    """Evaluation only: the tails of the unbounded noise on small areas, expected and sampled."""
+    """Evaluation only: the tails of the unbounded noise on small areas, expected and sampled
+    (on the US census's total and sex-by-age tables, P1 and P12; none for another census)."""
+    if not {"P1", "P12"} <= set(release.tables) or truth.census.name != "us2010":
+        return {}
     return {"tails": noise_tails(release, truth)}
 
 
@@ -406,7 +422,7 @@ def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_pla
         (
             e
             for (name, level), e in shares.items()
-            if level == "block" and is_person_table(CATALOG[name])
+            if level == "block" and is_person_table(p.census.tables[name])
         ),
         Fraction(0),
     )

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sdclab import schema
-from sdclab.census.model import Attribute, Breakdown, Census, Hierarchy, Reconstruction
+from sdclab.census.model import (
+    Attribute,
+    Breakdown,
+    Census,
+    Hierarchy,
+    HouseholdChange,
+    Reconstruction,
+)
 from sdclab.geography import LEVELS
 from sdclab.tables.catalog import CATALOG, RACE_TALLY
 
@@ -50,6 +57,31 @@ def _race_tally() -> Breakdown:
     return Breakdown("tally", names, RACE_TALLY.labels, RACE_TALLY.membership)
 
 
+def household_changes() -> tuple[HouseholdChange, ...]:
+    """What one person added changes in a unit: a vacant housing unit becomes occupied (a
+    household of one, of any tenure), or a household grows by one (sizes top-coded at 7 or
+    more). A person entering group quarters changes no unit attribute."""
+    vacant = {"unit_type": 0, "occupied": 0, "tenure": 0, "household_size": 0}
+    entering = tuple(
+        HouseholdChange(
+            "a person entering a vacant unit",
+            vacant,
+            {"occupied": 1, "tenure": tenure, "household_size": 1},
+        )
+        for tenure in schema.TENURE_LABELS
+    )
+    top = schema.HOUSEHOLD_SIZE_TOP
+    joining = tuple(
+        HouseholdChange(
+            "a person joining a household",
+            {"unit_type": 0, "occupied": 1, "tenure": 1, "household_size": size},
+            {"household_size": min(size + 1, top)},
+        )
+        for size in range(1, top + 1)
+    )
+    return entering + joining
+
+
 @cache
 def census() -> Census:
     """The US 2010 census value (one object: it is immutable)."""
@@ -72,6 +104,7 @@ def census() -> Census:
         tables=dict(CATALOG),
         quasi_identifiers=("sex", "age"),
         reconstruction=Reconstruction(schema.PERSON.names, "block"),
+        household_changes=household_changes(),
         description=(
             "Blocks are 15-digit FIPS geocodes (state 2, county 3, tract 6, block 4 digits); "
             "the block group is the first digit of the block number."
