@@ -324,3 +324,45 @@ def test_a_census_document_round_trips_with_its_digest(toyland):
     edit(toyland / "census.toml", 'cells = ["sex", "age.band"]', 'cells = ["sex", "age.broad"]')
     assert load_census(toyland / "census.toml").digest != census.digest
     assert census_named("us2010").digest == census_named("us2010").digest
+
+
+def test_a_declared_census_is_released_written_and_read_back_with_its_census(tmp_path):
+    from sdclab import protection
+    from sdclab.release import exact_release, read_release, write_release
+
+    census = load_census(TOYLAND / "census.toml")
+    records = read_records(census, TOYLAND / "persons.csv")
+    exact = exact_release(records)
+    truth = tabulate_records(records)
+    for name, counts in truth.items():
+        for level, (_, matrix) in counts.counts.items():
+            assert (exact.table(name).matrix(level) != matrix).nnz == 0
+    noisy = protection.get("geometric").run(records, {"epsilon": "2"}, 5)
+    assert noisy.census is census and noisy.card.guarantee.text() == "epsilon = 2 (pure DP)"
+    # the budget is split over the census's own tables and levels: T1 at three levels, …
+    assert {row["table"] for row in noisy.card.allocation} == {"T1", "T2", "T3", "T4"}
+    write_release(noisy, tmp_path / "release")
+    assert (tmp_path / "release" / "census.json").is_file()
+    back = read_release(tmp_path / "release")
+    assert back.census.digest == census.digest
+    for name in census.tables:
+        for level in census.table(name).levels:
+            assert (back.table(name).matrix(level) != noisy.table(name).matrix(level)).nnz == 0
+    assert sorted(back.table("T2").geoids("district").to_list()) == ["A2", "B9", "K7", "Q1"]
+    # another census in census.json is refused: the release names the one it was made for
+    document = json.loads((tmp_path / "release" / "census.json").read_text())
+    document["tables"][0]["title"] = "Everybody"
+    (tmp_path / "release" / "census.json").write_text(json.dumps(document))
+    with pytest.raises(InputError, match=r"census.json does not match the digest"):
+        read_release(tmp_path / "release")
+
+
+def test_a_us_release_names_its_census():
+    from sdclab.population.synth import synthesize
+    from sdclab.release import exact_release
+
+    release = exact_release(synthesize(300, seed=1))
+    assert release.metadata()["census"] == {
+        "name": "us2010",
+        "digest": census_named("us2010").digest,
+    }

@@ -3,7 +3,10 @@
 ```
 release.json            mechanism, parameters, specification card, tables (with cell labels),
                         randomness, format version, input digest
-geography.parquet       the published blocks (every block with a housing unit or facility)
+geography.parquet       the published blocks (every block with a housing unit or facility); for
+                        a declared census, every bottom unit with its geocode at each level
+census.json             a declared census's document (not for a built-in census, which
+                        release.json names with its digest)
 tables/<TABLE>.parquet  long form: level, geoid, cell, count (rows absent = 0; null = suppressed)
 microdata/persons.parquet, units.parquet   only for mechanisms that output microdata
 artifacts/<NAME>.parquet   what else the mechanism publishes, each declared by it (TopDown's mdf
@@ -43,6 +46,8 @@ import scipy.sparse as sp
 
 from sdclab import __version__
 from sdclab.accounting import SpecCard, no_protection_card
+from sdclab.census.document import from_document, to_document
+from sdclab.census.records import DeclaredGeography, geography_frame, geography_from_frame
 from sdclab.errors import InputError
 from sdclab.fileio import (
     json_safe,
@@ -56,11 +61,12 @@ from sdclab.geography import GEOID_LENGTH, FipsGeography, Geography
 from sdclab.population import Population
 from sdclab.population.contract import DATA_DEFINED, RECORD_KEY
 from sdclab.randomness import exact_record
-from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.tables.catalog import TableDef
 from sdclab.tables.published import LONG_SCHEMA, PublishedTable
 from sdclab.tables.tabulate import tabulate
 
 if TYPE_CHECKING:
+    from sdclab.census.model import Census
     from sdclab.protection.base import Artifact
 
 FORMAT_VERSION = 3
@@ -69,6 +75,7 @@ FORMAT_VERSION = 3
 RELEASE_FILE = "release.json"
 RELEASE_KIND = "release"
 GEOGRAPHY_FILE = "geography.parquet"
+CENSUS_FILE = "census.json"
 MDF_ARTIFACT = "mdf"
 """The artifact of a histogram mechanism's person records (TopDown's Microdata Detail File)."""
 DIGESTS_KEY = "digests"
@@ -148,6 +155,8 @@ class Release:
     sources: tuple[Path, ...] = field(default=(), compare=False, repr=False)
     """The directories it was read or made from (its own when read, its population's when made;
     kept in memory, never written): it may not be written there, nor keep checkpoints there."""
+    census: Census = field(default_factory=lambda: _us2010(), compare=False, repr=False)
+    """The census the release is of: its tables are that census's."""
 
     def __post_init__(self) -> None:
         for name, table in self.tables.items():
@@ -194,7 +203,8 @@ class Release:
             "randomness": self.randomness,
             "input_digest": self.input_digest,
             "zeros": "omitted",
-            "tables": {name: table_metadata(CATALOG[name]) for name in self.tables},
+            "census": {"name": self.census.name, "digest": self.census.digest},
+            "tables": {name: table_metadata(self.census.table(name)) for name in self.tables},
             "microdata": self.microdata is not None,
             "artifacts": sorted(self.artifacts),
             "notes": self.notes,
@@ -227,6 +237,7 @@ def exact_release(population: Population, names: Sequence[str] | None = None) ->
         geography=population.geography,
         protection=Protection(False, EXACT_TABULATION),
         sources=population.sources,
+        census=population.census,
     )
 
 
@@ -315,9 +326,9 @@ def write_release(
         (tmp / "tables").mkdir()
         for name, table in release.tables.items():
             write_parquet(table.frame(labels=False), tmp / "tables" / f"{name}.parquet")
-        geography = release.geography
-        blocks = geography.geoid_strings(geography.blocks, geography.levels[-1]).alias("block")
-        write_parquet(blocks.to_frame(), tmp / GEOGRAPHY_FILE)
+        write_parquet(_geography_frame(release.geography), tmp / GEOGRAPHY_FILE)
+        if not _is_built_in(release.census):
+            write_json(to_document(release.census), tmp / CENSUS_FILE)
         if release.microdata is not None:
             (tmp / "microdata").mkdir()
             write_parquet(release.microdata.persons, tmp / "microdata" / "persons.parquet")
@@ -375,12 +386,13 @@ def read_release(path: Path) -> Release:
 def _read_content(path: Path, meta: dict[str, Any]) -> Release:
     """The release in ``path`` whose release.json holds ``meta``, every file checked, then its
     values against what its mechanism could have produced."""
-    parameters = _check_metadata(path / RELEASE_FILE, meta)
-    geography = _read_geography(path / GEOGRAPHY_FILE)
+    census = _read_census(path, meta)
+    parameters = _check_metadata(path / RELEASE_FILE, meta, census)
+    geography = _read_geography(path / GEOGRAPHY_FILE, census)
     valid = _valid_geoids(geography)
     geoids = {level: geography.geoids(level) for level in geography.levels}
     tables = {
-        name: _read_table(path / "tables" / f"{name}.parquet", name, valid, geoids)
+        name: _read_table(path / "tables" / f"{name}.parquet", census.table(name), valid, geoids)
         for name in meta["tables"]
     }
     microdata = None
@@ -395,6 +407,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         )
     artifacts = _read_artifacts(path, meta, geography)
     read = [path / GEOGRAPHY_FILE, *(path / "tables" / f"{name}.parquet" for name in tables)]
+    read += [] if _is_built_in(census) else [path / CENSUS_FILE]
     read += [path / artifact_file(name) for name in artifacts]
     if microdata is not None:
         read += [path / "microdata" / "persons.parquet", path / "microdata" / "units.parquet"]
@@ -417,6 +430,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
             else None
         ),
         sources=(path.absolute(),),
+        census=census,
     )
     check = _registered(release.mechanism).check
     problem = None if check is None else check(release, parameters)
@@ -609,7 +623,7 @@ def _unrecorded(path: Path, meta: dict[str, Any], files: Sequence[Path]) -> None
             raise InputError(f"release {path}: {RELEASE_FILE} records no digest for {name}")
 
 
-def _check_metadata(file: Path, meta: dict[str, Any]) -> Any:
+def _check_metadata(file: Path, meta: dict[str, Any], census: Census) -> Any:
     """The keys of release.json and their types, its tables, its specification card and its
     noise record; the mechanism's parameters, parsed."""
     missing = [k for k in _REQUIRED_KEYS if k not in meta]
@@ -627,11 +641,11 @@ def _check_metadata(file: Path, meta: dict[str, Any]) -> Any:
         )
     if not isinstance(meta.get("noise", {}), dict):
         raise InputError(f"{file}: noise must be a JSON object")
-    unknown = [name for name in meta["tables"] if name not in CATALOG]
+    unknown = [name for name in meta["tables"] if name not in census.tables]
     if unknown:
-        raise InputError(f"{file}: unknown table(s) {', '.join(unknown)}")
+        raise InputError(f"{file}: unknown table(s) {', '.join(unknown)} of census {census.name}")
     for name, info in meta["tables"].items():
-        expected = table_metadata(CATALOG[name])
+        expected = table_metadata(census.table(name))
         if not isinstance(info, dict):
             raise InputError(f"{file}: the entry of table {name} must be a JSON object")
         differs = [k for k, v in expected.items() if info.get(k) != v]
@@ -643,7 +657,7 @@ def _check_metadata(file: Path, meta: dict[str, Any]) -> Any:
         SpecCard.from_dict(meta["specification"])
     except (TypeError, KeyError, AttributeError, ValueError) as exc:
         raise InputError(f"{file}: malformed specification card ({exc})") from None
-    parameters = _check_mechanism(file, meta["mechanism"], meta["parameters"])
+    parameters = _check_mechanism(file, meta["mechanism"], meta["parameters"], census)
     _check_noise(file, meta["mechanism"], parameters, meta.get("noise", {}))
     return parameters
 
@@ -655,7 +669,7 @@ def _registered(name: str) -> Any:
     return protection.MECHANISMS[name]
 
 
-def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> Any:
+def _check_mechanism(file: Path, name: str, parameters: dict[str, Any], census: Census) -> Any:
     """The mechanism is a registered one and the parameters are valid for it: parsed."""
     from sdclab import protection  # the registry imports this module
 
@@ -666,7 +680,7 @@ def _check_mechanism(file: Path, name: str, parameters: dict[str, Any]) -> Any:
     entry = protection.get(name)
     try:
         entry.parameters.check_recorded(parameters)
-        return entry.parse(parameters)
+        return entry.parse(parameters, census)
     except InputError as exc:  # "mechanism NAME, parameter KEY: expected …, got …"
         raise InputError(f"{file}: parameters: {exc}") from None
 
@@ -706,14 +720,68 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _read_geography(file: Path) -> Geography:
+def _geography_frame(geography: Geography) -> pl.DataFrame:
+    """The geography as ``geography.parquet`` holds it."""
+    if isinstance(geography, DeclaredGeography):
+        return geography_frame(geography)
+    blocks = geography.geoid_strings(geography.blocks, geography.levels[-1])
+    return blocks.alias("block").to_frame()
+
+
+def _read_geography(file: Path, census: Census) -> Geography:
     frame = read_input_parquet(file)
+    if not _is_built_in(census):
+        return geography_from_frame(census.geography, frame, str(file))
     if frame.columns != ["block"] or frame.schema["block"] != pl.String:
         raise InputError(f"{file}: expected one string column 'block'")
     bad = frame.filter(~pl.col("block").str.contains(r"^[0-9]{15}$").fill_null(False))
     if bad.height:
         raise InputError(f"{file}: block {bad['block'][0]!r} is not a 15-digit geocode")
     return FipsGeography.from_block_codes(frame["block"].cast(pl.Int64).to_numpy())
+
+
+def _us2010() -> Census:
+    from sdclab.censuses import us2010
+
+    return us2010.census()
+
+
+def _is_built_in(census: Census) -> bool:
+    """Whether ``census`` is a built-in one (a release names it instead of carrying it)."""
+    from sdclab.censuses import BUILT_IN
+
+    return census.name in BUILT_IN and BUILT_IN[census.name]() is census
+
+
+def _read_census(path: Path, meta: dict[str, Any]) -> Census:
+    """The census a release is of: a built-in one it names, or the document it carries; its
+    digest must be the one release.json records (a release written before releases named their
+    census is of the US 2010 census)."""
+    from sdclab.censuses import BUILT_IN
+
+    file = path / RELEASE_FILE
+    named = meta.get("census", {"name": "us2010", "digest": _us2010().digest})
+    if not (isinstance(named, dict) and set(named) == {"name", "digest"}) or not all(
+        isinstance(v, str) for v in named.values()
+    ):
+        raise InputError(f'{file}: census must be {{"name": TEXT, "digest": TEXT}}')
+    if (path / CENSUS_FILE).is_file():
+        try:
+            census = from_document(read_json_object(path / CENSUS_FILE))
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise InputError(f"{path / CENSUS_FILE}: not a census document ({exc})") from None
+    elif named["name"] in BUILT_IN:
+        census = BUILT_IN[named["name"]]()
+    else:
+        raise InputError(
+            f"{file}: census {named['name']!r} is not built in and {CENSUS_FILE} is missing"
+        )
+    if census.digest != named["digest"] or census.name != named["name"]:
+        raise InputError(
+            f"{file}: the release is of census {named['name']!r} with digest {named['digest']}, "
+            f"not the {census.name!r} it holds or names ({census.digest})"
+        )
+    return census
 
 
 def _valid_geoids(geography: Geography) -> pl.DataFrame:
@@ -726,7 +794,7 @@ def _valid_geoids(geography: Geography) -> pl.DataFrame:
 
 
 def _read_table(
-    file: Path, name: str, valid: pl.DataFrame, geoids: Mapping[str, pl.Series]
+    file: Path, table: TableDef, valid: pl.DataFrame, geoids: Mapping[str, pl.Series]
 ) -> PublishedTable:
     """A table file, checked, as the published table it holds (rows: ``geoids`` by level)."""
     frame = read_input_parquet(file)
@@ -746,7 +814,7 @@ def _read_table(
     nulls = [c for c in ("level", "geoid", "cell") if frame[c].null_count()]
     if nulls:
         raise InputError(f"{file}: column {nulls[0]} has missing values")
-    n_cells = CATALOG[name].n_cells
+    n_cells = table.n_cells
     bad_cell = frame.filter((pl.col("cell") < 0) | (pl.col("cell") >= n_cells))
     if bad_cell.height:  # checked in the file's own type: a cast could fail first
         raise InputError(f"{file}: cell {bad_cell['cell'][0]} outside 0..{n_cells - 1}")
@@ -755,7 +823,7 @@ def _read_table(
     if count.null_count() != frame["count"].null_count():
         raise InputError(f"{file}: column count has values beyond the 64-bit integer range")
     frame = frame.select("level", "geoid", pl.col("cell").cast(pl.Int32)).with_columns(count)
-    levels = CATALOG[name].levels
+    levels = table.levels
     bad_level = frame.filter(~pl.col("level").is_in(levels))
     if bad_level.height:
         raise InputError(f"{file}: level {bad_level['level'][0]!r} is not one of {list(levels)}")
@@ -771,7 +839,7 @@ def _read_table(
         raise InputError(f"{file}: a (level, geoid, cell) appears more than once")
     if count_type == pl.Float64 and not frame["count"].is_finite().fill_null(True).all():
         raise InputError(f"{file}: column count has NaN or infinite values (null = suppressed)")
-    return _published(frame, CATALOG[name], geoids)
+    return _published(frame, table, geoids)
 
 
 def _published(

@@ -11,7 +11,7 @@ builds the product of every attribute or loops over records.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -102,6 +102,9 @@ class CensusRecords:
     """The bottom unit of each person in each geography, by the geography's name."""
     households: IntArray | None = None
     """Household number of each person (0 … households − 1), if the census names a household key."""
+    sources: tuple[Path, ...] = field(default=(), compare=False)
+    """The file the records were read from, if any (kept in memory, never written): what is
+    made from them may not be written over it."""
 
     @property
     def n_records(self) -> int:
@@ -141,7 +144,7 @@ def read_records(census: Census, file: Path) -> CensusRecords:
     """The persons' file (CSV or Parquet) of ``census``, checked against its declaration."""
     file = Path(file)
     frame = read_csv(file) if file.suffix.lower() == ".csv" else _read_parquet(file)
-    return encode_records(census, frame, file.name)
+    return replace(encode_records(census, frame, file.name), sources=(file.absolute(),))
 
 
 def _read_parquet(file: Path) -> pl.DataFrame:
@@ -270,3 +273,21 @@ def tabulate_records(
 ) -> dict[str, TableCounts]:
     """Every table (or those ``names``) at each of its levels, counted from the records."""
     return tabulate(records, names)  # type: ignore[arg-type]
+
+
+def geography_frame(geography: DeclaredGeography) -> pl.DataFrame:
+    """Every bottom unit with its geocode at each level (how a release stores its geography)."""
+    return pl.DataFrame(
+        {
+            level: geography.geoid_strings(geography.block_codes_at(level), level)
+            for level in geography.levels
+        }
+    )
+
+
+def geography_from_frame(hierarchy: Hierarchy, frame: pl.DataFrame, name: str) -> DeclaredGeography:
+    """The geography a :func:`geography_frame` holds (checked like microdata columns)."""
+    if frame.columns != list(hierarchy.levels) or any(dtype != pl.String for dtype in frame.dtypes):
+        raise InputError(f"{name}: expected one text column per level: {list(hierarchy.levels)}")
+    codes, parents, _ = _units_from_columns(frame, name, hierarchy)
+    return declared_geography(hierarchy, codes, parents)[0]

@@ -325,6 +325,7 @@ class Mechanism(Generic[P]):
             noise=self.noise(params).to_dict() if self.noise is not None else {},
             protection=verdict,
             sources=population.sources,
+            census=population.census,
         )
 
     def check_run(self, params: P, seed: int | None, inputs: tuple[Path, ...] = ()) -> None:
