@@ -366,3 +366,26 @@ def test_a_us_release_names_its_census():
         "name": "us2010",
         "digest": census_named("us2010").digest,
     }
+
+
+def test_the_command_line_tabulates_and_protects_a_declared_census(tmp_path):
+    def sdclab(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sdclab", *args], capture_output=True, text=True, cwd=tmp_path
+        )
+
+    census = ["--census", str(TOYLAND / "census.toml")]
+    persons = str(TOYLAND / "persons.csv")
+    done = sdclab("protect", persons, *census, "-m", "geometric", "--seed", "3", "--out", "geo")
+    assert done.returncode == 0, done.stderr
+    assert "budget: epsilon = 1 (pure DP)" in done.stdout
+    done = sdclab("tabulate", persons, *census, "--tables", "T1,T3", "--out", "exact")
+    assert done.returncode == 0, done.stderr
+    from sdclab.release import read_release
+
+    exact = read_release(tmp_path / "exact")
+    assert list(exact.tables) == ["T1", "T3"] and exact.census.name == "toyland"
+    assert exact.table("T1").matrix("region").sum() == 297
+    bad = sdclab("tabulate", persons, *census, "--tables", "P1", "--out", "x")
+    assert bad.returncode == 2 and "unknown table(s) P1; known tables: T1, T2, T3, T4" in bad.stderr
+    assert not (tmp_path / "x").exists()

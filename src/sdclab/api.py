@@ -80,11 +80,18 @@ def synthesize(
     return generate(persons, seed, geography, version)
 
 
-def read_population(path: str | Path) -> Population:
-    """The population in directory ``path`` (persons and units, Parquet or CSV), validated."""
+def read_population(path: str | Path, *, census: str | Path | None = None) -> Population:
+    """The population in directory ``path`` (persons and units, Parquet or CSV), validated; for
+    a census other than the US 2010 one (a built-in name or a census file, docs/census.md), the
+    persons' file ``path`` (CSV or Parquet) checked against that census."""
     from sdclab.population.io import read_population as read
 
-    return read(Path(path))
+    if census is None or str(census) == "us2010":
+        return read(Path(path))
+    from sdclab.census.records import read_records
+    from sdclab.censuses import census_named
+
+    return read_records(census_named(census), Path(path))  # type: ignore[return-value]
 
 
 def write_population(population: Population, path: str | Path) -> None:
@@ -100,10 +107,9 @@ def tabulate(population: Population, *, tables: list[str] | None = None) -> Rele
     """The exact, unprotected tables of ``population`` (all catalogue tables, or ``tables``):
     mechanism ``none``, never fit for publication."""
     from sdclab.release import exact_release
-    from sdclab.tables.catalog import select
 
     try:
-        select(tables)
+        population.census.select(tables)
     except KeyError as exc:
         raise InputError(f"tables: {exc.args[0]}") from None
     return exact_release(population, tables)

@@ -110,17 +110,18 @@ def reports_input_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def parse_table_list(text: str | None) -> list[str] | None:
-    """``"P1,P12"`` → ``["P1", "P12"]``, checked against the catalogue."""
+def parse_table_list(text: str | None, census: str | Path | None = None) -> list[str] | None:
+    """``"P1,P12"`` → ``["P1", "P12"]``, checked against the census's tables (default: the
+    US 2010 census's)."""
     if text is None:
         return None
-    from sdclab.tables.catalog import select
+    from sdclab.censuses import census_named
 
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise InputError("--tables: expected a comma-separated list of table names")
     try:
-        select(names)
+        census_named(census or "us2010").select(names)
     except KeyError as exc:
         raise InputError(f"--tables: {exc.args[0]}") from None
     return names
@@ -242,23 +243,36 @@ def synth(
     )
 
 
+PopulationArgument = Annotated[
+    Path,
+    typer.Argument(
+        help="Population directory (persons + units); with --census, the persons' file."
+    ),
+]
+CensusOption = Annotated[
+    str | None,
+    typer.Option(help="The census: us2010 (default) or a census file (docs/census.md)."),
+]
+
+
 @app.command()
 @reports_input_errors
 def tabulate(
-    population: Annotated[Path, typer.Argument(help="Population directory (persons + units).")],
+    population: PopulationArgument,
     out: OutOption,
     tables: Annotated[
         str | None, typer.Option(help="Comma-separated table names (default: all).")
     ] = None,
+    census: CensusOption = None,
 ) -> None:
     """Write the exact, unprotected tables of a population (mechanism 'none')."""
     from sdclab import api
     from sdclab.fileio import check_replaceable
     from sdclab.release import RELEASE_KIND, write_release
 
-    names = parse_table_list(tables)
+    names = parse_table_list(tables, census)
     check_replaceable(out, RELEASE_KIND, (population,))
-    release = api.tabulate(api.read_population(population), tables=names)
+    release = api.tabulate(api.read_population(population, census=census), tables=names)
     write_release(release, out)  # apart from the population it was made from
     typer.echo(f"wrote {len(release.tables)} exact tables to {out} (not fit for publication)")
 
@@ -266,26 +280,28 @@ def tabulate(
 @app.command()
 @reports_input_errors
 def protect(
-    population: Annotated[Path, typer.Argument(help="Population directory (persons + units).")],
+    population: PopulationArgument,
     out: OutOption,
     mechanism: MechanismOption,
     settings: SetOption = None,
     seed: Annotated[
         int | None, typer.Option(help="Seed (reproducible, not fit for publication).")
     ] = None,
+    census: CensusOption = None,
 ) -> None:
     """Protect a population with a mechanism and write the release (tables, microdata, card)."""
     from sdclab import api, protection
+    from sdclab.censuses import census_named
     from sdclab.fileio import check_replaceable
     from sdclab.release import RELEASE_KIND, write_release
 
     params = protection.parse_settings(settings or [])
     entry = protection.get(mechanism)
-    parsed = entry.parse(params)  # bad parameters fail before any reading
+    parsed = entry.parse(params, census_named(census or "us2010"))  # before any reading
     protection.check_seed(seed)
     check_replaceable(out, RELEASE_KIND, (population,))
     entry.check_run(parsed, seed, (population, out))  # as api.protect checks it, and the output
-    pop = api.read_population(population)
+    pop = api.read_population(population, census=census)
     start = time.perf_counter()
     release = api.protect(pop, mechanism, seed=seed, **params)
     write_release(release, out)  # apart from the population it was made from
