@@ -198,6 +198,8 @@ VOLATILE = {
     "sdclab": "the library's version (an experiment's provenance)",
     "digests": "the Parquet files' bytes, which carry the writer's metadata (its version); each "
     "file's content is fingerprinted on its own",
+    "census": "the census a release names (its name and digest): a key release.json gained when "
+    "the census became a value, after the baseline was taken",
 }
 """Keys of a JSON file and columns of a Parquet file left out wherever they are, and why."""
 VOLATILE_HTML = {

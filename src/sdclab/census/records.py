@@ -106,9 +106,31 @@ class CensusRecords:
     """The file the records were read from, if any (kept in memory, never written): what is
     made from them may not be written over it."""
 
+    record_key: IntArray | None = None
+    """The cell key method's record key of each person, if drawn or given."""
+    household_key_values: IntArray | None = None
+    """The cell key method's record key of each household, if drawn or given."""
+
     @property
-    def n_records(self) -> int:
+    def n_persons(self) -> int:
         return len(next(iter(self.blocks.values())))
+
+    @property
+    def n_households(self) -> int:
+        return 0 if self.households is None else int(self.households.max(initial=-1)) + 1
+
+    def n_records(self, records: str) -> int:
+        return self.n_persons if records == "persons" else self.n_households
+
+    def record_ids(self, records: str) -> IntArray:
+        """Record numbers: persons in file order, households by their key's order."""
+        return np.arange(self.n_records(records), dtype=np.int64)
+
+    def record_keys(self, records: str) -> IntArray | None:
+        return self.record_key if records == "persons" else self.household_key_values
+
+    def with_record_keys(self, persons: IntArray, households: IntArray) -> CensusRecords:
+        return replace(self, record_key=persons, household_key_values=households)
 
     @property
     def geography(self) -> DeclaredGeography:

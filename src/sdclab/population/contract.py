@@ -390,6 +390,33 @@ class Population:
             return self.persons.get_column(DATA_DEFINED.name)
         return pl.Series(DATA_DEFINED.name, np.ones(self.n_persons, dtype=bool))
 
+    def n_records(self, records: str) -> int:
+        """How many persons or units (``records``: persons, households)."""
+        return self.n_persons if records == "persons" else self.n_units
+
+    def record_ids(self, records: str) -> npt.NDArray[np.int64]:
+        """The persons' or the units' identifiers."""
+        frame, column = (
+            (self.persons, "person_id") if records == "persons" else (self.units, "unit_id")
+        )
+        return frame.get_column(column).to_numpy()
+
+    def record_keys(self, records: str) -> npt.NDArray[np.int64] | None:
+        """The cell key method's stored record keys of the persons or the units, if any."""
+        frame = self.persons if records == "persons" else self.units
+        if RECORD_KEY.name not in frame.columns:
+            return None
+        return frame.get_column(RECORD_KEY.name).to_numpy()
+
+    def with_record_keys(
+        self, persons: npt.NDArray[np.int64], households: npt.NDArray[np.int64]
+    ) -> Population:
+        """This population with ``record_key`` columns holding these keys."""
+        return self.with_records(
+            persons=self.persons.with_columns(pl.Series(RECORD_KEY.name, persons)),
+            units=self.units.with_columns(pl.Series(RECORD_KEY.name, households)),
+        )
+
     @property
     def n_persons(self) -> int:
         return self.persons.height

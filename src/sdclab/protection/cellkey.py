@@ -27,11 +27,11 @@ import numpy as np
 import polars as pl
 from pydantic import Field, model_validator
 
-from sdclab import schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import FloatArray, IntArray
+from sdclab.census.model import Census, cells_moved
 from sdclab.errors import InputError
-from sdclab.geography import LEVELS, Geography
+from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
 from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
@@ -54,10 +54,9 @@ from sdclab.protection.ptable import (
 )
 from sdclab.release import Release, artifact_file
 from sdclab.results import NotMeasured
-from sdclab.tables.catalog import CATALOG, UNIT_CELLS_A_PERSON_MOVES, select
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.relations import coverage
-from sdclab.tables.tabulate import TableCounts, block_histogram, tabulate, tabulate_histograms
+from sdclab.tables.tabulate import TableCounts, tabulate
 
 AnyPTable = PTable | OnsPTable
 
@@ -199,31 +198,24 @@ def assign_record_keys(
     population: Population, key_space: int, rng: np.random.Generator
 ) -> Population:
     """The population with a uniform ``record_key`` in 0..K−1 on every person and unit."""
-    return population.with_records(
-        persons=population.persons.with_columns(
-            pl.Series(RECORD_KEY.name, rng.integers(0, key_space, population.n_persons))
-        ),
-        units=population.units.with_columns(
-            pl.Series(RECORD_KEY.name, rng.integers(0, key_space, population.n_units))
-        ),
-    )
+    persons = rng.integers(0, key_space, population.n_records("persons"))
+    households = rng.integers(0, key_space, population.n_records("households"))
+    return population.with_record_keys(persons, households)
 
 
 def keys_from_ids(population: Population, key_space: int) -> Population:
     """Record keys as id mod K (ONS derives them from ``ons_id`` mod 4096)."""
-    return population.with_records(
-        persons=population.persons.with_columns(
-            (pl.col("person_id") % key_space).alias(RECORD_KEY.name)
-        ),
-        units=population.units.with_columns((pl.col("unit_id") % key_space).alias(RECORD_KEY.name)),
+    return population.with_record_keys(
+        population.record_ids("persons") % key_space,
+        population.record_ids("households") % key_space,
     )
 
 
 def has_keys(population: Population) -> bool:
     """Whether the population stores record keys: in both tables, never in one alone (keys of
     one table would otherwise be silently replaced by drawn ones)."""
-    persons = RECORD_KEY.name in population.persons.columns
-    units = RECORD_KEY.name in population.units.columns
+    persons = population.record_keys("persons") is not None
+    units = population.record_keys("households") is not None
     if persons != units:
         holder, other = ("persons", "units") if persons else ("units", "persons")
         raise InputError(
@@ -262,27 +254,19 @@ def keyed_tables(
     counts and the sums of rk + 1 are tabulated separately (both positive over the same
     contributors, so their patterns agree).
     """
-    tables = select(names)
-    domains = {t.schema.name: t.schema for t in tables}.values()
-    keys = {
-        d.name: (population.units if d is schema.UNIT else population.persons)
-        .get_column(RECORD_KEY.name)
-        .to_numpy()
-        .astype(np.int64)
-        for d in domains
-    }
+    kinds = {t.records for t in population.census.select(names)}
+    keys = {}
+    for kind in kinds:
+        stored = population.record_keys(kind)
+        assert stored is not None  # (assigned before)
+        keys[kind] = stored.astype(np.int64)
     largest = max((int(k.sum()) for k in keys.values()), default=0)
-    if largest + population.n_persons + population.n_units < EXACT_FLOAT:
-        mixed = {
-            d.name: block_histogram(population, d, np.ones(len(keys[d.name])) + 1j * keys[d.name])
-            for d in domains
-        }
-        both = tabulate_histograms(population.geography, mixed, tables)
-        return _split(both, key_space)
-    counts = {d.name: block_histogram(population, d) for d in domains}
-    weighted = {d.name: block_histogram(population, d, keys[d.name] + 1) for d in domains}
-    plain = tabulate_histograms(population.geography, counts, tables)
-    summed = tabulate_histograms(population.geography, weighted, tables)
+    records = sum(population.n_records(kind) for kind in ("persons", "households"))
+    if largest + records < EXACT_FLOAT:
+        mixed = {kind: np.ones(len(k)) + 1j * k for kind, k in keys.items()}
+        return _split(tabulate(population, names, mixed), key_space)
+    plain = tabulate(population, names)
+    summed = tabulate(population, names, {kind: k + 1 for kind, k in keys.items()})
     cell_keys = {}
     for name, tc in plain.items():
         levels = {}
@@ -376,7 +360,13 @@ def check_published(
 
 @MECHANISM.define("protect")
 def protect(population: Population, p: CellKeyParameters, rng: np.random.Generator) -> Release:
-    """Every catalogue table at every level, perturbed by the p-table (after swapping, if asked)."""
+    """Every table of the census at every level, perturbed by the p-table (after swapping, if
+    asked)."""
+    if p.swap != "none" and population.census.name != "us2010":
+        raise InputError(
+            f"cellkey: swap={p.swap} swaps households of the US 2010 census; census "
+            f"{population.census.name!r} has no household swapping yet (use swap=none)"
+        )
     table = p.table()
     key_space = p.resolved_key_space(table)
     notes: dict[str, object] = {}
@@ -455,8 +445,9 @@ def unprotected(population: Population, p: CellKeyParameters, release: Release) 
                 "one, and no count is withheld: anyone can undo the noise"
             )
     if p.keys == "stored" and p.spsn and has_keys(population):
-        for label, frame in (("persons", population.persons), ("units", population.units)):
-            if frame.height > 1 and frame.get_column(RECORD_KEY.name).n_unique() == 1:
+        for kind, label in (("persons", "persons"), ("households", "units")):
+            keys = population.record_keys(kind)
+            if keys is not None and len(keys) > 1 and len(np.unique(keys)) == 1:
                 return (
                     f"every one of the {label}' record keys is the same: a cell's key, and so "
                     "its noise, is a function of its count"
@@ -466,8 +457,9 @@ def unprotected(population: Population, p: CellKeyParameters, release: Release) 
 
 def check_stored_keys(population: Population, key_space: int) -> None:
     """Stored keys must lie in 0..K−1 for the cell keys to be uniform."""
-    for label, frame in (("persons", population.persons), ("units", population.units)):
-        top = int(frame.get_column(RECORD_KEY.name).fill_null(0).max() or 0)  # type: ignore[arg-type]
+    for kind, label in (("persons", "persons"), ("households", "units")):
+        keys = population.record_keys(kind)
+        top = int(np.nan_to_num(keys).max(initial=0)) if keys is not None else 0
         if top >= key_space:
             raise InputError(
                 f"{label}: record_key goes up to {top}, outside 0..{key_space - 1} "
@@ -557,18 +549,18 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
 
 
 @cache
-def cells_per_person() -> int:
-    """t: the published cells one person record moves, over every table of the catalogue at
-    every level (Bach's release-level view): the person tables' cells it is counted in, and the
-    unit-table cells its presence moves."""
-    person = sum(
-        int(coverage(t).max()) * len(t.levels)
-        for t in CATALOG.values()
-        if t.schema is not schema.UNIT
-    )
+def cells_per_person(census: Census) -> int:
+    """t: the published cells one person record moves, over every table of the census at every
+    level (Bach's release-level view): the person tables' cells it is counted in, and the
+    household-table cells its presence moves."""
+    tables = census.select()
+    person = sum(int(coverage(t).max()) * len(t.levels) for t in tables if t.records == "persons")
     unit = max(
-        sum(n * len(CATALOG[name].levels) for name, n in moves.items())
-        for moves in UNIT_CELLS_A_PERSON_MOVES
+        (
+            sum(n * len(census.table(name).levels) for name, n in move.cells.items())
+            for move in cells_moved(tables, census.household_changes)
+        ),
+        default=0,
     )
     return person + unit
 
@@ -577,7 +569,7 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
     """The per-cell (ε, δ) as a guarantee, with why it does (or does not) compose over the cells
     a person is in, and what the release-level figure is where it does."""
     per_cell = Loss("approximate", epsilon=p.epsilon, delta=delta)
-    t = cells_per_person()
+    t = cells_per_person(p.census)
     if p.swap != "none":
         reason = (
             f"targeted swapping ({p.swap}) runs first and has no formal guarantee of its own; the "
@@ -719,7 +711,7 @@ def diagnostics(population: Population, release: Release) -> dict[str, Any]:
     from empty cells, so the release does not say how many there are."""
     if not CellKeyParameters.model_validate(release.parameters).threshold:
         return {}
-    hidden = {level: 0 for level in LEVELS}
+    hidden = {level: 0 for level in release.geography.levels}
     for name, tc in tabulate(population, list(release.tables)).items():
         table = release.table(name)
         for level, (_, truth) in tc.counts.items():
@@ -727,7 +719,7 @@ def diagnostics(population: Population, release: Release) -> dict[str, Any]:
             # published: a non-zero count or a suppressed cell (a null row of the file)
             shown = (table.matrix(level) != 0).maximum(table.suppressed(level))
             hidden[level] += nonempty.nnz - nonempty.multiply(shown).nnz
-    levels = {level for name in release.tables for level in CATALOG[name].levels}
+    levels = {level for table in release.tables.values() for level in table.levels}
     return {"suppressed_cells": {lv: n for lv, n in hidden.items() if lv in levels}}
 
 

@@ -8,7 +8,7 @@ records or cells.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,18 +108,23 @@ def level_step(geography: Geography, level: str) -> sp.csr_matrix:
     return geography.containment(level, geography.below(level))
 
 
-def tabulate(population: Population, names: Sequence[str] | None = None) -> dict[str, TableCounts]:
+def tabulate(
+    population: Population,
+    names: Sequence[str] | None = None,
+    weights: Mapping[str, npt.NDArray[np.int64] | npt.NDArray[np.complex128]] | None = None,
+) -> dict[str, TableCounts]:
     """Exact tables of a population (every table of its census when ``names`` is None), each
-    counted over the marginal domain of the attributes it crosses."""
+    counted over the marginal domain of the attributes it crosses; with ``weights`` (one per
+    record, by kind of record: persons, households), sums of the weights instead of counts."""
     out = {}
     for table in population.census.select(names):
         geography = population.geography_of(table)
         geoids = {level: geography.geoids(level) for level in geography.levels}
         cells = table.marginal.cell_index(population.columns(table.records))
         blocks = population.block_index(table.records, geography)
+        data = np.ones(len(blocks), np.int64) if weights is None else weights[table.records]
         histogram = sp.csr_matrix(
-            (np.ones(len(blocks), dtype=np.int64), (blocks, cells)),
-            shape=(geography.n_blocks, table.marginal.size),
+            (data, (blocks, cells)), shape=(geography.n_blocks, table.marginal.size)
         )
         block_counts = (histogram @ table.marginal_query.T).tocsr()
         out[table.name] = up_the_levels(geography, table, block_counts, geoids)
