@@ -401,3 +401,27 @@ def test_a_tract_whose_blocks_hold_no_row_is_solved(tract_cell, persons) -> None
     priced = solve_priced(space, np.array([[True, False]]), 0, Limits.start(10), 0.0)
     assert priced.objective == pytest.approx(0.0)
     assert priced.count.sum() == persons
+
+
+def test_holding_adds_exactly_the_held_rows_the_pairs_enter() -> None:
+    """Master.hold adds every held row a chosen pair enters, and no other unforced row (a row
+    the relaxation leaves out counts 0 for its cost: one a pair enters must be in)."""
+    from sdclab.attacks.noise_aware import Master
+
+    release = api.protect(synthesize(500, seed=7), "geometric", seed=1, epsilon=4)
+    problem = tract_problems(release, knowledge="published")[0]
+    space = ColumnSpace(
+        class_query(problem.block_tables, problem.tables),
+        class_query(problem.tract_tables, problem.tables),
+        Rows.of(problem.block_bounds, problem.tract_bounds),
+    )
+    none = np.zeros(len(space.rows.low), dtype=bool)
+    master = Master(space, none, none)
+    block, cell = np.nonzero(space.allowed())
+    pick = np.random.default_rng(3).choice(len(cell), size=min(40, len(cell)), replace=False)
+    master.add(block[pick], cell[pick])
+    master.hold(none)
+    entered = np.zeros(len(space.rows.low), dtype=bool)
+    entered[space.matrix(block[pick], cell[pick]).indices] = True
+    assert (entered & space.rows.held).any()
+    assert np.array_equal(master.position >= 0, entered & space.rows.held)

@@ -429,9 +429,10 @@ class Master:
         """Hold every held row from now on: those the pairs in enter, and the ``forced`` ones."""
         self.holding = self.space.rows.held
         entered = np.zeros(len(self.position), dtype=bool)
-        pairs = self.space.matrix(*self.chosen()).tocsr() if self.pairs else None
-        if pairs is not None:
-            entered[pairs.indices] = True
+        whole = self.space.matrix(*self.chosen()) if self.pairs else None  # rows × pairs, CSC
+        if whole is not None:
+            entered[whole.indices] = True
+        pairs = None if whole is None else whole.tocsr()
         rows = np.flatnonzero((entered & self.holding | forced) & (self.position < 0))
         self._add_rows(rows, None if pairs is None else pairs[rows])
 
