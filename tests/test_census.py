@@ -389,3 +389,31 @@ def test_the_command_line_tabulates_and_protects_a_declared_census(tmp_path):
     bad = sdclab("tabulate", persons, *census, "--tables", "P1", "--out", "x")
     assert bad.returncode == 2 and "unknown table(s) P1; known tables: T1, T2, T3, T4" in bad.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_a_declared_census_is_reconstructed_from_its_own_tables():
+    from sdclab import protection
+    from sdclab.attacks.reconstruction import person_tables, reconstruct
+    from sdclab.release import exact_release
+
+    census = load_census(TOYLAND / "census.toml")
+    records = read_records(census, TOYLAND / "persons.csv")
+    exact = exact_release(records)
+    # villages from T1 and T3, one program per district with T2 and T4
+    assert person_tables(exact) == (("T1", "T3"), ("T2", "T4")) and census.within == "district"
+    rebuilt = reconstruct(exact, workers=1, node_limit=2000)
+    assert rebuilt.persons.columns == ["block", "sex", "age", "country_of_birth"]
+    assert rebuilt.tracts["tract"].sort().to_list() == ["A2", "B9", "K7", "Q1"]
+    # the exact tables hold: every village's persons by broad age and country of birth
+    persons = pl.read_csv(TOYLAND / "persons.csv", infer_schema=False)
+    truth = (
+        persons.group_by("village", "country_of_birth").len().sort("village", "country_of_birth")
+    )
+    mine = rebuilt.persons.group_by(pl.col("block").alias("village"), "country_of_birth")
+    assert mine.len().sort("village", "country_of_birth").rows() == truth.rows()
+    assert rebuilt.persons["sex"].null_count() == 0  # T4 crosses sex, T2 too
+    assert rebuilt.attributes["partially_known_attributes"] == ["age"]  # single years 15-64 only
+    # a noisy release: the noise-aware program reads the release's stated noise
+    noisy = protection.get("geometric").run(records, {"epsilon": "4"}, 5)
+    aware = reconstruct(noisy, workers=1, knowledge="tables", node_limit=2000)
+    assert set(aware.tracts["mode"]) == {"noise-aware"} and aware.persons.height > 0

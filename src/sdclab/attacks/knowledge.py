@@ -46,7 +46,6 @@ from sdclab.geography import parse_geoids
 from sdclab.protection.cellkey import CellKeyParameters, published_ptable
 from sdclab.protection.ptable import preimage_bounds
 from sdclab.release import Release
-from sdclab.tables.catalog import CATALOG
 
 EXACT_MECHANISMS = ("none", "swap", "swap-low", "swap-high", "psa")
 """Mechanisms whose tables are exact tabulations of the records they publish from (the
@@ -141,13 +140,11 @@ def _post_processed(
     )
 
 
-def _table_columns(names: Sequence[str]) -> list[slice]:
-    """The columns of each table in a side-by-side array."""
-    stops = np.cumsum([CATALOG[n].n_cells for n in names])
-    return [
-        slice(int(stop - CATALOG[n].n_cells), int(stop))
-        for n, stop in zip(names, stops, strict=True)
-    ]
+def _table_columns(release: Release, names: Sequence[str]) -> list[slice]:
+    """The columns of each of the release's tables ``names`` in a side-by-side array."""
+    sizes = [release.census.table(n).n_cells for n in names]
+    stops = np.cumsum(sizes)
+    return [slice(int(stop - size), int(stop)) for size, stop in zip(sizes, stops, strict=True)]
 
 
 def _geometric(
@@ -155,7 +152,7 @@ def _geometric(
 ) -> CellBounds:
     scales = release.noise.get("parameters", {}).get("scale", {})
     weight = np.ones_like(published)
-    for name, columns in zip(names, _table_columns(names), strict=True):
+    for name, columns in zip(names, _table_columns(release, names), strict=True):
         scale = scales.get(f"{name} {level}")
         if not isinstance(scale, (int, float)) or scale <= 0:
             raise InputError(
@@ -175,9 +172,9 @@ def _suppressed(
     low, high = published.copy(), published.copy()
     zero = published == 0
     low[zero], high[zero] = 0.0, float(p.small_cells)
-    columns = _table_columns(names)
+    columns = _table_columns(release, names)
     for name, cols in zip(names, columns, strict=True):
-        if is_adult_table(CATALOG[name]) and p.group_min > p.small_cells:
+        if is_adult_table(release.census.table(name)) and p.group_min > p.small_cells:
             high[:, cols] = np.where(zero[:, cols], 0.0, high[:, cols])
     p1 = columns[list(names).index("P1")].start if "P1" in names else None  # P1's column
     if p1 is not None and p.min_persons > p.small_cells:  # a P1 of 1..small would be withheld

@@ -56,6 +56,7 @@ from sdclab.attacks.noise_aware import (
     relaxed_draws,
     solve_priced,
 )
+from sdclab.census.model import Census
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
@@ -66,7 +67,6 @@ from sdclab.fileio import (
     write_json,
     write_parquet,
 )
-from sdclab.geography import geoid_strings
 from sdclab.optimize.highs import (
     INF,
     TIME_LIMIT_STATUS,
@@ -79,6 +79,8 @@ from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 
 BLOCK_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "block")
 TRACT_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "tract")
+"""The US 2010 census's person tables of the attack, published down to blocks and to tracts
+(:func:`attack_tables` finds them for any census)."""
 KNOWLEDGE = ("naive", "tables", "published")
 """What the attack knows: ``naive`` takes the tables at face value (every count exact, every 0 a
 true 0); ``tables`` models the noise the release states for its tables
@@ -94,18 +96,47 @@ NODE_LIMIT = 10_000
 work, so that a rerun with the same seed stops at the same point (a time limit does not)."""
 
 
+def _census(census: Census | None) -> Census:
+    """``census``, or the US 2010 census by default."""
+    if census is not None:
+        return census
+    from sdclab.censuses import us2010
+
+    return us2010.census()
+
+
+def attack_tables(census: Census) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The census's person tables over the reconstruction's attributes, published down to its
+    level and down to the level of its programs (in catalogue order)."""
+    settings = census.reconstruction
+    over = set(settings.attributes)
+    usable = [
+        t for t in census.tables.values() if t.records == "persons" and set(t.crossed) <= over
+    ]
+    return (
+        tuple(t.name for t in usable if t.bottom == settings.level),
+        tuple(t.name for t in usable if t.bottom == census.within),
+    )
+
+
 @lru_cache(maxsize=8)
-def stacked_query(names: tuple[str, ...]) -> sp.csr_matrix:
-    """The query matrices of ``names`` (catalogue tables or measured TopDown queries, see
-    :func:`.knowledge.measured_query`) one above the other (rows = all their cells)."""
+def stacked_query(names: tuple[str, ...], census: Census | None = None) -> sp.csr_matrix:
+    """The query matrices of ``names`` (tables of the census, default the US 2010 one, or
+    measured TopDown queries, see :func:`.knowledge.measured_query`) over the reconstruction's
+    domain, one above the other (rows = all their cells)."""
+    domain = _census(census).reconstruction_domain
     if not names:
-        return sp.csr_matrix((0, schema.PERSON.size), dtype=np.int64)
-    return sp.vstack([query_of(n).astype(np.int64) for n in names], format="csr")
+        return sp.csr_matrix((0, domain.size), dtype=np.int64)
+    return sp.vstack([query_of(n, census).astype(np.int64) for n in names], format="csr")
 
 
-def query_of(name: str) -> sp.csr_matrix:
-    """A catalogue table's query, or a measured query's projection onto the person domain."""
-    return measured_query(name).query if is_measured(name) else CATALOG[name].query
+def query_of(name: str, census: Census | None = None) -> sp.csr_matrix:
+    """A table's query over the reconstruction's domain, or a measured query's projection onto
+    the person domain."""
+    if is_measured(name):
+        return measured_query(name).query
+    chosen = _census(census)
+    return chosen.table(name).query_on(chosen.reconstruction_domain)
 
 
 @dataclass(frozen=True)
@@ -128,33 +159,49 @@ class Resolution:
     lowest: dict[str, IntArray]
     """Smallest code of each attribute in each class."""
     highest: dict[str, IntArray]
+    category: dict[str, IntArray] = field(default_factory=dict)
+    """For an attribute the attack needs only to a breakdown (the US age: its 38 bins), the
+    category of each code, by position (:attr:`Reconstruction.resolved`)."""
+    low: dict[str, int] = field(default_factory=dict)
+    """The first code of each attribute (position 0 of :attr:`category`)."""
+    level: str = "block"
+    """The level of the reconstructed geounits (the first known attribute)."""
 
     def determined(self, attribute: str) -> BoolArray:
-        """Per class: whether the tables fix ``attribute`` (age: to one agebin)."""
+        """Per class: whether the tables fix ``attribute`` (to one category of its breakdown,
+        where the attack needs it only to that)."""
         low, high = self.lowest[attribute], self.highest[attribute]
-        if attribute == "age":
-            return schema.agebin38(low) == schema.agebin38(high)
+        if attribute in self.category:
+            of = self.category[attribute]
+            first = self.low[attribute]
+            return of[low - first] == of[high - first]
         return low == high
 
     def summary(self) -> dict[str, Any]:
-        """Known, unknown and partially known attributes; the age bounds where age is unknown."""
-        determined = {a: self.determined(a) for a in schema.PERSON.names}
-        vague = ~determined["age"]
-        bounds = np.unique(np.c_[self.lowest["age"][vague], self.highest["age"][vague]], axis=0)
-        return {
-            "known_attributes": ["block", *(a for a, d in determined.items() if d.all())],
+        """Known, unknown and partially known attributes; the bounds of an attribute needed
+        only to a breakdown (age) where it is unknown."""
+        determined = {a: self.determined(a) for a in self.lowest}
+        summary: dict[str, Any] = {
+            "known_attributes": [self.level, *(a for a, d in determined.items() if d.all())],
             "unknown_attributes": [a for a, d in determined.items() if not d.any()],
             "partially_known_attributes": [
                 a for a, d in determined.items() if d.any() and not d.all()
             ],
-            "age_bounds_where_unknown": bounds.tolist(),
         }
+        for a in self.category:
+            vague = ~determined[a]
+            bounds = np.unique(np.c_[self.lowest[a][vague], self.highest[a][vague]], axis=0)
+            summary[f"{a}_bounds_where_unknown"] = bounds.tolist()
+        return summary
 
 
 @lru_cache(maxsize=8)
-def resolution(names: tuple[str, ...]) -> Resolution:
-    """The classes of person-domain cells that the tables ``names`` cannot tell apart."""
-    query = stacked_query(names)
+def resolution(names: tuple[str, ...], census: Census | None = None) -> Resolution:
+    """The classes of the reconstruction domain's cells that the tables ``names`` cannot tell
+    apart."""
+    chosen = _census(census)
+    domain = chosen.reconstruction_domain
+    query = stacked_query(names, census)
     # two random integer projections of every column; equal columns have equal signatures, and a
     # collision of distinct ones (probability ~1e-10) would be caught by the exact check below
     weights = np.random.default_rng(0).integers(1, 2**31, size=(query.shape[0], 2))
@@ -167,31 +214,41 @@ def resolution(names: tuple[str, ...]) -> Resolution:
     representative = first[order]
     if (query - query.tocsc()[:, representative[class_of]]).nnz:
         raise AssertionError("distinct columns of the stacked query share a signature")
-    codes = schema.PERSON.decode(np.arange(schema.PERSON.size))
+    codes = domain.decode(np.arange(domain.size))
     lowest, highest = {}, {}
     for name, values in codes.items():
         lowest[name] = np.full(len(representative), np.iinfo(np.int64).max)
         highest[name] = np.full(len(representative), np.iinfo(np.int64).min)
         np.minimum.at(lowest[name], class_of, values)
         np.maximum.at(highest[name], class_of, values)
-    return Resolution(class_of, representative, lowest, highest)
+    category = {
+        a: np.argmax(chosen.attribute(a).breakdown(b).membership, axis=0)
+        for a, b in chosen.reconstruction.resolved.items()
+    }
+    first_codes = {a.name: a.low for a in domain.attributes}
+    level = chosen.reconstruction.level
+    return Resolution(class_of, representative, lowest, highest, category, first_codes, level)
 
 
 @lru_cache(maxsize=16)
-def class_query(names: tuple[str, ...], within: tuple[str, ...]) -> sp.csc_matrix:
+def class_query(
+    names: tuple[str, ...], within: tuple[str, ...], census: Census | None = None
+) -> sp.csc_matrix:
     """The query matrices of ``names`` over the classes of the tables ``within`` (which include
     ``names``): one column per class, its first cell's."""
-    return stacked_query(names).tocsc()[:, resolution(within).representative]
+    return stacked_query(names, census).tocsc()[:, resolution(within, census).representative]
 
 
 def person_tables(
     release: Release, block_only: bool = False
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The block-level and tract-level person tables the release publishes (with
-    ``block_only``, no tract table: the attack paper's reconstruction from block tables alone)."""
+    ``block_only``, no tract table: the attack paper's reconstruction from block tables alone);
+    for another census, its tables down to the reconstruction's level and to its programs'."""
+    block_tables, tract_tables = attack_tables(release.census)
     return (
-        tuple(n for n in BLOCK_TABLES if n in release.tables),
-        () if block_only else tuple(n for n in TRACT_TABLES if n in release.tables),
+        tuple(n for n in block_tables if n in release.tables),
+        () if block_only else tuple(n for n in tract_tables if n in release.tables),
     )
 
 
@@ -224,6 +281,8 @@ class TractProblem:
     tract_measured: tuple[str, ...] = ()
     node_limit: int | None = None
     """Branch-and-bound nodes each integer program may explore (None: no limit but time)."""
+    census: Census | None = None
+    """The census of the release (None: the US 2010 census)."""
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -276,8 +335,8 @@ class Program:
 
 def candidate_cells(problem: TractProblem) -> tuple[IntArray, IntArray]:
     """(block index, class) of every variable: classes that no published zero rules out."""
-    qb = class_query(problem.block_tables, problem.tables)
-    qt = class_query(problem.tract_tables, problem.tables)
+    qb = class_query(problem.block_tables, problem.tables, problem.census)
+    qt = class_query(problem.tract_tables, problem.tables, problem.census)
     zero_b = sp.csr_matrix((problem.block_counts <= 0).astype(np.int8))  # NaN → not zero
     ruled_out = (zero_b @ qb).toarray() > 0
     ruled_out |= (qt.T @ (problem.tract_counts <= 0).astype(np.int8) > 0)[None, :]
@@ -287,7 +346,7 @@ def candidate_cells(problem: TractProblem) -> tuple[IntArray, IntArray]:
 def build_program(problem: TractProblem) -> Program:
     """Rows: every published, non-suppressed positive cell; columns: the candidate classes."""
     block, cell = candidate_cells(problem)
-    qb = class_query(problem.block_tables, problem.tables)
+    qb = class_query(problem.block_tables, problem.tables, problem.census)
     n_rows_b = qb.shape[0]
     part = qb[:, cell].tocoo()
     rows = block[part.col] * n_rows_b + part.row
@@ -296,7 +355,7 @@ def build_program(problem: TractProblem) -> Program:
     )
     b_block = problem.block_counts.reshape(-1)
     keep_b = b_block > 0
-    a_tract = class_query(problem.tract_tables, problem.tables)[:, cell].tocsr()
+    a_tract = class_query(problem.tract_tables, problem.tables, problem.census)[:, cell].tocsr()
     keep_t = problem.tract_counts > 0
     matrix = sp.vstack([a_block[keep_b], a_tract[keep_t]], format="csc")
     target = np.r_[b_block[keep_b], problem.tract_counts[keep_t]]
@@ -364,7 +423,7 @@ def solve_tract(problem: TractProblem) -> TractResult:
     return TractResult(
         tract=problem.tract,
         block=problem.blocks[program.block[keep]],
-        cell=resolution(problem.tables).representative[program.cell[keep]],
+        cell=resolution(problem.tables, problem.census).representative[program.cell[keep]],
         count=counts[keep],
         status=status,
         mode=mode,
@@ -424,8 +483,8 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
     assert problem.block_bounds is not None and problem.tract_bounds is not None
     start_time = time.perf_counter()
     space = ColumnSpace(
-        class_query(problem.block_tables + problem.block_measured, problem.tables),
-        class_query(problem.tract_tables + problem.tract_measured, problem.tables),
+        class_query(problem.block_tables + problem.block_measured, problem.tables, problem.census),
+        class_query(problem.tract_tables + problem.tract_measured, problem.tables, problem.census),
         Rows.of(problem.block_bounds, problem.tract_bounds),
     )
     limits = Limits(start_time + problem.time_limit, problem.node_limit)
@@ -434,7 +493,7 @@ def solve_noise_aware(problem: TractProblem) -> TractResult:
     return TractResult(
         tract=problem.tract,
         block=problem.blocks[priced.block],
-        cell=resolution(problem.tables).representative[priced.cell],
+        cell=resolution(problem.tables, problem.census).representative[priced.cell],
         count=priced.count,
         status=priced.status if priced.converged else f"{priced.status} (pricing not converged)",
         mode="noise-aware",
@@ -518,24 +577,27 @@ def tract_problems(
     ``block_only``, its block-level ones alone); with ``knowledge`` other than naive each carries
     the noise model's bounds on its cells (and with ``published`` TopDown's measured queries)."""
     block_tables, tract_tables = person_tables(release, block_only)
+    census = release.census
+    level, within = census.reconstruction.level, census.within
     if not block_tables:
         raise InputError(
-            f"release ({release.mechanism}) has no block-level person table "
-            f"(one of {', '.join(BLOCK_TABLES)}); nothing to reconstruct"
+            f"release ({release.mechanism}) has no {level}-level person table "
+            f"(one of {', '.join(attack_tables(census)[0])}); nothing to reconstruct"
         )
     geography = release.geography
-    blocks = geography.blocks
-    tract_codes, tract_of_block = geography.units("tract")
+    blocks = geography.codes(level)
+    tract_codes = geography.codes(within)
+    tract_of_block = geography.parents(within, level)
     # geounits × the cells of every table side by side; a suppressed cell is NaN (no constraint)
-    block_counts = side_by_side(release, block_tables, "block")
-    tract_counts = side_by_side(release, tract_tables, "tract")
+    block_counts = side_by_side(release, block_tables, level)
+    tract_counts = side_by_side(release, tract_tables, within)
     if knowledge not in KNOWLEDGE:
         raise InputError(f"knowledge {knowledge!r}: expected one of {', '.join(KNOWLEDGE)}")
     aware = knowledge != "naive"
     block_measured, tract_measured = used_measurements(release, knowledge, block_only)
     if aware:
-        block_bounds = cell_bounds(release, block_tables, "block", block_counts)
-        tract_bounds = cell_bounds(release, tract_tables, "tract", tract_counts)
+        block_bounds = cell_bounds(release, block_tables, level, block_counts)
+        tract_bounds = cell_bounds(release, tract_tables, within, tract_counts)
         if block_measured:
             block_bounds = block_bounds.beside(
                 measurement_bounds(release, block_measured, "block")[1]
@@ -569,6 +631,7 @@ def tract_problems(
                 block_measured=block_measured,
                 tract_measured=tract_measured,
                 node_limit=node_limit,
+                census=census,
             )
         )
     return problems
@@ -612,9 +675,12 @@ def reconstruct(
     problems = tract_problems(release, seed, time_limit, knowledge, draws, node_limit, block_only)
     block_tables, tract_tables = person_tables(release, block_only)
     measured = used_measurements(release, knowledge, block_only)
-    known = resolution(block_tables + tract_tables + measured[0] + measured[1])
+    census = release.census
+    known = resolution(block_tables + tract_tables + measured[0] + measured[1], census)
     sizes = [float(np.nansum(p.block_counts[:, 0])) for p in problems]
-    names = [f"tract {p.tract:011d}" for p in problems]
+    within = census.within
+    codes = release.geography.geoid_strings([p.tract for p in problems], within).to_list()
+    names = [f"{within} {code}" for code in codes]
     saved = None
     if checkpoint is not None:
         identity = json.dumps(
@@ -645,10 +711,10 @@ def reconstruct(
     )
     confidence = record_confidence(count, drawn) if draws else None
     block, cell = np.repeat(block, count), np.repeat(cell, count)
-    persons = records_frame(block, cell, known)
+    persons = records_frame(block, cell, known, release)
     if confidence is not None:
         persons = persons.with_columns(confidence=pl.Series(confidence, dtype=pl.Float64))
-    return Reconstruction(persons, tract_frame(results), known.summary(), cell)
+    return Reconstruction(persons, tract_frame(results, release), known.summary(), cell)
 
 
 def record_confidence(count: IntArray, drawn: IntArray) -> FloatArray:
@@ -660,32 +726,59 @@ def record_confidence(count: IntArray, drawn: IntArray) -> FloatArray:
     return (drawn[pair] >= copy[:, None]).mean(axis=1)
 
 
-def records_frame(block: IntArray, cell: IntArray, known: Resolution) -> pl.DataFrame:
-    """One row per reconstructed person (block and person-domain cell); an attribute the tables
-    do not determine is null."""
-    codes = schema.PERSON.decode(cell)
+def records_frame(
+    block: IntArray, cell: IntArray, known: Resolution, release: Release
+) -> pl.DataFrame:
+    """One row per reconstructed person: its geounit (column ``block``, whatever the census
+    calls the level) and the code of every attribute, null where the tables do not determine
+    it; an attribute needed only to a breakdown (age) also has its bounds (``age_min``,
+    ``age_max``). A census with fixed integer codes (the US) writes them as integers, any
+    other its codes as text."""
+    census = release.census
+    domain = census.reconstruction_domain
+    codes = domain.decode(cell)
     group = known.class_of[cell]
-    frame = pl.DataFrame(
-        {
-            "block": geoid_strings(block, "block"),
-            "sex": codes["sex"].astype(np.int8),
-            "age": codes["age"].astype(np.int16),
-            "age_min": known.lowest["age"][group].astype(np.int16),
-            "age_max": known.highest["age"][group].astype(np.int16),
-            "race": codes["race"].astype(np.int8),
-            "hispanic": codes["hispanic"].astype(np.int8),
+    columns: dict[str, pl.Series] = {
+        "block": release.geography.geoid_strings(block, census.reconstruction.level)
+    }
+    for a in domain.attributes:
+        values = {
+            a.name: codes[a.name],
+            **(
+                {
+                    f"{a.name}_min": known.lowest[a.name][group],
+                    f"{a.name}_max": known.highest[a.name][group],
+                }
+                if a.name in known.category
+                else {}
+            ),
         }
-    )
+        for name, value in values.items():
+            columns[name] = _written_codes(census, a, value, a.name in known.category)
+    frame = pl.DataFrame(columns)
     return frame.with_columns(
         pl.when(pl.Series(known.determined(a)[group], dtype=pl.Boolean)).then(pl.col(a)).alias(a)
-        for a in schema.PERSON.names
+        for a in domain.names
     )
 
 
-def tract_frame(results: list[TractResult]) -> pl.DataFrame:
+def _written_codes(
+    census: Census, axis: schema.Attribute, values: IntArray, resolved: bool
+) -> pl.Series:
+    """Codes as a reconstruction writes them: integers where the census fixes them (16 bits
+    for an attribute with bounds or codes above 127, else 8), else the census's text codes."""
+    if census.reconstruction.domain is None:
+        text = np.asarray(census.attribute(axis.name).codes, dtype=object)
+        return pl.Series(text[values - axis.low], dtype=pl.String)
+    wide = resolved or axis.high > np.iinfo(np.int8).max
+    return pl.Series(values.astype(np.int16 if wide else np.int8))
+
+
+def tract_frame(results: list[TractResult], release: Release) -> pl.DataFrame:
+    tracts = np.array([r.tract for r in results], np.int64)
     return pl.DataFrame(
         {
-            "tract": geoid_strings(np.array([r.tract for r in results], np.int64), "tract"),
+            "tract": release.geography.geoid_strings(tracts, release.census.within),
             "status": [r.status for r in results],
             "mode": [r.mode for r in results],
             "persons": [int(r.count.sum()) for r in results],

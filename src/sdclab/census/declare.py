@@ -376,4 +376,17 @@ def _reconstruction(
     level = d.text(spec, "reconstruction.level", main.bottom)
     if level not in main.levels:
         raise d.fail("reconstruction.level", f"unknown level {level!r} of {main.name!r}")
-    return Reconstruction(names, level)
+    depth = main.levels.index(level)
+    within = d.text(spec, "reconstruction.within", main.levels[max(depth - 1, 0)])
+    if within not in main.levels[:depth]:
+        raise d.fail(
+            "reconstruction.within",
+            f"expected a level above {level!r}: {', '.join(main.levels[:depth])}",
+        )
+    resolved = spec.get("resolved", {})
+    if not isinstance(resolved, dict):
+        raise d.fail("reconstruction.resolved", 'expected {attribute = "breakdown"}')
+    for attribute, breakdown in resolved.items():
+        _known(d, [attribute], {n: None for n in names}, "reconstruction.resolved", "attribute")
+        _split(d, "reconstruction.resolved", f"{attribute}.{breakdown}", attributes)
+    return Reconstruction(names, level, within, dict(resolved))

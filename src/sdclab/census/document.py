@@ -74,6 +74,8 @@ def to_document(census: Census) -> dict[str, Any]:
         "reconstruction": {
             "attributes": list(census.reconstruction.attributes),
             "level": census.reconstruction.level,
+            "within": census.within,
+            "resolved": dict(census.reconstruction.resolved),
         },
     }
 
@@ -180,7 +182,12 @@ def from_document(document: dict[str, Any]) -> Census:
         geographies=geographies,
         tables=tables,
         quasi_identifiers=tuple(document["quasi_identifiers"]),
-        reconstruction=Reconstruction(tuple(reconstruction["attributes"]), reconstruction["level"]),
+        reconstruction=Reconstruction(
+            tuple(reconstruction["attributes"]),
+            reconstruction["level"],
+            reconstruction["within"],
+            reconstruction["resolved"],
+        ),
         household_key=document["household_key"],
         table_geography=table_geography,
         description=document["description"],

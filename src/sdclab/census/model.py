@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -146,10 +147,18 @@ class Hierarchy:
 @dataclass(frozen=True)
 class Reconstruction:
     """What a reconstruction attack solves for: records of these attributes, in geounits of
-    ``level`` of the census's first geography."""
+    ``level`` of the census's first geography, one program per geounit of ``within`` (a coarser
+    level; default: the one above ``level``). It reads the person tables over these attributes
+    published down to ``level`` or down to ``within``."""
 
     attributes: tuple[str, ...]
     level: str
+    within: str = ""
+    resolved: Mapping[str, str] = field(default_factory=dict)
+    """Attributes an attacker needs only to a breakdown (the US attack links on the 38 age bins):
+    a record's attribute counts as known when the tables pin it to one category of it."""
+    domain: Schema | None = None
+    """The histogram domain, when a census fixes its codes (default: the attributes' positions)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +228,19 @@ class Census:
     """What adding one person can do to its household's attributes; empty when no household
     attribute depends on the household's persons."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by name (a built-in census) or as its document, and unpickled once per
+        process, so that caches keyed by the census hold across the tasks of a worker."""
+        from sdclab.censuses import BUILT_IN
+
+        if self.name in BUILT_IN and BUILT_IN[self.name]() is self:
+            return (_built_in, (self.name,))
+        import json
+
+        from sdclab.census.document import to_document
+
+        return (_from_text, (json.dumps(to_document(self), sort_keys=True),))
+
     @cached_property
     def digest(self) -> str:
         """SHA-256 of the census's canonical document (:mod:`sdclab.census.document`)."""
@@ -257,6 +279,20 @@ class Census:
         """The geography ``table`` is published on."""
         return self.geographies.get(self.table_geography.get(table, ""), self.geography)
 
+    @property
+    def within(self) -> str:
+        """The level of the reconstruction's programs (one per geounit)."""
+        levels = self.geography.levels
+        level = self.reconstruction.level
+        return self.reconstruction.within or levels[max(levels.index(level) - 1, 0)]
+
+    @cached_property
+    def reconstruction_domain(self) -> Schema:
+        """The domain the reconstruction decodes records from."""
+        if self.reconstruction.domain is not None:
+            return self.reconstruction.domain
+        return self.domain(self.reconstruction.attributes, "reconstruction")
+
     def domain(self, names: tuple[str, ...], name: str = "") -> Schema:
         """The histogram domain crossing the attributes ``names`` (their detailed codes)."""
         attributes = tuple(self.attribute(n).domain_attribute() for n in names)
@@ -270,3 +306,18 @@ class Census:
             if attribute.records == records:
                 size *= attribute.size
         return size
+
+
+def _built_in(name: str) -> Census:
+    from sdclab.censuses import BUILT_IN
+
+    return BUILT_IN[name]()
+
+
+@cache
+def _from_text(text: str) -> Census:
+    import json
+
+    from sdclab.census.document import from_document
+
+    return from_document(json.loads(text))

@@ -115,6 +115,12 @@ class TableDef:
         blocks = [part_query(self.marginal, part) for part in self.parts]
         return sp.vstack(blocks, format="csr").astype(np.int64)
 
+    def query_on(self, domain: Schema) -> sp.csr_matrix:
+        """The table's query over another domain that holds every attribute it crosses."""
+        if domain == self.schema:
+            return self.query
+        return sp.vstack([part_query(domain, p) for p in self.parts], format="csr").astype(np.int64)
+
     @cached_property
     def query(self) -> sp.csr_matrix:
         """Sparse 0/1 matrix cells × domain cells of :attr:`schema` (int64 entries)."""

@@ -103,7 +103,9 @@ def census() -> Census:
         geographies={"fips": Hierarchy("fips", LEVELS)},
         tables=dict(CATALOG),
         quasi_identifiers=("sex", "age"),
-        reconstruction=Reconstruction(schema.PERSON.names, "block"),
+        reconstruction=Reconstruction(
+            schema.PERSON.names, "block", "tract", {"age": "agebin38"}, schema.PERSON
+        ),
         household_changes=household_changes(),
         description=(
             "Blocks are 15-digit FIPS geocodes (state 2, county 3, tract 6, block 4 digits); "
