@@ -417,3 +417,32 @@ def test_a_declared_census_is_reconstructed_from_its_own_tables():
     noisy = protection.get("geometric").run(records, {"epsilon": "4"}, 5)
     aware = reconstruct(noisy, workers=1, knowledge="tables", node_limit=2000)
     assert set(aware.tracts["mode"]) == {"noise-aware"} and aware.persons.height > 0
+
+
+def test_a_declared_reconstruction_is_written_and_read_back_with_its_census(tmp_path):
+    def sdclab(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sdclab", *args], capture_output=True, text=True, cwd=tmp_path
+        )
+
+    census = ["--census", str(TOYLAND / "census.toml")]
+    persons = str(TOYLAND / "persons.csv")
+    assert (
+        sdclab(
+            "protect", persons, *census, "-m", "cellkey", "--seed", "3", "--out", "ck"
+        ).returncode
+        == 0
+    )
+    done = sdclab("reconstruct", "ck", "--out", "rc", "--node-limit", "2000", "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    assert "in 4 districts" in done.stdout
+    from sdclab import api
+
+    rebuilt = api.read_reconstruction(tmp_path / "rc")
+    assert rebuilt.persons.columns[:4] == ["block", "sex", "age", "country_of_birth"]
+    assert set(rebuilt.persons["block"]) <= {f"V{100 + 7 * i:03d}" for i in range(12)}
+    # a code the census does not know is refused, naming the column
+    changed = rebuilt.persons.with_columns(country_of_birth=pl.lit("XX"))
+    changed.write_parquet(tmp_path / "rc" / "persons.parquet")
+    with pytest.raises(InputError, match=r"country_of_birth 'XX' is not a code of the census"):
+        api.read_reconstruction(tmp_path / "rc")

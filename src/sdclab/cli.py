@@ -404,13 +404,14 @@ def reconstruct(
         block_only=block_only,
     )
     metrics = {"release": str(release.resolve()), **result.to_dict(), "workers": workers}
-    write_reconstruction(out, result, metrics, result.solvar, protect=(release,))
+    write_reconstruction(out, result, metrics, result.solvar, (release,), rel.census)
     statuses = ", ".join(f"{k}: {v}" for k, v in result.statuses.items())
     seconds = result.seconds  # a fresh run always times itself
     took = "" if isinstance(seconds, NotMeasured) else f" in {seconds:.1f} s"
     tables = " from the block tables alone" if block_only else ""
     typer.echo(
-        f"reconstructed {result.n_persons:,} persons in {result.tracts.height} tracts{tables}"
+        f"reconstructed {result.n_persons:,} persons in {result.tracts.height} "
+        f"{rel.census.within}s{tables}"
         f"{took} ({statuses})"
     )
     if result.time_limited_tracts:

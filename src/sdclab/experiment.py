@@ -824,7 +824,9 @@ def _make_reconstruction(
         draws=DRAWS if main else 0,
         block_only=block_only,
     )
-    write_reconstruction(tmp / "recon", result, result.to_dict(), result.solvar)
+    write_reconstruction(
+        tmp / "recon", result, result.to_dict(), result.solvar, census=release.census
+    )
 
 
 VULNERABLE_FILE = "vulnerable.parquet"

@@ -56,6 +56,7 @@ from sdclab.attacks.noise_aware import (
     relaxed_draws,
     solve_priced,
 )
+from sdclab.census.document import from_document, to_document
 from sdclab.census.model import Census
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
@@ -524,6 +525,8 @@ class Reconstruction:
     """What the release's tables determine (:meth:`Resolution.summary`); empty when read back."""
     cells: IntArray | None = field(default=None, compare=False, repr=False)
     """Person-domain cell of every record, the first of its class (in memory only)."""
+    census: Census | None = field(default=None, compare=False, repr=False)
+    """The declared census the records are of (None: the US 2010 census)."""
 
     def domain_cells(self) -> IntArray:
         """Person-domain cell of every record (from the columns when not kept in memory)."""
@@ -714,7 +717,8 @@ def reconstruct(
     persons = records_frame(block, cell, known, release)
     if confidence is not None:
         persons = persons.with_columns(confidence=pl.Series(confidence, dtype=pl.Float64))
-    return Reconstruction(persons, tract_frame(results, release), known.summary(), cell)
+    declared = None if _built_in(census) else census
+    return Reconstruction(persons, tract_frame(results, release), known.summary(), cell, declared)
 
 
 def record_confidence(count: IntArray, drawn: IntArray) -> FloatArray:
@@ -794,6 +798,7 @@ def tract_frame(results: list[TractResult], release: Release) -> pl.DataFrame:
 
 
 METRICS_FILE = "metrics.json"
+CENSUS_FILE = "census.json"
 RECONSTRUCTION_KIND = "reconstruction"
 AGE_BOUNDS = ("age_min", "age_max")
 """The youngest and oldest age the tables allow for each reconstructed person: optional columns
@@ -825,14 +830,28 @@ def write_reconstruction(
     metrics: dict[str, Any],
     solvar: pl.DataFrame | None = None,
     protect: tuple[Path, ...] = (),
+    census: Census | None = None,
 ) -> None:
-    """RECON/persons.parquet, tracts.parquet, [solvar.parquet], metrics.json — atomically."""
+    """RECON/persons.parquet, tracts.parquet, [solvar.parquet], metrics.json — atomically; a
+    reconstruction of a declared census also carries the census (census.json, as a release
+    does) and names it in metrics.json, so that it can be read without its release."""
+    declared = census is not None and not _built_in(census)
     with output_directory(out, RECONSTRUCTION_KIND, protect) as tmp:
         write_parquet(reconstruction.persons, tmp / "persons.parquet")
         write_parquet(reconstruction.tracts, tmp / "tracts.parquet")
         if solvar is not None:
             write_parquet(solvar, tmp / "solvar.parquet")
+        if declared:
+            assert census is not None
+            write_json(to_document(census), tmp / CENSUS_FILE)
+            metrics = {**metrics, "census": {"name": census.name, "digest": census.digest}}
         write_json(metrics, tmp / METRICS_FILE)
+
+
+def _built_in(census: Census) -> bool:
+    from sdclab.censuses import BUILT_IN
+
+    return census.name in BUILT_IN and BUILT_IN[census.name]() is census
 
 
 # ---------------------------------------------------------------------------------------------
@@ -886,6 +905,7 @@ OPTIONAL_METRICS_KEYS: dict[str, tuple[type, ...]] = {
     "time_limited_tracts": _INTEGER,
     "time_limit": (int, float),
     "node_limit": (int, type(None)),
+    "census": (dict,),
 }
 """Keys that only some writers record (``release``: sdclab reconstruct, not an experiment;
 ``block_only``: whether the tract tables were left out, recorded since it could be)."""
@@ -969,19 +989,63 @@ def read_reconstruction(path: Path) -> Reconstruction:
         if not (path / name).is_file():
             raise InputError(f"{path / name}: missing; {_not_a_reconstruction(path)}")
     metrics = read_reconstruction_metrics(path)
+    census = _recorded_census(path, metrics)
     owner = f"the reconstruction {path}"
-    persons = _check_persons(path / PERSONS_FILE, read_input_parquet(path / PERSONS_FILE, owner))
+    persons = read_input_parquet(path / PERSONS_FILE, owner)
+    if census is None:
+        persons = _check_persons(path / PERSONS_FILE, persons)
+    else:
+        persons = _check_declared_persons(path / PERSONS_FILE, persons, census)
     tracts = read_input_parquet(path / TRACTS_FILE, owner)
     flag = {TIME_LIMITED: "boolean"} if TIME_LIMITED in tracts.columns else {}
     _check_columns(path / TRACTS_FILE, tracts, TRACT_COLUMNS | flag)
-    _check_geoids(path / TRACTS_FILE, tracts["tract"], _TRACT_PATTERN, "an 11-digit tract geocode")
+    if census is None:
+        tract_geoid = "an 11-digit tract geocode"
+        _check_geoids(path / TRACTS_FILE, tracts["tract"], _TRACT_PATTERN, tract_geoid)
     for frame, file, key in ((persons, PERSONS_FILE, "persons"), (tracts, TRACTS_FILE, "tracts")):
         if frame.height != metrics[key]:
             raise InputError(
                 f"{path / file}: {frame.height} rows, but {path / METRICS_FILE} records "
                 f"{metrics[key]} {key}; the files are not of one reconstruction"
             )
-    return Reconstruction(persons, tracts)
+    return Reconstruction(persons, tracts, census=census)
+
+
+def _recorded_census(path: Path, metrics: dict[str, Any]) -> Census | None:
+    """The declared census a reconstruction carries (None: the US 2010 census)."""
+    if "census" not in metrics:
+        return None
+    named = metrics["census"]
+    file = path / CENSUS_FILE
+    try:
+        census = from_document(read_json_object(file))
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise InputError(f"{file}: not a census document ({exc})") from None
+    if named != {"name": census.name, "digest": census.digest}:
+        raise InputError(
+            f"{path / METRICS_FILE}: census {named} is not the one {CENSUS_FILE} holds "
+            f"({census.name}, {census.digest})"
+        )
+    return census
+
+
+def _check_declared_persons(file: Path, persons: pl.DataFrame, census: Census) -> pl.DataFrame:
+    """The reconstructed persons of a declared census: its geounit and the reconstruction's
+    attributes as text codes of the census's code lists (null where not determined)."""
+    settings = census.reconstruction
+    bounds = [f"{a}_{end}" for a in settings.resolved for end in ("min", "max")]
+    expected = ["block", *settings.attributes, *bounds]
+    if set(persons.columns) - {CONFIDENCE} != set(expected):
+        raise InputError(f"{file}: columns {persons.columns}, expected {expected}")
+    wrong = [c for c in expected if persons.schema[c] != pl.String]
+    if wrong:
+        raise InputError(f"{file}: column {wrong[0]} is {persons.schema[wrong[0]]}, expected text")
+    for column in expected[1:]:
+        codes = census.attribute(column.rsplit("_", 1)[0] if column in bounds else column).codes
+        unknown = persons.filter(~pl.col(column).is_in(list(codes)) & pl.col(column).is_not_null())
+        if unknown.height:
+            raise InputError(f"{file}: {column} {unknown[column][0]!r} is not a code of the census")
+    return persons
 
 
 def read_solvar(path: Path) -> pl.DataFrame | None:
