@@ -446,3 +446,49 @@ def test_a_declared_reconstruction_is_written_and_read_back_with_its_census(tmp_
     changed.write_parquet(tmp_path / "rc" / "persons.parquet")
     with pytest.raises(InputError, match=r"country_of_birth 'XX' is not a code of the census"):
         api.read_reconstruction(tmp_path / "rc")
+
+
+def test_a_declared_census_is_reidentified_on_its_quasi_identifiers(toyland):
+    from sdclab import api
+    from sdclab.results import NotMeasured
+
+    census = load_census(TOYLAND / "census.toml")
+    records = read_records(census, TOYLAND / "persons.csv")
+    exact = api.tabulate(records)
+    rebuilt = api.reconstruct(exact, workers=1, node_limit=2000)
+    result = api.reidentify(rebuilt, exact, records, attacker="census", seed=4)
+    everyone = result.reconstruction.all
+    assert everyone.attacker_records == 297 and 0 < everyone.confirmed <= everyone.putative
+    assert isinstance(result.mdg, NotMeasured) and "US census" in result.mdg.reason
+    assert set(result.reconstruction.groups) == {
+        "all",
+        "modal",
+        "nonmodal",
+        "unique",
+        "nonmodal_unique",
+    }
+    # every confirmed link states the person's village, sex, age and country of birth
+    truth = pl.read_csv(TOYLAND / "persons.csv", infer_schema=False).with_row_index("id")
+    confirmed = result.links.filter("confirmed").join(
+        truth.with_columns(pl.col("id").cast(pl.Int64)), on="id"
+    )
+    assert confirmed.height == everyone.confirmed
+    assert (confirmed["block"] == confirmed["village"]).all()
+    assert (confirmed["country_of_birth"] == confirmed["country_of_birth_right"]).all()
+    # an age the tables pin to a broad group only is linked on the group, in a second pass
+    edit(
+        toyland / "census.toml",
+        'level = "village"',
+        'level = "village"\nresolved = { age = "broad" }',
+    )
+    broad = load_census(toyland / "census.toml")
+    records = read_records(broad, toyland / "persons.csv")
+    exact = api.tabulate(records)
+    rebuilt = api.reconstruct(exact, workers=1, node_limit=2000)
+    assert {"age_min", "age_max"} <= set(rebuilt.persons.columns)
+    result = api.reidentify(rebuilt, exact, records, attacker="census", seed=4)
+    passes = result.passes["reconstruction"]
+    assert passes.second_pass > 0 and passes.first_pass > 0
+    linked = result.links.filter(pl.col("link_pass") == 1)
+    pinned = rebuilt.persons.filter(pl.col("age_min") == pl.col("age_max"))
+    assert set(linked["age"]) <= set(pinned["age"])

@@ -386,6 +386,20 @@ def reidentify(
             vulnerable.input_digest, *truth.frames, what="truth and the vulnerable group"
         )
     params = parameters(attacker, dict(attacker_parameters))
+    from sdclab.census.records import CensusRecords
+
+    if isinstance(truth, CensusRecords):  # a declared census: its own quasi-identifiers
+        from sdclab.attacks import census_linkage
+
+        if vulnerable is not None:
+            raise InputError(
+                f"census {truth.census.name}: the vulnerable group is defined on the US tables"
+            )
+        figures, links = census_linkage.reidentify(
+            reconstruction.persons, truth, params, make_rng(seed)
+        )
+        result = Reidentification.from_dict({"attacker_preset": attacker, **figures})
+        return replace(result, links=links)
     figures, links = link(
         reconstruction.persons,
         release,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -153,13 +152,17 @@ class CensusRecords:
         name = next(n for n, g in self.geographies.items() if g is chosen)
         return self.blocks[name]
 
-    @cached_property
+    @property
+    def frames(self) -> tuple[pl.DataFrame, ...]:
+        """The encoded records as one frame: what their digest covers."""
+        columns = {**self.attributes, **{f"geography:{n}": b for n, b in self.blocks.items()}}
+        return (pl.DataFrame(columns),)
+
+    @property
     def digest(self) -> str:
-        """The keyed digest of the encoded records (see :func:`sdclab.digest.frames_digest`)."""
-        frame = pl.DataFrame(
-            {**self.attributes, **{f"geography:{n}": b for n, b in self.blocks.items()}}
-        )
-        return frames_digest(frame)
+        """The keyed digest of :attr:`frames` (:func:`sdclab.digest.frames_digest`), under the
+        digest key in force."""
+        return frames_digest(*self.frames)
 
 
 def read_records(census: Census, file: Path) -> CensusRecords:
