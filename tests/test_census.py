@@ -492,3 +492,79 @@ def test_a_declared_census_is_reidentified_on_its_quasi_identifiers(toyland):
     linked = result.links.filter(pl.col("link_pass") == 1)
     pinned = rebuilt.persons.filter(pl.col("age_min") == pl.col("age_max"))
     assert set(linked["age"]) <= set(pinned["age"])
+
+
+def test_a_declared_census_goes_from_the_command_line_to_its_evaluation(tmp_path):
+    def sdclab(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "sdclab", *args], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    persons = str(TOYLAND / "persons.csv")
+    sdclab(
+        "protect",
+        persons,
+        "--census",
+        str(TOYLAND / "census.toml"),
+        "-m",
+        "cellkey",
+        "--seed",
+        "3",
+        "--out",
+        "release",
+    )
+    sdclab("reconstruct", "release", "--out", "recon", "--node-limit", "2000", "--workers", "1")
+    sdclab(
+        "reidentify",
+        "recon",
+        "--truth",
+        persons,
+        "--attacker",
+        "census",
+        "--seed",
+        "2",
+        "--out",
+        "reid",
+    )
+    done = sdclab(
+        "evaluate",
+        "release",
+        "--truth",
+        persons,
+        "--recon",
+        "recon",
+        "--reid",
+        "reid",
+        "--out",
+        "eval",
+    )
+    assert "village: mean absolute error" in done.stdout
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["reconstruction_agreement"]["all"]["persons"] == 297
+    assert set(metrics["accuracy"]) == {"T1", "T2", "T3", "T4"}
+    assert "not census toyland's" in json.dumps(metrics["ranked_precision"])
+    assert metrics["geounit_totals"]["village"]["all"]["geounits"] == 12  # T1, the total
+    census = metrics["reidentification"]["census"]
+    assert census["reconstruction"]["all"]["attacker_records"] == 297
+    # another persons' file than the release's is refused in one line
+    other = tmp_path / "other.csv"
+    other.write_text((TOYLAND / "persons.csv").read_text().replace(",V100,1,", ",V100,2,", 1))
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sdclab",
+            "evaluate",
+            "release",
+            "--truth",
+            str(other),
+            "--out",
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "x").exists()

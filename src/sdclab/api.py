@@ -470,6 +470,8 @@ def evaluation(
 
     figures = ev.accuracy(release, truth)
     accuracy, additivity = table_accuracies(figures)
+    from sdclab.census.records import CensusRecords
+
     mechanism = protection.get(release.mechanism)
     persons = release.person_microdata
     microdata: Agreement | NotMeasured = NotMeasured(NO_MICRODATA)
@@ -484,7 +486,14 @@ def evaluation(
     recon_agreement: Agreement | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
     block_sex: Value = NotMeasured(NO_RECONSTRUCTION)
     curve: Mapping[str, Any] | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
-    if reconstruction is not None:
+    if reconstruction is not None and isinstance(truth, CensusRecords):
+        from sdclab.attacks.census_linkage import agreement
+
+        us_only = f"measured on the US census's attributes, not census {release.census.name}'s"
+        curve = NotMeasured(us_only)
+        block_sex = NotMeasured(us_only)
+        recon_agreement = Agreement.from_dict(agreement(reconstruction.persons, truth))
+    elif reconstruction is not None:
         ranked = ev.ranked_precision(reconstruction.persons, truth)
         curve = (
             NotMeasured(str(ranked.get("not_applicable", ranked.get("not_measured"))))
@@ -552,8 +561,13 @@ def _naive_agreement(
     """The naive reconstruction's agreement, or why there is none."""
     from sdclab import evaluation as ev
     from sdclab.attacks.knowledge import EXACT_MECHANISMS
+    from sdclab.census.records import CensusRecords
     from sdclab.results import NAIVE_IS_AWARE, NO_NAIVE
 
+    if naive is not None and isinstance(truth, CensusRecords):
+        from sdclab.attacks.census_linkage import agreement
+
+        return Agreement.from_dict(agreement(naive.persons, truth))
     if naive is not None:
         return Agreement.from_dict(ev.agreement(naive.persons, truth))
     if reconstruction is None:

@@ -149,10 +149,17 @@ def option(name: str) -> str:
 
 def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
     """The ``--truth`` population, refused unless it is the one ``release`` was made from."""
+    from sdclab.censuses import us2010
     from sdclab.digest import check_same_input
     from sdclab.population.io import read_population
 
-    population = read_population(truth)
+    population: Any
+    if release.census is us2010.census():
+        population = read_population(truth)
+    else:  # a declared census: its persons' file, read against the release's census
+        from sdclab.census.records import read_records
+
+        population = read_records(release.census, truth)
     what = f"--truth {truth} and release {release_path}"
     check_same_input(release.input_digest, *population.frames, what=what)
     return population
@@ -188,7 +195,13 @@ MechanismOption = Annotated[
     ),
 ]
 
-TruthOption = Annotated[Path, typer.Option("--truth", help="The confidential population.")]
+TruthOption = Annotated[
+    Path,
+    typer.Option(
+        "--truth",
+        help="The confidential population (of a declared census: its persons' file).",
+    ),
+]
 SetOption = Annotated[
     list[str] | None, typer.Option("--set", help="Parameter as key=value (repeatable).")
 ]

@@ -252,11 +252,12 @@ def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[st
     geounit's true and published distribution over the table's cells (a withheld cell read as
     0); and the share of parent cells whose children do not add up to them.
     """
-    exact = tabulate(truth, [n for n in release.tables if n in CATALOG])
+    census = release.census
+    exact = tabulate(truth, [n for n in release.tables if n in census.tables])
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name, counts in exact.items():
         published = release.table(name)
-        table = CATALOG[name]
+        table = census.table(name)
         out[name] = {}
         for level in table.levels:
             true = counts.counts[level][1]
@@ -419,11 +420,12 @@ def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, d
     geounit whose total is shown and by class of its true total: geounits, MAE, RMSE, bias (mean
     signed error), and over geounits with a positive true total MAPE and MALPE (mean absolute and
     mean algebraic percentage error) and the shares off by more than 5% and 10%. Empty when the
-    release publishes no P1."""
-    if "P1" not in release.tables:
+    release publishes no total of persons (:func:`total_table`)."""
+    name = total_table(release)
+    if name is None:
         return {}
-    exact = tabulate(truth, ["P1"])["P1"]
-    published = release.table("P1")
+    exact = tabulate(truth, [name])[name]
+    published = release.table(name)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for level in published.levels:
         shown = published.suppressed(level).toarray()[:, 0] == 0
@@ -435,6 +437,16 @@ def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, d
             classes[label] = (true >= low) & (true <= (np.inf if high is None else high))
         out[level] = {label: _total_errors(true[m], error[m]) for label, m in classes.items()}
     return out
+
+
+def total_table(release: Release) -> str | None:
+    """The release's table of the total of persons (the US P1): the first of its census's
+    person tables with one cell that crosses no attribute, if the release publishes it."""
+    census = release.census
+    total = next(
+        (t for t in census.tables.values() if t.records == "persons" and not t.crossed), None
+    )
+    return total.name if total is not None and total.name in release.tables else None
 
 
 def _total_errors(true: np.ndarray, error: np.ndarray) -> dict[str, Any]:
@@ -479,6 +491,8 @@ def tract_indicators(release: Release, truth: Population) -> dict[str, dict[str,
     error and the bias; a tract whose published denominator is not positive, or that has a
     suppressed cell, has no published indicator and is counted apart. Empty when the release
     publishes no P12 at tract level."""
+    if release.census.name != "us2010":
+        return {}  # indicators of the US census's P12 at tract level
     if "P12" not in release.tables or "tract" not in release.table("P12").levels:
         return {}
     table = CATALOG["P12"]
