@@ -22,13 +22,8 @@ from typer.testing import CliRunner
 
 from sdclab import schema
 from sdclab.attacks.linkage import ATTACKER_PRESETS, reidentify
-from sdclab.attacks.reconstruction import (
-    person_tables,
-    read_reconstruction,
-    reconstruct,
-    stacked_query,
-    write_reconstruction,
-)
+from sdclab.attacks.reconstruction import person_tables, reconstruct, stacked_query
+from sdclab.attacks.reconstruction_files import read_reconstruction, write_reconstruction
 from sdclab.attacks.variability import attack
 from sdclab.cli import app
 from sdclab.errors import InputError

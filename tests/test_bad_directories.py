@@ -26,7 +26,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sdclab import protection
-from sdclab.attacks.reconstruction import TractResult, read_reconstruction
+from sdclab.attacks.reconstruction import TractResult
+from sdclab.attacks.reconstruction_files import read_reconstruction
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, load_result, run_tasks, save_result

@@ -79,7 +79,7 @@ def test_killed_synth_leaves_a_valid_population_or_none(tmp_path):
 
 
 def test_killed_reconstruct_leaves_a_complete_reconstruction_or_none(tmp_path):
-    from sdclab.attacks.reconstruction import read_reconstruction
+    from sdclab.attacks.reconstruction_files import read_reconstruction
 
     population = synthesize(6_000, seed=4)
     pop, rel, out = tmp_path / "pop", tmp_path / "rel", tmp_path / "recon"

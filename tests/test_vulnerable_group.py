@@ -16,7 +16,7 @@ from sdclab.attacks.linkage import (
     breakdowns,
     vulnerable_persons,
 )
-from sdclab.attacks.reconstruction import write_reconstruction
+from sdclab.attacks.reconstruction_files import write_reconstruction
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.population import PERSONS, UNITS, Population

@@ -272,13 +272,8 @@ def check_reconstruction(
 
 def read_reconstruction(path: str | Path) -> ReconstructionResult:
     """A reconstruction directory written by ``sdclab reconstruct``, checked."""
-    from sdclab.attacks.reconstruction import (
-        read_reconstruction as read,
-    )
-    from sdclab.attacks.reconstruction import (
-        read_reconstruction_metrics,
-        read_solvar,
-    )
+    from sdclab.attacks.reconstruction_files import read_reconstruction as read
+    from sdclab.attacks.reconstruction_files import read_reconstruction_metrics, read_solvar
 
     path = Path(path)
     records = read(path)

@@ -386,7 +386,8 @@ def reconstruct(
 ) -> None:
     """Reconstruct block-level person records from a release alone."""
     from sdclab import api
-    from sdclab.attacks.reconstruction import DRAWS, RECONSTRUCTION_KIND, write_reconstruction
+    from sdclab.attacks.reconstruction import DRAWS
+    from sdclab.attacks.reconstruction_files import RECONSTRUCTION_KIND, write_reconstruction
     from sdclab.fileio import check_replaceable
 
     check_replaceable(out, RECONSTRUCTION_KIND, (release,))
@@ -469,7 +470,7 @@ def reidentify(
     """Link reconstructed records to an attacker's file; score them and the MDG/PRG baselines."""
     from sdclab import api
     from sdclab.attacks.linkage import attacker_parameters
-    from sdclab.attacks.reconstruction import METRICS_FILE, attacked_release
+    from sdclab.attacks.reconstruction_files import METRICS_FILE, attacked_release
     from sdclab.fileio import check_replaceable, output_directory, write_json, write_parquet
     from sdclab.protection import check_seed, parse_settings
 
@@ -533,7 +534,7 @@ def evaluate(
 ) -> None:
     """Accuracy of a release against the truth, and the risk measured by the attacks on it."""
     from sdclab import api
-    from sdclab.attacks.reconstruction import METRICS_FILE
+    from sdclab.attacks.reconstruction_files import METRICS_FILE
     from sdclab.fileio import check_replaceable, output_directory, write_json
     from sdclab.results import marked
 
@@ -568,7 +569,7 @@ def ckm_risk(
     """The cell key method's risk analyses: noise-bound disclosure from additive tuples, tuples
     whose truth is pinned, redundant representations and the averaging attack."""
     from sdclab import api, protection
-    from sdclab.attacks.reconstruction import METRICS_FILE
+    from sdclab.attacks.reconstruction_files import METRICS_FILE
     from sdclab.fileio import check_replaceable, output_directory, write_json
 
     inputs = tuple(p for p in (release, truth) if p is not None)

@@ -66,7 +66,8 @@ from pydantic import (
 from sdclab import __version__, api, matching, protection
 from sdclab.attacks import linkage
 from sdclab.attacks.knowledge import EXACT_MECHANISMS
-from sdclab.attacks.reconstruction import DRAWS, METRICS_FILE, NODE_LIMIT, write_reconstruction
+from sdclab.attacks.reconstruction import DRAWS, NODE_LIMIT
+from sdclab.attacks.reconstruction_files import METRICS_FILE, write_reconstruction
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.evaluation import block_size_counts

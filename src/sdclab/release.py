@@ -48,6 +48,7 @@ from sdclab import __version__
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.census.document import from_document, to_document
 from sdclab.census.records import DeclaredGeography, geography_frame, geography_from_frame
+from sdclab.censuses import is_built_in
 from sdclab.errors import InputError
 from sdclab.fileio import (
     json_safe,
@@ -327,7 +328,7 @@ def write_release(
         for name, table in release.tables.items():
             write_parquet(table.frame(labels=False), tmp / "tables" / f"{name}.parquet")
         write_parquet(_geography_frame(release.geography), tmp / GEOGRAPHY_FILE)
-        if not _is_built_in(release.census):
+        if not is_built_in(release.census):
             write_json(to_document(release.census), tmp / CENSUS_FILE)
         if release.microdata is not None:
             (tmp / "microdata").mkdir()
@@ -407,7 +408,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         )
     artifacts = _read_artifacts(path, meta, geography)
     read = [path / GEOGRAPHY_FILE, *(path / "tables" / f"{name}.parquet" for name in tables)]
-    read += [] if _is_built_in(census) else [path / CENSUS_FILE]
+    read += [] if is_built_in(census) else [path / CENSUS_FILE]
     read += [path / artifact_file(name) for name in artifacts]
     if microdata is not None:
         read += [path / "microdata" / "persons.parquet", path / "microdata" / "units.parquet"]
@@ -730,7 +731,7 @@ def _geography_frame(geography: Geography) -> pl.DataFrame:
 
 def _read_geography(file: Path, census: Census) -> Geography:
     frame = read_input_parquet(file)
-    if not _is_built_in(census):
+    if not is_built_in(census):
         return geography_from_frame(census.geography, frame, str(file))
     if frame.columns != ["block"] or frame.schema["block"] != pl.String:
         raise InputError(f"{file}: expected one string column 'block'")
@@ -744,13 +745,6 @@ def _us2010() -> Census:
     from sdclab.censuses import us2010
 
     return us2010.census()
-
-
-def _is_built_in(census: Census) -> bool:
-    """Whether ``census`` is a built-in one (a release names it instead of carrying it)."""
-    from sdclab.censuses import BUILT_IN
-
-    return census.name in BUILT_IN and BUILT_IN[census.name]() is census
 
 
 def _read_census(path: Path, meta: dict[str, Any]) -> Census:

@@ -33,7 +33,6 @@ import scipy.sparse as sp
 
 from sdclab.arrays import FloatArray, IntArray
 from sdclab.attacks.reconstruction import (
-    Reconstruction,
     class_query,
     column_minimum,
     person_tables,
@@ -41,6 +40,7 @@ from sdclab.attacks.reconstruction import (
     resolution,
     side_by_side,
 )
+from sdclab.attacks.reconstruction_files import Reconstruction
 from sdclab.execution import Executor, run_tasks
 from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import (

@@ -21,6 +21,11 @@ def _register() -> None:
 _register()
 
 
+def is_built_in(census: Census) -> bool:
+    """Whether ``census`` is a built-in census (what names it suffices to find it)."""
+    return census.name in BUILT_IN and BUILT_IN[census.name]() is census
+
+
 def census_named(name_or_file: str | Path) -> Census:
     """A built-in census by name, or the census a TOML file declares."""
     if str(name_or_file) in BUILT_IN:
