@@ -568,3 +568,26 @@ def test_a_declared_census_goes_from_the_command_line_to_its_evaluation(tmp_path
         cwd=tmp_path,
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("complementary", [False, True])
+def test_a_declared_census_is_suppressed_by_its_total_table(complementary, toyland):
+    from sdclab import api
+
+    census = load_census(TOYLAND / "census.toml")
+    records = read_records(census, TOYLAND / "persons.csv")
+    release = api.protect(records, "suppress", seed=1, complementary=complementary)
+    persons = tabulate_records(records)["T1"].counts["village"][1].toarray()[:, 0]
+    t1 = release.table("T1")
+    hidden = t1.suppressed("village").toarray()[:, 0]
+    # the minimum-population rule reads each village's persons from T1, the total
+    assert np.array_equal(hidden, (persons >= 1) & (persons < 15))
+    assert release.table("T3").suppressed("village").toarray()[hidden].all()
+    aware = api.reconstruct(release, workers=1, node_limit=2000, knowledge="tables")
+    assert aware.persons.height > 0 and set(aware.tracts["mode"]) == {"noise-aware"}
+    assert census_named("us2010").total_table.name == "P1"
+    # a census without a total table cannot be suppressed: said in one line
+    edit(toyland / "census.toml", '[tables.T1]\ntitle = "Population"\n', "")
+    without = load_census(toyland / "census.toml")
+    with pytest.raises(InputError, match=r"census toyland has no table of the total of persons"):
+        api.protect(read_records(without, toyland / "persons.csv"), "suppress", seed=1)

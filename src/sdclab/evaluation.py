@@ -442,10 +442,7 @@ def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, d
 def total_table(release: Release) -> str | None:
     """The release's table of the total of persons (the US P1): the first of its census's
     person tables with one cell that crosses no attribute, if the release publishes it."""
-    census = release.census
-    total = next(
-        (t for t in census.tables.values() if t.records == "persons" and not t.crossed), None
-    )
+    total = release.census.total_table
     return total.name if total is not None and total.name in release.tables else None
 
 

@@ -176,15 +176,17 @@ def _suppressed(
     for name, cols in zip(names, columns, strict=True):
         if is_adult_table(release.census.table(name)) and p.group_min > p.small_cells:
             high[:, cols] = np.where(zero[:, cols], 0.0, high[:, cols])
-    p1 = columns[list(names).index("P1")].start if "P1" in names else None  # P1's column
+    total_table = release.census.total_table  # the US P1
+    total = "" if total_table is None else total_table.name
+    p1 = columns[list(names).index(total)].start if total in names else None  # its column
     if p1 is not None and p.min_persons > p.small_cells:  # a P1 of 1..small would be withheld
         empty = published[:, p1] == 0
         high[empty] = np.where(zero[empty], 0.0, high[empty])
     bounds = _bounds(published, low, high, zero.astype(np.float64))
-    if p.complementary or "P1" not in release.tables:
+    if p.complementary or total not in release.tables:
         return bounds  # a withheld P1 may be a complementary suppression, of any size
     # only the size rule withholds P1: such a geounit has 1..min_persons − 1 persons
-    small = np.isnan(release.tables["P1"].dense(level, suppressed=np.nan)[:, 0])
+    small = np.isnan(release.tables[total].dense(level, suppressed=np.nan)[:, 0])
     withheld = np.isnan(published) & small[:, None]
     bounds.high[withheld] = p.min_persons - 1
     if p1 is not None:

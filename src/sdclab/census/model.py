@@ -280,6 +280,14 @@ class Census:
         return self.geographies.get(self.table_geography.get(table, ""), self.geography)
 
     @property
+    def total_table(self) -> TableDef | None:
+        """The table of the total of persons (the US P1): the first person table that crosses
+        no attribute, if the census has one."""
+        return next(
+            (t for t in self.tables.values() if t.records == "persons" and not t.crossed), None
+        )
+
+    @property
     def within(self) -> str:
         """The level of the reconstruction's programs (one per geounit)."""
         levels = self.geography.levels

@@ -29,7 +29,7 @@ against the inferences they were designed for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -42,7 +42,9 @@ from scipy.sparse import csgraph
 from sdclab import schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, FloatArray, IntArray
-from sdclab.geography import LEVELS, Geography
+from sdclab.census.model import Census
+from sdclab.errors import InputError
+from sdclab.geography import Geography
 from sdclab.optimize.highs import quiet_highs, run
 from sdclab.population import Population
 from sdclab.privacy import Invariant, no_guarantee
@@ -87,12 +89,16 @@ MECHANISM = Mechanism(
 
 def is_person_table(table: TableDef) -> bool:
     """Person tables get all three rules; unit tables (housing units) only the small-cell rule."""
-    return table.schema is not schema.UNIT
+    return table.records == "persons"
 
 
 def is_adult_table(table: TableDef) -> bool:
-    """A table whose universe is exactly the persons 18 and over (P10, P11)."""
-    if not is_person_table(table) or "age" not in table.schema.names:
+    """A table whose universe is exactly the persons 18 and over (P10, P11): a table over the
+    US census's single years of age (the 1980 rule is the US Census Bureau's)."""
+    names = table.schema.names
+    if not is_person_table(table) or "age" not in names:
+        return False
+    if table.schema.attribute("age") != schema.AGE:
         return False
     possible = possible_cells(table.schema)
     adult = table.schema.decode(np.arange(table.schema.size))["age"] >= schema.VOTING_AGE
@@ -123,10 +129,23 @@ class Plan:
     """Table → level → geounits where the table is suppressed (person tables only)."""
 
 
-def persons_by_level(tables: dict[str, TableCounts]) -> dict[str, IntArray]:
-    """Persons of every geounit at every level, from P1."""
-    p1 = tables["P1"]
-    return {level: p1.at(level)[1][:, 0].astype(np.int64) for level in p1.counts}
+def total_name(tables: Mapping[str, TableCounts] | Mapping[str, TableDef], census: Census) -> str:
+    """The name of the census's total table (the US P1), which the rules read the persons of
+    every geounit from; an error in words when the census has none or it is not tabulated."""
+    total = census.total_table
+    if total is None or total.name not in tables:
+        raise InputError(
+            f"suppress: census {census.name} has no table of the total of persons (a person table "
+            "crossing no attribute), from which the rules read each geounit's persons"
+        )
+    return total.name
+
+
+def persons_by_level(tables: dict[str, TableCounts], total: str) -> dict[str, IntArray]:
+    """Persons of every geounit at every level, from the total table (the US P1), from the top
+    level down."""
+    counts = tables[total]
+    return {level: counts.at(level)[1][:, 0].astype(np.int64) for level in counts.counts}
 
 
 def rows_with_small_cells(matrix: sp.csr_matrix, below: int) -> BoolArray:
@@ -141,7 +160,7 @@ def rows_with_small_cells(matrix: sp.csr_matrix, below: int) -> BoolArray:
 
 def primary_plan(tables: dict[str, TableCounts], p: SuppressionParameters) -> Plan:
     """Apply the minimum-population and adult-group rules to every person table at every level."""
-    persons = persons_by_level(tables)
+    persons = persons_by_level(tables, total_name(tables, p.census))
     tiny = {level: (n >= 1) & (n < p.min_persons) for level, n in persons.items()}
     suppressed: dict[str, dict[str, BoolArray]] = {}
     for name, tc in tables.items():
@@ -251,7 +270,7 @@ def level_figures(
     rules, redistricting tables apart from the other person tables, counted over the populated
     geounits (an empty geounit publishes zeros and has no one to protect)."""
     by_level: dict[str, dict[str, Any]] = {}
-    for level in LEVELS:
+    for level in plan.persons:
         populated = plan.persons[level] > 0
         figures: dict[str, Any] = {"populated_geounits": int(populated.sum())}
         for group, member in CELL_GROUPS.items():
@@ -300,7 +319,7 @@ def diagnostics(population: Population, release: Release) -> dict[str, Any]:
     ``complement_cells`` per level under complementary suppression), from the confidential
     population it was made from: the rules' plan from its exact tables, the complementary cells
     as the release's other nulls. Shares of non-empty *true* cells: never published."""
-    p = SuppressionParameters.model_validate(release.parameters)
+    p = MECHANISM.parse(release.parameters, population.census)
     tables = tabulate(population, list(release.tables))
     plan = primary_plan(tables, p)
     withheld = withheld_cells(release, tables, plan)
@@ -773,7 +792,8 @@ def partner_geounits(plan: Plan, geography: Geography, min_persons: int) -> dict
     agencies' practice, and far cheaper than finding the cells one by one.
     """
     partners = {level: np.zeros_like(tiny) for level, tiny in plan.tiny.items()}
-    for parent, child in zip(LEVELS[:-1], LEVELS[1:], strict=True):
+    levels = list(plan.tiny)
+    for parent, child in zip(levels[:-1], levels[1:], strict=True):
         up = geography.parents(parent, child)
         tiny, persons = plan.tiny[child], plan.persons[child]
         n_parent = geography.n_units(parent)
@@ -809,13 +829,15 @@ def complementary_suppression(
     partner geounits): diagnostics for evaluation and tests, never in the release.
     """
     partners = partner_geounits(plan, geography, p.min_persons)
-    everywhere = lambda masks: np.concatenate([masks[level] for level in LEVELS])  # noqa: E731
+    levels = geography.levels
+    everywhere = lambda masks: np.concatenate([masks[level] for level in levels])  # noqa: E731
     tiny_all, partner_all = everywhere(plan.tiny), everywhere(partners)
     persons_all = everywhere(plan.persons)
     person = [n for n, tc in tables.items() if is_person_table(tc.table)]
-    partition = ["P1", *(n for n in person if n != "P1" and partitions_persons(tables[n].table))]
+    total = total_name(tables, p.census)
+    partition = [total, *(n for n in person if n != total and partitions_persons(tables[n].table))]
     others = [n for n in person if n not in partition]
-    cap = float(plan.persons["nation"].sum() + 1)
+    cap = float(next(iter(plan.persons.values())).sum() + 1)
     withheld: dict[str, dict[str, IntArray]] = {}
     stats: dict[str, Any] = {}
     p1_shown = np.ones(len(persons_all), dtype=bool)
@@ -839,7 +861,7 @@ def complementary_suppression(
             zero_exact=np.array(
                 [is_adult_table(tables[n].table) and p.group_min > p.small_cells for n in names]
             ),
-            p1_table=names.index("P1") if "P1" in names else -1,
+            p1_table=names.index(total) if total in names else -1,
         )
         eligible = persons_all[space.geounit] > 0
         engine: Engine
@@ -973,9 +995,11 @@ def check_release(release: Release, p: SuppressionParameters) -> str | None:
     small_cells, and a shown P1 is 0 or at least min_persons (a smaller geounit's person tables
     are withheld); no cell means more records than its geounit's shown total allows."""
 
+    total = p.census.total_table
+
     def true_range(name: str, _level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
         ok = whole(counts) & ((counts == 0) | (counts > p.small_cells))
-        if name == "P1":
+        if total is not None and name == total.name:
             ok &= (counts == 0) | (counts >= p.min_persons)
         high = np.where(counts == 0, p.small_cells, counts)
         return np.where(ok, counts, np.inf), np.where(ok, high, -np.inf)
