@@ -44,7 +44,11 @@ def describe(census: Census) -> list[str]:
             f"({t.marginal.size:,}); {where}{t.top} to {t.bottom}"
         )
     r = census.reconstruction
-    lines.append(f"reconstruction: {' × '.join(r.attributes)} in each {r.level}")
+    resolved = "".join(f"; {a} needed to its {b} only" for a, b in r.resolved.items())
+    lines.append(
+        f"reconstruction: {' × '.join(r.attributes)} in each {r.level}, one program per "
+        f"{census.within}{resolved}"
+    )
     lines.append(f"attacker links on: {r.level}, {', '.join(census.quasi_identifiers)}")
     if census.household_key:
         lines.append(f"household key: {census.household_key}")
