@@ -555,7 +555,7 @@ def _naive_agreement(
 ) -> Agreement | NotMeasured:
     """The naive reconstruction's agreement, or why there is none."""
     from sdclab import evaluation as ev
-    from sdclab.attacks.knowledge import EXACT_MECHANISMS
+    from sdclab import protection
     from sdclab.census.records import CensusRecords
     from sdclab.results import NAIVE_IS_AWARE, NO_NAIVE
 
@@ -567,7 +567,8 @@ def _naive_agreement(
         return Agreement.from_dict(ev.agreement(naive.persons, truth))
     if reconstruction is None:
         return NotMeasured(NO_RECONSTRUCTION)
-    return NotMeasured(NAIVE_IS_AWARE if release.mechanism in EXACT_MECHANISMS else NO_NAIVE)
+    exact = protection.get(release.mechanism).exact_tables
+    return NotMeasured(NAIVE_IS_AWARE if exact else NO_NAIVE)
 
 
 def run_experiment(

@@ -65,7 +65,6 @@ from pydantic import (
 
 from sdclab import __version__, api, matching, protection
 from sdclab.attacks import linkage
-from sdclab.attacks.knowledge import EXACT_MECHANISMS
 from sdclab.attacks.reconstruction import DRAWS, NODE_LIMIT
 from sdclab.attacks.reconstruction_files import METRICS_FILE, write_reconstruction
 from sdclab.digest import frames_digest
@@ -1027,7 +1026,7 @@ class Runner:
     def naive(self, m: Point, release: Release, rel_digest: str) -> ReconstructionResult | None:
         """The naive reconstruction of a noisy release (None for exact ones: it is the same)."""
         attacks = self.experiment.attacks
-        if not attacks.naive or release.mechanism in EXACT_MECHANISMS:
+        if not attacks.naive or protection.get(release.mechanism).exact_tables:
             return None
         digest = _digest("naive", rel_digest, attacks.seed, attacks.time_limit, attacks.node_limit)
         step = Step(f"naive-reconstruction:{m.title}", digest)

@@ -2,7 +2,7 @@
 
 The noise-aware reconstruction (docs/reconstruction.md) reads a release and nothing else: its
 tables, the parameters it records and what its mechanism publishes about its noise. From them
-each mechanism's model gives, for every published cell, the range its true count must lie in
+each mechanism's model (its ``cell_model`` role, :mod:`sdclab.protection.cell_model`) gives, for every published cell, the range its true count must lie in
 (``low``..``high``: what the mechanism could have turned into the published value) and the cost
 per unit of the distance between the true count and the published one (``weight``: the negative
 log-likelihood slope of the noise, 0 where every count in the range is as plausible):
@@ -30,7 +30,7 @@ A suppressed (null) cell is NaN in ``published`` and yields no bound (low 0, hig
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -43,71 +43,8 @@ from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.errors import InputError
 from sdclab.geography import parse_geoids
-from sdclab.protection.cellkey import CellKeyParameters, published_ptable
-from sdclab.protection.ptable import preimage_bounds
+from sdclab.protection.cell_model import CellBounds, bounds
 from sdclab.release import Release
-
-EXACT_MECHANISMS = ("none", "swap", "swap-low", "swap-high", "psa")
-"""Mechanisms whose tables are exact tabulations of the records they publish from (the
-confidential ones, or the swapped ones)."""
-
-
-@dataclass(frozen=True)
-class CellBounds:
-    """Per published cell (same shape as the published array): the range of its true count and
-    the cost per unit of distance from the published count."""
-
-    low: FloatArray
-    high: FloatArray
-    weight: FloatArray
-    target: FloatArray
-    """The published count moved into [low, high] (the distance is measured from it); 0 where
-    the cell is withheld."""
-    above: FloatArray
-    """The cost per unit above the target (``weight`` but for a one-sided measurement, which
-    bounds the true count from below only)."""
-
-    @property
-    def exact(self) -> bool:
-        """Whether every cell's true count is its published one (no noise to model)."""
-        return bool(np.all(self.low == self.high))
-
-    def take(self, index: int | IntArray) -> CellBounds:
-        """The bounds of some geounits (rows)."""
-        return CellBounds(
-            self.low[index],
-            self.high[index],
-            self.weight[index],
-            self.target[index],
-            self.above[index],
-        )
-
-    def beside(self, other: CellBounds) -> CellBounds:
-        """These cells' bounds and ``other``'s side by side (the same geounits)."""
-        return CellBounds(*(np.hstack([getattr(self, f), getattr(other, f)]) for f in _FIELDS))
-
-    def contains(self, counts: FloatArray) -> bool:
-        """Whether true ``counts`` (same shape) lie in every cell's range."""
-        return bool(np.all((counts >= self.low) & (counts <= self.high)))
-
-
-_FIELDS = ("low", "high", "weight", "target", "above")
-
-
-def _bounds(
-    published: FloatArray,
-    low: FloatArray,
-    high: FloatArray,
-    weight: FloatArray,
-    above: FloatArray | None = None,
-) -> CellBounds:
-    withheld = np.isnan(published)
-    low = np.where(withheld, 0.0, low)
-    high = np.where(withheld, np.inf, high)
-    weight = np.where(withheld, 0.0, weight)
-    above = weight if above is None else np.where(withheld, 0.0, above)
-    target = np.clip(np.nan_to_num(published, nan=0.0), low, high)
-    return CellBounds(low, high, weight, target, above)
 
 
 def cell_bounds(
@@ -116,111 +53,17 @@ def cell_bounds(
     """The attacker's bounds on the true counts behind ``published``: geounits of ``level`` ×
     the cells of the tables ``names`` side by side (NaN where withheld)."""
     published = np.asarray(published, dtype=np.float64)
-    model = MODELS.get(release.mechanism)
+    from sdclab import protection  # the registry (its mechanisms read releases)
+
+    entry = protection.MECHANISMS.get(release.mechanism)
+    model = None if entry is None else entry.cell_model
     if model is None:
+        modelled = sorted(n for n, m in protection.MECHANISMS.items() if m.cell_model)
         raise InputError(
             f"release ({release.mechanism}): the noise-aware attack has no model of this "
-            f"mechanism's noise (it models {', '.join(sorted(MODELS))})"
+            f"mechanism's noise (it models {', '.join(modelled)})"
         )
     return model(release, names, level, published)
-
-
-def _exact(release: Release, names: Sequence[str], level: str, published: FloatArray) -> CellBounds:
-    return _bounds(published, published, published, np.zeros_like(published))
-
-
-def _post_processed(
-    release: Release, names: Sequence[str], level: str, published: FloatArray
-) -> CellBounds:
-    return _bounds(
-        published,
-        np.zeros_like(published),
-        np.full_like(published, np.inf),
-        np.ones_like(published),
-    )
-
-
-def _table_columns(release: Release, names: Sequence[str]) -> list[slice]:
-    """The columns of each of the release's tables ``names`` in a side-by-side array."""
-    sizes = [release.census.table(n).n_cells for n in names]
-    stops = np.cumsum(sizes)
-    return [slice(int(stop - size), int(stop)) for size, stop in zip(sizes, stops, strict=True)]
-
-
-def _geometric(
-    release: Release, names: Sequence[str], level: str, published: FloatArray
-) -> CellBounds:
-    scales = release.noise.get("parameters", {}).get("scale", {})
-    weight = np.ones_like(published)
-    for name, columns in zip(names, _table_columns(release, names), strict=True):
-        scale = scales.get(f"{name} {level}")
-        if not isinstance(scale, (int, float)) or scale <= 0:
-            raise InputError(
-                f"release (geometric): its noise publication states no scale for {name} at "
-                f"{level} (release.json noise.parameters.scale)"
-            )
-        weight[:, columns] = 1.0 / scale
-    return _bounds(published, np.zeros_like(published), np.full_like(published, np.inf), weight)
-
-
-def _suppressed(
-    release: Release, names: Sequence[str], level: str, published: FloatArray
-) -> CellBounds:
-    from sdclab.protection.suppression import SuppressionParameters, is_adult_table
-
-    p = SuppressionParameters.model_validate(release.parameters)
-    low, high = published.copy(), published.copy()
-    zero = published == 0
-    low[zero], high[zero] = 0.0, float(p.small_cells)
-    columns = _table_columns(release, names)
-    for name, cols in zip(names, columns, strict=True):
-        if is_adult_table(release.census.table(name)) and p.group_min > p.small_cells:
-            high[:, cols] = np.where(zero[:, cols], 0.0, high[:, cols])
-    total_table = release.census.total_table  # the US P1
-    total = "" if total_table is None else total_table.name
-    p1 = columns[list(names).index(total)].start if total in names else None  # its column
-    if p1 is not None and p.min_persons > p.small_cells:  # a P1 of 1..small would be withheld
-        empty = published[:, p1] == 0
-        high[empty] = np.where(zero[empty], 0.0, high[empty])
-    bounds = _bounds(published, low, high, zero.astype(np.float64))
-    if p.complementary or total not in release.tables:
-        return bounds  # a withheld P1 may be a complementary suppression, of any size
-    # only the size rule withholds P1: such a geounit has 1..min_persons − 1 persons
-    small = np.isnan(release.tables[total].dense(level, suppressed=np.nan)[:, 0])
-    withheld = np.isnan(published) & small[:, None]
-    bounds.high[withheld] = p.min_persons - 1
-    if p1 is not None:
-        bounds.low[small, p1] = 1.0
-    bounds.target[:] = np.clip(bounds.target, bounds.low, bounds.high)
-    return bounds
-
-
-def _cell_key(
-    release: Release, names: Sequence[str], level: str, published: FloatArray
-) -> CellBounds:
-    p = CellKeyParameters.model_validate(release.parameters)
-    table = published_ptable(release, p)
-    shown = np.nan_to_num(published, nan=0.0)
-    if np.any(shown < 0) or np.any(shown != np.rint(shown)):
-        raise InputError("release (cellkey): published counts must be non-negative integers")
-    low, high = (bound.astype(np.float64) for bound in preimage_bounds(table, p.threshold, shown))
-    impossible = ~np.isnan(published) & (low > high)
-    if impossible.any():
-        raise InputError(
-            f"release (cellkey): a published count of {int(shown[impossible][0])} at {level} "
-            "cannot come from its p-table; the release and its parameters disagree"
-        )
-    return _bounds(published, low, high, np.ones_like(published))
-
-
-MODELS: dict[str, Callable[[Release, Sequence[str], str, FloatArray], CellBounds]] = {
-    **dict.fromkeys(EXACT_MECHANISMS, _exact),
-    "cellkey": _cell_key,
-    "suppress": _suppressed,
-    "geometric": _geometric,
-    "topdown": _post_processed,
-}
-"""The attacker's model of each mechanism's published tables, by mechanism name."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,11 +182,11 @@ def measurement_bounds(
     complete: BoolArray = measured == np.concatenate([np.zeros(0)] + [p[1] for p in parts])
     published = np.where(measured > 0, value, np.nan)
     weight = np.where(measured > 0, 1.0 / np.sqrt(np.maximum(variance, 1e-12)), 0.0)
-    bounds = _bounds(
+    measured_bounds = bounds(
         published,
         np.zeros_like(published),
         np.full_like(published, np.inf),
         weight,
         np.where(complete, weight, 0.0),
     )
-    return published, bounds
+    return published, measured_bounds

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from sdclab.geography import Geography
     from sdclab.population import Population
     from sdclab.protection.audit_plans import Trials
+    from sdclab.protection.cell_model import CellModel
     from sdclab.release import Protection, Release
 
 P = TypeVar("P", bound=BaseModel)
@@ -221,6 +222,10 @@ class Mechanism(Generic[P]):
     """Why a release of these parameters protects nothing although its tables may differ from
     the exact ones (a p-table whose noise can be undone, a constant record key), or None; part
     of :meth:`protection`."""
+    cell_model: CellModel | None = None
+    """The attacker's model of its published cells (:mod:`sdclab.protection.cell_model`): the
+    range of each true count and the cost of the distance from the published one, from the
+    release alone; None for a mechanism the noise-aware attack cannot model."""
     check: Callable[[Release, P], str | None] | None = None
     """The first value of a release read from its files that the mechanism could not have
     produced with the release's recorded parameters (given parsed), in words, or None: a count
@@ -353,6 +358,14 @@ class Mechanism(Generic[P]):
         where = f"mechanism {self.name}, parameter checkpoint"
         check_checkpoint_directory(Path(checkpoint), inputs, where)
 
+    @property
+    def exact_tables(self) -> bool:
+        """Whether its tables are exact tabulations of the records it publishes from (the
+        confidential ones or the swapped ones): its cell model is :func:`.cell_model.exact`."""
+        from sdclab.protection.cell_model import exact
+
+        return self.cell_model is exact
+
     def artifact(self, name: str) -> Artifact | None:
         """The declared artifact called ``name``, if any."""
         return next((a for a in self.artifacts if a.name == name), None)
@@ -370,6 +383,7 @@ ROLES = (
     "audit_plan",
     "rescale",
     "unprotected",
+    "cell_model",
     "check",
 )
 """What a mechanism's functions may be (:meth:`Mechanism.define`)."""

@@ -17,6 +17,7 @@ The ESS 2021 recipe — targeted record swapping, then CKM on the swapped tables
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
 from functools import cache
@@ -37,6 +38,7 @@ from sdclab.population.contract import RECORD_KEY
 from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
 from sdclab.protection import swapping
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
+from sdclab.protection.cell_model import CellBounds, bounds
 from sdclab.protection.checks import counts_problem
 from sdclab.protection.ptable import (
     OnsPTable,
@@ -794,3 +796,24 @@ def check_ptable(frame: pl.DataFrame, _: Geography | None = None) -> str | None:
     except InputError as exc:
         return exc.one_line().removeprefix(f"{where}: ")
     return None
+
+
+@MECHANISM.define("cell_model")
+def cell_model(
+    release: Release, names: Sequence[str], level: str, published: FloatArray
+) -> CellBounds:
+    """The attacker's model: the counts the p-table (and the threshold) can turn into the
+    published one, distance weight 1 (the p-table's mass is largest at no change)."""
+    p = CellKeyParameters.model_validate(release.parameters)
+    table = published_ptable(release, p)
+    shown = np.nan_to_num(published, nan=0.0)
+    if np.any(shown < 0) or np.any(shown != np.rint(shown)):
+        raise InputError("release (cellkey): published counts must be non-negative integers")
+    low, high = (bound.astype(np.float64) for bound in preimage_bounds(table, p.threshold, shown))
+    impossible = ~np.isnan(published) & (low > high)
+    if impossible.any():
+        raise InputError(
+            f"release (cellkey): a published count of {int(shown[impossible][0])} at {level} "
+            "cannot come from its p-table; the release and its parameters disagree"
+        )
+    return bounds(published, low, high, np.ones_like(published))

@@ -18,7 +18,7 @@ guarantee composes the person tables; a housing unit's, the unit tables.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
@@ -33,6 +33,7 @@ from sdclab import accounting, noise
 from sdclab.accounting import SpecCard
 from sdclab.arrays import FloatArray
 from sdclab.census.model import cells_moved
+from sdclab.errors import InputError
 from sdclab.evaluation import size_class_label
 from sdclab.population import Population
 from sdclab.privacy import Loss, person_guarantee
@@ -45,6 +46,7 @@ from sdclab.protection.base import (
     check_budget_range,
     decimal_text,
 )
+from sdclab.protection.cell_model import CellBounds, bounds, table_columns
 from sdclab.protection.checks import IMPOSSIBLE, counts_problem, laplace_reach, whole
 from sdclab.release import Release, exact_release
 from sdclab.tables.catalog import TableDef
@@ -430,3 +432,23 @@ def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_pla
         "pure", float(claimed), "every block-level table (person tables change)", p.neighbours
     )
     return audit_plans.Trials(claim, d, d_prime, shift=exact_d[0] - exact_dp[0])
+
+
+@MECHANISM.define("cell_model")
+def cell_model(
+    release: Release, names: Sequence[str], level: str, published: FloatArray
+) -> CellBounds:
+    """The attacker's model: any count ≥ 0, weight 1/scale of its table and level (the
+    log-likelihood of the two-sided geometric; where negatives were set to 0, the censored
+    likelihood of a 0 has the same slope)."""
+    scales = release.noise.get("parameters", {}).get("scale", {})
+    weight = np.ones_like(published)
+    for name, columns in zip(names, table_columns(release, names), strict=True):
+        scale = scales.get(f"{name} {level}")
+        if not isinstance(scale, (int, float)) or scale <= 0:
+            raise InputError(
+                f"release (geometric): its noise publication states no scale for {name} at "
+                f"{level} (release.json noise.parameters.scale)"
+            )
+        weight[:, columns] = 1.0 / scale
+    return bounds(published, np.zeros_like(published), np.full_like(published, np.inf), weight)

@@ -6,6 +6,7 @@ import numpy as np
 
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.population import Population
+from sdclab.protection import cell_model
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters
 from sdclab.protection.checks import exact_tables
 from sdclab.release import EXACT_TABULATION, Release, exact_release
@@ -17,6 +18,7 @@ class NoneParameters(Parameters):
 
 MECHANISM = Mechanism("none", "exact tables, no protection", NoneParameters)
 MECHANISM.define("check")(exact_tables)
+MECHANISM.define("cell_model")(cell_model.exact)
 
 
 @MECHANISM.define("guarantee")

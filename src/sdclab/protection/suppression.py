@@ -49,6 +49,7 @@ from sdclab.optimize.highs import quiet_highs, run
 from sdclab.population import Population
 from sdclab.privacy import Invariant, no_guarantee
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
+from sdclab.protection.cell_model import CellBounds, bounds, table_columns
 from sdclab.protection.checks import counts_problem, whole
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
@@ -1026,3 +1027,38 @@ def published_noise(p: SuppressionParameters) -> NoisePublication:
             "group_min": p.group_min,
         },
     )
+
+
+@MECHANISM.define("cell_model")
+def cell_model(
+    release: Release, names: Sequence[str], level: str, published: FloatArray
+) -> CellBounds:
+    """The attacker's model: a shown positive count is exact, a shown 0 is 0..small_cells
+    (exactly 0 in an 18+ table whose group rule is stricter, and where the total is shown as 0
+    and the size rule is stricter); a withheld cell is free, but without complementary
+    suppression a geounit whose total is withheld has 1..min_persons − 1 persons."""
+    p = SuppressionParameters.model_validate(release.parameters)
+    low, high = published.copy(), published.copy()
+    zero = published == 0
+    low[zero], high[zero] = 0.0, float(p.small_cells)
+    columns = table_columns(release, names)
+    for name, cols in zip(names, columns, strict=True):
+        if is_adult_table(release.census.table(name)) and p.group_min > p.small_cells:
+            high[:, cols] = np.where(zero[:, cols], 0.0, high[:, cols])
+    total_table = release.census.total_table  # the US P1
+    total = "" if total_table is None else total_table.name
+    p1 = columns[list(names).index(total)].start if total in names else None  # its column
+    if p1 is not None and p.min_persons > p.small_cells:  # a P1 of 1..small would be withheld
+        empty = published[:, p1] == 0
+        high[empty] = np.where(zero[empty], 0.0, high[empty])
+    result = bounds(published, low, high, zero.astype(np.float64))
+    if p.complementary or total not in release.tables:
+        return result  # a withheld P1 may be a complementary suppression, of any size
+    # only the size rule withholds P1: such a geounit has 1..min_persons − 1 persons
+    small = np.isnan(release.tables[total].dense(level, suppressed=np.nan)[:, 0])
+    withheld = np.isnan(published) & small[:, None]
+    result.high[withheld] = p.min_persons - 1
+    if p1 is not None:
+        result.low[small, p1] = 1.0
+    result.target[:] = np.clip(result.target, result.low, result.high)
+    return result

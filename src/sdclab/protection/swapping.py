@@ -37,7 +37,7 @@ from sdclab.errors import InputError
 from sdclab.geography import truncate
 from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, no_guarantee
-from sdclab.protection import audit_plans
+from sdclab.protection import audit_plans, cell_model
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.checks import exact_tables
 from sdclab.release import Release, tabulated_release
@@ -153,6 +153,7 @@ class PsaParameters(Parameters):
 
 
 PSA = Mechanism("psa", "Permutation Swapping Algorithm (provable swapping)", PsaParameters)
+PSA.define("cell_model")(cell_model.exact)
 PSA.define("check")(exact_tables)
 
 
@@ -652,6 +653,7 @@ def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> Mechanism[Sw
         protect=protect,
         noise=swap_published_noise,
         check=exact_tables,
+        cell_model=cell_model.exact,
     )
 
 

@@ -52,7 +52,7 @@ from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
 from sdclab.population import Population
-from sdclab.protection import audit_plans
+from sdclab.protection import audit_plans, cell_model
 from sdclab.protection.base import (
     Mechanism,
     NoisePublication,
@@ -137,6 +137,7 @@ MECHANISM = Mechanism(
     "the 2020 census TopDown Algorithm (zCDP measurements, consistent integer tables)",
     TopDownParameters,
 )
+MECHANISM.define("cell_model")(cell_model.post_processed)
 
 
 @MECHANISM.define("rescale")
