@@ -591,3 +591,40 @@ def test_a_declared_census_is_suppressed_by_its_total_table(complementary, toyla
     without = load_census(toyland / "census.toml")
     with pytest.raises(InputError, match=r"census toyland has no table of the total of persons"):
         api.protect(read_records(without, toyland / "persons.csv"), "suppress", seed=1)
+
+
+MIXED = """
+[attributes.country_of_birth.breakdowns.mixed]
+a = ["DOM", "EUR"]
+b = ["EU", "AFR", "ASI", "AME"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('name = "toyland"', 'name = "us2010"', r"name: 'us2010' is a built-in census's name"),
+        ("[attributes.sex]", "[attributes.block]", r"attributes.block: 'block' is a name sdclab"),
+        (
+            'levels = ["region", "district", "village"]',
+            'levels = ["region", "sex", "village"]',
+            r"levels: level 'sex' has an attribute's name",
+        ),
+        (
+            'attributes = ["sex", "age", "country_of_birth"]',
+            'attributes = ["age", "country_of_birth"]',
+            r"attack.quasi_identifiers: 'sex' is not among the attributes the reconstruction",
+        ),
+        (
+            'level = "village"',
+            'level = "village"\nresolved = { country_of_birth = "mixed" }',
+            r"resolved.country_of_birth: breakdown 'mixed' must put every code in one category, "
+            "each a run",
+        ),
+    ],
+)
+def test_a_census_file_is_refused_where_sdclab_could_not_use_it(toyland, old, new, message):
+    edit(toyland / "census.toml", "[geographies.admin]", MIXED + "\n[geographies.admin]")
+    edit(toyland / "census.toml", old, new)
+    with pytest.raises(InputError, match=message):
+        load_census(toyland / "census.toml")

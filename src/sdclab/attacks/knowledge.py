@@ -2,8 +2,9 @@
 
 The noise-aware reconstruction (docs/reconstruction.md) reads a release and nothing else: its
 tables, the parameters it records and what its mechanism publishes about its noise. From them
-each mechanism's model (its ``cell_model`` role, :mod:`sdclab.protection.cell_model`) gives, for every published cell, the range its true count must lie in
-(``low``..``high``: what the mechanism could have turned into the published value) and the cost
+each mechanism's model (its ``cell_model`` role, :mod:`sdclab.protection.cell_model`) gives,
+for every published cell, the range its true count must lie in (``low``..``high``: what the
+mechanism could have turned into the published value) and the cost
 per unit of the distance between the true count and the published one (``weight``: the negative
 log-likelihood slope of the noise, 0 where every count in the range is as plausible):
 

@@ -92,28 +92,42 @@ class Declaration:
 
 def load_census(path: Path) -> Census:
     """The census declared by the TOML file ``path`` (docs/census.md)."""
+    from sdclab.censuses import BUILT_IN
+
     d = Declaration(path)
     doc = d.document
     name = d.name(d.text(doc, "name"), "name")
+    if name in BUILT_IN:
+        raise d.fail("name", f"{name!r} is a built-in census's name; give the census another")
     attributes = {n: _attribute(d, n, spec) for n, spec in d.table(doc, "attributes").items()}
     for key in attributes:
-        d.name(key, f"attributes.{key}")
+        _column_name(d, d.name(key, f"attributes.{key}"), f"attributes.{key}")
     geographies = {
-        n: _hierarchy(d, d.name(n, f"geographies.{n}"), spec)
+        n: _hierarchy(d, d.name(n, f"geographies.{n}"), spec, attributes)
         for n, spec in d.table(doc, "geographies").items()
     }
+    if not attributes or not geographies:
+        raise d.fail("attributes" if not attributes else "geographies", "expected at least one")
     tables: dict[str, TableDef] = {}
     table_geography: dict[str, str] = {}
     for table_name, spec in d.table(doc, "tables").items():
         d.name(table_name, f"tables.{table_name}")
-        table, geography = _table(d, table_name, spec, attributes, geographies)
+        table, published_on = _table(d, table_name, spec, attributes, geographies)
         tables[table_name] = table
-        table_geography[table_name] = geography
+        table_geography[table_name] = published_on
+    if not tables:
+        raise d.fail("tables", "expected at least one table")
     main = next(iter(geographies.values()))
     reconstruction = _reconstruction(d, doc, attributes, main)
     attack = d.table(doc, "attack")
     quasi = d.texts(attack, "attack.quasi_identifiers")
     _known(d, quasi, attributes, "attack.quasi_identifiers", "attribute")
+    unsolved = [n for n in quasi if n not in reconstruction.attributes]
+    if unsolved:
+        raise d.fail(
+            "attack.quasi_identifiers",
+            f"{unsolved[0]!r} is not among the attributes the reconstruction solves for",
+        )
     household = doc.get("household_key")
     if household is not None and not isinstance(household, str):
         raise d.fail("household_key", "expected the name of the persons' household column")
@@ -129,6 +143,17 @@ def load_census(path: Path) -> Census:
         table_geography=table_geography,
         description=str(doc.get("description", "")),
     )
+
+
+RESERVED = frozenset({"block", "tract", "id", "confidence", "link_pass", "confirmed"})
+"""Column names of the records sdclab writes and links (a geounit is ``block`` in them)."""
+
+
+def _column_name(d: Declaration, name: str, key: str) -> None:
+    """An attribute's name may not be one the reconstruction's and linkage's records use."""
+    derived = name.startswith(("_", "true_")) or name.endswith(("_min", "_max", "_category"))
+    if name in RESERVED or derived:
+        raise d.fail(key, f"{name!r} is a name sdclab's records use; give the attribute another")
 
 
 def _known(
@@ -196,6 +221,8 @@ def _breakdown(
     else:
         raise d.fail(key, 'expected {category = [codes]} or {file = "codes.csv"}')
     categories = tuple(dict.fromkeys(c for _, c in pairs))
+    if not categories:
+        raise d.fail(key, "the breakdown has no category")
     index = {c: k for k, c in enumerate(categories)}
     membership = np.zeros((len(categories), len(position)), dtype=np.int8)
     for code, category in pairs:
@@ -206,13 +233,20 @@ def _breakdown(
     return Breakdown(name, categories, labels, membership)
 
 
-def _hierarchy(d: Declaration, name: str, spec: Any) -> Hierarchy:
+def _hierarchy(
+    d: Declaration, name: str, spec: Any, attributes: Mapping[str, Attribute]
+) -> Hierarchy:
     key = f"geographies.{name}"
     if not isinstance(spec, dict):
         raise d.fail(key, "expected a table of settings")
     levels = d.texts(spec, f"{key}.levels")
     for level in levels:
         d.name(level, f"{key}.levels")
+        if level in attributes:
+            raise d.fail(
+                f"{key}.levels",
+                f"level {level!r} has an attribute's name (both are columns of the microdata)",
+            )
     if "units" not in spec:
         return Hierarchy(name, levels)
     frame = d.csv(d.text(spec, f"{key}.units"), f"{key}.units", ["level", "code"], ["parent"])
@@ -378,15 +412,22 @@ def _reconstruction(
         raise d.fail("reconstruction.level", f"unknown level {level!r} of {main.name!r}")
     depth = main.levels.index(level)
     within = d.text(spec, "reconstruction.within", main.levels[max(depth - 1, 0)])
-    if within not in main.levels[:depth]:
+    if within not in main.levels[: max(depth, 1)]:  # a top level is its own programs' level
         raise d.fail(
             "reconstruction.within",
-            f"expected a level above {level!r}: {', '.join(main.levels[:depth])}",
+            f"expected a level above {level!r}: {', '.join(main.levels[:depth]) or 'none'}",
         )
     resolved = spec.get("resolved", {})
     if not isinstance(resolved, dict):
         raise d.fail("reconstruction.resolved", 'expected {attribute = "breakdown"}')
     for attribute, breakdown in resolved.items():
         _known(d, [attribute], {n: None for n in names}, "reconstruction.resolved", "attribute")
-        _split(d, "reconstruction.resolved", f"{attribute}.{breakdown}", attributes)
+        chosen = _split(d, "reconstruction.resolved", f"{attribute}.{breakdown}", attributes)
+        category = np.argmax(chosen.membership, axis=0)
+        if not chosen.is_partition or np.any(np.diff(category) < 0):
+            raise d.fail(
+                f"reconstruction.resolved.{attribute}",
+                f"breakdown {breakdown!r} must put every code in one category, each a run of "
+                "consecutive codes (so that a range of codes has a first and a last category)",
+            )
     return Reconstruction(names, level, within, dict(resolved))
