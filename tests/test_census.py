@@ -628,3 +628,95 @@ def test_a_census_file_is_refused_where_sdclab_could_not_use_it(toyland, old, ne
     edit(toyland / "census.toml", old, new)
     with pytest.raises(InputError, match=message):
         load_census(toyland / "census.toml")
+
+
+def test_what_a_declared_census_cannot_do_yet_is_refused_in_words(tmp_path):
+    from sdclab import api, protection
+
+    census = load_census(TOYLAND / "census.toml")
+    records = read_records(census, TOYLAND / "persons.csv")
+    for name, entry in protection.MECHANISMS.items():
+        if entry.protect is None or entry.any_census:
+            continue
+        with pytest.raises(InputError, match=rf"mechanism {name} protects the US 2010 census"):
+            api.protect(records, name, seed=1)
+    release = api.protect(records, "cellkey", seed=1)
+    with pytest.raises(InputError, match=r"cell key risk analysis reads the US census's tables"):
+        api.evaluate(release, records, risk=True)
+    with pytest.raises(InputError, match=r"variability: solution variability is measured"):
+        api.reconstruct(release, workers=1, variability=True)
+    # a reconstruction of another census than the release's is not scored
+    from sdclab.population.synth import synthesize
+
+    us = synthesize(300, seed=1)
+    us_release = api.tabulate(us)
+    us_recon = api.reconstruct(us_release, workers=1, node_limit=2000, knowledge="naive")
+    with pytest.raises(InputError, match=r"the reconstruction is of the US 2010 census"):
+        api.evaluate(release, records, reconstruction=us_recon)
+
+
+def test_the_attacker_file_of_a_declared_census_has_the_presets_defects():
+    from sdclab.attacks.census_linkage import Geounits, LinkKeys, attacker_file, truth_frame
+    from sdclab.attacks.linkage import attacker_parameters
+
+    census = load_census(TOYLAND / "census.toml")
+    records = read_records(census, TOYLAND / "persons.csv")
+    truth = truth_frame(records)
+    keys = LinkKeys.of(census)
+    params = attacker_parameters("commercial", {"sex_error": 0.5, "age_error": 0.0, "moved": 0.5})
+    units = Geounits.of(records)
+    file = attacker_file(truth, keys, params, units, np.random.default_rng(3))
+    mine = file.filter(pl.col("id") >= 0).join(truth, on="id", suffix="_true")
+    assert (mine["age"] == mine["age_true"]).all()  # no age error asked
+    flipped = (mine["sex"] != mine["sex_true"]).mean()
+    assert 0.35 < flipped < 0.65  # about half, each a different code
+    moved = mine.filter(pl.col("block") != pl.col("block_true"))
+    assert moved.height > 0
+    district = dict(zip(units.geoids.tolist(), units.parent.tolist(), strict=True))
+    assert all(district[a] == district[b] for a, b in moved.select("block", "block_true").rows())
+    assert (file["id"] < 0).sum() == round(params.extra_records * mine.height)
+
+
+def test_a_declared_reconstruction_with_a_stray_geounit_or_share_is_refused(tmp_path):
+    from sdclab import api
+    from sdclab.attacks.reconstruction_files import write_reconstruction
+
+    census = load_census(TOYLAND / "census.toml")
+    records = read_records(census, TOYLAND / "persons.csv")
+    release = api.tabulate(records)
+    rebuilt = api.reconstruct(release, workers=1, node_limit=2000, draws=2)
+    for column, value, message in (
+        ("block", "ZZZ", r"block 'ZZZ' is not a village of the census"),
+        ("confidence", 7.5, r"column confidence must hold shares from 0 to 1"),
+    ):
+        out = tmp_path / column
+        write_reconstruction(out, rebuilt, rebuilt.to_dict(), census=census)
+        persons = rebuilt.persons.with_columns(pl.lit(value).alias(column))
+        persons.write_parquet(out / "persons.parquet")
+        with pytest.raises(InputError, match=message):
+            api.read_reconstruction(out)
+
+
+def test_the_reconstruction_reads_every_table_published_at_its_level(toyland):
+    from sdclab import api
+    from sdclab.attacks.reconstruction import attack_tables
+
+    edit(toyland / "census.toml", 'level = "village"', 'level = "district"')
+    census = load_census(toyland / "census.toml")
+    assert census.within == "region"
+    assert attack_tables(census) == (("T1", "T2", "T3", "T4"), ())
+    rebuilt = api.reconstruct(
+        api.tabulate(read_records(census, toyland / "persons.csv")), workers=1, node_limit=2000
+    )
+    assert rebuilt.persons["country_of_birth"].null_count() == 0  # from T3, at district too
+
+
+def test_suppression_needs_the_total_at_every_level(toyland):
+    from sdclab import api
+
+    edit(
+        toyland / "census.toml", 'title = "Population"', 'title = "Population"\nbottom = "district"'
+    )
+    census = load_census(toyland / "census.toml")
+    with pytest.raises(InputError, match=r"total table T1 is published at region, district"):
+        api.protect(read_records(census, toyland / "persons.csv"), "suppress", seed=1)

@@ -195,6 +195,13 @@ def reconstruct(
         inputs=release.sources,
         block_only=block_only,
     )
+    from sdclab.censuses import is_built_in
+
+    if variability and not is_built_in(release.census):
+        raise InputError(
+            "variability: solution variability is measured on the US census's blocks so far, not "
+            f"on census {release.census.name}'s geounits"
+        )
     directory = Path(checkpoint) if checkpoint is not None else None
     records, metrics, solvar = attack(
         release,
@@ -353,6 +360,21 @@ def check_same_blocks(reconstruction: ReconstructionResult, truth: Population) -
         )
 
 
+def _same_census(reconstruction: ReconstructionResult, release: Release) -> None:
+    """Refuse a reconstruction of another census than the release's (in one line)."""
+    from sdclab.attacks.reconstruction_files import census_named_by
+
+    recorded = reconstruction.metrics.get("census")
+    expected = census_named_by(release.census)
+    if recorded != expected:
+        mine = "the US 2010 census" if recorded is None else f"census {recorded['name']}"
+        theirs = "the US 2010 census" if expected is None else f"census {expected['name']}"
+        raise InputError(
+            f"the reconstruction is of {mine} ({recorded}), the release of {theirs} "
+            f"({expected}): not a reconstruction of this release"
+        )
+
+
 def reidentify(
     reconstruction: ReconstructionResult,
     release: Release,
@@ -376,6 +398,7 @@ def reidentify(
 
     check_seed(seed, "seed")
     check_same_input(release.input_digest, *truth.frames, what="truth and release")
+    _same_census(reconstruction, release)
     if vulnerable is not None and vulnerable.input_digest:
         check_same_input(
             vulnerable.input_digest, *truth.frames, what="truth and the vulnerable group"
@@ -426,6 +449,8 @@ def evaluate(
     from sdclab.digest import check_same_input
 
     check_same_input(release.input_digest, *truth.frames, what="truth and release")
+    if reconstruction is not None:
+        _same_census(reconstruction, release)
     if isinstance(reidentification, Reidentification):
         reidentification = {reidentification.attacker: reidentification}
     if isinstance(block_only, Reidentification):

@@ -4,8 +4,10 @@ census's own quasi-identifiers.
 An attacker file holds an identifier, the geounit of the reconstruction's level and the census's
 quasi-identifiers (``[attack] quasi_identifiers``), with the defects of the attacker's preset:
 ``coverage`` of the persons, a share ``moved`` to another geounit of the same program's geounit
-(the US file's county), and each quasi-identifier wrong with probability ``age_error`` (a random
-other code). Reconstructed records are linked one-to-one on {geounit, quasi-identifiers}, then
+(the US file moves a record within its county instead), and each quasi-identifier wrong with
+probability ``sex_error`` (an attribute named ``sex``) or ``age_error`` (any other): another
+code of its code list, drawn uniformly (the US file shifts a wrong age by 1 to 5 years).
+Reconstructed records are linked one-to-one on {geounit, quasi-identifiers}, then
 the leftovers on the categories of the quasi-identifiers the census resolves only to a breakdown
 (``[reconstruction] resolved``); ties are broken in a seeded random order. A link is confirmed
 when the identifier's person has the geounit and every attribute the link states (an attribute
@@ -117,11 +119,12 @@ def attacker_file(
         GEOUNIT: geounits.geoids[unit],
     }
     for a in keys.quasi:
-        values = chosen[a].to_numpy().astype(object)
-        wrong = rng.random(n) < params.age_error
         codes = np.asarray(keys.codes[a], dtype=object)
-        values[wrong] = codes[rng.integers(len(codes), size=int(wrong.sum()))]
-        columns[a] = values
+        position = chosen[a].replace_strict(list(keys.codes[a]), range(len(codes))).to_numpy()
+        error = params.sex_error if a == "sex" else params.age_error
+        wrong = (rng.random(n) < error) & (len(codes) > 1)
+        shift = rng.integers(1, max(len(codes), 2), size=n)  # another code, uniformly
+        columns[a] = codes[np.where(wrong, (position + shift) % len(codes), position)]
     kinds = {"id": pl.Int64, GEOUNIT: pl.String} | dict.fromkeys(keys.quasi, pl.String)
     frame = pl.DataFrame(columns, schema=kinds)
     extra = int(round(params.extra_records * n))

@@ -106,16 +106,18 @@ def _census(census: Census | None) -> Census:
 
 
 def attack_tables(census: Census) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The census's person tables over the reconstruction's attributes, published down to its
-    level and down to the level of its programs (in catalogue order)."""
+    """The census's person tables over the reconstruction's attributes published at its level,
+    and those published at the level of its programs but not at its own (in catalogue order)."""
     settings = census.reconstruction
     over = set(settings.attributes)
     usable = [
         t for t in census.tables.values() if t.records == "persons" and set(t.crossed) <= over
     ]
     return (
-        tuple(t.name for t in usable if t.bottom == settings.level),
-        tuple(t.name for t in usable if t.bottom == census.within),
+        tuple(t.name for t in usable if settings.level in t.levels),
+        tuple(
+            t.name for t in usable if census.within in t.levels and settings.level not in t.levels
+        ),
     )
 
 

@@ -79,7 +79,15 @@ class Reconstruction:
             "variables": int(self.tracts["variables"].sum()),
             "constraints": int(self.tracts["constraints"].sum()),
             **self.attributes,
+            **({} if self.census is None else {"census": census_named_by(self.census)}),
         }
+
+
+def census_named_by(census: Census | None) -> dict[str, str] | None:
+    """How metadata name a declared census (None: a built-in one, which needs no naming)."""
+    if census is None or is_built_in(census):
+        return None
+    return {"name": census.name, "digest": census.digest}
 
 
 METRICS_FILE = "metrics.json"
@@ -123,7 +131,7 @@ def write_reconstruction(
         if declared:
             assert census is not None
             write_json(to_document(census), tmp / CENSUS_FILE)
-            metrics = {**metrics, "census": {"name": census.name, "digest": census.digest}}
+            metrics = {**metrics, "census": census_named_by(census)}
         write_json(metrics, tmp / METRICS_FILE)
 
 
@@ -313,6 +321,14 @@ def _check_declared_persons(file: Path, persons: pl.DataFrame, census: Census) -
     wrong = [c for c in expected if persons.schema[c] != pl.String]
     if wrong:
         raise InputError(f"{file}: column {wrong[0]} is {persons.schema[wrong[0]]}, expected text")
+    _check_confidence(file, persons)
+    units = census.geography.units.get(settings.level)
+    if units is not None:
+        stray = persons.filter(~pl.col("block").is_in(list(units)))
+        if stray.height:
+            raise InputError(
+                f"{file}: block {stray['block'][0]!r} is not a {settings.level} of the census"
+            )
     for column in expected[1:]:
         codes = census.attribute(column.rsplit("_", 1)[0] if column in bounds else column).codes
         unknown = persons.filter(~pl.col(column).is_in(list(codes)) & pl.col(column).is_not_null())
@@ -342,10 +358,7 @@ def _check_persons(file: Path, persons: pl.DataFrame) -> pl.DataFrame:
             f"{file}: columns {persons.columns}, expected {expected} (and "
             f"{', '.join(AGE_BOUNDS)}; {CONFIDENCE})"
         )
-    if CONFIDENCE in persons.columns:
-        share = persons[CONFIDENCE]
-        if not share.dtype.is_float() or share.null_count() or not share.is_between(0, 1).all():
-            raise InputError(f"{file}: column {CONFIDENCE} must hold shares from 0 to 1")
+    _check_confidence(file, persons)
     codes = [c for c in persons.columns if c not in ("block", CONFIDENCE)]
     not_integer = [c for c in codes if not persons.schema[c].is_integer()]
     if persons.schema["block"] != pl.String or not_integer:
@@ -364,6 +377,14 @@ def _check_persons(file: Path, persons: pl.DataFrame) -> pl.DataFrame:
         value = persons.filter(~pl.col(bad[0]).is_between(low, high))[bad[0]][0]
         raise InputError(f"{file}: {bad[0]} {value} outside {low}..{high}")
     return persons
+
+
+def _check_confidence(file: Path, persons: pl.DataFrame) -> None:
+    """The optional confidence column holds shares from 0 to 1."""
+    if CONFIDENCE in persons.columns:
+        share = persons[CONFIDENCE]
+        if not share.dtype.is_float() or share.null_count() or not share.is_between(0, 1).all():
+            raise InputError(f"{file}: column {CONFIDENCE} must hold shares from 0 to 1")
 
 
 def _check_columns(file: Path, frame: pl.DataFrame, expected: dict[str, str]) -> None:

@@ -285,7 +285,7 @@ def _units_from_columns(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) ->
                 raise InputError(
                     f"{name}: row {row + 2}, column {above!r}: {level} {series[row]!r} lies in "
                     f"{above} {frame[above][row]!r} here and in "
-                    f"{codes[above][parent[index[row]]]!r} on an earlier row"
+                    f"{codes[above][parent[index[row]]]!r} on another row"
                 )
             parents[level] = parent
         above_index = index

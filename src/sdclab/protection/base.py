@@ -137,6 +137,12 @@ class Parameters(BaseModel):
         return self.model_dump(mode="json", exclude=set(self.EXECUTION))
 
 
+def _any_census_mechanisms() -> list[str]:
+    from sdclab import protection  # the registry imports this module
+
+    return [n for n, m in protection.MECHANISMS.items() if m.any_census]
+
+
 def _us2010() -> Census:
     from sdclab.censuses import us2010
 
@@ -226,6 +232,9 @@ class Mechanism(Generic[P]):
     """The attacker's model of its published cells (:mod:`sdclab.protection.cell_model`): the
     range of each true count and the cost of the distance from the published one, from the
     release alone; None for a mechanism the noise-aware attack cannot model."""
+    any_census: bool = False
+    """Whether it protects any census's tables (else only the US 2010 census's, so far; a run on
+    another census is refused in words)."""
     check: Callable[[Release, P], str | None] | None = None
     """The first value of a release read from its files that the mechanism could not have
     produced with the release's recorded parameters (given parsed), in words, or None: a count
@@ -306,6 +315,7 @@ class Mechanism(Generic[P]):
         """
         from dataclasses import replace
 
+        from sdclab.censuses import is_built_in
         from sdclab.randomness import (
             make_rng,
             release_randomness,
@@ -313,6 +323,12 @@ class Mechanism(Generic[P]):
             unprotected_record,
         )
 
+        if not self.any_census and not is_built_in(population.census):
+            raise InputError(
+                f"mechanism {self.name} protects the US 2010 census's tables only so far, not "
+                f"census {population.census.name}'s (any census: "
+                f"{', '.join(_any_census_mechanisms())})"
+            )
         params = self.parse(settings, population.census)
         self.check_run(params, seed, population.sources)
         assert self.protect is not None  # (checked)

@@ -165,6 +165,7 @@ MECHANISM = Mechanism(
     "cellkey",
     "cell key method: p-table noise keyed by the contributors (same people, same noise)",
     CellKeyParameters,
+    any_census=True,
 )
 
 
@@ -745,8 +746,16 @@ def published_noise(p: CellKeyParameters) -> NoisePublication:
 
 @MECHANISM.define("risk_analysis")
 def risk_analysis(release: Release, truth: Population | None) -> dict[str, Any]:
-    """The cell key method's own risk analyses of a release (``sdclab.attacks.ckm_risk``)."""
+    """The cell key method's own risk analyses of a release (``sdclab.attacks.ckm_risk``): on
+    the US census's tables (its targets are P1, P8, P12 and P14)."""
     from sdclab.attacks.ckm_risk import ckm_risk
+    from sdclab.censuses import is_built_in
+
+    if not is_built_in(release.census):
+        raise InputError(
+            f"the cell key risk analysis reads the US census's tables (P1, P8, P12, P14), not "
+            f"census {release.census.name}'s"
+        )
 
     return ckm_risk(release, truth)
 

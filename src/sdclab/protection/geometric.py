@@ -92,7 +92,10 @@ class GeometricParameters(Parameters):
 
 
 MECHANISM = Mechanism(
-    "geometric", "per-cell two-tailed geometric noise (pure epsilon-DP)", GeometricParameters
+    "geometric",
+    "per-cell two-tailed geometric noise (pure epsilon-DP)",
+    GeometricParameters,
+    any_census=True,
 )
 
 

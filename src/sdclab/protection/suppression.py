@@ -79,7 +79,10 @@ class SuppressionParameters(Parameters):
 
 
 MECHANISM = Mechanism(
-    "suppress", "1980-style cell and table suppression (no formal guarantee)", SuppressionParameters
+    "suppress",
+    "1980-style cell and table suppression (no formal guarantee)",
+    SuppressionParameters,
+    any_census=True,
 )
 
 
@@ -138,6 +141,12 @@ def total_name(tables: Mapping[str, TableCounts] | Mapping[str, TableDef], censu
         raise InputError(
             f"suppress: census {census.name} has no table of the total of persons (a person table "
             "crossing no attribute), from which the rules read each geounit's persons"
+        )
+    if total.levels != census.geography.levels:
+        raise InputError(
+            f"suppress: census {census.name}'s total table {total.name} is published at "
+            f"{', '.join(total.levels)}; the rules read each geounit's persons from it at every "
+            f"level ({', '.join(census.geography.levels)})"
         )
     return total.name
 
