@@ -762,7 +762,7 @@ def _read_census(path: Path, meta: dict[str, Any]) -> Census:
     if (path / CENSUS_FILE).is_file():
         try:
             census = from_document(read_json_object(path / CENSUS_FILE))
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise InputError(f"{path / CENSUS_FILE}: not a census document ({exc})") from None
     elif named["name"] in BUILT_IN:
         census = BUILT_IN[named["name"]]()

@@ -300,7 +300,7 @@ def _recorded_census(path: Path, metrics: dict[str, Any]) -> Census | None:
     file = path / CENSUS_FILE
     try:
         census = from_document(read_json_object(file))
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise InputError(f"{file}: not a census document ({exc})") from None
     if named != {"name": census.name, "digest": census.digest}:
         raise InputError(

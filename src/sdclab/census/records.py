@@ -182,6 +182,8 @@ def _read_parquet(file: Path) -> pl.DataFrame:
 
 def encode_records(census: Census, frame: pl.DataFrame, name: str) -> CensusRecords:
     """Records as text columns → positions, every value checked; ``name`` names the file."""
+    if frame.height == 0:
+        raise InputError(f"{name}: no person (expected one row per person)")
     attributes = {
         a.name: _positions(frame, name, a.name, a.position)
         for a in census.attributes.values()
