@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from sdclab.arrays import IntArray
-from sdclab.attacks.linkage import AttackerParameters, Subsets, _ranked, rates
+from sdclab.attacks.linkage import AttackerParameters, Subsets, paired, rates, unpaired
 from sdclab.census.model import Census
 from sdclab.census.records import CensusRecords
 from sdclab.errors import InputError
@@ -178,21 +178,11 @@ def link(inferred: pl.DataFrame, attacker: pl.DataFrame, keys: LinkKeys, seed: i
     left = keys.with_categories(inferred).with_row_index("_r")
     right = keys.with_categories(attacker).with_row_index("_a")
     first_key = [GEOUNIT, *keys.quasi]
-    first = _ranked(left.filter(known), first_key, seed).join(
-        _ranked(right, first_key, seed + 1), on=[*first_key, "_rank"], how="inner", suffix="_att"
-    )
+    first = paired(left.filter(known), right, first_key, seed)
     columns = ["id", GEOUNIT, *keys.quasi, *keys.inferred]
     out = [first.select(columns).with_columns(link_pass=pl.lit(1, pl.Int8))]
     if keys.category:
-        second_key = keys.second
-        rest_left = left.join(first.select("_r"), on="_r", how="anti")
-        rest_right = right.join(first.select("_a"), on="_a", how="anti")
-        second = _ranked(rest_left, second_key, seed + 2).join(
-            _ranked(rest_right, second_key, seed + 3),
-            on=[*second_key, "_rank"],
-            how="inner",
-            suffix="_att",
-        )
+        second = paired(*unpaired(left, right, first), keys.second, seed + 2)
         out.append(second.select(columns).with_columns(link_pass=pl.lit(2, pl.Int8)))
     return pl.concat(out)
 

@@ -185,6 +185,25 @@ def _ranked(frame: pl.DataFrame, key: list[str], seed: int) -> pl.DataFrame:
     )
 
 
+def paired(left: pl.DataFrame, right: pl.DataFrame, key: list[str], seed: int) -> pl.DataFrame:
+    """One-to-one pairs of ``left`` (row index ``_r``) and ``right`` (``_a``) records equal on
+    ``key``, the k-th of each key in a seeded random order with the k-th of the other (``seed``
+    and ``seed + 1``); a right column of a left one's name gets the suffix ``_att``."""
+    return _ranked(left, key, seed).join(
+        _ranked(right, key, seed + 1), on=[*key, "_rank"], how="inner", suffix="_att"
+    )
+
+
+def unpaired(
+    left: pl.DataFrame, right: pl.DataFrame, pairs: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The records of ``left`` and ``right`` that ``pairs`` leaves out."""
+    return (
+        left.join(pairs.select("_r"), on="_r", how="anti"),
+        right.join(pairs.select("_a"), on="_a", how="anti"),
+    )
+
+
 INFERRED = ("block", "sex", "age", "race", "hispanic")
 """The columns of the records an attack links (int64), besides the optional age bounds."""
 AGE_BOUNDS = ("age_min", "age_max")
@@ -214,18 +233,10 @@ def link(inferred: pl.DataFrame, attacker: pl.DataFrame, seed: int) -> pl.DataFr
     left = with_agebin(inferred.select(INFERRED)).with_row_index("_r")
     right = with_agebin(attacker).with_row_index("_a")
     first_key = ["block", "sex", "age"]
-    first = _ranked(left.filter(known), first_key, seed).join(
-        _ranked(right, first_key, seed + 1), on=[*first_key, "_rank"], how="inner", suffix="_att"
-    )
+    first = paired(left.filter(known), right, first_key, seed)
     second_key = ["block", "sex", "agebin"]
-    rest_left = left.join(first.select("_r"), on="_r", how="anti")
-    rest_right = right.join(first.select("_a"), on="_a", how="anti")
-    second = _ranked(rest_left, second_key, seed + 2).join(
-        _ranked(rest_right, second_key, seed + 3),
-        on=[*second_key, "_rank"],
-        how="inner",
-        suffix="_att",
-    )
+    rest_left, rest_right = unpaired(left, right, first)
+    second = paired(rest_left, rest_right, second_key, seed + 2)
     columns = ["id", "block", "sex", "age_att", "race", "hispanic"]
     return pl.concat(
         [
