@@ -11,9 +11,8 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab.census.declare import load_census
+from sdclab.census.declare import census_named, load_census
 from sdclab.census.records import read_records, tabulate_records
-from sdclab.censuses import census_named
 from sdclab.errors import InputError
 from sdclab.tables.catalog import CATALOG
 
@@ -720,3 +719,18 @@ def test_suppression_needs_the_total_at_every_level(toyland):
     census = load_census(toyland / "census.toml")
     with pytest.raises(InputError, match=r"total table T1 is published at region, district"):
         api.protect(read_records(census, toyland / "persons.csv"), "suppress", seed=1)
+
+
+def test_a_declared_census_travels_to_worker_processes_once():
+    import pickle
+
+    from sdclab import api
+
+    census = load_census(TOYLAND / "census.toml")
+    first, second = (pickle.loads(pickle.dumps(census)) for _ in range(2))
+    assert first is second and first.digest == census.digest  # one object per process
+    assert pickle.loads(pickle.dumps(census_named("us2010"))) is census_named("us2010")
+    release = api.protect(read_records(census, TOYLAND / "persons.csv"), "geometric", seed=3)
+    one = api.reconstruct(release, workers=1, node_limit=2000)
+    two = api.reconstruct(release, workers=2, node_limit=2000)
+    assert one.persons.equals(two.persons)

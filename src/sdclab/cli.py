@@ -115,7 +115,7 @@ def parse_table_list(text: str | None, census: str | Path | None = None) -> list
     US 2010 census's)."""
     if text is None:
         return None
-    from sdclab.censuses import census_named
+    from sdclab.census.declare import census_named
 
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
@@ -304,7 +304,7 @@ def protect(
 ) -> None:
     """Protect a population with a mechanism and write the release (tables, microdata, card)."""
     from sdclab import api, protection
-    from sdclab.censuses import census_named
+    from sdclab.census.declare import census_named
     from sdclab.fileio import check_replaceable
     from sdclab.release import RELEASE_KIND, write_release
 
@@ -808,8 +808,8 @@ def show_census(
     census: Annotated[str, typer.Argument(help="A built-in census (us2010) or a census file.")],
 ) -> None:
     """Print a census: its attributes and breakdowns, geographies, tables and attack settings."""
+    from sdclab.census.declare import census_named
     from sdclab.census.show import describe
-    from sdclab.censuses import census_named
 
     for line in describe(census_named(census)):
         typer.echo(line)

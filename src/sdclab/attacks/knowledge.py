@@ -2,7 +2,7 @@
 
 The noise-aware reconstruction (docs/reconstruction.md) reads a release and nothing else: its
 tables, the parameters it records and what its mechanism publishes about its noise. From them
-each mechanism's model (its ``cell_model`` role, :mod:`sdclab.protection.cell_model`) gives,
+each mechanism's model (its ``cell_model`` role, :mod:`sdclab.cell_model`) gives,
 for every published cell, the range its true count must lie in (``low``..``high``: what the
 mechanism could have turned into the published value) and the cost
 per unit of the distance between the true count and the published one (``weight``: the negative
@@ -42,9 +42,9 @@ from scipy.sparse.csgraph import connected_components
 
 from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
+from sdclab.cell_model import CellBounds, bounds
 from sdclab.errors import InputError
 from sdclab.geography import parse_geoids
-from sdclab.protection.cell_model import CellBounds, bounds
 from sdclab.release import Release
 
 

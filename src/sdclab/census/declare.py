@@ -22,6 +22,7 @@ from sdclab.census.model import (
     Hierarchy,
     Reconstruction,
 )
+from sdclab.censuses import BUILT_IN
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.population.io import read_csv
@@ -92,8 +93,6 @@ class Declaration:
 
 def load_census(path: Path) -> Census:
     """The census declared by the TOML file ``path`` (docs/census.md)."""
-    from sdclab.censuses import BUILT_IN
-
     d = Declaration(path)
     doc = d.document
     name = d.name(d.text(doc, "name"), "name")
@@ -431,3 +430,17 @@ def _reconstruction(
                 "consecutive codes (so that a range of codes has a first and a last category)",
             )
     return Reconstruction(names, level, within, dict(resolved))
+
+
+def census_named(name_or_file: str | Path) -> Census:
+    """A built-in census by name, or the census a TOML file declares."""
+    if str(name_or_file) in BUILT_IN:
+        return BUILT_IN[str(name_or_file)]()
+    path = Path(name_or_file)
+    if path.suffix.lower() != ".toml":
+        known = ", ".join(BUILT_IN)
+        raise InputError(
+            f"unknown census {str(name_or_file)!r}: expected a built-in one ({known}) or a census "
+            "file (.toml)"
+        )
+    return load_census(path)

@@ -14,9 +14,11 @@ attribute, which for a census of a dozen topics has of the order of 10¹⁰ cell
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -228,24 +230,9 @@ class Census:
     """What adding one person can do to its household's attributes; empty when no household
     attribute depends on the household's persons."""
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled by name (a built-in census) or as its document, and unpickled once per
-        process, so that caches keyed by the census hold across the tasks of a worker."""
-        from sdclab.censuses import BUILT_IN
-
-        if self.name in BUILT_IN and BUILT_IN[self.name]() is self:
-            return (_built_in, (self.name,))
-        import json
-
-        from sdclab.census.document import to_document
-
-        return (_from_text, (json.dumps(to_document(self), sort_keys=True),))
-
     @cached_property
     def digest(self) -> str:
-        """SHA-256 of the census's canonical document (:mod:`sdclab.census.document`)."""
-        from sdclab.census.document import census_digest
-
+        """SHA-256 of the census's canonical document (:func:`to_document`)."""
         return census_digest(self)
 
     def attribute(self, name: str) -> Attribute:
@@ -316,16 +303,98 @@ class Census:
         return size
 
 
-def _built_in(name: str) -> Census:
-    from sdclab.censuses import BUILT_IN
+# ---------------------------------------------------------------------------------------------
+# The census as a JSON document (sdclab.census.document reads it back)
+# ---------------------------------------------------------------------------------------------
 
-    return BUILT_IN[name]()
+FORMAT = "sdclab-census-1"
+"""The version of the document's layout."""
 
 
-@cache
-def _from_text(text: str) -> Census:
-    import json
+def _members(membership: np.ndarray) -> list[list[int]]:
+    """A 0/1 categories × codes matrix as the code positions of each category."""
+    return [np.flatnonzero(row).tolist() for row in membership]
 
-    from sdclab.census.document import from_document
 
-    return from_document(json.loads(text))
+def to_document(census: Census) -> dict[str, Any]:
+    """The census as plain JSON values (lists, not arrays), in declaration order."""
+    return {
+        "format": FORMAT,
+        "name": census.name,
+        "title": census.title,
+        "description": census.description,
+        "household_key": census.household_key,
+        "attributes": [
+            {
+                "name": a.name,
+                "records": a.records,
+                "codes": list(a.codes),
+                "labels": list(a.labels),
+                "breakdowns": [
+                    {
+                        "name": b.name,
+                        "codes": list(b.codes),
+                        "labels": list(b.labels),
+                        "members": _members(b.membership),
+                    }
+                    for b in a.breakdowns.values()
+                ],
+            }
+            for a in census.attributes.values()
+        ],
+        "geographies": [
+            {
+                "name": g.name,
+                "levels": list(g.levels),
+                "units": {level: list(codes) for level, codes in g.units.items()},
+                "parents": {level: p.tolist() for level, p in g.parents.items()},
+                "labels": {level: list(labels) for level, labels in g.labels.items()},
+            }
+            for g in census.geographies.values()
+        ],
+        "tables": [_table(t, census.table_geography.get(t.name)) for t in census.tables.values()],
+        "quasi_identifiers": list(census.quasi_identifiers),
+        "reconstruction": {
+            "attributes": list(census.reconstruction.attributes),
+            "level": census.reconstruction.level,
+            "within": census.within,
+            "resolved": dict(census.reconstruction.resolved),
+        },
+    }
+
+
+def _table(table: TableDef, geography: str | None) -> dict[str, Any]:
+    return {
+        "name": table.name,
+        "title": table.title,
+        "universe": table.universe,
+        "records": table.records,
+        "geography": geography,
+        "hierarchy": list(table.hierarchy),
+        "top": table.top,
+        "bottom": table.bottom,
+        "domain": [a.name for a in table.schema.attributes],
+        "parts": [
+            {
+                "label": part.label,
+                "dimensions": [
+                    {
+                        "attribute": d.attribute,
+                        "labels": list(d.labels),
+                        "members": _members(d.membership),
+                    }
+                    for d in part.dimensions
+                ],
+                "universe": {
+                    name: np.flatnonzero(mask).tolist() for name, mask in part.universe.items()
+                },
+            }
+            for part in table.parts
+        ],
+    }
+
+
+def census_digest(census: Census) -> str:
+    """SHA-256 of the census's canonical JSON document, as ``sha256:<hex>``."""
+    text = json.dumps(to_document(census), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()

@@ -1,12 +1,16 @@
-"""The censuses sdclab knows by name, and the way to any other: a census file."""
+"""The censuses sdclab knows by name (a census file declares any other:
+:func:`sdclab.census.declare.census_named`), and how a census travels to worker processes."""
 
 from __future__ import annotations
 
+import copyreg
+import json
 from collections.abc import Callable
-from pathlib import Path
+from functools import cache
+from typing import Any
 
-from sdclab.census.model import Census
-from sdclab.errors import InputError
+from sdclab.census.document import from_document
+from sdclab.census.model import Census, to_document
 
 BUILT_IN: dict[str, Callable[[], Census]] = {}
 """Each built-in census's name and the function that builds it."""
@@ -26,17 +30,21 @@ def is_built_in(census: Census) -> bool:
     return census.name in BUILT_IN and BUILT_IN[census.name]() is census
 
 
-def census_named(name_or_file: str | Path) -> Census:
-    """A built-in census by name, or the census a TOML file declares."""
-    if str(name_or_file) in BUILT_IN:
-        return BUILT_IN[str(name_or_file)]()
-    path = Path(name_or_file)
-    if path.suffix.lower() != ".toml":
-        known = ", ".join(BUILT_IN)
-        raise InputError(
-            f"unknown census {str(name_or_file)!r}: expected a built-in one ({known}) or a census "
-            "file (.toml)"
-        )
-    from sdclab.census.declare import load_census
+def _reduce(census: Census) -> tuple[Any, ...]:
+    """A census pickles by name (a built-in one) or as its document, and unpickles once per
+    process, so that caches keyed by the census hold across the tasks of a worker."""
+    if is_built_in(census):
+        return (_built_in, (census.name,))
+    return (_from_text, (json.dumps(to_document(census), sort_keys=True),))
 
-    return load_census(path)
+
+def _built_in(name: str) -> Census:
+    return BUILT_IN[name]()
+
+
+@cache
+def _from_text(text: str) -> Census:
+    return from_document(json.loads(text))
+
+
+copyreg.pickle(Census, _reduce)

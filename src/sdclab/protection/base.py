@@ -55,11 +55,11 @@ from sdclab.results import as_json
 if TYPE_CHECKING:
     import polars as pl
 
+    from sdclab.cell_model import CellModel
     from sdclab.census.model import Census
     from sdclab.geography import Geography
     from sdclab.population import Population
     from sdclab.protection.audit_plans import Trials
-    from sdclab.protection.cell_model import CellModel
     from sdclab.release import Protection, Release
 
 P = TypeVar("P", bound=BaseModel)
@@ -229,7 +229,7 @@ class Mechanism(Generic[P]):
     the exact ones (a p-table whose noise can be undone, a constant record key), or None; part
     of :meth:`protection`."""
     cell_model: CellModel | None = None
-    """The attacker's model of its published cells (:mod:`sdclab.protection.cell_model`): the
+    """The attacker's model of its published cells (:mod:`sdclab.cell_model`): the
     range of each true count and the cost of the distance from the published one, from the
     release alone; None for a mechanism the noise-aware attack cannot model."""
     any_census: bool = False
@@ -378,7 +378,7 @@ class Mechanism(Generic[P]):
     def exact_tables(self) -> bool:
         """Whether its tables are exact tabulations of the records it publishes from (the
         confidential ones or the swapped ones): its cell model is :func:`.cell_model.exact`."""
-        from sdclab.protection.cell_model import exact
+        from sdclab.cell_model import exact
 
         return self.cell_model is exact
 

@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 
 from sdclab.accounting import SpecCard
 from sdclab.arrays import FloatArray, IntArray
+from sdclab.cell_model import CellBounds, bounds
 from sdclab.census.model import Census, cells_moved
 from sdclab.errors import InputError
 from sdclab.geography import Geography
@@ -38,7 +39,6 @@ from sdclab.population.contract import RECORD_KEY
 from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
 from sdclab.protection import swapping
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
-from sdclab.protection.cell_model import CellBounds, bounds
 from sdclab.protection.checks import counts_problem
 from sdclab.protection.ptable import (
     OnsPTable,

@@ -32,6 +32,7 @@ from pydantic import Field, model_validator
 from sdclab import accounting, noise
 from sdclab.accounting import SpecCard
 from sdclab.arrays import FloatArray
+from sdclab.cell_model import CellBounds, bounds, table_columns
 from sdclab.census.model import cells_moved
 from sdclab.errors import InputError
 from sdclab.evaluation import size_class_label
@@ -46,7 +47,6 @@ from sdclab.protection.base import (
     check_budget_range,
     decimal_text,
 )
-from sdclab.protection.cell_model import CellBounds, bounds, table_columns
 from sdclab.protection.checks import IMPOSSIBLE, counts_problem, laplace_reach, whole
 from sdclab.release import Release, exact_release
 from sdclab.tables.catalog import TableDef

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdclab import cell_model
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.population import Population
-from sdclab.protection import cell_model
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters
 from sdclab.protection.checks import exact_tables
 from sdclab.release import EXACT_TABULATION, Release, exact_release

@@ -42,6 +42,7 @@ from scipy.sparse import csgraph
 from sdclab import schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, FloatArray, IntArray
+from sdclab.cell_model import CellBounds, bounds, table_columns
 from sdclab.census.model import Census
 from sdclab.errors import InputError
 from sdclab.geography import Geography
@@ -49,7 +50,6 @@ from sdclab.optimize.highs import quiet_highs, run
 from sdclab.population import Population
 from sdclab.privacy import Invariant, no_guarantee
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
-from sdclab.protection.cell_model import CellBounds, bounds, table_columns
 from sdclab.protection.checks import counts_problem, whole
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release

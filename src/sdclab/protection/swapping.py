@@ -30,14 +30,14 @@ import numpy.typing as npt
 import polars as pl
 from pydantic import Field, model_validator
 
-from sdclab import accounting, noise, schema
+from sdclab import accounting, cell_model, noise, schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, IntArray
 from sdclab.errors import InputError
 from sdclab.geography import truncate
 from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, no_guarantee
-from sdclab.protection import audit_plans, cell_model
+from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.checks import exact_tables
 from sdclab.release import Release, tabulated_release

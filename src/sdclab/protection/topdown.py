@@ -42,7 +42,7 @@ import polars as pl
 import scipy.sparse as sp
 from pydantic import Field, model_validator
 
-from sdclab import accounting, schema
+from sdclab import accounting, cell_model, schema
 from sdclab.arrays import IntArray
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks, worker_pool
@@ -52,7 +52,7 @@ from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
 from sdclab.population import Population
-from sdclab.protection import audit_plans, cell_model
+from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,
     NoisePublication,

@@ -10,7 +10,7 @@ on the 2010 census.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -27,8 +27,26 @@ from sdclab.geography import LEVELS
 from sdclab.tables.catalog import CATALOG, RACE_TALLY
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from sdclab.arrays import IntArray
-    from sdclab.population import Population
+
+
+class UsRecords(Protocol):
+    """What :func:`record_columns` reads of a US population (a
+    :class:`~sdclab.population.Population`)."""
+
+    @property
+    def persons(self) -> pl.DataFrame: ...
+    @property
+    def units(self) -> pl.DataFrame: ...
+    @property
+    def person_unit_row(self) -> IntArray: ...
+    @property
+    def household_size(self) -> IntArray: ...
+    @property
+    def household_type(self) -> np.ndarray: ...
+
 
 NAME = "us2010"
 
@@ -114,7 +132,7 @@ def census() -> Census:
     )
 
 
-def record_columns(population: Population, records: str) -> dict[str, IntArray]:
+def record_columns(population: UsRecords, records: str) -> dict[str, IntArray]:
     """The code of every attribute for each person or each unit of a US population.
 
     Persons carry their unit's type (the tables of persons in group quarters cross it) and the

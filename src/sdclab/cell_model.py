@@ -11,14 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from sdclab.arrays import FloatArray, IntArray
+from sdclab.census.model import Census
 
-if TYPE_CHECKING:
-    from sdclab.release import Release
+
+class Published(Protocol):
+    """What a cell model reads of a release besides its published counts (a
+    :class:`~sdclab.release.Release`, of which a mechanism's own model may read more)."""
+
+    @property
+    def census(self) -> Census: ...
 
 
 @dataclass(frozen=True)
@@ -79,18 +85,20 @@ def bounds(
     return CellBounds(low, high, weight, target, above)
 
 
-CellModel = Callable[["Release", Sequence[str], str, FloatArray], CellBounds]
+CellModel = Callable[["Published", Sequence[str], str, FloatArray], CellBounds]
 """A mechanism's model of its published cells: (release, tables side by side, level,
 published counts — geounits × cells, NaN where withheld) → their bounds."""
 
 
-def exact(release: Release, names: Sequence[str], level: str, published: FloatArray) -> CellBounds:
+def exact(
+    release: Published, names: Sequence[str], level: str, published: FloatArray
+) -> CellBounds:
     """Exact tables (of the confidential or of the swapped records): low = high = published."""
     return bounds(published, published, published, np.zeros_like(published))
 
 
 def post_processed(
-    release: Release, names: Sequence[str], level: str, published: FloatArray
+    release: Published, names: Sequence[str], level: str, published: FloatArray
 ) -> CellBounds:
     """Tables that post-processing could have moved anywhere: any count ≥ 0, weight 1."""
     return bounds(
@@ -101,7 +109,7 @@ def post_processed(
     )
 
 
-def table_columns(release: Release, names: Sequence[str]) -> list[slice]:
+def table_columns(release: Published, names: Sequence[str]) -> list[slice]:
     """The columns of each of the release's tables ``names`` in a side-by-side array."""
     sizes = [release.census.table(n).n_cells for n in names]
     stops = np.cumsum(sizes)
