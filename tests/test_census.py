@@ -734,3 +734,22 @@ def test_a_declared_census_travels_to_worker_processes_once():
     one = api.reconstruct(release, workers=1, node_limit=2000)
     two = api.reconstruct(release, workers=2, node_limit=2000)
     assert one.persons.equals(two.persons)
+
+
+def test_a_declared_release_whose_cells_exceed_its_total_is_refused(tmp_path):
+    from sdclab import api
+    from sdclab.release import read_release, write_release
+
+    census = load_census(TOYLAND / "census.toml")
+    release = api.tabulate(read_records(census, TOYLAND / "persons.csv"))
+    write_release(release, tmp_path / "release")
+    file = tmp_path / "release" / "tables" / "T3.parquet"
+    frame = pl.read_parquet(file)
+    first = (pl.col("level") == "village") & (pl.int_range(pl.len()).over("level") == 0)
+    frame.with_columns(
+        count=pl.when(first).then(pl.col("count") + 500).otherwise("count")
+    ).write_parquet(file)
+    with pytest.raises(
+        InputError, match=r"T3.parquet: village V107, cell 0: .* more than T1 there"
+    ):
+        read_release(tmp_path / "release")

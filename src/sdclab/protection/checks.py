@@ -29,8 +29,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from sdclab.arrays import BoolArray, FloatArray
+from sdclab.census.model import Census
 from sdclab.release import Release
-from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.tables.catalog import TableDef
 
 TrueRange = Callable[[str, str, FloatArray], tuple[FloatArray, FloatArray]]
 """(table, level, published counts) → the least and the greatest count of records each could
@@ -54,9 +55,16 @@ def gaussian_reach(sigma2: float) -> float:
     return math.sqrt(2 * float(sigma2) * math.log(2 / IMPOSSIBLE))
 
 
-TOTALS = {"person": "P1", "person_hhgq": "P1", "unit": "H1"}
-"""By table schema: the table whose one cell counts every record such a table's cells count
-(persons; housing units)."""
+def total_of(census: Census, table: TableDef) -> TableDef | None:
+    """The census's table whose one cell counts the records ``table`` counts: the total of
+    persons (the US P1) for a person table, the first one-cell household table (the US H1,
+    housing units) for a household table."""
+    if table.records == "persons":
+        return census.total_table
+    return next(
+        (t for t in census.tables.values() if t.records == table.records and t.n_cells == 1),
+        None,
+    )
 
 
 def whole(counts: FloatArray) -> BoolArray:
@@ -101,12 +109,13 @@ def totals_problem(release: Release, true_range: TrueRange) -> str | None:
     ``true_range`` — one cell above it, or, for a table that counts every record once, cells
     that add up to more than it or cannot add up to it; None if there is none."""
     for name, table in release.tables.items():
-        total = TOTALS.get(table.table.schema.name)
-        if total is None or total == name or total not in release.tables:
+        total_table = total_of(release.census, table.table)
+        total = "" if total_table is None else total_table.name
+        if total_table is None or total == name or total not in release.tables:
             continue
-        if not bounded_by(table.table, CATALOG[total]):
+        if not bounded_by(table.table, total_table):
             continue
-        partition = partitions(table.table, CATALOG[total])
+        partition = partitions(table.table, total_table)
         for level in table.levels:
             problem = _level_problem(release, name, total, level, true_range, partition)
             if problem is not None:
@@ -158,24 +167,40 @@ def _level_problem(
     return None
 
 
+def _over_one_domain(
+    table: TableDef, total: TableDef
+) -> tuple[sp.csr_matrix, sp.csr_matrix] | None:
+    """The two tables' queries over one domain: their shared schema, or the table's marginal
+    domain when the total crosses no attribute the table does not (None: neither)."""
+    if table.schema is total.schema:
+        return table.query, total.query
+    if table.records == total.records and set(total.crossed) <= set(table.crossed):
+        return table.marginal_query, total.query_on(table.marginal)
+    return None
+
+
 def partitions(table: TableDef, total: TableDef) -> bool:
     """Whether every record ``total`` counts is in exactly one cell of ``table`` (its cells add
-    up to the total), on the same schema."""
-    if table.schema is not total.schema:
+    up to the total)."""
+    queries = _over_one_domain(table, total)
+    if queries is None:
         return False
-    within = np.asarray(total.query.sum(axis=0)).ravel() > 0
-    cells_per_record = np.asarray(table.query.sum(axis=0)).ravel()
+    query, total_query = queries
+    within = np.asarray(total_query.sum(axis=0)).ravel() > 0
+    cells_per_record = np.asarray(query.sum(axis=0)).ravel()
     return bool(np.all(cells_per_record[within] == 1) and np.all(cells_per_record[~within] == 0))
 
 
 def bounded_by(table: TableDef, total: TableDef) -> bool:
     """Whether every cell of ``table`` counts each record at most once, and only records that
     ``total`` counts (person tables on the hhgq schema count persons, as P1 does)."""
-    if table.schema is not total.schema:
+    queries = _over_one_domain(table, total)
+    if queries is None:
         return table.schema.name == "person_hhgq" and total.name == "P1"
-    counted = np.asarray(abs(table.query).sum(axis=0)).ravel() > 0
-    within = np.asarray(total.query.sum(axis=0)).ravel() > 0
-    return bool(table.query.max() <= 1 and np.all(within[counted]))
+    query, total_query = queries
+    counted = np.asarray(abs(query).sum(axis=0)).ravel() > 0
+    within = np.asarray(total_query.sum(axis=0)).ravel() > 0
+    return bool(query.max() <= 1 and np.all(within[counted]))
 
 
 def _shown(value: float) -> str:
