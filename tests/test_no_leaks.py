@@ -21,16 +21,12 @@ from sdclab.tables.tabulate import tabulate
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "sdclab"
 QUICK = {
-    "swap": {},
-    "swap-low": {},
-    "swap-high": {},
-    "psa": {},
-    "topdown": {"product": "pl94"},
-    "cellkey": {},
-    "geometric": {"epsilon": "8"},
-    "safetab_h": {},
-    "suppress": {},
+    name: dict(entry.example)
+    for name, entry in protection.MECHANISMS.items()
+    if entry.protect is not None and name != "none"
 }
+"""Every mechanism that protects data, at its example settings (from the registry: a new one is
+covered without a line here)."""
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +51,6 @@ def releases(population, tmp_path_factory):
         write_release(release, path / "rel")
         out[name] = (release, path / "rel")
     return out
-
-
-def test_every_mechanism_is_covered():
-    assert set(QUICK) | {"none", "gaussian"} == set(protection.MECHANISMS)
 
 
 def test_no_release_file_holds_record_keys_or_the_input_ids(releases):

@@ -232,6 +232,9 @@ class Mechanism(Generic[P]):
     """The attacker's model of its published cells (:mod:`sdclab.cell_model`): the
     range of each true count and the cost of the distance from the published one, from the
     release alone; None for a mechanism the noise-aware attack cannot model."""
+    example: Mapping[str, str] = field(default_factory=dict)
+    """Settings of a quick release (the defaults where they are quick): what tests and examples
+    run it with."""
     any_census: bool = False
     """Whether it protects any census's tables (else only the US 2010 census's, so far; a run on
     another census is refused in words)."""

@@ -87,7 +87,10 @@ class GaussianParameters(Parameters):
 
 
 MECHANISM = Mechanism(
-    "gaussian", "discrete Gaussian noise on every cell (zCDP)", GaussianParameters
+    "gaussian",
+    "discrete Gaussian noise on every cell (zCDP)",
+    GaussianParameters,
+    example={"rho": "1"},
 )
 
 

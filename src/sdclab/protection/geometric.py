@@ -96,6 +96,7 @@ MECHANISM = Mechanism(
     "per-cell two-tailed geometric noise (pure epsilon-DP)",
     GeometricParameters,
     any_census=True,
+    example={"epsilon": "8"},
 )
 
 

@@ -136,6 +136,7 @@ MECHANISM = Mechanism(
     "topdown",
     "the 2020 census TopDown Algorithm (zCDP measurements, consistent integer tables)",
     TopDownParameters,
+    example={"product": "pl94"},
 )
 MECHANISM.define("cell_model")(cell_model.post_processed)
 
