@@ -249,7 +249,7 @@ def test_census_show_prints_a_census_and_refuses_an_unknown_one(toyland):
     )
 
 
-def test_a_census_of_more_than_a_billion_cells_tabulates_from_its_records(tmp_path):
+def test_a_census_of_more_than_a_billion_cells_tabulates_and_reconstructs(tmp_path):
     # ten attributes of ten codes each: 10¹⁰ cells in their product, never built
     names = [f"topic{i}" for i in range(10)]
     lines = ['name = "wide"', "[geographies.places]", 'levels = ["area", "place"]']
@@ -259,6 +259,7 @@ def test_a_census_of_more_than_a_billion_cells_tabulates_from_its_records(tmp_pa
             f"codes = {[str(c) for c in range(10)]}".replace("'", '"'),
         ]
     lines += ["[tables.A]", 'cells = ["topic0", "topic9"]', "[tables.B]", 'cells = ["topic3"]']
+    lines += ["[tables.C]", 'cells = ["topic0", "topic1", "topic2"]']
     lines += [
         "[reconstruction]",
         f"attributes = {names[:3]}".replace("'", '"'),
@@ -285,6 +286,20 @@ def test_a_census_of_more_than_a_billion_cells_tabulates_from_its_records(tmp_pa
     np.add.at(expected, (place_index, codes[:, 0] * 10 + codes[:, 9]), 1)
     assert (matrix.toarray() == expected).all()
     assert by_geoid(counts["B"], "area")[1].sum() == 500
+    # the reconstruction solves over the three declared attributes only (1,000 cells), from the
+    # tables that cross no other: C gives each place's persons back exactly
+    from sdclab.attacks.reconstruction import person_tables, reconstruct
+    from sdclab.release import exact_release
+
+    records = census_records(census, frame)
+    exact = exact_release(records)
+    assert person_tables(exact) == (("C",), ())
+    rebuilt = reconstruct(exact, workers=1, node_limit=2000)
+    assert rebuilt.persons.columns == ["block", *names[:3]]
+    key = ["place", *names[:3]]
+    truth = frame.group_by(key).len().sort(key)
+    mine = rebuilt.persons.rename({"block": "place"}).group_by(key).len().sort(key)
+    assert mine.rows() == truth.rows()
 
 
 def test_us2010_is_the_catalogue_and_each_table_counts_over_its_marginal_domain():
