@@ -91,7 +91,10 @@ def test_a_declared_census_is_protected_or_refused_in_words(name, toyland):
         with pytest.raises(InputError, match=rf"mechanism {name} protects the US 2010 census"):
             entry.run(toyland, entry.example, seed=5)
         return
-    release = entry.run(toyland, entry.example, seed=5)
+    release = entry.run(toyland, entry.example_for(toyland.census), seed=5)
     assert release.census is toyland.census and set(release.tables) == set(toyland.census.tables)
     if entry.check is not None:
         assert entry.check(release, entry.parse(release.parameters, toyland.census)) is None
+    if set(entry.example) - set(entry.example_for(toyland.census)):  # a US product's setting
+        with pytest.raises(InputError, match=r"a setting of the US 2010 census's products"):
+            entry.run(toyland, entry.example, seed=5)

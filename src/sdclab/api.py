@@ -44,7 +44,10 @@ from sdclab.results import (
 )
 
 if TYPE_CHECKING:  # the modules behind them load on first use: the command line starts quickly
+    import polars as pl
+
     from sdclab.attacks.audit import AuditResult
+    from sdclab.census.records import CensusRecords
     from sdclab.execution import Executor
     from sdclab.population import Population
     from sdclab.protection import Mechanism
@@ -431,6 +434,25 @@ def reidentify(
     return replace(result, links=links)
 
 
+def _declared_microdata_agreement(
+    persons: pl.DataFrame, truth: CensusRecords
+) -> Agreement | NotMeasured:
+    """A declared census's released person records against its true ones, matched as a
+    reconstruction's are (each geounit of the reconstruction's level, its attributes)."""
+    from sdclab.attacks.census_linkage import agreement
+
+    census = truth.census
+    level, bottom = census.reconstruction.level, census.geography.levels[-1]
+    lacking = sorted(set(census.reconstruction.attributes) - set(persons.columns))
+    if level != bottom or lacking:
+        return NotMeasured(
+            f"the release's person records carry no {', '.join(lacking)}"
+            if lacking
+            else f"the release's person records are by {bottom}, the reconstruction's by {level}"
+        )
+    return Agreement.from_dict(agreement(persons, truth))
+
+
 def evaluate(
     release: Release,
     truth: Population,
@@ -495,7 +517,9 @@ def evaluation(
     mechanism = protection.get(release.mechanism)
     persons = release.person_microdata
     microdata: Agreement | NotMeasured = NotMeasured(NO_MICRODATA)
-    if persons is not None and ev.has_person_attributes(persons):
+    if persons is not None and isinstance(truth, CensusRecords):
+        microdata = _declared_microdata_agreement(persons, truth)
+    elif persons is not None and ev.has_person_attributes(persons):
         microdata = Agreement.from_dict(ev.agreement(persons, truth))
     elif persons is not None:
         lacking = sorted(set(ev.PERSON_ATTRIBUTES) - set(persons.columns))

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -44,8 +45,10 @@ from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.cell_model import CellBounds, bounds
 from sdclab.errors import InputError
-from sdclab.geography import parse_geoids
 from sdclab.release import Release
+
+if TYPE_CHECKING:
+    from sdclab.census.model import Census
 
 
 def cell_bounds(
@@ -104,9 +107,19 @@ class MeasuredQuery:
     cells_per_group: IntArray
 
 
+def measured_query(name: str, census: Census | None = None) -> MeasuredQuery:
+    """The projection of the measured query ``product:query`` onto the reconstruction's domain
+    of ``census`` (default: the US 2010 census, whose products are named ``dhc`` and ``pl94``;
+    a declared census's product is named after the census)."""
+    from sdclab.censuses import is_built_in
+
+    if census is None or is_built_in(census):
+        return _us_measured_query(name)
+    return _declared_measured_query(name, census)
+
+
 @cache
-def measured_query(name: str) -> MeasuredQuery:
-    """The person-domain projection of the measured query ``product:query``."""
+def _us_measured_query(name: str) -> MeasuredQuery:
     from sdclab.protection.topdown_strategy import PRODUCTS
 
     product_name, query_name = name.split(MEASURED)
@@ -118,15 +131,41 @@ def measured_query(name: str) -> MeasuredQuery:
     for unit_type in schema.UNIT_TYPE.codes:
         quarters = np.full(schema.PERSON.size, unit_type)
         touched = touched + query[:, product.schema.cell_index({**persons, "unit_type": quarters})]
+    return _grouped(name, touched)
+
+
+@lru_cache(maxsize=32)
+def _declared_measured_query(name: str, census: Census) -> MeasuredQuery:
+    """A declared census's measured query: each product cell counts in the reconstruction cell
+    of its attributes (the reconstruction's attributes are among the product's, see
+    :func:`measured_queries`)."""
+    from sdclab.protection.topdown import declared_product
+
+    product = declared_product(census)
+    query = product.query_matrix(name.split(MEASURED)[1]).tocsc()
+    domain = census.reconstruction_domain
+    cells = product.schema.decode(np.arange(product.schema.size))
+    target = domain.cell_index({a: cells[a] for a in domain.names})
+    projection = sp.csr_matrix(
+        (np.ones(product.schema.size), (np.arange(product.schema.size), target)),
+        shape=(product.schema.size, domain.size),
+    )
+    return _grouped(name, (query @ projection).tocsr())
+
+
+def _grouped(name: str, touched: sp.csr_matrix) -> MeasuredQuery:
+    """Query cells × person cells ``touched`` as groups: the connected components of query cells
+    that share a person cell."""
+    n_cells, n_persons = touched.shape
     graph = sp.bmat([[None, touched], [touched.T, None]], format="csr")
     _, label = connected_components(graph, directed=False)
-    groups, group_of_person = np.unique(label[query.shape[0] :], return_inverse=True)
-    group_of_cell = np.searchsorted(groups, label[: query.shape[0]])
-    if not np.array_equal(groups[group_of_cell], label[: query.shape[0]]):
+    groups, group_of_person = np.unique(label[n_cells:], return_inverse=True)
+    group_of_cell = np.searchsorted(groups, label[:n_cells])
+    if not np.array_equal(groups[group_of_cell], label[:n_cells]):
         raise AssertionError(f"a cell of {name} counts no person")
     matrix = sp.csr_matrix(
-        (np.ones(schema.PERSON.size), (group_of_person, np.arange(schema.PERSON.size))),
-        shape=(len(groups), schema.PERSON.size),
+        (np.ones(n_persons), (group_of_person, np.arange(n_persons))),
+        shape=(len(groups), n_persons),
     )
     return MeasuredQuery(matrix, group_of_cell, np.bincount(group_of_cell, minlength=len(groups)))
 
@@ -140,13 +179,23 @@ def exact_variance(sigma2: pl.Series) -> FloatArray:
 
 
 def measured_queries(release: Release, level: str) -> tuple[str, ...]:
-    """The measured queries the release publishes at ``level`` (none without measurements)."""
-    from sdclab.protection.topdown import MEASUREMENTS_ARTIFACT
+    """The measured queries the release publishes at ``level`` (none without measurements, nor
+    for a declared census whose reconstruction solves for an attribute outside TopDown's
+    histogram: no measured cell then counts the persons of a set of reconstruction cells)."""
+    from sdclab.censuses import is_built_in
+    from sdclab.protection.topdown import MEASUREMENTS_ARTIFACT, declared_product
 
     frame = release.artifacts.get(MEASUREMENTS_ARTIFACT)
     if frame is None or frame.height == 0:  # only TopDown declares this artifact
         return ()
-    product = release.parameters.get("product", "dhc")
+    census = release.census
+    if is_built_in(census):
+        product = release.parameters.get("product", "dhc")
+    else:
+        product = census.name
+        solved = census.reconstruction_domain.names
+        if not set(solved) <= set(declared_product(census).schema.names):
+            return ()
     asked = frame.filter(pl.col("level") == level)["query"].unique().sort().to_list()
     return tuple(measured_name(product, q) for q in asked)
 
@@ -164,13 +213,14 @@ def measurement_bounds(
     from sdclab.protection.topdown import MEASUREMENTS_ARTIFACT
 
     frame = release.artifacts[MEASUREMENTS_ARTIFACT].filter(pl.col("level") == level)
-    n_units = release.geography.n_units(level)
-    codes = release.geography.codes(level)
+    geography = release.geography
+    n_units = geography.n_units(level)
+    codes = geography.codes(level)
     parts = []
     for name in names:
-        projected = measured_query(name)
+        projected = measured_query(name, release.census)
         rows = frame.filter(pl.col("query") == name.split(MEASURED)[1])
-        unit = np.searchsorted(codes, parse_geoids(rows["geoid"], level))
+        unit = np.searchsorted(codes, geography.parse_geoids(rows["geoid"], level))
         group = projected.group_of_cell[rows["cell"].to_numpy()]
         sums = np.zeros((3, n_units, len(projected.cells_per_group)))  # noisy, variance, cells
         columns = (rows["noisy"].to_numpy(), exact_variance(rows["variance"]), np.ones(rows.height))

@@ -136,7 +136,7 @@ def query_of(name: str, census: Census | None = None) -> sp.csr_matrix:
     """A table's query over the reconstruction's domain, or a measured query's projection onto
     the person domain."""
     if is_measured(name):
-        return measured_query(name).query
+        return measured_query(name, census).query
     chosen = _census(census)
     return chosen.table(name).query_on(chosen.reconstruction_domain)
 
@@ -560,11 +560,11 @@ def tract_problems(
         tract_bounds = cell_bounds(release, tract_tables, within, tract_counts)
         if block_measured:
             block_bounds = block_bounds.beside(
-                measurement_bounds(release, block_measured, "block")[1]
+                measurement_bounds(release, block_measured, level)[1]
             )
         if tract_measured:
             tract_bounds = tract_bounds.beside(
-                measurement_bounds(release, tract_measured, "tract")[1]
+                measurement_bounds(release, tract_measured, within)[1]
             )
     order = np.argsort(tract_of_block, kind="stable")
     bounds = np.searchsorted(tract_of_block[order], np.arange(len(tract_codes) + 1))
@@ -605,8 +605,9 @@ def used_measurements(
     level with ``block_only``)."""
     if knowledge != "published":
         return (), ()
-    tract = () if block_only else measured_queries(release, "tract")
-    return measured_queries(release, "block"), tract
+    census = release.census
+    within = () if block_only else measured_queries(release, census.within)
+    return measured_queries(release, census.reconstruction.level), within
 
 
 def reconstruct(

@@ -250,7 +250,7 @@ def _solve_by_type(
         allowed=allowed,
         parent=parent_by_type[present],
         totals=problem.totals,
-        hhgq=sp.csr_matrix(np.eye(8)[:, present]),
+        hhgq=sp.csr_matrix(np.eye(problem.hhgq.shape[0])[:, present]),
         hhgq_lower=problem.hhgq_lower,
         hhgq_upper=problem.hhgq_upper,
         queries={name: rows[name][:, present] for name in queries},
@@ -259,7 +259,7 @@ def _solve_by_type(
         l2_passes=(queries,),
     )
     y = _solve_generic(aggregated, queries, {}, TOLERANCE)
-    position = np.zeros(8, np.int64)
+    position = np.zeros(problem.hhgq.shape[0], np.int64)
     position[present] = np.arange(len(present))
     column = position[type_of_cell]
     split = y[:, column] * (problem.parent / parent_by_type[type_of_cell])[None, :]

@@ -46,11 +46,12 @@ class ParentProblem:
     totals: IntArray | None
     """Invariant total of each child, -1 where none (only states and the nation have one)."""
     hhgq: sp.csr_matrix
-    """8 × n: the hhgq category of each support cell."""
+    """types × n: the type of each support cell (the 8 hhgq types of the US products; one for a
+    declared census, whose records are all persons)."""
     hhgq_lower: IntArray
-    """children × 8 lower bounds of the hhgq marginal (persons ≥ occupied facilities)."""
+    """children × types lower bounds of the type marginal (persons ≥ occupied facilities)."""
     hhgq_upper: IntArray
-    """children × 8 upper bounds (99,999 per unit; 0 for types the child has no unit of)."""
+    """children × types upper bounds (99,999 per unit; 0 for types the child has no unit of)."""
     queries: dict[str, sp.csr_matrix]
     targets: dict[str, FloatArray] = field(default_factory=dict)
     weights: dict[str, FloatArray] = field(default_factory=dict)

@@ -105,6 +105,10 @@ class Parameters(BaseModel):
                     "of such a file instead"
                 )
 
+    US_SETTINGS: ClassVar[frozenset[str]] = frozenset()
+    """Settings that choose among the US 2010 census's own products (TopDown's ``product``):
+    refused for another census, and not recorded in its releases."""
+
     _census: Census | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -114,6 +118,12 @@ class Parameters(BaseModel):
         census = (info.context or {}).get("census")
         if census is not None and census is not _us2010():
             self._census = census
+            given = sorted(self.US_SETTINGS & self.model_fields_set)
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: a setting of the US 2010 census's products, not of "
+                    f"census {census.name}'s (leave it out)"
+                )
         return self
 
     @property
@@ -134,7 +144,8 @@ class Parameters(BaseModel):
         """The parameters as a release records them: without the execution settings, and with
         the content of any file they name in place of its path (a mechanism with file settings
         extends this), since a path is local and an attacker is entitled to the content."""
-        return self.model_dump(mode="json", exclude=set(self.EXECUTION))
+        us_only = set() if self._census is None else set(self.US_SETTINGS)
+        return self.model_dump(mode="json", exclude=set(self.EXECUTION) | us_only)
 
 
 def _any_census_mechanisms() -> list[str]:
@@ -292,6 +303,12 @@ class Mechanism(Generic[P]):
             return check
 
         return register
+
+    def example_for(self, census: Census) -> dict[str, str]:
+        """:attr:`example` for ``census``: without the US products' settings for another."""
+        us_only: frozenset[str] = getattr(self.parameters, "US_SETTINGS", frozenset())
+        keep = census is _us2010()
+        return {k: v for k, v in self.example.items() if keep or k not in us_only}
 
     def parse(self, settings: Mapping[str, Any], census: Census | None = None) -> P:
         """Validated parameters from a mapping of text (``--set``) or Python values, for

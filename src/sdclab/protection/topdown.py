@@ -32,9 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +46,7 @@ from sdclab import accounting, cell_model, schema
 from sdclab.arrays import IntArray
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks, worker_pool
-from sdclab.geography import LEVELS, Geography, geoid_strings
+from sdclab.geography import LEVELS, FipsGeography, Geography, geoid_strings
 from sdclab.noise import SIGMA2_RANGE, discrete_gaussian
 from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
@@ -66,6 +66,7 @@ from sdclab.protection.topdown_strategy import (
     PRODUCTS,
     Product,
     Strategy,
+    census_product,
     load_strategy,
     parse_strategy,
     strategy_data,
@@ -73,7 +74,10 @@ from sdclab.protection.topdown_strategy import (
 )
 from sdclab.release import MDF_ARTIFACT, Release, frame_problem, geoid_problem
 from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import block_histogram
+from sdclab.tables.tabulate import block_histogram, up_the_levels
+
+if TYPE_CHECKING:
+    from sdclab.census.model import Census
 
 UNIT_CAP = 99_999
 """Most persons one housing unit or facility may hold (production's cap)."""
@@ -106,16 +110,21 @@ class TopDownParameters(Parameters):
     """δ at which (ε, δ) is also reported"""
 
     EXECUTION: ClassVar[frozenset[str]] = frozenset({"workers", "executor", "checkpoint"})
+    US_SETTINGS: ClassVar[frozenset[str]] = frozenset({"product"})
     FILE_SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"strategy": ()}
 
     def resolve(self) -> tuple[Product, Strategy]:
-        product = PRODUCTS[self.product]
+        product = self.product_of()
         rho = Fraction(self.rho) if self.rho is not None else None
         if isinstance(self.strategy, dict):
             return product, parse_strategy(self.strategy, product, rho, "parameter strategy")
         if self.strategy is not None:
             return product, load_strategy(self.strategy, product, rho)
         return product, product.default if rho is None else product.default.with_rho(rho)
+
+    def product_of(self) -> Product:
+        """The product measured: ``product`` for the US census, a declared census's own."""
+        return PRODUCTS[self.product] if _is_us(self.census) else declared_product(self.census)
 
     def recorded(self) -> dict[str, Any]:
         data = super().recorded()
@@ -126,10 +135,24 @@ class TopDownParameters(Parameters):
     @model_validator(mode="after")
     def _within_sampler_range(self) -> TopDownParameters:
         _, strategy = self.resolve()
-        variances = [strategy.sigma2(q, lv) for lv in LEVELS for q in strategy.measured(lv)]
+        variances = [
+            strategy.sigma2(q, lv) for lv in strategy.levels for q in strategy.measured(lv)
+        ]
         rho = self.rho if self.rho is not None else strategy.rho
         check_budget_range("rho", rho, variances, SIGMA2_RANGE, "variance")
         return self
+
+
+def _is_us(census: Census) -> bool:
+    from sdclab.censuses import is_built_in
+
+    return is_built_in(census)
+
+
+@lru_cache(maxsize=8)
+def declared_product(census: Census) -> Product:
+    """A declared census's TopDown product (:func:`census_product`), built once per census."""
+    return census_product(census)
 
 
 MECHANISM = Mechanism(
@@ -137,6 +160,7 @@ MECHANISM = Mechanism(
     "the 2020 census TopDown Algorithm (zCDP measurements, consistent integer tables)",
     TopDownParameters,
     example={"product": "pl94"},
+    any_census=True,
 )
 MECHANISM.define("cell_model")(cell_model.post_processed)
 
@@ -169,7 +193,8 @@ class Tree:
     @classmethod
     def of(cls, geography: Geography) -> Tree:
         parent = {}
-        for upper, lower in zip(LEVELS[:-1], LEVELS[1:], strict=True):
+        levels = geography.levels
+        for upper, lower in zip(levels[:-1], levels[1:], strict=True):
             _, lower_of_block = geography.units(lower)
             _, upper_of_block = geography.units(upper)
             first_block = np.unique(lower_of_block, return_index=True)[1]
@@ -178,7 +203,7 @@ class Tree:
 
     def children(self, level: str) -> list[IntArray]:
         """The children (indices at the level below) of every geounit of ``level``."""
-        lower = LEVELS[LEVELS.index(level) + 1]
+        lower = self.geography.below(level)
         parent = self.parent[lower]
         order = np.argsort(parent, kind="stable")
         bounds = np.searchsorted(parent[order], np.arange(self.geography.n_units(level) + 1))
@@ -186,11 +211,12 @@ class Tree:
 
     def chain(self, level: str, unit: int, children: dict[str, list[IntArray]]) -> list[Member]:
         """The unit and its descendants through single-child links (the bypassed chain)."""
-        members = [Member(LEVELS.index(level), unit)]
-        while level != "block" and len(children[level][unit]) == 1:
+        levels = self.geography.levels
+        members = [Member(levels.index(level), unit)]
+        while level != levels[-1] and len(children[level][unit]) == 1:
             unit = int(children[level][unit][0])
-            level = LEVELS[LEVELS.index(level) + 1]
-            members.append(Member(LEVELS.index(level), unit))
+            level = levels[levels.index(level) + 1]
+            members.append(Member(levels.index(level), unit))
         return members
 
 
@@ -222,7 +248,8 @@ class ChildSpec:
 
 @dataclass(frozen=True)
 class Task:
-    product: str
+    product: str | Product
+    """A US product by name (workers build their own), a declared census's product itself."""
     strategy: Strategy
     entropy: int = field(repr=False)  # never in a message or a log
     head_level: str
@@ -265,16 +292,24 @@ def _weight(sigma2: Fraction) -> float:
 def solve_parent(task: Task) -> Outcome:
     """Measure the children, then L2-solve, round and check their histograms on the support."""
     start = time.perf_counter()
-    product = PRODUCTS[task.product]
+    product = task_product(task)
     n = len(task.support)
-    zero = product.structural_zeros()[task.support]
-    hhgq_of_cell = product.schema.decode(task.support)["unit_type"]
+    totals = np.array([c.total for c in task.children])
+    if product.housing_types:
+        zero = product.structural_zeros()[task.support]
+        hhgq_of_cell = product.schema.decode(task.support)["unit_type"]
+        units = np.array([c.units for c in task.children])
+        allowed = ~zero[None, :] & (units[:, hhgq_of_cell] > 0)
+        lower, upper = MINIMUM_OCCUPANCY[None, :] * units, UNIT_CAP * units
+    else:  # one kind of record: its bound is what the child could hold, never binding
+        hhgq_of_cell = np.zeros(n, dtype=np.int64)
+        allowed = np.ones((len(task.children), n), dtype=bool)
+        cap = totals if task.parent is None else np.full(len(totals), task.parent.sum())
+        lower, upper = np.zeros((len(totals), 1), np.int64), cap[:, None].astype(np.int64)
     hhgq = sp.csr_matrix(
-        (np.ones(n), (hhgq_of_cell, np.arange(n))), shape=(N_HHGQ, n), dtype=np.int64
+        (np.ones(n), (hhgq_of_cell, np.arange(n))), shape=(lower.shape[1], n), dtype=np.int64
     )
-    units = np.array([c.units for c in task.children])
-    allowed = ~zero[None, :] & (units[:, hhgq_of_cell] > 0)
-    names = list(product.queries)
+    names = list(product.query_names)
     full = {q: product.query_matrix(q) for q in names}
     restricted = {}
     rows_of = {}
@@ -288,10 +323,10 @@ def solve_parent(task: Task) -> Outcome:
     problem = ParentProblem(
         allowed=allowed,
         parent=task.parent,
-        totals=np.array([c.total for c in task.children]),
+        totals=totals,
         hhgq=hhgq,
-        hhgq_lower=MINIMUM_OCCUPANCY[None, :] * units,
-        hhgq_upper=UNIT_CAP * units,
+        hhgq_lower=lower,
+        hhgq_upper=upper,
         queries=restricted,
         targets=targets,
         weights=weights,
@@ -301,6 +336,11 @@ def solve_parent(task: Task) -> Outcome:
     histograms = round_l1(problem, solve_l2(problem))
     check_solution(problem, histograms)
     return Outcome(histograms, records, time.perf_counter() - start)
+
+
+def task_product(task: Task) -> Product:
+    """The product a task measures."""
+    return PRODUCTS[task.product] if isinstance(task.product, str) else task.product
 
 
 def _measure(
@@ -313,7 +353,8 @@ def _measure(
     weights = {q: np.zeros(n_children) for q in full}
     records: list[tuple[int, int, int, IntArray, IntArray, float]] = []
     position = {q: i for i, q in enumerate(full)}  # a query's index in the records
-    groups_at = {level: _queries_by_variance(task.strategy, level) for level in LEVELS}
+    levels = task.strategy.levels
+    groups_at = {level: _queries_by_variance(task.strategy, level) for level in levels}
     truth = sp.csr_matrix(
         (
             np.concatenate([c.counts for c in task.children]),
@@ -328,7 +369,7 @@ def _measure(
     for c, child in enumerate(task.children):
         for level_index, code in child.members:
             stream = geounit_stream(task.entropy, level_index, code)
-            for sigma2, group in groups_at[LEVELS[level_index]]:
+            for sigma2, group in groups_at[levels[level_index]]:
                 sizes = [len(rows_of[q]) for q in group]
                 draws = discrete_gaussian(sigma2, sum(sizes), stream)
                 w, variance = _weight(sigma2), float(sigma2)
@@ -433,8 +474,11 @@ class TopDownRun:
     problems: dict[str, int]
 
 
-def unit_counts(population: Population) -> sp.csr_matrix:
-    """blocks × 8: housing units (occupied or vacant) and occupied facilities of each GQ type."""
+def unit_counts(population: Population, product: Product | None = None) -> sp.csr_matrix:
+    """blocks × 8: housing units (occupied or vacant) and occupied facilities of each GQ type;
+    blocks × 0 for a product without housing types."""
+    if product is not None and not product.housing_types:
+        return sp.csr_matrix((population.geography.n_blocks, 0), dtype=np.int64)
     units = population.units
     unit_type = units["unit_type"].to_numpy().astype(np.int64)
     counted = (unit_type == 0) | units["occupied"].to_numpy()
@@ -456,18 +500,19 @@ def topdown(
 ) -> TopDownRun:
     """Run TopDown on ``population``; the output is fully determined by ``rng``'s state."""
     geography = population.geography
+    levels = geography.levels
     tree = Tree.of(geography)
     truth_blocks = block_histogram(population, product.schema)
-    units_blocks = unit_counts(population)
+    units_blocks = unit_counts(population, product)
     truth, units = {}, {}
-    for level in LEVELS:
-        agg = None if level == "block" else geography.aggregation(level)
+    for level in levels:
+        agg = None if level == levels[-1] else geography.aggregation(level)
         truth[level] = truth_blocks if agg is None else (agg @ truth_blocks).tocsr()
         units[level] = (units_blocks if agg is None else agg @ units_blocks).toarray()
-    children = {level: tree.children(level) for level in LEVELS[:-1]}
+    children = {level: tree.children(level) for level in levels[:-1]}
     entropy = int(rng.integers(2**62)) << 64 | int(rng.integers(2**62))
-    codes = {level: geography.codes(level) for level in LEVELS}
-    found: dict[str, dict[int, tuple[IntArray, IntArray]]] = {level: {} for level in LEVELS}
+    codes = {level: geography.codes(level) for level in levels}
+    found: dict[str, dict[int, tuple[IntArray, IntArray]]] = {level: {} for level in levels}
     records: list[dict[str, Any]] = []
     seconds: dict[str, float] = {}
     problems: dict[str, int] = {}
@@ -476,21 +521,21 @@ def topdown(
         members = tree.chain(level, unit, children)
         row = truth[level][unit]
         return ChildSpec(
-            members=tuple((m.level, int(codes[LEVELS[m.level]][m.unit])) for m in members),
+            members=tuple((m.level, int(codes[levels[m.level]][m.unit])) for m in members),
             cells=row.indices.astype(np.int64),
             counts=row.data.astype(np.int64),
             units=units[level][unit].astype(np.int64),
-            total=int(row.sum()) if LEVELS.index(level) <= LEVELS.index("state") else -1,
+            total=int(row.sum()) if level in product.invariant_levels else -1,
         )
 
     def keep(level: str, unit: int, support: IntArray, counts: IntArray) -> None:
         nonzero = counts > 0
         for m in tree.chain(level, unit, children):
-            found[LEVELS[m.level]][m.unit] = (support[nonzero], counts[nonzero])
+            found[levels[m.level]][m.unit] = (support[nonzero], counts[nonzero])
 
     def task(head_level: str, support: IntArray, parent: IntArray | None, kids: list[int]) -> Task:
         return Task(
-            product=product.name,
+            product=product.name if product.census is None else product,
             strategy=strategy,
             entropy=entropy,
             head_level=head_level,
@@ -501,9 +546,12 @@ def topdown(
         )
 
     start = time.perf_counter()
-    possible = ~product.structural_zeros()
-    hhgq_of_cell = product.schema.decode(np.arange(product.schema.size))["unit_type"]
-    root_support = np.flatnonzero(possible & (units["nation"][0][hhgq_of_cell] > 0))
+    top = levels[0]
+    roots = range(geography.n_units(top))  # the US nation; a declared census's top units
+    root_support = np.flatnonzero(~product.structural_zeros())
+    if product.housing_types:
+        hhgq_of_cell = product.schema.decode(np.arange(product.schema.size))["unit_type"]
+        root_support = root_support[units[top][0][hhgq_of_cell[root_support]] > 0]
 
     identity = None if checkpoint is None else run_identity(population, product, strategy, entropy)
 
@@ -515,21 +563,21 @@ def topdown(
         return Checkpoint(Path(checkpoint) / level, key, Outcome)
 
     with worker_pool(workers):  # one pool for every level that needs one
-        root_task = task("nation", root_support, None, [0])
-        (root,) = run_tasks(
+        outcomes = run_tasks(
             solve_parent,
-            [root_task],
+            [task(top, root_support, None, [u]) for u in roots],
             1,
-            "TopDown nation: the root solve (the whole histogram at once)",
+            f"TopDown {top}: the root solve (the whole histogram at once)",
             None,
-            ["nation"],
-            saved("nation"),
+            [f"{top} {codes[top][u]}" for u in roots] if len(roots) > 1 else [top],
+            saved(top),
         )
-        keep("nation", 0, root_support, root.histograms[0])
-        _collect(records, root)
-        seconds["nation"], problems["nation"] = time.perf_counter() - start, 1
+        for u, root in zip(roots, outcomes, strict=True):
+            keep(top, u, root_support, root.histograms[0])
+            _collect(records, root)
+        seconds[top], problems[top] = time.perf_counter() - start, len(roots)
 
-        for level, below in zip(LEVELS[:-1], LEVELS[1:], strict=True):
+        for level, below in zip(levels[:-1], levels[1:], strict=True):
             start = time.perf_counter()
             parents = [u for u, kids in enumerate(children[level]) if len(kids) > 1]
             tasks = []
@@ -552,8 +600,8 @@ def topdown(
                 _collect(records, outcome)
             seconds[below], problems[below] = time.perf_counter() - start, len(tasks)
 
-    histograms = {level: _matrix(found[level], len(codes[level]), product) for level in LEVELS}
-    measurements = _measurement_frame(records, product, codes) if keep_measurements else None
+    histograms = {level: _matrix(found[level], len(codes[level]), product) for level in levels}
+    measurements = _measurement_frame(records, product, geography) if keep_measurements else None
     return TopDownRun(product, histograms, measurements, seconds, problems)
 
 
@@ -591,13 +639,13 @@ def _matrix(
 
 
 def _measurement_frame(
-    records: list[dict[str, Any]], product: Product, codes: dict[str, IntArray]
+    records: list[dict[str, Any]], product: Product, geography: Geography
 ) -> pl.DataFrame:
     """One row per noisy answer: level, geoid, query, query cell, noisy value, noise variance."""
     frame = pl.concat([pl.DataFrame(r) for r in records]) if records else pl.DataFrame()
-    names = list(product.queries)
+    names = list(product.query_names)
     parts = []
-    for index, level in enumerate(LEVELS):
+    for index, level in enumerate(geography.levels):
         part = frame.filter(pl.col("level") == index)
         if part.height == 0:
             continue
@@ -606,7 +654,7 @@ def _measurement_frame(
         parts.append(
             part.with_columns(
                 level=pl.lit(level),
-                geoid=geoid_strings(unit_codes, level).gather(unit_of_row),
+                geoid=geography.geoid_strings(unit_codes, level).gather(unit_of_row),
                 query=pl.Series(names).gather(part["query"].to_numpy()),
             ).select("level", "geoid", "query", "cell", "noisy", "variance")
         )
@@ -629,9 +677,13 @@ def mdf(product: Product, blocks: sp.csr_matrix, geography: Geography) -> pl.Dat
     attributes = product.schema.decode(cells)
     columns: dict[str, Any] = {
         "person_id": np.arange(len(cells), dtype=np.int64),
-        "block": geoid_strings(geography.blocks[block], "block"),
+        "block": geography.geoid_strings(geography.blocks[block], geography.levels[-1]),
     }
     for attr in product.schema.attributes:
+        if product.census is not None:  # a declared census's codes, as text
+            text = np.asarray(product.census.attribute(attr.name).codes, dtype=object)
+            columns[attr.name] = pl.Series(text[attributes[attr.name] - attr.low], dtype=pl.String)
+            continue
         columns[attr.name] = pl.Series(attributes[attr.name]).cast(
             pl.Int16 if attr.name == "age" else pl.Int8
         )
@@ -709,6 +761,8 @@ def tabulate_run(
     from sdclab.tables.catalog import CATALOG
     from sdclab.tables.tabulate import TableCounts
 
+    if product.census is not None:
+        return census_tables(product, histograms[geography.levels[-1]], geography)
     matrices, _ = product_tables(product)
     geoids = {level: geoid_strings(geography.codes(level), level) for level in LEVELS}
     out = {}
@@ -720,6 +774,41 @@ def tabulate_run(
         }
         out[name] = PublishedTable.from_counts(TableCounts(table, counts, geoids))
     return out
+
+
+def census_tables(
+    product: Product, blocks: sp.csr_matrix, geography: Geography
+) -> dict[str, PublishedTable]:
+    """A declared census's tables that the product's histogram determines, at each of their
+    levels, summed up from the bottom level's histograms (TopDown's are consistent)."""
+    assert product.census is not None
+    geoids = {level: geography.geoids(level) for level in geography.levels}
+    out = {}
+    for name in declared_tables(product)[0]:
+        table = product.census.table(name)
+        counts = (blocks @ table.query_on(product.schema).T).tocsr()
+        out[name] = PublishedTable.from_counts(up_the_levels(geography, table, counts, geoids))
+    return out
+
+
+def declared_tables(product: Product) -> tuple[list[str], dict[str, str]]:
+    """A declared census's tables TopDown publishes, and why it publishes none of the others."""
+    census = product.census
+    assert census is not None
+    main, published, omitted = census.geography, [], {}
+    for table in census.tables.values():
+        if table.records != "persons":
+            omitted[table.name] = "a household table (TopDown's histogram holds persons)"
+        elif census.geography_of(table.name) is not main:
+            omitted[table.name] = (
+                f"published on geography {census.table_geography[table.name]}, not TopDown's "
+                f"{main.name}"
+            )
+        elif not set(table.crossed) <= set(product.schema.names):
+            omitted[table.name] = "crosses an attribute outside TopDown's histogram"
+        else:
+            published.append(table.name)
+    return published, omitted
 
 
 @MECHANISM.define("protect")
@@ -740,7 +829,7 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
         keep_measurements=p.measurements,
         checkpoint=p.checkpoint,
     )
-    _, omitted = product_tables(product)
+    _, omitted = product_tables(product) if product.census is None else declared_tables(product)
     return Release(
         mechanism="topdown",
         parameters=p.recorded(),
@@ -750,7 +839,9 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
         input_digest=population.digest,
         geography=population.geography,
         artifacts={
-            MDF_ARTIFACT: mdf(product, run.histograms["block"], population.geography),
+            MDF_ARTIFACT: mdf(
+                product, run.histograms[population.geography.levels[-1]], population.geography
+            ),
             **({} if run.measurements is None else {MEASUREMENTS_ARTIFACT: run.measurements}),
         },
         notes={
@@ -781,7 +872,16 @@ MEASUREMENT_COLUMNS = {
 )
 def check_mdf(frame: pl.DataFrame, geography: Geography) -> str | None:
     """The MDF's columns are person_id, block and one product's attributes (integer codes in
-    their ranges), its blocks this release's."""
+    their ranges), its blocks this release's; a declared census's product's attributes are text
+    (their codes are checked with the release's census, :func:`check_release`)."""
+    if not isinstance(geography, FipsGeography):
+        kinds = {c: "string" for c in frame.columns} | {"person_id": "integer"}
+        return (
+            f"columns {frame.columns}, expected person_id, block and the product's attributes"
+            if frame.columns[:2] != ["person_id", "block"]
+            else frame_problem(frame, kinds)
+            or geoid_problem(frame, geography, level=geography.levels[-1], column="block")
+        )
     expected = {
         name: ["person_id", "block", *product.schema.names] for name, product in PRODUCTS.items()
     }
@@ -819,16 +919,35 @@ def check_measurements(frame: pl.DataFrame, geography: Geography) -> str | None:
 def check_release(release: Release, p: TopDownParameters) -> str | None:
     """TopDown's tables are exact tabulations of its MDF (:func:`~.checks.exact_tables`), and
     its noisy measurements are what its recorded strategy draws (:func:`measurements_problem`)."""
-    problem = exact_tables(release)
+    problem = exact_tables(release) or declared_mdf_problem(release, p)
     frame = release.artifacts.get(MEASUREMENTS_ARTIFACT)
     if problem is not None or frame is None or frame.height == 0:
         return problem
     persons = None
-    if "P1" in release.tables and "nation" in release.tables["P1"].levels:
-        persons = float(release.tables["P1"].dense("nation", suppressed=np.nan)[0, 0])
+    total, top = release.census.total_table, release.geography.levels[0]
+    if total is not None and total.name in release.tables and top in total.levels:
+        persons = float(release.tables[total.name].dense(top, suppressed=np.nan).sum())
     where = f"artifacts/{MEASUREMENTS_ARTIFACT}.parquet"
     found = measurements_problem(frame, p, persons)
     return None if found is None else f"{where}: {found}"
+
+
+def declared_mdf_problem(release: Release, p: TopDownParameters) -> str | None:
+    """A declared census's MDF holds its product's attributes, each a code of the census."""
+    product = p.product_of()
+    frame = release.artifacts.get(MDF_ARTIFACT)
+    if product.census is None or frame is None:
+        return None
+    where = f"artifacts/{MDF_ARTIFACT}.parquet"
+    expected = ["person_id", "block", *product.schema.names]
+    if frame.columns != expected:
+        return f"{where}: columns {frame.columns}, expected {expected}"
+    for name in product.schema.names:
+        codes = product.census.attribute(name).codes
+        unknown = frame.filter(~pl.col(name).is_in(codes))
+        if unknown.height:
+            return f"{where}: {name} {unknown[name][0]!r} is not one of the census's codes"
+    return None
 
 
 def measurements_problem(
@@ -848,7 +967,7 @@ def measurements_problem(
                 "reach": gaussian_reach(float(strategy.sigma2(query, level))),
                 "cells": product.query_matrix(query).shape[0],
             }
-            for level in LEVELS
+            for level in strategy.levels
             for query in strategy.measured(level)
         ],
         schema={

@@ -16,13 +16,14 @@ optimisation that turns them into consistent integer tables are in :mod:`sdclab.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +36,9 @@ from sdclab.fileio import read_toml
 from sdclab.geography import LEVELS
 from sdclab.privacy import Invariant, Loss, person_guarantee
 from sdclab.schema import Schema
+
+if TYPE_CHECKING:
+    from sdclab.census.model import Census
 from sdclab.tables.catalog import (
     HISPANIC,
     P12_AGE,
@@ -176,6 +180,8 @@ class Strategy:
     rho: Fraction
     level_shares: dict[str, Fraction]
     query_shares: dict[str, dict[str, Fraction]]
+    levels: tuple[str, ...] = LEVELS
+    """The geography's levels from the top down (the US levels by default)."""
 
     def rho_of(self, query: str, level: str) -> Fraction:
         """ρ_{q,L} = ρ · γ_L · α_{q,L} (0 if the query is not measured at the level)."""
@@ -192,14 +198,17 @@ class Strategy:
     def total_rho(self) -> Fraction:
         """A person's total ρ: the sum over levels and queries (each level's shares sum to 1)."""
         return sum(
-            (self.rho_of(q, level) for level in LEVELS for q in self.query_shares[level]),
+            (self.rho_of(q, level) for level in self.levels for q in self.query_shares[level]),
             F(0),
         )
 
     def check(self, queries: Iterable[str] = PL94_QUERIES) -> None:
         """Shares must be non-negative and sum to one per level and over levels; queries known."""
-        if set(self.level_shares) != set(LEVELS) or set(self.query_shares) != set(LEVELS):
-            raise ValueError(f"shares must be given for exactly the levels {', '.join(LEVELS)}")
+        levels = set(self.levels)
+        if set(self.level_shares) != levels or set(self.query_shares) != levels:
+            raise ValueError(
+                f"shares must be given for exactly the levels {', '.join(self.levels)}"
+            )
         if self.rho <= 0:
             raise ValueError(f"rho must be positive, got {self.rho}")
         if sum(self.level_shares.values()) != 1:
@@ -214,14 +223,14 @@ class Strategy:
                 raise ValueError(f"{level}: query shares sum to {sum(shares.values())}, not 1")
 
     def with_rho(self, rho: Fraction) -> Strategy:
-        return Strategy(rho, self.level_shares, self.query_shares)
+        return Strategy(rho, self.level_shares, self.query_shares, self.levels)
 
     def table(self, delta: float = 1e-10) -> list[dict[str, Any]]:
         """The privacy-loss accounting: per level (query "all") and per measured query, its
         share, ρ, σ and ε at ``delta`` alone — shares whose ε do not add up to the total ε (ρ
         adds under composition, ε does not)."""
         rows = []
-        for level in LEVELS:
+        for level in self.levels:
             level_rho = sum((self.rho_of(q, level) for q in self.measured(level)), F(0))
             parts = [("all", F(1), level_rho, None)] + [
                 (q, self.query_shares[level][q], self.rho_of(q, level), self.sigma2(q, level))
@@ -277,8 +286,10 @@ whose total is invariant)."""
 class Product:
     """A TopDown person product: its histogram, its queries, default strategy and solve passes.
 
-    Passes follow production: children at state, county, tract and block-group level are
-    solved total first, then everything else; the root and blocks in one pass.
+    Passes follow production: children at the levels between the top and the bottom are solved
+    total first, then everything else; the root and the bottom level in one pass. The US
+    products (``pl94``, ``dhc``) carry housing-type constraints; a declared census's product
+    (:func:`census_product`) has one kind of record, persons, and no structural zeros.
     """
 
     name: str
@@ -287,24 +298,48 @@ class Product:
     default: Strategy
     rounder_queries: tuple[str, ...]
     """What the rounder's last pass targets (after the total)."""
+    levels: tuple[str, ...] = LEVELS
+    """The geography's levels from the top down."""
+    invariant_levels: tuple[str, ...] = ("nation", "state")
+    """The levels whose geounits' total population is invariant."""
+    census: Census | None = field(default=None, compare=False)
+    """The declared census whose tables the product measures (None: a US product)."""
+    matrices: Mapping[str, sp.csr_matrix] = field(default_factory=dict, compare=False, repr=False)
+    """A declared census product's query matrices, by query name (a US product builds its own
+    from :attr:`queries`)."""
+
+    @property
+    def query_names(self) -> tuple[str, ...]:
+        """Every query of the product, in its order."""
+        return tuple(self.matrices or self.queries)
+
+    @property
+    def housing_types(self) -> bool:
+        """Whether the histogram crosses the eight housing types (the US products)."""
+        return self.census is None
 
     def query_matrix(self, name: str) -> sp.csr_matrix:
         """Sparse 0/1 matrix (query cells × histogram cells)."""
+        if self.matrices:
+            return self.matrices[name]
         return _query_matrix(self.name, name)
 
     def l2_passes(self, level: str, measured: Iterable[str]) -> tuple[tuple[str, ...], ...]:
         rest = tuple(q for q in measured if q != "total")
-        if level in ("nation", "block"):
+        if level in (self.levels[0], self.levels[-1]):
             return (("total", *rest),)
         return (("total",), rest)
 
     def rounder_passes(self, level: str) -> tuple[tuple[str, ...], ...]:
-        if level in ("nation", "block"):
+        if level in (self.levels[0], self.levels[-1]):
             return (("total", *self.rounder_queries),)
         return (("total",), self.rounder_queries)
 
     def structural_zeros(self) -> npt.NDArray[np.bool_]:
-        """Cells no geounit may fill: minors in nursing facilities (constraint nurse_nva_0)."""
+        """Cells no geounit may fill: minors in nursing facilities (constraint nurse_nva_0);
+        none in a declared census's product."""
+        if not self.housing_types:
+            return np.zeros(self.schema.size, dtype=bool)
         cells = self.schema.decode(np.arange(self.schema.size))
         minor = (
             cells["votingage"] == 0 if "votingage" in cells else cells["age"] < schema.VOTING_AGE
@@ -360,8 +395,9 @@ def parse_strategy(
                 lv: {q: _fraction(v) for q, v in qs.items()}
                 for lv, qs in data["query_shares"].items()
             },
+            product.levels,
         )
-        strategy.check(product.queries)
+        strategy.check(product.query_names)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
         raise InputError(f"{where}: not a valid {product.name} strategy ({exc})") from None
     return strategy if rho is None else strategy.with_rho(rho)
@@ -390,15 +426,26 @@ def _fraction(value: Any) -> Fraction:
 
 def topdown_card(product: Product, strategy: Strategy, delta: float = 1e-10) -> SpecCard:
     """The specification card of a TopDown product's person measurements."""
-    guarantee = person_guarantee(
-        Loss("zcdp", rho=strategy.total_rho()),
-        "replace",
-        invariants=(
+    if product.housing_types:
+        invariants: tuple[Invariant, ...] = (
             Invariant("total population", "nation, state"),
             Invariant(
                 "housing units and occupied group-quarters facilities by type", "every block"
             ),
-        ),
+        )
+        caveats: tuple[str, ...] = (
+            "Structural constraints (hhgq bounds from the facility counts, no minors in nursing "
+            "facilities) are public knowledge, not extra leakage beyond the invariants.",
+            "Budgets of other products (units, the other person product) add to this one.",
+        )
+    else:
+        invariants = (Invariant("total population", f"every {product.levels[0]}"),)
+        caveats = (
+            "A table this run does not publish (one on another geography, or crossing an "
+            "attribute outside the histogram) released apart would add its own budget.",
+        )
+    guarantee = person_guarantee(
+        Loss("zcdp", rho=strategy.total_rho()), "replace", invariants=invariants
     )
     return SpecCard(
         mechanism=f"topdown ({product.name} persons)",
@@ -410,11 +457,97 @@ def topdown_card(product: Product, strategy: Strategy, delta: float = 1e-10) -> 
         caveats=(
             "The allocation's epsilon of a level or query is that part's loss alone: the parts' "
             "rho add up to the total, their epsilon do not.",
-            "Structural constraints (hhgq bounds from the facility counts, no minors in nursing "
-            "facilities) are public knowledge, not extra leakage beyond the invariants.",
-            "Budgets of other products (units, the other person product) add to this one.",
+            *caveats,
             "The protection unit is the post-imputation person (a person record of the edited "
             "file): the guarantee protects edited and imputed records, not the raw responses.",
         ),
         allocation=tuple(strategy.table(delta)),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# A declared census's product
+# ---------------------------------------------------------------------------------------------
+
+MAX_CENSUS_CELLS = 1 << 22
+"""The largest histogram TopDown measures for a declared census (4,194,304 cells; the US DHC
+product has 233,856): every geounit's detailed query is a vector of this length."""
+
+CENSUS_RHO = Fraction(153, 10)
+"""A declared census's default total ρ: the DHC default's (the figure quoted for the 2020
+person products), so that a first run is comparable with the US one."""
+
+
+def census_product(census: Census) -> Product:
+    """TopDown's product for a declared census: the histogram crossing every person attribute
+    that a table of its main geography crosses, measuring the total, each of those tables at
+    the levels it is published, and the detailed histogram. The default strategy splits ρ
+    evenly over the levels and, within a level, over the queries it measures (the total is not
+    measured at the top level, where it is invariant); a table whose query another already
+    asks (a total table, say) is not measured twice."""
+    geography = census.geography
+    tables = [
+        t
+        for t in census.tables.values()
+        if t.records == "persons" and census.geography_of(t.name) is geography
+    ]
+    attributes = tuple(
+        a.name
+        for a in census.attributes.values()
+        if a.records == "persons" and any(a.name in t.crossed for t in tables)
+    )
+    size = math.prod(census.attribute(a).size for a in attributes)
+    if size > MAX_CENSUS_CELLS:
+        raise InputError(
+            f"topdown: the histogram crossing the attributes of census {census.name}'s tables "
+            f"({', '.join(attributes)}) has {size:,} cells, more than the {MAX_CENSUS_CELLS:,} "
+            "TopDown measures at every geounit"
+        )
+    domain = census.domain(attributes, f"{census.name} persons")
+    matrices: dict[str, sp.csr_matrix] = {
+        "total": sp.csr_matrix(np.ones((1, domain.size), dtype=np.int64))
+    }
+    published: dict[str, tuple[str, ...]] = {}
+    for table in tables:
+        if table.name in ("total", "detailed"):
+            raise InputError(
+                f"topdown: census {census.name}'s table {table.name!r} is named like one of "
+                "TopDown's own queries (total, detailed)"
+            )
+        matrix = table.query_on(domain).astype(np.int64).tocsr()
+        if not any(_same(matrix, m) for m in matrices.values()):
+            matrices[table.name] = matrix
+            published[table.name] = table.levels
+    matrices["detailed"] = sp.identity(domain.size, dtype=np.int64, format="csr")
+    levels = geography.levels
+    at_level = {
+        level: [
+            q
+            for q in matrices
+            if (q == "total" and level != levels[0])
+            or q == "detailed"
+            or level in published.get(q, ())
+        ]
+        for level in levels
+    }
+    default = Strategy(
+        CENSUS_RHO,
+        {level: Fraction(1, len(levels)) for level in levels},
+        {level: {q: Fraction(1, len(qs)) for q in qs} for level, qs in at_level.items()},
+        levels,
+    )
+    return Product(
+        name=census.name,
+        schema=domain,
+        queries={},
+        default=default,
+        rounder_queries=tuple(q for q in matrices if q != "total"),
+        levels=levels,
+        invariant_levels=levels[:1],
+        census=census,
+        matrices=matrices,
+    )
+
+
+def _same(a: sp.csr_matrix, b: sp.csr_matrix) -> bool:
+    return a.shape == b.shape and (a != b).nnz == 0

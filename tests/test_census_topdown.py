@@ -1,0 +1,201 @@
+"""TopDown over a declared census: its hierarchy, its tables, its product."""
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from sdclab import api
+from sdclab.census.declare import load_census
+from sdclab.census.records import read_records, tabulate_records
+from sdclab.errors import InputError
+
+TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
+
+
+@pytest.fixture(scope="module")
+def records():
+    census = load_census(TOYLAND / "census.toml")
+    return read_records(census, TOYLAND / "persons.csv")
+
+
+@pytest.fixture(scope="module")
+def release(records):
+    return api.protect(records, "topdown", seed=3)
+
+
+def test_the_product_measures_the_census_tables_with_an_even_strategy(records):
+    from sdclab.protection.topdown import declared_product
+
+    product = declared_product(records.census)
+    # T1 asks the total again: measured once, as TopDown's own total
+    assert product.query_names == ("total", "T2", "T3", "T4", "detailed")
+    assert product.schema.names == ("sex", "age", "country_of_birth")
+    assert product.schema.size == 2 * 100 * 6
+    strategy = product.default
+    assert strategy.levels == ("region", "district", "village")
+    assert strategy.total_rho() == Fraction(153, 10)
+    # the total is invariant at the top; T2 and T4 stop at district, T3 reaches the villages
+    assert strategy.measured("region") == ["T2", "T3", "T4", "detailed"]
+    assert strategy.measured("district") == ["total", "T2", "T3", "T4", "detailed"]
+    assert strategy.measured("village") == ["total", "T3", "detailed"]
+    assert strategy.rho_of("T3", "village") == Fraction(153, 10) / 3 / 3
+
+
+def test_topdown_keeps_the_invariants_and_publishes_consistent_tables(records, release):
+    truth = tabulate_records(records)
+    assert set(release.tables) == {"T1", "T2", "T3", "T4"}
+    # each region's total is invariant; below, totals move but add up
+    regions = release.table("T1").matrix("region").toarray().ravel()
+    assert regions.tolist() == truth["T1"].counts["region"][1].toarray().ravel().tolist()
+    for name in release.tables:
+        table = release.table(name)
+        levels = table.levels
+        for upper, lower in zip(levels[:-1], levels[1:], strict=False):
+            step = records.geography.containment(upper, lower)
+            assert (step @ table.matrix(lower) != table.matrix(upper)).nnz == 0, (name, lower)
+    # the tables are the MDF's, whose codes are the census's
+    mdf = release.artifacts["mdf"]
+    assert mdf.columns == ["person_id", "block", "sex", "age", "country_of_birth"]
+    assert mdf.height == records.n_persons
+    by_village = mdf.group_by("block").len().sort("block")
+    t1 = release.table("T1")
+    assert dict(
+        zip(t1.geoids("village").to_list(), t1.dense("village")[:, 0].tolist(), strict=True)
+    ) == dict(by_village.rows())
+    assert set(mdf["country_of_birth"]) <= set(records.census.attribute("country_of_birth").codes)
+    assert release.protection.protects
+    invariants = release.card.guarantee.invariants
+    assert [i.text() for i in invariants] == ["total population (every region)"]
+    assert release.notes["problems_per_level"] == {"region": 2, "district": 2, "village": 4}
+
+
+def test_the_measurements_are_those_of_the_strategy(records, release):
+    frame = release.artifacts["measurements"]
+    from sdclab.protection.topdown import declared_product
+
+    strategy = declared_product(records.census).default
+    for level in strategy.levels:
+        asked = set(frame.filter(pl.col("level") == level)["query"])
+        assert asked == set(strategy.measured(level)), level
+    assert set(frame["geoid"]) <= set(records.geography.geoids("village")) | set(
+        records.geography.geoids("district")
+    ) | set(records.geography.geoids("region"))
+
+
+def test_a_declared_topdown_release_reads_back_and_is_attacked_with_its_measurements(
+    tmp_path, records, release
+):
+    from sdclab.attacks.reconstruction import used_measurements
+    from sdclab.release import read_release, write_release
+
+    write_release(release, tmp_path / "release")
+    meta = json.loads((tmp_path / "release" / "release.json").read_text())
+    assert "product" not in meta["parameters"]  # a declared census has one product, its own
+    back = read_release(tmp_path / "release")
+    assert back.census.digest == records.census.digest
+    for name in release.tables:
+        for level in release.table(name).levels:
+            assert (back.table(name).matrix(level) != release.table(name).matrix(level)).nnz == 0
+    village, district = used_measurements(back, "published")
+    assert set(village) == {"toyland:total", "toyland:T3", "toyland:detailed"}
+    assert "toyland:T4" in district
+    rebuilt = api.reconstruct(back, workers=1, node_limit=2000)
+    assert set(rebuilt.tracts["mode"]) == {"noise-aware"} and rebuilt.persons.height > 0
+    evaluation = api.evaluate(back, records, reconstruction=rebuilt)
+    assert evaluation.microdata_agreement.all.persons == records.n_persons  # the MDF, matched
+    assert evaluation.reconstruction_agreement.all.persons == records.n_persons
+
+
+def test_a_forged_code_in_a_declared_mdf_is_refused(tmp_path, release):
+    from sdclab.release import read_release, write_release
+
+    write_release(release, tmp_path / "release")
+    file = tmp_path / "release" / "artifacts" / "mdf.parquet"
+    mdf = pl.read_parquet(file)
+    mdf.with_columns(country_of_birth=pl.lit("XX")).write_parquet(file)
+    with pytest.raises(InputError, match=r"country_of_birth 'XX' is not one of the census's codes"):
+        read_release(tmp_path / "release")
+
+
+def test_a_histogram_too_large_to_measure_is_refused_in_words(tmp_path):
+    names = [f"topic{i}" for i in range(7)]
+    lines = ['name = "wide"', "[geographies.places]", 'levels = ["area", "place"]']
+    for name in names:
+        lines += [
+            f"[attributes.{name}]",
+            f"codes = {[str(c) for c in range(10)]}".replace("'", '"'),
+        ]
+    lines += ["[tables.A]", f"cells = {names}".replace("'", '"')]
+    lines += [
+        "[reconstruction]",
+        'attributes = ["topic0"]',
+        "[attack]",
+        'quasi_identifiers = ["topic0"]',
+    ]
+    (tmp_path / "wide.toml").write_text("\n".join(lines) + "\n")
+    census = load_census(tmp_path / "wide.toml")
+    rng = np.random.default_rng(1)
+    frame = pl.DataFrame({n: rng.integers(0, 10, 50).astype(str) for n in names}).with_columns(
+        place=pl.Series(rng.integers(0, 4, 50).astype(str)), area=pl.lit("a")
+    )
+    from sdclab.census.records import encode_records
+
+    wide = encode_records(census, frame, "wide.csv")
+    with pytest.raises(InputError, match=r"has 10,000,000 cells, more than the 4,194,304"):
+        api.protect(wide, "topdown", seed=1)
+
+
+def test_the_command_line_runs_topdown_on_a_declared_census(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sdclab",
+            "protect",
+            str(TOYLAND / "persons.csv"),
+            "--census",
+            str(TOYLAND / "census.toml"),
+            "-m",
+            "topdown",
+            "--seed",
+            "3",
+            "--set",
+            "rho=4",
+            "--out",
+            "release",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "rho = 4" in done.stdout
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sdclab",
+            "protect",
+            str(TOYLAND / "persons.csv"),
+            "--census",
+            str(TOYLAND / "census.toml"),
+            "-m",
+            "topdown",
+            "--set",
+            "product=pl94",
+            "--out",
+            "other",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "a setting of the US 2010 census's products" in refused.stderr
+    assert not (tmp_path / "other").exists()
