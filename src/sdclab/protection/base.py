@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from sdclab.population import Population
     from sdclab.protection.audit_plans import Trials
     from sdclab.release import Protection, Release
+    from sdclab.tables.catalog import TableDef
 
 P = TypeVar("P", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -146,6 +147,40 @@ class Parameters(BaseModel):
         extends this), since a path is local and an attacker is entitled to the content."""
         us_only = set() if self._census is None else set(self.US_SETTINGS)
         return self.model_dump(mode="json", exclude=set(self.EXECUTION) | us_only)
+
+
+class WorkloadParameters(Parameters):
+    """Parameters of a mechanism that protects the tables it is given: a workload over the
+    census. Its budgets, sensitivities and card are those of these tables alone."""
+
+    tables: tuple[str, ...] | None = None
+    """the tables to publish, a workload over the census (default: every table of the census);
+    budgets and sensitivities are derived from these tables alone"""
+
+    @model_validator(mode="after")
+    def _tables_of_the_census(self) -> WorkloadParameters:
+        if self.tables is not None:
+            if not self.tables:
+                raise ValueError("tables: give at least one table (default: every table)")
+            try:
+                self.census.select(self.tables)
+            except KeyError as exc:
+                raise ValueError(f"tables: {exc.args[0]}") from None
+        return self
+
+    def workload(self) -> list[TableDef]:
+        """The tables the mechanism protects, in the census's order (whatever the order given)."""
+        chosen = set(self.census.tables if self.tables is None else self.tables)
+        return [t for t in self.census.tables.values() if t.name in chosen]
+
+    def workload_names(self) -> list[str]:
+        return [t.name for t in self.workload()]
+
+    def recorded(self) -> dict[str, Any]:
+        data = super().recorded()
+        if self.tables is None:
+            del data["tables"]  # every table: what a release without the setting publishes
+        return data
 
 
 def _any_census_mechanisms() -> list[str]:

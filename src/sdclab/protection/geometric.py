@@ -42,8 +42,8 @@ from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,
     NoisePublication,
-    Parameters,
     Unit,
+    WorkloadParameters,
     check_budget_range,
     decimal_text,
 )
@@ -58,7 +58,7 @@ PERSON_SHARE = Fraction(675, 1000)
 67.5%, which the paper's Eq. 14 takes up)."""
 
 
-class GeometricParameters(Parameters):
+class GeometricParameters(WorkloadParameters):
     """Total ε, how it is split, the neighbouring relation and the optional clamp at zero."""
 
     epsilon: Annotated[Decimal, Unit("epsilon (pure DP)")] = Field(
@@ -113,7 +113,7 @@ def is_person_table(table: TableDef) -> bool:
 def allocation(p: GeometricParameters) -> dict[tuple[str, str], Fraction]:
     """ε of every (table, level) published: every table of the parameters' census."""
     total = Fraction(p.epsilon)
-    workload = p.census.select()
+    workload = p.workload()
     hierarchy = p.census.geography.levels
     levels = [lv for lv in hierarchy if any(lv in t.levels for t in workload)]
     out: dict[tuple[str, str], Fraction] = {}
@@ -141,7 +141,7 @@ def scale_of(table: TableDef, eps: Fraction, neighbours: str) -> Fraction:
 def protect(population: Population, p: GeometricParameters, rng: np.random.Generator) -> Release:
     """Every cell of every table at every level (zeros included) plus discrete Laplace noise."""
     shares = allocation(p)
-    exact = tabulate(population)
+    exact = tabulate(population, p.workload_names())
     published: dict[str, TableCounts] = {}
     for name, tc in exact.items():
         levels = {}
@@ -170,7 +170,7 @@ def person_loss(p: GeometricParameters) -> tuple[Fraction, list[str]]:
     how it is made up: every person table, plus the unit tables a person moves."""
     shares = allocation(p)
     workload = p.census.tables
-    moves = cells_moved(p.census.select(), p.census.household_changes)
+    moves = cells_moved(p.workload(), p.census.household_changes)
     total = Fraction(0)
     for level in {lv for _, lv in shares}:
         tables = {n: e for (n, lv), e in shares.items() if lv == level}
@@ -232,8 +232,13 @@ def card(p: GeometricParameters) -> SpecCard:
         domain="person and housing-unit records of the tabulated population",
         multiverse="a single universe: no statistic is published exactly",
         guarantee=guarantee,
-        covers="every table at every level, each cell with discrete Laplace noise "
-        "(composition over tables and levels)",
+        covers=(
+            "every table"
+            if p.tables is None
+            else f"the tables {', '.join(p.workload_names())} (the workload)"
+        )
+        + " at every level, each cell with discrete Laplace noise (composition over tables and "
+        "levels)",
         caveats=(
             f"Asked epsilon = {float(p.epsilon):g}, split {p.split}: one person's record costs "
             f"{float(loss):.4g}, since the unit tables depend on persons (occupancy, tenure, "
