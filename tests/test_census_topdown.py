@@ -199,3 +199,42 @@ def test_the_command_line_runs_topdown_on_a_declared_census(tmp_path):
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "a setting of the US 2010 census's products" in refused.stderr
     assert not (tmp_path / "other").exists()
+
+
+def test_sdclab_budget_answers_for_a_declared_census():
+    def budget(*args: str) -> subprocess.CompletedProcess[str]:
+        census = ["--census", str(TOYLAND / "census.toml")]
+        return subprocess.run(
+            [sys.executable, "-m", "sdclab", "budget", *args, *census],
+            capture_output=True,
+            text=True,
+        )
+
+    # the default strategy: ρ 4 over 3 levels, 5 queries at a district: σ² = 15/4
+    done = budget("topdown", "--level", "district", "--query", "T2", "--budget", "4")
+    assert done.returncode == 0, done.stderr
+    assert "topdown, T2 at district: at rho (zCDP) 4 → σ² = 3.75" in done.stdout
+    # T1 is no query of its own (it asks the total): answered from the total
+    done = budget("topdown", "--level", "village", "--query", "T1", "--budget", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["query"] == "total"
+    # the geometric split over the census's four tables: a district's ε/3/4, Δ₁ 1
+    done = budget("geometric", "--level", "district", "--query", "T2", "--budget", "1")
+    assert done.returncode == 0 and "scale 12," in done.stdout
+    refusals = [
+        (
+            ("geometric", "--level", "block", "--query", "T2", "--budget", "1"),
+            "expected one of region, district, village",
+        ),
+        (
+            ("geometric", "--level", "village", "--query", "P12", "--budget", "1"),
+            "table 'P12': not a table of census toyland",
+        ),
+        (
+            ("safetab_h", "--level", "regional", "--budget", "1"),
+            "its budget is for the US 2010 census's tables",
+        ),
+    ]
+    for args, message in refusals:
+        refused = budget(*args)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr

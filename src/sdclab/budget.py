@@ -28,11 +28,11 @@ from scipy import optimize
 
 from sdclab import accounting
 from sdclab.errors import InputError
-from sdclab.geography import LEVELS
 from sdclab.noise import SCALE_RANGE, SIGMA2_RANGE
 
 if TYPE_CHECKING:
-    from sdclab.protection.topdown_strategy import Strategy
+    from sdclab.census.model import Census
+    from sdclab.protection.topdown_strategy import Product, Strategy
 
 Target = Literal["budget", "moe", "rmse"]
 ERROR_INDEX = {"moe": 1, "rmse": 2}
@@ -209,26 +209,37 @@ def _solve(excess: Any) -> float:
 P = TypeVar("P")
 
 
-def _parse(mechanism: str, settings: dict[str, Any], kind: type[P]) -> P:
-    """The mechanism's parameters from ``settings``, through its own parser (a problem is one
-    InputError in words)."""
+def _parse(
+    mechanism: str, settings: dict[str, Any], kind: type[P], census: Census | None = None
+) -> P:
+    """The mechanism's parameters from ``settings`` for ``census`` (default: the US 2010
+    census), through its own parser (a problem is one InputError in words)."""
     from sdclab import protection
+    from sdclab.censuses import is_built_in
 
-    parameters = protection.get(mechanism).parse(settings)
+    entry = protection.get(mechanism)
+    if census is not None and not entry.any_census and not is_built_in(census):
+        raise InputError(
+            f"mechanism {mechanism}: its budget is for the US 2010 census's tables, not census "
+            f"{census.name}'s"
+        )
+    parameters = entry.parse(settings, census)
     assert isinstance(parameters, kind)
     return parameters
 
 
-def topdown_noise(query: str, level: str, settings: dict[str, Any]) -> GaussianNoise:
+def topdown_noise(
+    query: str, level: str, settings: dict[str, Any], census: Census | None = None
+) -> GaussianNoise:
     """The noise of a TopDown query at a level: σ² = 1/(ρ_global · γ_level · α_query,level); or,
     for a table the product publishes, of one of its cells (:func:`topdown_table_noise`)."""
     from sdclab.protection.topdown import TopDownParameters
 
-    product, strategy = _parse("topdown", settings, TopDownParameters).resolve()
+    product, strategy = _parse("topdown", settings, TopDownParameters, census).resolve()
     if level not in strategy.level_shares:
         raise InputError(f"level {level!r}: expected one of {', '.join(strategy.level_shares)}")
-    if query not in product.queries:
-        return topdown_table_noise(query, level, product.name, strategy)
+    if query not in product.query_names:
+        return topdown_table_noise(query, level, product, strategy)
     share = strategy.rho_of(query, level) / strategy.rho
     if share == 0:
         raise InputError(
@@ -240,7 +251,9 @@ def topdown_noise(query: str, level: str, settings: dict[str, Any]) -> GaussianN
     )
 
 
-def topdown_table_noise(name: str, level: str, product: str, strategy: Strategy) -> GaussianNoise:
+def topdown_table_noise(
+    name: str, level: str, product: Product, strategy: Strategy
+) -> GaussianNoise:
     """The noise of one cell of a table the product publishes at ``level``, before
     post-processing: the sum of the noisy measured cells it is made of.
 
@@ -248,19 +261,18 @@ def topdown_table_noise(name: str, level: str, product: str, strategy: Strategy)
     whole query cells), the figure takes the one whose cell summing the most measured cells has
     the least variance, and is for that cell (the table's worst under that query): every other
     cell of the table is a sum of fewer of them."""
-    from sdclab.protection.topdown_strategy import PRODUCTS
-
     published = _published(product, level)
-    table = name.upper()
+    table = name.upper() if product.census is None else name
     if table not in published:
         tables, omitted = _product_tables(product)
+        what = f"the {product.name} product"
         if table in omitted:
-            problem = f"table {table}: the {product} product does not publish it ({omitted[table]})"
+            problem = f"table {table}: {what} does not publish it ({omitted[table]})"
         elif table in tables:
             problem = f"table {table} is not published at {level} level"
         else:
-            queries = ", ".join(PRODUCTS[product].queries)
-            problem = f"query or table {name!r}: not a query of the {product} product ({queries})"
+            queries = ", ".join(product.query_names)
+            problem = f"query or table {name!r}: not a query of {what} ({queries})"
         raise InputError(f"{problem}; its tables at {level}: {', '.join(published)}")
     answering = [
         answer
@@ -287,33 +299,54 @@ def topdown_table_noise(name: str, level: str, product: str, strategy: Strategy)
     )
 
 
-@cache
-def _product_tables(product: str) -> tuple[dict[str, Any], dict[str, str]]:
+def _product_tables(product: Product) -> tuple[dict[str, Any], dict[str, str]]:
     """The tables a TopDown product publishes, as (table cells × product cells) matrices, and
     why it publishes the others not."""
+    if product.census is None:
+        return _us_product_tables(product.name)
+    from sdclab.protection.topdown import declared_tables
+
+    published, omitted = declared_tables(product)
+    census = product.census
+    return {n: census.table(n).query_on(product.schema) for n in published}, omitted
+
+
+@cache
+def _us_product_tables(product: str) -> tuple[dict[str, Any], dict[str, str]]:
     from sdclab.protection.topdown import product_tables
     from sdclab.protection.topdown_strategy import PRODUCTS
 
     return product_tables(PRODUCTS[product])
 
 
-def _published(product: str, level: str) -> list[str]:
-    """The tables the product publishes at ``level``, in catalogue order."""
+def _published(product: Product, level: str) -> list[str]:
+    """The tables the product publishes at ``level``, in the census's order."""
     from sdclab.tables.catalog import CATALOG
 
-    return [name for name in _product_tables(product)[0] if level in CATALOG[name].levels]
+    tables = CATALOG if product.census is None else product.census.tables
+    return [name for name in _product_tables(product)[0] if level in tables[name].levels]
 
 
-@cache
-def _answering(product: str, table: str, query: str) -> Answering | None:
+def _answering(product: Product, table: str, query: str) -> Answering | None:
     """How the product's ``query`` answers the table's cells: each cell the sum of whole query
     cells, or None where one of its cells takes part of a query cell. A query's cells partition
     the histogram, so a table cell is the sum of the query cells it overlaps when it holds
     every histogram cell of each."""
+    if product.census is None:
+        return _us_answering(product.name, table, query)
+    return _answers(_product_tables(product)[0][table], product.query_matrix(query), query)
+
+
+@cache
+def _us_answering(product: str, table: str, query: str) -> Answering | None:
     from sdclab.protection.topdown_strategy import PRODUCTS
 
-    cells = _product_tables(product)[0][table]
-    query_cells = PRODUCTS[product].query_matrix(query)
+    return _answers(
+        _us_product_tables(product)[0][table], PRODUCTS[product].query_matrix(query), query
+    )
+
+
+def _answers(cells: Any, query_cells: Any, query: str) -> Answering | None:
     sizes = np.asarray(query_cells.sum(axis=1)).ravel()
     overlap = (cells @ query_cells.T).tocsr()  # histogram cells each table cell shares with each
     if not np.array_equal(overlap.data, sizes[overlap.indices]):
@@ -324,40 +357,52 @@ def _answering(product: str, table: str, query: str) -> Answering | None:
     return Answering(query, int(summed.min()), int(summed.max()))
 
 
-def geometric_noise(table: str, level: str, settings: dict[str, Any]) -> LaplaceNoise:
-    """The noise of a table at a level (its name in either case): scale = Δ₁ / (ε · its share
-    of ε)."""
+def geometric_noise(
+    table: str, level: str, settings: dict[str, Any], census: Census | None = None
+) -> LaplaceNoise:
+    """The noise of a table at a level (a US table's name in either case): scale = Δ₁ / (ε · its
+    share of ε)."""
     from sdclab.protection.geometric import GeometricParameters, allocation, scale_of
-    from sdclab.tables.catalog import CATALOG
 
-    if level not in LEVELS:
-        raise InputError(f"level {level!r}: expected one of {', '.join(LEVELS)}")
-    p = _parse("geometric", {**settings, "epsilon": 1}, GeometricParameters)
+    p = _parse("geometric", {**settings, "epsilon": 1}, GeometricParameters, census)
+    levels = p.census.geography.levels
+    if level not in levels:
+        raise InputError(f"level {level!r}: expected one of {', '.join(levels)}")
     shares = allocation(p)
-    name = table.upper()
+    tables = p.census.tables
+    name = table.upper() if table.upper() in tables else table
     if (name, level) not in shares:
         there = ", ".join(t for t, lv in shares if lv == level)
         problem = (
             f"table {name} is not published at {level} level"
-            if name in CATALOG
-            else f"table {table!r}: not a catalogue table"
+            if name in tables
+            else f"table {table!r}: not a {_table_kind(p.census)}"
         )
         raise InputError(f"{problem}; the geometric release publishes at {level}: {there}")
     table = name
-    scale = scale_of(CATALOG[table], shares[table, level], p.neighbours)
+    scale = scale_of(tables[table], shares[table, level], p.neighbours)
     what = "the error of every published cell"
     if p.nonnegative:
         what += ", before negative counts are set to 0 (which biases small cells upward)"
     return LaplaceNoise("geometric", table, level, "epsilon (pure DP)", what, float(scale))
 
 
-def safetab_noise(level: str, settings: dict[str, Any]) -> GaussianNoise:
+def _table_kind(census: Census) -> str:
+    """ "catalogue table" (the US census's) or "table of census NAME"."""
+    from sdclab.censuses import is_built_in
+
+    return "catalogue table" if is_built_in(census) else f"table of census {census.name}"
+
+
+def safetab_noise(
+    level: str, settings: dict[str, Any], census: Census | None = None
+) -> GaussianNoise:
     """The noise of SafeTab-H's T03/T04 cells at an iteration level: σ² = s / (2ρ)."""
     from sdclab.protection.safetab_h import SafeTabHParameters
 
     if level not in SAFETAB_LEVELS:
         raise InputError(f"level {level!r}: SafeTab-H's levels are {', '.join(SAFETAB_LEVELS)}")
-    p = _parse("safetab_h", settings, SafeTabHParameters)
+    p = _parse("safetab_h", settings, SafeTabHParameters, census)
     return GaussianNoise(
         "safetab_h",
         "T03/T04",
@@ -368,16 +413,20 @@ def safetab_noise(level: str, settings: dict[str, Any]) -> GaussianNoise:
     )
 
 
-def _geometric(query: str | None, level: str, settings: dict[str, Any]) -> Noise:
+def _geometric(
+    query: str | None, level: str, settings: dict[str, Any], census: Census | None
+) -> Noise:
     if query is None:
         raise InputError("geometric: give the table (--query P12)")
-    return geometric_noise(query, level, settings)
+    return geometric_noise(query, level, settings, census)
 
 
 NOISES: dict[str, Any] = {
-    "topdown": lambda query, level, settings: topdown_noise(query or "total", level, settings),
+    "topdown": lambda query, level, settings, census: topdown_noise(
+        query or "total", level, settings, census
+    ),
     "geometric": _geometric,
-    "safetab_h": lambda query, level, settings: safetab_noise(level, settings),
+    "safetab_h": lambda query, level, settings, census: safetab_noise(level, settings, census),
 }
 """How each mechanism with a budget to choose noises one query at one level."""
 
@@ -388,12 +437,19 @@ CELL_KEY_ANSWER = (
 )
 
 
-def noise_of(mechanism: str, query: str | None, level: str, settings: dict[str, Any]) -> Noise:
-    """The noise of ``query`` at ``level`` under ``mechanism`` with ``settings``."""
+def noise_of(
+    mechanism: str,
+    query: str | None,
+    level: str,
+    settings: dict[str, Any],
+    census: Census | None = None,
+) -> Noise:
+    """The noise of ``query`` at ``level`` under ``mechanism`` with ``settings``, for ``census``
+    (default: the US 2010 census)."""
     make = NOISES.get(mechanism)
     if make is None:
         raise _no_budget(mechanism)
-    return make(query, level, settings)
+    return make(query, level, settings, census)
 
 
 def _no_budget(mechanism: str) -> InputError:
@@ -433,6 +489,7 @@ def cell_key_noise(
     count: int | None = None,
     level: str | None = None,
     table: str | None = None,
+    census: Census | None = None,
 ) -> dict[str, Any]:
     """The noise of one published cell under the cell key method's p-table (``settings`` as
     ``protect`` takes them), for a cell key uniform on [0, 1) as on the card: of a large count
@@ -442,15 +499,15 @@ def cell_key_noise(
     from sdclab.protection.cellkey import CellKeyParameters, card, noise_bound
     from sdclab.protection.ptable import OnsPTable, PTable, large_count_noise
     from sdclab.results import NotMeasured
-    from sdclab.tables.catalog import CATALOG
 
-    if level is not None and level not in LEVELS:
-        raise InputError(f"level {level!r}: expected one of {', '.join(LEVELS)}")
-    if table is not None and table.upper() not in CATALOG:
-        raise InputError(f"table {table!r}: expected one of {', '.join(CATALOG)}")
+    p = _parse("cellkey", settings, CellKeyParameters, census)
+    levels, tables = p.census.geography.levels, p.census.tables
+    if level is not None and level not in levels:
+        raise InputError(f"level {level!r}: expected one of {', '.join(levels)}")
+    if table is not None and table.upper() not in tables and table not in tables:
+        raise InputError(f"table {table!r}: expected one of {', '.join(tables)}")
     if count is not None and count < 0:
         raise InputError(f"count {count}: expected a count of 0 or more")
-    p = _parse("cellkey", settings, CellKeyParameters)
     ptable = p.table()
     if count is not None:
         values, probabilities = ptable.row(count)

@@ -709,24 +709,27 @@ def budget(
     ] = None,
     settings: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    census: CensusOption = None,
 ) -> None:
     """The error a budget gives one query or table at one level, or the budget a target error
     needs; for the cell key method, which has no budget, the noise of one cell."""
     import json
 
     from sdclab import budget as budgets
+    from sdclab.census.declare import census_named
     from sdclab.protection import parse_settings
 
+    chosen = None if census is None else census_named(census)
     asked = {"budget": at, "moe": moe, "rmse": rmse}
     given = [(k, v) for k, v in asked.items() if v is not None]
     budgets.check_question(mechanism, [k for k, _ in given], level, count)
     if mechanism == "cellkey":
-        found = budgets.cell_key_noise(parse_settings(settings or []), count, level, query)
+        found = budgets.cell_key_noise(parse_settings(settings or []), count, level, query, chosen)
         typer.echo(json.dumps(found, indent=2) if as_json else cell_key_text(found))
         return
     assert level is not None
     target, value = given[0]
-    noise = budgets.noise_of(mechanism, query, level, parse_settings(settings or []))
+    noise = budgets.noise_of(mechanism, query, level, parse_settings(settings or []), chosen)
     result = budgets.answer(noise, target, float(value))  # type: ignore[arg-type]
     if as_json:
         typer.echo(json.dumps(result, indent=2))
