@@ -185,9 +185,24 @@ class CellsMoved:
     cells: Mapping[str, int]
 
 
+ANY_CHANGE = (
+    "a person changes their household's record in any way (the census declares no "
+    "household_changes)"
+)
+
+
 def cells_moved(tables: Sequence[TableDef], changes: Sequence[HouseholdChange]) -> list[CellsMoved]:
     """For each distinct way a person moves household cells, how many of each household table:
-    Σ |q(after) − q(before)| over the table's query columns of the two household cells."""
+    Σ |q(after) − q(before)| over the table's query columns of the two household cells. A census
+    that declares no changes may have its household records changed in any way by one person:
+    at most twice the most cells a household counts in, per table."""
+    if not changes:
+        worst = {
+            t.name: 2 * int(abs(t.marginal_query).sum(axis=0).max())
+            for t in tables
+            if t.records == "households"
+        }
+        return [CellsMoved(ANY_CHANGE, worst)] if worst else []
     out: list[CellsMoved] = []
     for change in changes:
         cells = {}

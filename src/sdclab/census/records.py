@@ -91,8 +91,10 @@ def declared_geography(
 @dataclass(frozen=True)
 class CensusRecords:
     """The persons of a declared census, encoded: each attribute as positions in its code list,
-    each person's bottom unit as a number of each geography. It can be tabulated like a US
-    :class:`~sdclab.population.Population` (:func:`sdclab.tables.tabulate.tabulate`)."""
+    each person's bottom unit as a number of each geography; and its households, if it declares
+    household attributes (read from the persons' rows, one value per household). It can be
+    tabulated like a US :class:`~sdclab.population.Population`
+    (:func:`sdclab.tables.tabulate.tabulate`)."""
 
     census: Census
     attributes: Mapping[str, IntArray]
@@ -109,6 +111,8 @@ class CensusRecords:
     """The cell key method's record key of each person, if drawn or given."""
     household_key_values: IntArray | None = None
     """The cell key method's record key of each household, if drawn or given."""
+    household_attributes: Mapping[str, IntArray] = field(default_factory=dict)
+    """Each household attribute's position, one per household (households in key order)."""
 
     @property
     def n_persons(self) -> int:
@@ -140,23 +144,36 @@ class CensusRecords:
         return self.geographies[self.census.geography_of(table.name).name]
 
     def columns(self, records: str) -> Mapping[str, IntArray]:
-        """Every person attribute's position, one per person (``records`` must be persons)."""
-        if records != "persons":
-            raise ValueError(f"census {self.census.name!r}: only persons are read so far")
-        return self.attributes
+        """Every attribute's position of ``records``: one per person, or one per household."""
+        if records == "persons":
+            return self.attributes
+        if self.households is None:
+            raise ValueError(f"census {self.census.name!r} names no household key")
+        return self.household_attributes
 
     def block_index(self, records: str, geography: Geography | None = None) -> IntArray:
-        """The bottom unit of each person in ``geography`` (default: the main one)."""
+        """The bottom unit in ``geography`` (default: the main one) of each person, or of each
+        household (its members')."""
         self.columns(records)
         chosen = geography if geography is not None else self.geography
         name = next(n for n, g in self.geographies.items() if g is chosen)
-        return self.blocks[name]
+        if records == "persons":
+            return self.blocks[name]
+        assert self.households is not None
+        return _first_of_each(self.households, self.blocks[name], self.n_households)
 
     @property
     def frames(self) -> tuple[pl.DataFrame, ...]:
-        """The encoded records as one frame: what their digest covers."""
+        """The encoded records: what their digest covers (the households', when the census
+        declares household attributes)."""
         columns = {**self.attributes, **{f"geography:{n}": b for n, b in self.blocks.items()}}
-        return (pl.DataFrame(columns),)
+        persons = pl.DataFrame(columns)
+        if not self.household_attributes:
+            return (persons,)
+        assert self.households is not None
+        return persons.with_columns(household=self.households), pl.DataFrame(
+            dict(self.household_attributes)
+        )
 
     @property
     def digest(self) -> str:
@@ -199,7 +216,60 @@ def encode_records(census: Census, frame: pl.DataFrame, name: str) -> CensusReco
     if census.household_key is not None:
         column = _column(frame, name, census.household_key)
         households = np.unique(column.to_numpy(), return_inverse=True)[1].astype(np.int64)
-    return CensusRecords(census, attributes, geographies, blocks, households)
+    household_attributes = _household_attributes(census, frame, name, households, blocks)
+    return CensusRecords(
+        census,
+        attributes,
+        geographies,
+        blocks,
+        households,
+        household_attributes=household_attributes,
+    )
+
+
+def _household_attributes(
+    census: Census,
+    frame: pl.DataFrame,
+    name: str,
+    households: IntArray | None,
+    blocks: Mapping[str, IntArray],
+) -> dict[str, IntArray]:
+    """Each household attribute, one value per household, read from its members' rows: every
+    member must give the same value and live in the same unit of every geography."""
+    declared = [a for a in census.attributes.values() if a.records == "households"]
+    if not declared:
+        return {}
+    if households is None:
+        raise InputError(
+            f"{name}: census {census.name} declares household attributes "
+            f"({', '.join(a.name for a in declared)}) but no household_key to group persons by"
+        )
+    n = int(households.max(initial=-1)) + 1
+    key = census.household_key
+    assert key is not None  # (households are numbered by it)
+    out = {}
+    columns = {a.name: _positions(frame, name, a.name, a.position) for a in declared}
+    columns |= {f"the {g} unit": b for g, b in blocks.items()}
+    for column, values in columns.items():
+        first = _first_of_each(households, values, n)
+        differs = np.flatnonzero(first[households] != values)
+        if differs.size:
+            row = int(differs[0])
+            what = f"column {column!r}" if column in census.attributes else column
+            raise InputError(
+                f"{name}: row {row + 2}, {what}: household {frame[key][row]!r} has more than "
+                "one value (a household's members share it)"
+            )
+        if column in census.attributes:
+            out[column] = first
+    return out
+
+
+def _first_of_each(groups: IntArray, values: IntArray, n: int) -> IntArray:
+    """The value of the first record of each of ``n`` groups (every group has a record)."""
+    found, index = np.unique(groups, return_index=True)
+    assert len(found) == n, "every group has a record"
+    return values[index]
 
 
 def _column(frame: pl.DataFrame, name: str, column: str) -> pl.Series:

@@ -1,0 +1,132 @@
+"""Household records of a declared census: household attributes read from the persons' rows,
+household tables tabulated from them, and mechanisms that count what one person moves there."""
+
+import shutil
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from sdclab import api
+from sdclab.census.declare import load_census
+from sdclab.census.records import read_records, tabulate_records
+from sdclab.errors import InputError
+
+TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
+TENURE = """
+[attributes.tenure]
+records = "households"
+codes = ["own", "rent"]
+
+[tables.T5]
+title = "Households by tenure"
+records = "households"
+cells = ["tenure"]
+"""
+
+
+@pytest.fixture
+def with_tenure(tmp_path: Path) -> Path:
+    """Toyland with a household attribute (tenure, given on every member's row) and a household
+    table; households of an even number own."""
+    folder = tmp_path / "toyland"
+    shutil.copytree(TOYLAND, folder)
+    text = (folder / "census.toml").read_text()
+    head, tail = text.split("[geographies.admin]", 1)
+    (folder / "census.toml").write_text(head + TENURE + "\n[geographies.admin]" + tail)
+    persons = pl.read_csv(folder / "persons.csv", infer_schema=False)
+    number = persons["household_id"].str.slice(1).cast(pl.Int64)
+    persons.with_columns(
+        tenure=pl.when(number % 2 == 0).then(pl.lit("own")).otherwise(pl.lit("rent"))
+    ).write_csv(folder / "persons.csv")
+    return folder
+
+
+def test_household_attributes_are_read_once_per_household_and_tabulated(with_tenure):
+    census = load_census(with_tenure / "census.toml")
+    records = read_records(census, with_tenure / "persons.csv")
+    persons = pl.read_csv(with_tenure / "persons.csv", infer_schema=False)
+    households = persons.unique("household_id", keep="first")
+    assert records.n_households == households.height
+    counts = tabulate_records(records)["T5"]
+    villages = counts.geoids["village"].to_list()
+    matrix = counts.counts["village"][1].toarray()
+    truth = households.group_by("village", "tenure").len()
+    for village, tenure, n in truth.iter_rows():
+        assert matrix[villages.index(village), ["own", "rent"].index(tenure)] == n
+    assert matrix.sum() == households.height
+    # the households' digest is part of the records': another tenure is another input
+    other = persons.with_columns(
+        tenure=pl.when(pl.col("household_id") == "H001").then(pl.lit("own")).otherwise("tenure")
+    )
+    other.write_csv(with_tenure / "other.csv")
+    assert read_records(census, with_tenure / "other.csv").digest != records.digest
+
+
+def test_a_household_attribute_that_differs_among_members_names_the_row(with_tenure):
+    persons = pl.read_csv(with_tenure / "persons.csv", infer_schema=False)
+    # the second member of H001 says otherwise
+    second = persons.with_row_index().filter(pl.col("household_id") == "H001")["index"][1]
+    changed = (
+        persons.with_row_index()
+        .with_columns(
+            tenure=pl.when(pl.col("index") == second).then(pl.lit("own")).otherwise("tenure")
+        )
+        .drop("index")
+    )
+    changed.write_csv(with_tenure / "persons.csv")
+    census = load_census(with_tenure / "census.toml")
+    with pytest.raises(
+        InputError,
+        match=rf"persons.csv: row {second + 2}, column 'tenure': household 'H001' has more than "
+        "one value",
+    ):
+        read_records(census, with_tenure / "persons.csv")
+    # members in two villages likewise
+    moved = (
+        persons.with_row_index()
+        .with_columns(
+            tenure=pl.lit("own").alias("tenure"),
+            village=pl.when(pl.col("index") == second).then(pl.lit("V107")).otherwise("village"),
+        )
+        .drop("index")
+    )
+    moved.write_csv(with_tenure / "persons.csv")
+    with pytest.raises(
+        InputError, match=r"the admin unit: household 'H001' has more than one value"
+    ):
+        read_records(census, with_tenure / "persons.csv")
+
+
+def test_one_person_may_change_their_household_record_in_any_way(with_tenure):
+    census = load_census(with_tenure / "census.toml")
+    records = read_records(census, with_tenure / "persons.csv")
+    release = api.protect(records, "geometric", seed=2, epsilon=1)
+    assert "T5" in release.tables
+    shares = {
+        (r["table"], r["level"]): Fraction(r["epsilon"]).limit_denominator(10**6)
+        for r in release.card.allocation
+    }
+    # a person counts once in each person table and moves up to 2 cells of T5 at each level
+    expected = sum((e for (t, _), e in shares.items() if t != "T5"), Fraction(0)) + 2 * sum(
+        (e for (t, _), e in shares.items() if t == "T5"), Fraction(0)
+    )
+    loss = release.card.guarantee.loss.epsilon
+    assert Fraction(loss).limit_denominator(10**6) == expected
+    assert "changes their household's record in any way" in " ".join(
+        release.card.guarantee.derivation
+    )
+    # the cell key method and the exact release publish it too; TopDown holds persons only
+    assert "T5" in api.protect(records, "cellkey", seed=2).tables
+    topdown = api.protect(records, "topdown", seed=2)
+    assert "T5" not in topdown.tables
+    assert "household table" in topdown.notes["tables_not_published"]["T5"]
+    # the reconstruction reads person tables only
+    rebuilt = api.reconstruct(api.tabulate(records), workers=1, node_limit=2000)
+    assert rebuilt.persons.height == records.n_persons
+    np.testing.assert_array_equal(
+        np.sort(rebuilt.persons["block"].unique().to_numpy()),
+        np.sort(pl.read_csv(with_tenure / "persons.csv")["village"].unique().to_numpy()),
+    )
