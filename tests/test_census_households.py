@@ -130,3 +130,34 @@ def test_one_person_may_change_their_household_record_in_any_way(with_tenure):
         np.sort(rebuilt.persons["block"].unique().to_numpy()),
         np.sort(pl.read_csv(with_tenure / "persons.csv")["village"].unique().to_numpy()),
     )
+
+
+def test_the_psa_swaps_a_declared_census_households_within_its_matching_areas(with_tenure):
+    from sdclab import accounting
+
+    census = load_census(with_tenure / "census.toml")
+    records = read_records(census, with_tenure / "persons.csv")
+    exact = api.tabulate(records)
+    release = api.protect(records, "psa", seed=4, rate="0.5", matching_level="district")
+    assert release.parameters["matching_level"] == "district"
+    assert set(release.tables) == set(exact.tables)
+    # every statistic of each district and above is kept; the villages' are not
+    for name, table in release.tables.items():
+        for level in ("region", "district"):
+            if level in table.levels:
+                assert (table.matrix(level) != exact.table(name).matrix(level)).nnz == 0, name
+    changed = release.table("T3").matrix("village") != exact.table("T3").matrix("village")
+    assert changed.nnz > 0
+    # households keep their tenure: T5 is the same at every level above the villages, and in all
+    assert release.table("T5").matrix("village").sum() == records.n_households
+    b = release.notes["largest_matching_group"]
+    assert release.card.guarantee.loss.epsilon == accounting.psa_epsilon(0.5, b)
+    texts = [i.text() for i in release.card.guarantee.invariants]
+    assert "every statistic (each district and above)" in texts
+    assert not any("group quarters" in t for t in texts)
+    # by default the top level; a bottom level or a US-only setting is refused in words
+    assert api.protect(records, "psa", seed=4).parameters["matching_level"] == "region"
+    with pytest.raises(InputError, match=r"matching_level: expected one of region, district"):
+        api.protect(records, "psa", seed=4, matching_level="village")
+    with pytest.raises(InputError, match=r"match_adults: a setting for the US 2010 census only"):
+        api.protect(records, "psa", seed=4, match_adults=False)

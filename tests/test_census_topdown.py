@@ -197,7 +197,7 @@ def test_the_command_line_runs_topdown_on_a_declared_census(tmp_path):
         cwd=tmp_path,
     )
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
-    assert "a setting of the US 2010 census's products" in refused.stderr
+    assert "a setting for the US 2010 census only" in refused.stderr
     assert not (tmp_path / "other").exists()
 
 

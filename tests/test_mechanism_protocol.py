@@ -96,5 +96,5 @@ def test_a_declared_census_is_protected_or_refused_in_words(name, toyland):
     if entry.check is not None:
         assert entry.check(release, entry.parse(release.parameters, toyland.census)) is None
     if set(entry.example) - set(entry.example_for(toyland.census)):  # a US product's setting
-        with pytest.raises(InputError, match=r"a setting of the US 2010 census's products"):
+        with pytest.raises(InputError, match=r"a setting for the US 2010 census only"):
             entry.run(toyland, entry.example, seed=5)

@@ -107,8 +107,8 @@ class Parameters(BaseModel):
                 )
 
     US_SETTINGS: ClassVar[frozenset[str]] = frozenset()
-    """Settings that choose among the US 2010 census's own products (TopDown's ``product``):
-    refused for another census, and not recorded in its releases."""
+    """Settings defined on the US 2010 census only (TopDown's ``product``, the PSA's
+    ``match_adults``): refused for another census, and not recorded in its releases."""
 
     _census: Census | None = PrivateAttr(default=None)
 
@@ -122,8 +122,8 @@ class Parameters(BaseModel):
             given = sorted(self.US_SETTINGS & self.model_fields_set)
             if given:
                 raise ValueError(
-                    f"{', '.join(given)}: a setting of the US 2010 census's products, not of "
-                    f"census {census.name}'s (leave it out)"
+                    f"{', '.join(given)}: a setting for the US 2010 census only, not for "
+                    f"census {census.name} (leave it out)"
                 )
         return self
 

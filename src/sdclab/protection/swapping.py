@@ -19,11 +19,11 @@ A household's tenure travels with it; the unit keeps its block, type and occupan
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
 from functools import cached_property
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +33,7 @@ from pydantic import Field, model_validator
 from sdclab import accounting, cell_model, noise, schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, IntArray
+from sdclab.census.records import CensusRecords
 from sdclab.errors import InputError
 from sdclab.geography import truncate
 from sdclab.population import Population
@@ -41,6 +42,8 @@ from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.checks import exact_tables
 from sdclab.release import Release, tabulated_release
+from sdclab.tables.published import PublishedTable
+from sdclab.tables.tabulate import tabulate
 
 # ---------------------------------------------------------------------------------------------
 # Households of a population
@@ -136,9 +139,10 @@ class PsaParameters(Parameters):
     )
     """p: each household is selected independently with this probability (0 < p < 1, read as an
     exact decimal); the selected households of a matching group take each other's locations"""
-    matching_level: Literal["state", "county", "tract"] = "state"
+    matching_level: str = "state"
     """state, county or tract: matching groups (and every swap) lie within one area of this level,
-    which keeps every statistic of it and above exact"""
+    which keeps every statistic of it and above exact (a declared census: a level of its main
+    geography above the bottom one, by default the top one)"""
     match_adults: bool = False
     """true: match on the number of adults too (groups are area x household size x adults); false:
     area x household size"""
@@ -146,20 +150,52 @@ class PsaParameters(Parameters):
     """b, the largest matching group, only for a card without data (sdclab spec); when protecting it
     is measured on the data and giving it is an error"""
 
+    US_SETTINGS: ClassVar[frozenset[str]] = frozenset({"match_adults"})
+
+    @model_validator(mode="after")
+    def _a_level_of_the_census(self) -> PsaParameters:
+        levels = self.matching_levels()
+        if self.matching_at not in levels:
+            raise ValueError(
+                f"matching_level: expected one of {', '.join(levels)}, got {self.matching_level!r}"
+            )
+        return self
+
+    def matching_levels(self) -> tuple[str, ...]:
+        """The levels whose areas may hold the matching groups (never the bottom one)."""
+        if self._census is None:
+            return US_MATCHING_LEVELS
+        return self.census.geography.levels[:-1]
+
+    @property
+    def matching_at(self) -> str:
+        """The matching level: as given, or a declared census's top level by default."""
+        if self._census is None or "matching_level" in self.model_fields_set:
+            return self.matching_level
+        return self.census.geography.levels[0]
+
+    def recorded(self) -> dict[str, Any]:
+        return super().recorded() | {"matching_level": self.matching_at}
+
     @property
     def matching(self) -> str:
-        parts = [self.matching_level, "household size"]
+        parts = [self.matching_at, "household size"]
         return " x ".join([*parts, "number of adults"] if self.match_adults else parts)
 
 
-PSA = Mechanism("psa", "Permutation Swapping Algorithm (provable swapping)", PsaParameters)
+US_MATCHING_LEVELS = ("state", "county", "tract")
+
+
+PSA = Mechanism(
+    "psa", "Permutation Swapping Algorithm (provable swapping)", PsaParameters, any_census=True
+)
 PSA.define("cell_model")(cell_model.exact)
 PSA.define("check")(exact_tables)
 
 
 def psa_groups(households: Households, params: PsaParameters) -> IntArray:
     """Matching group of each household: matching geography × size (× adults), as 0..G−1."""
-    columns = [households.area(params.matching_level), households.size]
+    columns = [households.area(params.matching_at), households.size]
     if params.match_adults:
         columns.append(households.adults)
     return group_ids(*columns)
@@ -197,7 +233,18 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
         )
     epsilon = accounting.psa_epsilon(float(params.rate), b)
     sizes = "households by size" + (" and adults" if params.match_adults else "")
-    strong = f"{sizes} in every block, every statistic of each {params.matching_level} and above"
+    us = params._census is None
+    bottom = "block" if us else params.census.geography.levels[-1]
+    whole = "nation" if us else "the whole census"
+    strong = f"{sizes} in every {bottom}, every statistic of each {params.matching_at} and above"
+    quarters = (
+        (
+            Invariant("housing units and their occupancy", "every block"),
+            Invariant("group quarters and their residents (not swapped)", "every block"),
+        )
+        if us
+        else ()
+    )
     return SpecCard(
         mechanism="psa",
         domain="every census edited file with the same variables (households with their persons, "
@@ -215,22 +262,21 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
                 "change of another household, the nearest pair differs in two household records "
                 "(2ε, as the audit's pair)",
                 f"b = {b:,} is fixed by the invariants (matching groups are households by "
-                f"{params.matching} in each {params.matching_level}), so ε holds for every "
+                f"{params.matching} in each {params.matching_at}), so ε holds for every "
                 "dataset of the universe; b is read from the data when protecting",
             ),
             qualifier=f"within the PSA's invariants ({strong})",
             invariants=(
-                Invariant("household locations (the swapping variable's marginal)", "nation"),
+                Invariant("household locations (the swapping variable's marginal)", whole),
                 Invariant(
-                    "all other household attributes (the holding variables' marginal)", "nation"
+                    "all other household attributes (the holding variables' marginal)", whole
                 ),
                 Invariant(
                     "households by size" + (" and adults" if params.match_adults else ""),
-                    "every block",
+                    f"every {bottom}",
                 ),
-                Invariant("every statistic", f"each {params.matching_level} and above"),
-                Invariant("housing units and their occupancy", "every block"),
-                Invariant("group quarters and their residents (not swapped)", "every block"),
+                Invariant("every statistic", f"each {params.matching_at} and above"),
+                *quarters,
             ),
         ),
         covers="the swapped microdata and every table derived from it (post-processing)",
@@ -243,10 +289,19 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
             "one is said to hold within the PSA's invariants, the same number being a promise "
             "among far fewer datasets.",
             f"each household is selected with probability {params.rate:g}; the swapping variable "
-            "is the housing unit (the household's location): the selected households of a "
-            f"matching group take each other's units in a uniformly random order, within the "
-            f"{params.matching_level}",
-            "Group-quarters residents are not swapped and are not covered by this guarantee.",
+            + (
+                "is the housing unit (the household's location): the selected households of a "
+                "matching group take each other's units"
+                if us
+                else "is the household's location (its unit at every level of every geography): "
+                "the selected households of a matching group take each other's locations"
+            )
+            + f" in a uniformly random order, within the {params.matching_at}",
+            *(
+                ("Group-quarters residents are not swapped and are not covered by this guarantee.",)
+                if us
+                else ()
+            ),
             "The protection unit is the post-imputation household: a household record of the "
             "edited file, which can change without affecting other, imputed records. A real "
             "household whose changed responses alter several edited records (through editing and "
@@ -266,6 +321,8 @@ def protect_psa(population: Population, params: PsaParameters, rng: np.random.Ge
             "psa: largest_group is measured on the data when protecting; give it only for a "
             "card without data (sdclab spec)"
         )
+    if isinstance(population, CensusRecords):
+        return _declared_psa(population, params, rng)
     swapped = psa_swap(population, params, rng)
     b = int(swapped.notes["largest_matching_group"])
     if b == 0:
@@ -302,6 +359,67 @@ def psa_swap(population: Population, params: PsaParameters, rng: np.random.Gener
         "achieved_swap_rate": moved / max(households.count, 1),
     }
     return Swapped(swapped, notes, diagnostics)
+
+
+def _declared_psa(
+    records: CensusRecords, params: PsaParameters, rng: np.random.Generator
+) -> Release:
+    """The PSA on a declared census's households; its release publishes the tables of the
+    swapped records (not the records themselves: a declared census's microdata are not part of
+    its releases yet)."""
+    if records.households is None or records.n_households == 0:
+        raise InputError(
+            f"psa: census {records.census.name} names no household key, so no households to swap"
+        )
+    swapped = declared_psa_swap(records, params, rng)
+    b = int(swapped.notes["largest_matching_group"])
+    return Release(
+        mechanism="psa",
+        parameters=params.recorded(),
+        card=psa_card(params, b),
+        tables={
+            n: PublishedTable.from_counts(tc) for n, tc in tabulate(swapped.population).items()
+        },
+        randomness={},
+        input_digest=records.digest,
+        geography=records.geography,
+        notes=swapped.notes,
+    )
+
+
+def declared_psa_swap(
+    records: CensusRecords, params: PsaParameters, rng: np.random.Generator
+) -> Swapped:
+    """The PSA over a declared census's households (matching on the area of the matching level
+    and the household's size): each selected household takes its partner's units in every
+    geography, its attributes and its persons' with it."""
+    assert records.households is not None
+    n = records.n_households
+    size = np.bincount(records.households, minlength=n)
+    geography = records.geography
+    home = records.block_index("households")
+    group = group_ids(geography.block_codes_at(params.matching_at)[home], size)
+    selected = noise.bernoulli(Fraction(params.rate), n, rng)
+    partner = psa_partners(group, selected, rng.permutation(n))
+    blocks = {
+        name: records.block_index("households", records.geographies[name])[partner][
+            records.households
+        ]
+        for name in records.blocks
+    }
+    moved = int((partner != np.arange(n)).sum())
+    notes = {
+        "households": n,
+        "largest_matching_group": int(np.bincount(group).max(initial=0)),
+        "matching_groups": int(group.max(initial=-1) + 1),
+    }
+    diagnostics = {
+        "selected": int(selected.sum()),
+        "selection_rate": float(selected.mean()),
+        "moved": moved,
+        "achieved_swap_rate": moved / n,
+    }
+    return Swapped(replace(records, blocks=blocks), notes, diagnostics)  # type: ignore[arg-type]
 
 
 @PSA.define("noise")
