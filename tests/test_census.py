@@ -342,7 +342,8 @@ def test_a_census_document_round_trips_with_its_digest(toyland):
 
 def test_a_declared_census_is_released_written_and_read_back_with_its_census(tmp_path):
     from sdclab import protection
-    from sdclab.release import exact_release, read_release, write_release
+    from sdclab.api import read_release
+    from sdclab.release import exact_release, write_release
 
     census = load_census(TOYLAND / "census.toml")
     records = read_records(census, TOYLAND / "persons.csv")
@@ -395,7 +396,7 @@ def test_the_command_line_tabulates_and_protects_a_declared_census(tmp_path):
     assert "budget: epsilon = 1 (pure DP)" in done.stdout
     done = sdclab("tabulate", persons, *census, "--tables", "T1,T3", "--out", "exact")
     assert done.returncode == 0, done.stderr
-    from sdclab.release import read_release
+    from sdclab.api import read_release
 
     exact = read_release(tmp_path / "exact")
     assert list(exact.tables) == ["T1", "T3"] and exact.census.name == "toyland"
@@ -753,7 +754,8 @@ def test_a_declared_census_travels_to_worker_processes_once():
 
 def test_a_declared_release_whose_cells_exceed_its_total_is_refused(tmp_path):
     from sdclab import api
-    from sdclab.release import read_release, write_release
+    from sdclab.api import read_release
+    from sdclab.release import write_release
 
     census = load_census(TOYLAND / "census.toml")
     release = api.tabulate(read_records(census, TOYLAND / "persons.csv"))

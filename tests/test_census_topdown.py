@@ -91,8 +91,9 @@ def test_the_measurements_are_those_of_the_strategy(records, release):
 def test_a_declared_topdown_release_reads_back_and_is_attacked_with_its_measurements(
     tmp_path, records, release
 ):
+    from sdclab.api import read_release
     from sdclab.attacks.reconstruction import used_measurements
-    from sdclab.release import read_release, write_release
+    from sdclab.release import write_release
 
     write_release(release, tmp_path / "release")
     meta = json.loads((tmp_path / "release" / "release.json").read_text())
@@ -113,7 +114,8 @@ def test_a_declared_topdown_release_reads_back_and_is_attacked_with_its_measurem
 
 
 def test_a_forged_code_in_a_declared_mdf_is_refused(tmp_path, release):
-    from sdclab.release import read_release, write_release
+    from sdclab.api import read_release
+    from sdclab.release import write_release
 
     write_release(release, tmp_path / "release")
     file = tmp_path / "release" / "artifacts" / "mdf.parquet"

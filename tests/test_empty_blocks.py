@@ -10,11 +10,12 @@ import pytest
 
 from conftest import random_population
 from sdclab import api, protection
+from sdclab.api import read_release
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.population import Population
 from sdclab.population.io import read_population, write_population
-from sdclab.release import read_release, write_release
+from sdclab.release import write_release
 from sdclab.tables.tabulate import tabulate
 
 # three blocks with no unit: two in tracts that have units, one in a tract of its own

@@ -28,13 +28,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from sdclab.api import read_release
 from sdclab.errors import InputError
 from sdclab.experiment import Experiment, load_experiment
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.population.contract import with_optional
 from sdclab.population.io import read_population
 from sdclab.protection import MECHANISMS
-from sdclab.release import Release, exact_release, read_release, write_release
+from sdclab.release import Release, exact_release, write_release
 
 DATA = Path(__file__).parent / "data"
 BASE_CSV = DATA / "good" / "population" / "base_csv"

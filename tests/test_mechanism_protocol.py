@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from sdclab import protection
+from sdclab.api import read_release
 from sdclab.attacks.knowledge import cell_bounds
 from sdclab.census.declare import load_census
 from sdclab.census.records import read_records
@@ -23,7 +24,7 @@ from sdclab.censuses import is_built_in
 from sdclab.errors import InputError
 from sdclab.population.synth import synthesize
 from sdclab.protection.cellkey import assign_record_keys
-from sdclab.release import read_release, write_release
+from sdclab.release import write_release
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 NAMES = sorted(protection.MECHANISMS)
@@ -98,3 +99,19 @@ def test_a_declared_census_is_protected_or_refused_in_words(name, toyland):
     if set(entry.example) - set(entry.example_for(toyland.census)):  # a US product's setting
         with pytest.raises(InputError, match=r"a setting for the US 2010 census only"):
             entry.run(toyland, entry.example, seed=5)
+
+
+def test_a_mechanism_publishes_only_the_artifacts_it_declares(toyland):
+    from dataclasses import replace
+
+    import polars as pl
+
+    entry = protection.get("none")
+    assert entry.protect is not None
+
+    def protect(population, params, rng):
+        made = entry.protect(population, params, rng)
+        return replace(made, artifacts={"extra": pl.DataFrame({"a": [1]})})
+
+    with pytest.raises(AssertionError, match=r"mechanism none declares no artifact \['extra'\]"):
+        replace(entry, protect=protect).run(toyland, {}, seed=1)

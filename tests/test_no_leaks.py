@@ -260,10 +260,10 @@ def _toml_entries(table: str, entries: list[dict]) -> str:
 def test_releases_record_the_content_of_setting_files_never_their_paths(small, tmp_path):
     """An attacker is entitled to a strategy, an iteration mapping or a p-table, not to where the
     agency keeps them; execution settings (workers, checkpoint) stay out of the release."""
+    from sdclab.api import read_release
     from sdclab.protection import safetab_h
     from sdclab.protection.ptable import ons_10_5_ptable, write_ptable
     from sdclab.protection.topdown_strategy import PRODUCTS, strategy_data
-    from sdclab.release import read_release
 
     population = small
     files = tmp_path / "agency-files"

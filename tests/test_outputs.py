@@ -14,11 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from sdclab import fileio
+from sdclab.api import read_release
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.population.io import read_population, write_population
 from sdclab.population.synth import synthesize
-from sdclab.release import read_release
 
 
 def run(*args: str):

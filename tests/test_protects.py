@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from sdclab import protection
+from sdclab.api import read_release
 from sdclab.errors import InputError
 from sdclab.population import Population
 from sdclab.population.contract import RECORD_KEY
@@ -26,7 +27,7 @@ from sdclab.protection.ptable import (
     smallest_shown,
     write_ptable,
 )
-from sdclab.release import RELEASE_FILE, Protection, read_release, write_release
+from sdclab.release import RELEASE_FILE, Protection, write_release
 
 EXACT = "every published table equals the exact tabulation, no cell withheld"
 

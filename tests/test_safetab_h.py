@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from sdclab import accounting, protection, schema
+from sdclab.api import read_release
 from sdclab.errors import InputError
 from sdclab.population.synth import synthesize
 from sdclab.protection.safetab_h import (
@@ -25,7 +26,7 @@ from sdclab.protection.safetab_h import (
     true_cells,
     variant,
 )
-from sdclab.release import read_release, write_release
+from sdclab.release import write_release
 
 
 @pytest.fixture(scope="module")

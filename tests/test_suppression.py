@@ -9,11 +9,12 @@ import pytest
 import scipy.sparse as sp
 
 from conftest import frame, random_population
+from sdclab.api import read_release
 from sdclab.errors import InputError
 from sdclab.optimize.highs import solve_mip
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.protection import suppression
-from sdclab.release import Release, read_release, write_release
+from sdclab.release import Release, write_release
 from sdclab.tables.catalog import CATALOG
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.relations import PublishedCells

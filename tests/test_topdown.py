@@ -370,7 +370,8 @@ def test_product_tables_equal_the_exact_tabulation(states):
 
 
 def test_release_through_the_registry(states, tmp_path):
-    from sdclab.release import read_release, write_release
+    from sdclab.api import read_release
+    from sdclab.release import write_release
 
     release = run("topdown", states, {"product": "pl94"}, seed=11)
     assert release.card.guarantee.loss.rho == PRODUCTION.total_rho()

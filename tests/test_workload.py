@@ -20,7 +20,8 @@ def records():
 
 
 def test_a_geometric_workload_splits_its_budget_over_its_own_tables(records, tmp_path):
-    from sdclab.release import read_release, write_release
+    from sdclab.api import read_release
+    from sdclab.release import write_release
 
     release = api.protect(records, "geometric", seed=3, tables="T3,T1", epsilon=2)
     assert sorted(release.tables) == ["T1", "T3"]

@@ -131,9 +131,10 @@ def protect(
 
 def read_release(path: str | Path) -> Release:
     """The release in directory ``path``, every file checked against its recorded digest."""
+    from sdclab import protection
     from sdclab.release import read_release as read
 
-    return read(Path(path))
+    return read(Path(path), protection.MECHANISMS)
 
 
 def write_release(release: Release, path: str | Path) -> None:

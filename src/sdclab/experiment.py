@@ -105,7 +105,7 @@ from sdclab.population.synth import (
 from sdclab.protection import MECHANISMS
 from sdclab.protection.base import EXPECTED, did_you_mean, shown
 from sdclab.randomness import MAX_SEED, drew_from_stream
-from sdclab.release import Release, read_release, write_release
+from sdclab.release import Release, write_release
 from sdclab.report import render_report
 from sdclab.results import (
     ExperimentResult,
@@ -989,7 +989,9 @@ class Runner:
         settings = {k: str(v) for k, v in m.settings.items()}
         rel_digest = _digest("release", pop_digest, m.name, settings, files, m.seed)
         step = Step(f"release:{m.title}", rel_digest)
-        release = read_release(self.steps.get(step, partial(_make_release, truth, m)) / "release")
+        release = api.read_release(
+            self.steps.get(step, partial(_make_release, truth, m)) / "release"
+        )
         self.drew[m.title] = drew_from_stream(release.randomness)
         risk: dict[str, Any] | NotMeasured = no_risk_analysis(m.name)
         if mechanism.risk_analysis is not None:

@@ -35,10 +35,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import polars as pl
@@ -68,7 +68,45 @@ from sdclab.tables.tabulate import tabulate
 
 if TYPE_CHECKING:
     from sdclab.census.model import Census
-    from sdclab.protection.base import Artifact
+
+ArtifactCheck = Callable[[pl.DataFrame, Geography], "str | None"]
+"""A problem of an artifact's frame read from a release (its columns, types, geounits), or
+None."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A payload a mechanism publishes beside its tables, kept as ``artifacts/<name>.parquet``
+    (an MDF, noisy measurements, population-group tables, a p-table)."""
+
+    name: str
+    meaning: str
+    check: ArtifactCheck | None = None
+
+
+class ReleaseMechanism(Protocol):
+    """What reading a release needs of the mechanism it names (a registered
+    :class:`~sdclab.protection.base.Mechanism`): its parameters, the noise it states, the
+    artifacts it declares and the check of its values. The reader is given the mechanisms;
+    this module never imports their registry."""
+
+    @property
+    def parameters(self) -> Any: ...
+
+    @property
+    def noise(self) -> Callable[[Any], Any] | None: ...
+
+    @property
+    def artifacts(self) -> tuple[Artifact, ...]: ...
+
+    @property
+    def check(self) -> Callable[[Release, Any], str | None] | None: ...
+
+    def parse(self, settings: Mapping[str, Any], census: Census | None = None) -> Any: ...
+
+
+Mechanisms = Mapping[str, ReleaseMechanism]
+"""The mechanisms a release may name, by name."""
 
 FORMAT_VERSION = 3
 """2: mechanism payloads (the MDF, measurements, group tables) are artifacts/<name>.parquet;
@@ -320,8 +358,9 @@ def write_release(
 
     Only an absent or empty directory or an earlier release may be replaced, apart from
     ``protect`` and the release's :attr:`~Release.sources` (``option`` names ``out`` in messages).
+    Which artifacts a mechanism may publish is its own to check (:meth:`Mechanism.run`) and the
+    reader's (:func:`read_release`).
     """
-    _check_declared(release)
     protect = (*protect, *release.sources)
     with output_directory(Path(out), RELEASE_KIND, protect, option) as tmp:
         (tmp / "tables").mkdir()
@@ -363,8 +402,10 @@ def metadata_digest(meta: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def read_release(path: Path) -> Release:
-    """Read and check a release directory; anything malformed is an :class:`InputError`.
+def read_release(path: Path, mechanisms: Mechanisms) -> Release:
+    """Read and check a release directory made by one of ``mechanisms`` (the registry,
+    :data:`sdclab.protection.MECHANISMS`; :func:`sdclab.api.read_release` passes it); anything
+    malformed is an :class:`InputError`.
 
     The content is checked first, then the digests recorded in release.json: a file that does not
     match them was changed after the release was written. When the content is also malformed, its
@@ -374,7 +415,7 @@ def read_release(path: Path) -> Release:
     meta = _load_metadata(path)
     changed = _changed_files(path, meta)
     try:
-        release = _read_content(path, meta)
+        release = _read_content(path, meta, mechanisms)
     except InputError as exc:
         if changed:
             raise InputError(f"{exc}; {'; '.join(changed)}", exc.details) from None
@@ -384,11 +425,11 @@ def read_release(path: Path) -> Release:
     return release
 
 
-def _read_content(path: Path, meta: dict[str, Any]) -> Release:
+def _read_content(path: Path, meta: dict[str, Any], mechanisms: Mechanisms) -> Release:
     """The release in ``path`` whose release.json holds ``meta``, every file checked, then its
     values against what its mechanism could have produced."""
     census = _read_census(path, meta)
-    parameters = _check_metadata(path / RELEASE_FILE, meta, census)
+    mechanism, parameters = _check_metadata(path / RELEASE_FILE, meta, census, mechanisms)
     geography = _read_geography(path / GEOGRAPHY_FILE, census)
     valid = _valid_geoids(geography)
     geoids = {level: geography.geoids(level) for level in geography.levels}
@@ -406,7 +447,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
             persons_source=str(path / "microdata" / "persons.parquet"),
             units_source=str(path / "microdata" / "units.parquet"),
         )
-    artifacts = _read_artifacts(path, meta, geography)
+    artifacts = _read_artifacts(path, meta, geography, mechanism)
     read = [path / GEOGRAPHY_FILE, *(path / "tables" / f"{name}.parquet" for name in tables)]
     read += [] if is_built_in(census) else [path / CENSUS_FILE]
     read += [path / artifact_file(name) for name in artifacts]
@@ -433,7 +474,7 @@ def _read_content(path: Path, meta: dict[str, Any]) -> Release:
         sources=(path.absolute(),),
         census=census,
     )
-    check = _registered(release.mechanism).check
+    check = mechanism.check
     problem = None if check is None else check(release, parameters)
     if problem is not None:
         raise InputError(f"release {path}: {problem}")
@@ -460,31 +501,12 @@ def _artifacts(meta: dict[str, Any]) -> list[str]:
     return names
 
 
-def _declared(mechanism: str) -> dict[str, Artifact]:
-    """The artifacts mechanism ``mechanism`` declares, by name (none for an unregistered one)."""
-    from sdclab import protection  # the registry imports this module
-
-    entry = protection.MECHANISMS.get(mechanism)
-    return {} if entry is None else {a.name: a for a in entry.artifacts}
-
-
-def _check_declared(release: Release) -> None:
-    """A release carries only the artifacts its mechanism declares (a registered one)."""
-    declared = _declared(release.mechanism)
-    undeclared = sorted(set(release.artifacts) - set(declared))
-    if undeclared:
-        raise ValueError(
-            f"mechanism {release.mechanism} declares no artifact {', '.join(undeclared)} "
-            f"(it declares: {', '.join(declared) or 'none'})"
-        )
-
-
 def _read_artifacts(
-    path: Path, meta: dict[str, Any], geography: Geography
+    path: Path, meta: dict[str, Any], geography: Geography, mechanism: ReleaseMechanism
 ) -> dict[str, pl.DataFrame]:
     """The artifacts release.json lists, each declared by the release's mechanism and checked
     by its declaration."""
-    declared = _declared(meta["mechanism"])
+    declared = {a.name: a for a in mechanism.artifacts}
     artifacts = {}
     for name in _artifacts(meta):
         artifact = declared.get(name)
@@ -624,9 +646,11 @@ def _unrecorded(path: Path, meta: dict[str, Any], files: Sequence[Path]) -> None
             raise InputError(f"release {path}: {RELEASE_FILE} records no digest for {name}")
 
 
-def _check_metadata(file: Path, meta: dict[str, Any], census: Census) -> Any:
+def _check_metadata(
+    file: Path, meta: dict[str, Any], census: Census, mechanisms: Mechanisms
+) -> tuple[ReleaseMechanism, Any]:
     """The keys of release.json and their types, its tables, its specification card and its
-    noise record; the mechanism's parameters, parsed."""
+    noise record; the mechanism (one of ``mechanisms``) and its parameters, parsed."""
     missing = [k for k in _REQUIRED_KEYS if k not in meta]
     if missing:
         raise InputError(f"{file}: missing key(s) {', '.join(missing)}")
@@ -658,38 +682,36 @@ def _check_metadata(file: Path, meta: dict[str, Any], census: Census) -> Any:
         SpecCard.from_dict(meta["specification"])
     except (TypeError, KeyError, AttributeError, ValueError) as exc:
         raise InputError(f"{file}: malformed specification card ({exc})") from None
-    parameters = _check_mechanism(file, meta["mechanism"], meta["parameters"], census)
-    _check_noise(file, meta["mechanism"], parameters, meta.get("noise", {}))
-    return parameters
+    mechanism = _mechanism(file, meta, mechanisms)
+    parameters = _check_parameters(file, mechanism, meta["parameters"], census)
+    _check_noise(file, meta["mechanism"], mechanism, parameters, meta.get("noise", {}))
+    return mechanism, parameters
 
 
-def _registered(name: str) -> Any:
-    """The registered mechanism ``name`` (checked to exist by :func:`_check_mechanism`)."""
-    from sdclab import protection  # the registry imports this module
+def _mechanism(file: Path, meta: dict[str, Any], mechanisms: Mechanisms) -> ReleaseMechanism:
+    """The mechanism release.json names, one of ``mechanisms``."""
+    name = meta.get("mechanism")
+    if not isinstance(name, str) or name not in mechanisms:
+        raise InputError(f"{file}: unknown mechanism {name!r} (known: {', '.join(mechanisms)})")
+    return mechanisms[name]
 
-    return protection.MECHANISMS[name]
 
-
-def _check_mechanism(file: Path, name: str, parameters: dict[str, Any], census: Census) -> Any:
-    """The mechanism is a registered one and the parameters are valid for it: parsed."""
-    from sdclab import protection  # the registry imports this module
-
-    if name not in protection.MECHANISMS:
-        raise InputError(
-            f"{file}: unknown mechanism {name!r} (known: {', '.join(protection.MECHANISMS)})"
-        )
-    entry = protection.get(name)
+def _check_parameters(
+    file: Path, mechanism: ReleaseMechanism, parameters: dict[str, Any], census: Census
+) -> Any:
+    """The parameters are valid for the mechanism: parsed."""
     try:
-        entry.parameters.check_recorded(parameters)
-        return entry.parse(parameters, census)
+        mechanism.parameters.check_recorded(parameters)
+        return mechanism.parse(parameters, census)
     except InputError as exc:  # "mechanism NAME, parameter KEY: expected …, got …"
         raise InputError(f"{file}: parameters: {exc}") from None
 
 
-def _check_noise(file: Path, name: str, parameters: Any, noise: dict[str, Any]) -> None:
+def _check_noise(
+    file: Path, name: str, entry: ReleaseMechanism, parameters: Any, noise: dict[str, Any]
+) -> None:
     """The noise record is the one the mechanism states for the recorded parameters (an attack
     reads its figures: a geometric scale), or empty (a release that states none)."""
-    entry = _registered(name)
     if not noise:
         return
     if entry.noise is None:

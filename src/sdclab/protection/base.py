@@ -50,14 +50,12 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from sdclab.accounting import SpecCard
 from sdclab.errors import InputError
 from sdclab.randomness import check_seed
+from sdclab.release import Artifact, ArtifactCheck
 from sdclab.results import as_json
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from sdclab.cell_model import CellModel
     from sdclab.census.model import Census
-    from sdclab.geography import Geography
     from sdclab.population import Population
     from sdclab.protection.audit_plans import Trials
     from sdclab.release import Protection, Release
@@ -193,21 +191,6 @@ def _us2010() -> Census:
     from sdclab.censuses import us2010
 
     return us2010.census()
-
-
-ArtifactCheck = Callable[["pl.DataFrame", "Geography"], "str | None"]
-"""A problem of an artifact's frame read from a release (its columns, types, geounits), or
-None."""
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """A payload a mechanism publishes beside its tables, kept as ``artifacts/<name>.parquet``
-    (an MDF, noisy measurements, population-group tables, a p-table)."""
-
-    name: str
-    meaning: str
-    check: ArtifactCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -390,6 +373,9 @@ class Mechanism(Generic[P]):
         rng = make_rng(seed)
         before = stream_position(rng)
         release = self.protect(population, params, rng)
+        undeclared = sorted(set(release.artifacts) - {a.name for a in self.artifacts})
+        if undeclared:
+            raise AssertionError(f"mechanism {self.name} declares no artifact {undeclared}")
         drew = stream_position(rng) != before
         randomness = release_randomness(release.randomness, seed, drew)
         verdict = self.protection(population, params, release)
