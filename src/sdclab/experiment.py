@@ -75,7 +75,6 @@ from sdclab.census.view import (
     NO_VARIABILITY,
     census_view,
     declared_summary,
-    frontier_axes,
     us_only_settings,
 )
 from sdclab.censuses import BUILT_IN
@@ -129,6 +128,7 @@ from sdclab.results import (
     ReleaseResult,
     Sweep,
     VulnerableGroup,
+    declared_axes,
     no_risk_analysis,
 )
 
@@ -518,8 +518,8 @@ class ReportSpec(_Strict):
                 ".points",
                 risk_ceiling=self.risk_ceiling,
             )
-        return frontier_axes(
-            census,
+        return declared_axes(
+            census_view(census),
             self.accuracy,
             self.level,
             self.table,

@@ -1610,13 +1610,15 @@ class ExperimentResult:
         an accuracy figure and of the headline risk, with their 95% intervals, and the
         common-axis ε. A replicate identical to an earlier one is not a draw and is left out.
 
-        The axes are ``axes`` (default :class:`FrontierAxes`) with any keyword given in place of
+        The axes are ``axes`` (default :class:`FrontierAxes`, or :func:`declared_axes` for a
+        census other than the US 2010 one) with any keyword given in place of
         its own: ``accuracy``, ``level`` and ``table`` of the accuracy figure; ``attacker``
         (census, commercial) and ``persons`` (vulnerable, all, nonmodal) of the headline risk."""
         import polars as pl
 
+        default = FrontierAxes() if self.census is None else declared_axes(self.census)
         axes = with_axes(
-            axes or FrontierAxes(),
+            axes or default,
             accuracy=accuracy,
             level=level,
             table=table,
@@ -1804,6 +1806,46 @@ def with_axes(
     if level is not None:
         changes["level"] = level
     return replace(axes, **changes)
+
+
+US_ONLY_ACCURACY = ("compared.", "indicators.")
+"""The frontier's accuracy figures measured on the US tables alone (P1 and P12, the tract
+indicators)."""
+
+
+def declared_axes(
+    census: CensusView,
+    accuracy: str | None = None,
+    level: str | None = None,
+    table: str | None = None,
+    risk: str = "census.all",
+    ceiling: float = RISK_CEILING,
+) -> FrontierAxes:
+    """The frontier over a declared census: by default the MAE of the non-empty cells of its
+    compared table at the level of the reconstruction's programs, against the confirmed rate of
+    ``risk`` (``attacker.persons``): a declared census has no baseline, so no headline risk
+    beyond it. A figure or group of the US tables alone is a ValueError."""
+    accuracy = accuracy or "accuracy.mae_nonempty"
+    if accuracy.startswith(US_ONLY_ACCURACY):
+        raise ValueError(
+            f"{accuracy} is measured on the US 2010 census's tables (P1, P12, the tract "
+            f"indicators); for census {census.name} plot an accuracy.* figure of one of its "
+            "tables, or totals.*"
+        )
+    attacker, persons = risk.split(".")
+    if persons == "vulnerable":
+        raise ValueError(
+            "persons: the vulnerable group needs solution variability, measured on the US 2010 "
+            f"census only, not census {census.name}: give all or nonmodal"
+        )
+    per_table = FRONTIER_ACCURACY.get(accuracy, False)
+    return FrontierAxes(
+        accuracy=accuracy,
+        level=level or census.program,
+        table=table if table is not None or not per_table else census.compared,
+        risk=f"reidentification.{attacker}.reconstruction.{persons}.confirmed_rate",
+        risk_ceiling=ceiling,
+    )
 
 
 def default_table(accuracy: str) -> str | None:

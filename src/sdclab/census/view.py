@@ -11,13 +11,7 @@ import polars as pl
 
 from sdclab.census.model import Census
 from sdclab.census.records import CensusRecords
-from sdclab.results import (
-    FRONTIER_ACCURACY,
-    CensusView,
-    FrontierAxes,
-    NotMeasured,
-    PopulationSummary,
-)
+from sdclab.results import CensusView, NotMeasured, PopulationSummary
 
 if TYPE_CHECKING:
     from sdclab.experiment import Experiment
@@ -56,47 +50,6 @@ def persons_unique(records: CensusRecords) -> dict[str, float]:
     unique = int(sizes.filter(pl.col("len") == 1).height)
     name = "_".join((census.reconstruction.level, *census.quasi_identifiers))
     return {f"unique_on_{name}": unique / records.n_persons}
-
-
-US_ONLY_ACCURACY = ("compared.", "indicators.")
-"""The frontier's accuracy figures measured on the US tables alone (P1 and P12, the tract
-indicators)."""
-
-
-def frontier_axes(
-    census: Census,
-    accuracy: str | None,
-    level: str | None,
-    table: str | None,
-    risk: str,
-    ceiling: float,
-) -> FrontierAxes:
-    """The report's frontier over a declared census: by default the MAE of the non-empty cells
-    of its compared table at the level of the reconstruction's programs, against the confirmed
-    rate of ``risk`` (``attacker.persons``): a declared census has no baseline, so no headline
-    risk beyond it. A figure or group of the US tables alone is a ValueError."""
-    view = census_view(census)
-    accuracy = accuracy or "accuracy.mae_nonempty"
-    if accuracy.startswith(US_ONLY_ACCURACY):
-        raise ValueError(
-            f"{accuracy} is measured on the US 2010 census's tables (P1, P12, the tract "
-            f"indicators); for census {census.name} plot an accuracy.* figure of one of its "
-            "tables, or totals.*"
-        )
-    attacker, persons = risk.split(".")
-    if persons == "vulnerable":
-        raise ValueError(
-            "persons: the vulnerable group needs solution variability, measured on the US 2010 "
-            f"census only, not census {census.name}: give all or nonmodal"
-        )
-    per_table = FRONTIER_ACCURACY.get(accuracy, False)
-    return FrontierAxes(
-        accuracy=accuracy,
-        level=level or view.program,
-        table=table if table is not None or not per_table else view.compared,
-        risk=f"reidentification.{attacker}.reconstruction.{persons}.confirmed_rate",
-        risk_ceiling=ceiling,
-    )
 
 
 def us_only_settings(

@@ -680,6 +680,7 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
     axes = axes or FrontierAxes()
     releases = results.releases
     view = results.census
+    program = "tract" if view is None else view.program
     summary, population = _summary(results), _population(results)
     diagnostics = {t: r.evaluation.diagnostics for t, r in releases.items()}
     sections = "".join(
@@ -721,8 +722,7 @@ th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-spac
 {STYLE}</style>
 </head><body>
 <h1>sdclab: protection, accuracy and risk side by side</h1>
-{"" if view is None else declared.census_line(view)}
-{_provenance(results.provenance, "tract" if view is None else view.program)}
+{"" if view is None else declared.census_line(view)}{_provenance(results.provenance, program)}
 {_legend(results)}
 {labelled(EVALUATION, population)}
 <p>{_attack_sentence(results)}</p>
