@@ -48,6 +48,13 @@ def test_the_census_guide_runs_and_shows_what_census_show_prints():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "297 persons; T2 has 20 cells in 4 districts" in done.stdout
+    # the experiment over the census: its file is the one shown, its output the one quoted
+    experiment = (root / "examples" / "toyland" / "experiment.toml").read_text()
+    shown_toml = re.findall(r"^```toml\n(.*?)^```$", page.read_text(), flags=re.S | re.M)
+    assert shown_toml[-1] in experiment
+    assert "census toyland: 5 releases" in done.stdout
+    for line in done.stdout.splitlines()[-5:]:
+        assert f"`{line}`" in page.read_text()
     shown = subprocess.run(
         [sys.executable, "-m", "sdclab", "census", "show", "examples/toyland/census.toml"],
         capture_output=True,

@@ -58,7 +58,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -67,6 +69,15 @@ from sdclab import __version__, api, matching, protection
 from sdclab.attacks import linkage
 from sdclab.attacks.reconstruction import DRAWS, NODE_LIMIT
 from sdclab.attacks.reconstruction_files import METRICS_FILE, write_reconstruction
+from sdclab.census.declare import census_named
+from sdclab.census.model import Census
+from sdclab.census.view import (
+    NO_VARIABILITY,
+    census_view,
+    declared_summary,
+    us_only_settings,
+)
+from sdclab.censuses import BUILT_IN
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.evaluation import block_size_counts
@@ -117,9 +128,9 @@ from sdclab.results import (
     ReleaseResult,
     Sweep,
     VulnerableGroup,
+    declared_axes,
     no_risk_analysis,
 )
-from sdclab.tables.catalog import CATALOG
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -147,11 +158,15 @@ GEOGRAPHY = ("tracts", "counties", "states")
 
 
 class PopulationSpec(_Strict):
-    """A synthetic population (persons, seed) or a population directory (path)."""
+    """A synthetic population (persons, seed), a population directory (path), or the persons'
+    file (path) of a declared census (census)."""
 
     persons: int | None = Field(None, ge=100, le=100_000_000)
     seed: int = Field(2010, ge=0, le=MAX_SEED)
     path: str | None = None
+    census: str | None = None
+    """A census file (docs/census.md) or a built-in census's name; with a census other than the
+    US 2010 one, ``path`` is its persons' file (CSV or Parquet)."""
     tracts: int | None = Field(None, ge=1)
     counties: int | None = Field(None, ge=1)
     states: int | None = Field(None, ge=1)
@@ -176,6 +191,8 @@ class PopulationSpec(_Strict):
     def source(self) -> dict[str, Any]:
         """Where the population came from: a directory, or the synthetic generator's settings
         (a seed is not recorded for a population that was read, since none made it)."""
+        if self.declared:
+            return {"census": self.census, "path": self.path}
         if self.path is not None:
             bootstrap = {"replicates": self.replicates, "seed": self.seed}
             return {"path": self.path, **(bootstrap if self.replicates > 1 else {})}
@@ -194,11 +211,25 @@ class PopulationSpec(_Strict):
         return {
             k: v
             for k, v in self.model_dump().items()
-            if (k not in GEOGRAPHY or k in given) and k != "replicates"
+            if (k not in GEOGRAPHY or k in given)
+            and k != "replicates"
+            and (k != "census" or self.census is not None)
         }
+
+    @property
+    def declared(self) -> bool:
+        """Whether the population is the persons' file of a census other than the US 2010 one."""
+        return self.census is not None and self.census not in BUILT_IN
 
     @model_validator(mode="after")
     def _one_source(self) -> PopulationSpec:
+        if self.declared and self.path is None:
+            raise ValueError("census: give path, the census's persons' file")
+        if self.declared and self.replicates > 1:
+            raise ValueError(
+                "replicates: bootstrap replicates resample the US 2010 census's units; a "
+                "declared census runs on the persons' file given (replicates = 1)"
+            )
         if (self.persons is None) == (self.path is None):
             raise ValueError("give either persons (synthetic) or path (a population directory)")
         if self.path is not None and self.geography().to_dict():
@@ -440,32 +471,73 @@ class AttackSpec(_Strict):
 
 class ReportSpec(_Strict):
     """What the report's frontier plots: an accuracy figure (lower is better) at a level, and
-    for a figure given per table, the table; against the headline risk of an attacker."""
+    for a figure given per table, the table; against the headline risk of an attacker. The
+    defaults come from the census (validation context ``census``; :meth:`axes`)."""
 
-    accuracy: str = "compared.mae_nonempty"
-    level: Literal["nation", "state", "county", "tract", "block_group", "block"] = "tract"
+    accuracy: str | None = None
+    """Default: ``compared.mae_nonempty`` (the US P12), ``accuracy.mae_nonempty`` of the census's
+    compared table (:func:`sdclab.census.view.census_view`) for a declared census."""
+    level: str | None = None
+    """Default: the level of the reconstruction's programs (the US tract)."""
     table: str | None = None
     attacker: Literal["census", "commercial"] = "census"
-    persons: Literal["all", "nonmodal", "vulnerable"] = "vulnerable"
+    persons: Literal["all", "nonmodal", "vulnerable"] | None = None
+    """Default: the vulnerable group (the US 2010 census), all persons (a declared census)."""
     risk_ceiling: float = Field(0.0, allow_inf_nan=False)
     """The choose table offers no setting whose mean headline risk (percentage points beyond the
     best baseline) exceeds it: 0, no better than the statistics alone, by default."""
 
+    @field_validator("level")
+    @classmethod
+    def _a_level_of_the_census(cls, level: str | None, info: ValidationInfo) -> str | None:
+        levels = _census_in(info).geography.levels
+        if level is not None and level not in levels:
+            raise ValueError(
+                f"expected one of {', '.join(levels)}, got {shown(level)}"
+                f"{did_you_mean(level, list(levels))}"
+            )
+        return level
+
     @model_validator(mode="after")
-    def _axes_the_frontier_can_plot(self) -> ReportSpec:
-        self.axes()  # refused in words: a signed or unknown figure, a table given or missing
-        if self.table is not None and self.table not in CATALOG:
-            raise ValueError(f"table {self.table!r} is not a catalogue table")
+    def _axes_the_frontier_can_plot(self, info: ValidationInfo) -> ReportSpec:
+        census = _census_in(info)
+        self.axes(census)  # refused in words: a signed or unknown figure, a table given or missing
+        if self.table is not None and self.table not in census.tables:
+            what = "a catalogue table" if census is _us2010() else f"a table of {census.name}"
+            raise ValueError(f"table {self.table!r} is not {what}")
         return self
 
-    def axes(self) -> FrontierAxes:
-        return FrontierAxes(
-            accuracy=self.accuracy,
-            level=self.level,
-            table=self.table,
-            risk=f"reidentification.{self.attacker}.headline.{self.persons}.points",
-            risk_ceiling=self.risk_ceiling,
+    def axes(self, census: Census | None = None) -> FrontierAxes:
+        """The frontier's axes over ``census`` (default: the US 2010 census)."""
+        if census is None or census is _us2010():
+            return FrontierAxes(
+                accuracy=self.accuracy or "compared.mae_nonempty",
+                level=self.level or "tract",
+                table=self.table,
+                risk=f"reidentification.{self.attacker}.headline.{self.persons or 'vulnerable'}"
+                ".points",
+                risk_ceiling=self.risk_ceiling,
+            )
+        return declared_axes(
+            census_view(census),
+            self.accuracy,
+            self.level,
+            self.table,
+            f"{self.attacker}.{self.persons or 'all'}",
+            self.risk_ceiling,
         )
+
+
+def _census_in(info: ValidationInfo) -> Census:
+    """The census an experiment is validated for (validation context ``census``; default: the
+    US 2010 census)."""
+    census = (info.context or {}).get("census")
+    return census if census is not None else _us2010()
+
+
+def _us2010() -> Census:
+    """The US 2010 census (its tables are the catalogue)."""
+    return BUILT_IN["us2010"]()
 
 
 MATCHED = "ε"
@@ -501,6 +573,35 @@ class Experiment(_Strict):
     attacks: AttackSpec = Field(default_factory=lambda: AttackSpec.model_validate({}))
     report: ReportSpec = Field(default_factory=lambda: ReportSpec.model_validate({}))
     match: MatchSpec | None = None
+    _census: Census | None = PrivateAttr(default=None)
+
+    @property
+    def census(self) -> Census:
+        """The census of the population (the US 2010 census unless ``population.census`` names
+        another)."""
+        return self._census if self._census is not None else _us2010()
+
+    @model_validator(mode="after")
+    def _bind_census(self, info: ValidationInfo) -> Experiment:
+        """Bind the declared census (validation context ``census``, else read from
+        ``population.census``) and refuse, in one line naming the setting, what runs on the US
+        2010 census only (:func:`sdclab.census.view.us_only_settings`)."""
+        if not self.population.declared:
+            return self
+        census = (info.context or {}).get("census")
+        self._census = census if census is not None else census_named(str(self.population.census))
+        given = {
+            "attacks": self.attacks.model_fields_set,
+            "report": self.report.model_fields_set,
+        }
+        problem = us_only_settings(self, self._census, given)
+        if problem is not None:
+            raise InputError(problem)
+        try:
+            self.report.axes(self._census)
+        except ValueError as exc:
+            raise InputError(f"report: {exc}") from None
+        return self
 
     def unmatched(self) -> dict[str, str]:
         """The entries a match leaves as they are, with the reason (none without a match)."""
@@ -548,7 +649,7 @@ class Experiment(_Strict):
                 )
         for m in self.mechanisms:
             for point in m.points():
-                protection.get(m.name).parse(point.settings)
+                protection.get(m.name).parse(point.settings, self._census)
         if self.match is not None:
             for m in self.mechanisms:
                 entry = protection.get(m.name)
@@ -571,7 +672,7 @@ class Experiment(_Strict):
                             f"{', '.join(given)} (the match chooses the budget)"
                         )
         for point in self.points():
-            protection.get(point.name).parse(point.settings)
+            protection.get(point.name).parse(point.settings, self._census)
         # a bad executor or too many workers is an input error before any work
         Executor.parse(self.attacks.executor, self.attacks.workers)
         return self
@@ -592,7 +693,11 @@ def parse_experiment(data: Any, source: str, base: Path) -> Experiment:
         error = {"loc": loc, "type": "finite_number", "input": value}
         raise InputError(f"{source}: {experiment_problem(error)}")
     population = data.get("population") if isinstance(data, dict) else None
-    if isinstance(population, dict) and isinstance(population.get("path"), str):
+    census = None
+    if isinstance(population, dict) and isinstance(population.get("census"), str):
+        population = data["population"] = dict(population)
+        census = _declared_census(population, source, base)
+    if census is None and isinstance(population, dict) and isinstance(population.get("path"), str):
         population = data["population"] = dict(population)
         shown = repr(population["path"])
         try:
@@ -608,13 +713,39 @@ def parse_experiment(data: Any, source: str, base: Path) -> Experiment:
         except InputError as exc:
             raise InputError(f"{source}: population.path: {exc}") from None
     try:
-        return Experiment.model_validate(data)
+        return Experiment.model_validate(data, context={"census": census})
     except ValidationError as exc:
         # a misspelt key first: the likeliest cause of a missing one
         first = min(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         raise InputError(f"{source}: {experiment_problem(first)}") from None
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
+
+
+def _declared_census(population: dict[str, Any], source: str, base: Path) -> Census | None:
+    """The census ``population.census`` names (a file taken from ``base``), with its persons'
+    file ``population.path`` resolved and checked to be a file (None: the US 2010 census)."""
+    name = population["census"]
+    if name in BUILT_IN:
+        return None
+    population["census"] = str((base / name).resolve())
+    try:
+        census = census_named(population["census"])
+    except InputError as exc:
+        raise InputError(f"{source}: population.census: {exc}") from None
+    path = population.get("path")
+    if isinstance(path, str):
+        try:
+            population["path"] = str((base / path).resolve())
+            is_file = Path(population["path"]).is_file()
+        except (OSError, ValueError):  # a NUL character, a name too long for the system
+            is_file = False
+        if not is_file:
+            raise InputError(
+                f"{source}: population.path: {population['path']} is not a file (census "
+                f"{census.name}'s persons, CSV or Parquet)"
+            )
+    return census
 
 
 def first_non_finite(data: Any) -> tuple[tuple[str | int, ...], float] | None:
@@ -718,6 +849,19 @@ def _settings_files_digest(settings: dict[str, Any]) -> dict[str, str]:
             if path.is_file():
                 digests[key] = hashlib.sha256(read_settings_file(path, f"{key} file")).hexdigest()
     return digests
+
+
+def _file_digest(spec: PopulationSpec) -> str:
+    """SHA-256 of a declared census's persons' file."""
+    digest = hashlib.sha256()
+    try:
+        with Path(str(spec.path)).open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise InputError(f"population.path: {spec.path} cannot be read ({reason})") from None
+    return digest.hexdigest()
 
 
 def _directory_digest(path: str | None) -> str | None:
@@ -902,6 +1046,12 @@ class Runner:
         """The population's fixed vulnerable group and its step's digest, once made."""
         self.drew: dict[str, bool] = {}
         """Whether each release made so far drew from its random stream (by title)."""
+        self.census = experiment.census
+        self.declared = experiment.population.declared
+        self.census_file = experiment.population.census
+        if self.declared:  # solution variability is the US census's (its default turns it on)
+            attacks = experiment.attacks.model_copy(update={"variability": False})
+            self.experiment = experiment.model_copy(update={"attacks": attacks})
 
     def run(self) -> ExperimentResult:
         spec = self.experiment.population
@@ -933,12 +1083,17 @@ class Runner:
             tuple(self.steps.computed),
             tuple(self.steps.reused),
             population_replicates=tuple(summaries[1:]),
+            census=census_view(self.census) if self.declared else None,
         )
 
     def population(self, replicate: int) -> tuple[Population, str]:
         """Population replicate ``replicate`` and its step's digest (the first's digest is what
-        it was before there were replicates, so earlier steps stay valid)."""
+        it was before there were replicates, so earlier steps stay valid). A declared census's
+        persons are read from their file, not copied into a step."""
         spec = self.experiment.population
+        if self.declared:
+            digest = _digest("population", spec.digested(), self.census.digest, _file_digest(spec))
+            return api.read_population(str(spec.path), census=self.census_file), digest
         parts = (spec.digested(), _directory_digest(spec.path))
         further = (replicate,) if replicate > 1 else ()
         digest = _digest("population", *parts, *further)
@@ -949,6 +1104,8 @@ class Runner:
     def summary(self, truth: Population, replicate: int) -> PopulationSummary:
         """What the results say of population replicate ``replicate``."""
         spec = self.experiment.population
+        if self.declared:
+            return declared_summary(truth, spec.source())  # type: ignore[arg-type]
         source = spec.source()
         if replicate > 1:
             how = "bootstrap" if spec.path is not None else "seed"
@@ -973,7 +1130,7 @@ class Runner:
         """The population's fixed vulnerable group and its step's digest, from the exact
         release reconstructed with variability (None when the experiment does not reconstruct)."""
         attacks = self.experiment.attacks
-        if not attacks.reconstruct:
+        if not attacks.reconstruct or self.declared:
             return None
         digest = _digest(
             "vulnerable", pop_digest, attacks.seed, attacks.time_limit, attacks.node_limit
@@ -994,7 +1151,12 @@ class Runner:
         )
         self.drew[m.title] = drew_from_stream(release.randomness)
         risk: dict[str, Any] | NotMeasured = no_risk_analysis(m.name)
-        if mechanism.risk_analysis is not None:
+        if mechanism.risk_analysis is not None and self.declared:
+            risk = NotMeasured(
+                f"the {m.name} mechanism's own risk analysis reads the US 2010 census's tables, "
+                f"not census {self.census.name}'s"
+            )
+        elif mechanism.risk_analysis is not None:
             step = Step(f"risk:{m.title}", _digest("risk", rel_digest))
             made = self.steps.get(step, partial(_make_risk, release, truth))
             risk = read_json_object(made / METRICS_FILE)
@@ -1003,7 +1165,7 @@ class Runner:
         block_only = self.block_only(m, release, truth, rel_digest)
         return ReleaseResult(
             title=m.title,
-            settings=mechanism.parse(m.settings).recorded(),
+            settings=mechanism.parse(m.settings, self.census).recorded(),
             notes=release.notes,
             evaluation=api.evaluation(
                 release, truth, reconstruction, reidentification, risk, naive, block_only
@@ -1057,7 +1219,10 @@ class Runner:
         step = Step(f"reconstruction:{m.title}", rec_digest)
         made = self.steps.get(step, partial(_make_reconstruction, release, attacks, "published"))
         recon = api.read_reconstruction(made / "recon")
-        unlinkable = linkage.not_linkable(recon.persons)
+        unlinkable = None if self.declared else linkage.not_linkable(recon.persons)
+        if self.declared:  # the default asked for it: n/a, with the reason
+            n_a = NotMeasured(NO_VARIABILITY).to_dict()
+            recon = replace(recon, metrics={**recon.metrics, "variability": n_a})
         links: dict[str, Reidentification | NotMeasured] = {}
         for preset in attacks.attackers:
             if unlinkable is not None:
@@ -1145,8 +1310,9 @@ def run_experiment(
     check_replaceable(out, EXPERIMENT_KIND, inputs)
     for point in experiment.points():
         mechanism = MECHANISMS[point.name]
-        mechanism.check_run(mechanism.parse(point.settings), point.seed, (*inputs, out))
-    modes = source_modes(Path(path)) if path else None
+        params = mechanism.parse(point.settings, experiment.census)
+        mechanism.check_run(params, point.seed, (*inputs, out))
+    modes = _source_modes(experiment.population)
     created = not out.exists()
     was_empty = not created and not any(out.iterdir())
     given = stat.S_IMODE(out.stat().st_mode) if was_empty else 0
@@ -1165,7 +1331,8 @@ def run_experiment(
         with atomic_file(out / TIDY_FILES[1], modes) as tmp:
             tidy.write_csv(tmp)
         with atomic_file(out / REPORT_FILE, modes) as tmp:
-            tmp.write_text(render_report(results, experiment.report.axes()), encoding="utf-8")
+            axes = experiment.report.axes(experiment.census)
+            tmp.write_text(render_report(results, axes), encoding="utf-8")
     except (InputError, OSError):  # what the command line reports in one line, exit 2
         for step in runner.steps.made:
             shutil.rmtree(step, ignore_errors=True)
@@ -1177,6 +1344,16 @@ def run_experiment(
             out.chmod(given)
         raise
     return results
+
+
+def _source_modes(spec: PopulationSpec) -> Modes | None:
+    """The most the experiment's outputs may allow: what the population directory grants, or
+    the directory and file of a declared census's persons (None: a synthetic population)."""
+    if spec.path is None:
+        return None
+    if spec.declared:
+        return Modes.of(Path(spec.path).parent, [Path(spec.path)])
+    return source_modes(Path(spec.path))
 
 
 def provenance(experiment: Experiment, source: str) -> dict[str, Any]:

@@ -411,6 +411,12 @@ class Reidentification:
         )
         return HeadlineRisk(group, ours, best_name, best)
 
+    def no_headline(self) -> NotMeasured:
+        """Why there is no headline risk: no baseline was measured (the reason the baselines
+        give)."""
+        reason = self.mdg.reason if isinstance(self.mdg, NotMeasured) else "no baseline measured"
+        return NotMeasured(f"no baseline to be beyond ({reason.removeprefix('not measured: ')})")
+
     def __repr__(self) -> str:
         return (
             f"<Reidentification by the {self.attacker} attacker: "
@@ -440,6 +446,10 @@ class Reidentification:
                 prefix = f"{field}.{self.attacker}.headline.{group}"
                 yield Figure(f"{prefix}.points", head.points, **dims)
                 yield Figure(f"{prefix}.persons", head.persons, **dims)
+        else:  # no baseline to be beyond: n/a, never 0
+            for group in self.headline_groups():
+                prefix = f"{field}.{self.attacker}.headline.{group}"
+                yield Figure(f"{prefix}.points", self.no_headline(), **dims)
         for name, value in self.nonmodal_precision().items():
             if name.startswith("points_beyond_"):
                 yield Figure(f"{field}.{self.attacker}.nonmodal_precision.{name}", value, **dims)
@@ -461,10 +471,10 @@ class Reidentification:
             "attacker_match_share": self.attacker_match_share,
             "baselines": baselines,
             **{name: m.to_dict() for name, m in self.methods().items()},
-            **(
-                {"headline": {g: self.headline(g).to_dict() for g in self.headline_groups()}}
+            "headline": (
+                {g: self.headline(g).to_dict() for g in self.headline_groups()}
                 if self.baselines()
-                else {}
+                else as_json(self.no_headline())
             ),
             "nonmodal_precision": as_json(self.nonmodal_precision()),
             **(
@@ -593,6 +603,8 @@ class ReconstructionFigures:
         data = self.metrics.get("variability")
         if data is None:
             return NotMeasured("solution variability was not asked for")
+        if "not_measured" in data:
+            return NotMeasured(str(data["not_measured"]))
         return Variability.from_dict(data)
 
     def __repr__(self) -> str:
@@ -1435,6 +1447,46 @@ counts of persons, units and geounits, uniqueness, block sizes): evaluation only
 
 
 @dataclass(frozen=True)
+class CensusView:
+    """What the results and the report say of a census other than the US 2010 one (whose report
+    keeps its own tables and levels): which census, and the tables and levels the report shows
+    by default (:func:`sdclab.census.view.census_view`)."""
+
+    name: str
+    title: str
+    digest: str
+    levels: tuple[str, ...]
+    """The main geography's levels, from the top down."""
+    unit: str
+    """The level of the reconstruction's geounits (the US block)."""
+    program: str
+    """The level of its programs (the US tract): the frontier's default level."""
+    total: str | None
+    """The table of the total of persons (the US P1), if the census has one."""
+    compared: str | None
+    """The table the report compares by default (the US P12): the first person table crossing
+    an attribute published at :attr:`unit` (else the first crossing one)."""
+    quasi_identifiers: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_json(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CensusView:
+        return cls(
+            name=str(data["name"]),
+            title=str(data["title"]),
+            digest=str(data["digest"]),
+            levels=tuple(data["levels"]),
+            unit=str(data["unit"]),
+            program=str(data["program"]),
+            total=data.get("total"),
+            compared=data.get("compared"),
+            quasi_identifiers=tuple(data.get("quasi_identifiers", ())),
+        )
+
+
+@dataclass(frozen=True)
 class ExperimentResult:
     """What an experiment measured: its population and every release's evaluation, with the
     steps it computed and reused. ``results.json`` and the report are written from it."""
@@ -1451,6 +1503,8 @@ class ExperimentResult:
     """The further populations every release was also made from (their releases' titles end
     in ``/p2``, ``/p3``, …): a setting's replicates then vary the population as well as the
     noise."""
+    census: CensusView | None = field(default=None, repr=False)
+    """The census, where it is not the US 2010 one (None: the US 2010 census)."""
 
     def __getitem__(self, title: str) -> ReleaseResult:
         return _entry(self.releases, title, "release")
@@ -1556,13 +1610,15 @@ class ExperimentResult:
         an accuracy figure and of the headline risk, with their 95% intervals, and the
         common-axis ε. A replicate identical to an earlier one is not a draw and is left out.
 
-        The axes are ``axes`` (default :class:`FrontierAxes`) with any keyword given in place of
+        The axes are ``axes`` (default :class:`FrontierAxes`, or :func:`declared_axes` for a
+        census other than the US 2010 one) with any keyword given in place of
         its own: ``accuracy``, ``level`` and ``table`` of the accuracy figure; ``attacker``
         (census, commercial) and ``persons`` (vulnerable, all, nonmodal) of the headline risk."""
         import polars as pl
 
+        default = FrontierAxes() if self.census is None else declared_axes(self.census)
         axes = with_axes(
-            axes or FrontierAxes(),
+            axes or default,
             accuracy=accuracy,
             level=level,
             table=table,
@@ -1617,6 +1673,7 @@ class ExperimentResult:
             "replicates": self.replicate_summary(),
             "steps": {"computed": list(self.steps_computed), "reused": list(self.steps_reused)},
             "provenance": dict(self.provenance),
+            **({} if self.census is None else {"census": self.census.to_dict()}),
         }
 
     @classmethod
@@ -1640,6 +1697,7 @@ class ExperimentResult:
             steps_computed=tuple(steps.get("computed", ())),
             steps_reused=tuple(steps.get("reused", ())),
             provenance=dict(data.get("provenance", {})),
+            census=CensusView.from_dict(data["census"]) if "census" in data else None,
         )
 
 
@@ -1695,17 +1753,26 @@ class FrontierAxes:
         if self.accuracy.startswith("indicators.") and self.level != "tract":
             raise ValueError(f"{self.accuracy} is measured per tract: give level tract")
 
+    @property
+    def headline(self) -> bool:
+        """Whether the risk is a headline risk (points beyond the best baseline), rather than a
+        rate as measured (a census without baselines: the confirmed rate)."""
+        parts = self.risk.split(".")
+        return len(parts) == 5 and parts[2] == "headline"
+
     def describe(self) -> tuple[str, str]:
         """The axes' labels, in words."""
         accuracy = ACCURACY_WORDS.get(self.accuracy, self.accuracy)
         table = f" of {self.table}" if self.table else ""
         risk = self.risk
         parts = self.risk.split(".")
-        if len(parts) == 5 and parts[2] == "headline":  # reidentification.census.headline.all…
-            who = {"nonmodal": "nonmodal persons ", "vulnerable": "vulnerable group "}.get(
-                parts[3], ""
-            )
-            risk = f"{who}confirmed beyond the best baseline, {parts[1]} attacker (pp)"
+        who = {"nonmodal": "nonmodal persons ", "vulnerable": "vulnerable group "}
+        if self.headline:  # reidentification.census.headline.all.points
+            group = who.get(parts[3], "")
+            risk = f"{group}confirmed beyond the best baseline, {parts[1]} attacker (pp)"
+        elif len(parts) == 5 and parts[4] == "confirmed_rate":  # …reconstruction.all.rate
+            group = who.get(parts[3], "")
+            risk = f"{group}confirmed rate, {parts[1]} attacker (no baseline)"
         return f"{accuracy}{table}, {self.level.replace('_', ' ')}", risk
 
 
@@ -1739,6 +1806,46 @@ def with_axes(
     if level is not None:
         changes["level"] = level
     return replace(axes, **changes)
+
+
+US_ONLY_ACCURACY = ("compared.", "indicators.")
+"""The frontier's accuracy figures measured on the US tables alone (P1 and P12, the tract
+indicators)."""
+
+
+def declared_axes(
+    census: CensusView,
+    accuracy: str | None = None,
+    level: str | None = None,
+    table: str | None = None,
+    risk: str = "census.all",
+    ceiling: float = RISK_CEILING,
+) -> FrontierAxes:
+    """The frontier over a declared census: by default the MAE of the non-empty cells of its
+    compared table at the level of the reconstruction's programs, against the confirmed rate of
+    ``risk`` (``attacker.persons``): a declared census has no baseline, so no headline risk
+    beyond it. A figure or group of the US tables alone is a ValueError."""
+    accuracy = accuracy or "accuracy.mae_nonempty"
+    if accuracy.startswith(US_ONLY_ACCURACY):
+        raise ValueError(
+            f"{accuracy} is measured on the US 2010 census's tables (P1, P12, the tract "
+            f"indicators); for census {census.name} plot an accuracy.* figure of one of its "
+            "tables, or totals.*"
+        )
+    attacker, persons = risk.split(".")
+    if persons == "vulnerable":
+        raise ValueError(
+            "persons: the vulnerable group needs solution variability, measured on the US 2010 "
+            f"census only, not census {census.name}: give all or nonmodal"
+        )
+    per_table = FRONTIER_ACCURACY.get(accuracy, False)
+    return FrontierAxes(
+        accuracy=accuracy,
+        level=level or census.program,
+        table=table if table is not None or not per_table else census.compared,
+        risk=f"reidentification.{attacker}.reconstruction.{persons}.confirmed_rate",
+        risk_ceiling=ceiling,
+    )
 
 
 def default_table(accuracy: str) -> str | None:

@@ -353,7 +353,6 @@ class Mechanism(Generic[P]):
         """
         from dataclasses import replace
 
-        from sdclab.censuses import is_built_in
         from sdclab.randomness import (
             make_rng,
             release_randomness,
@@ -361,12 +360,9 @@ class Mechanism(Generic[P]):
             unprotected_record,
         )
 
-        if not self.any_census and not is_built_in(population.census):
-            raise InputError(
-                f"mechanism {self.name} protects the US 2010 census's tables only so far, not "
-                f"census {population.census.name}'s (any census: "
-                f"{', '.join(_any_census_mechanisms())})"
-            )
+        refused = self.refuses(population.census)
+        if refused is not None:
+            raise InputError(refused)
         params = self.parse(settings, population.census)
         self.check_run(params, seed, population.sources)
         assert self.protect is not None  # (checked)
@@ -388,6 +384,17 @@ class Mechanism(Generic[P]):
             protection=verdict,
             sources=population.sources,
             census=population.census,
+        )
+
+    def refuses(self, census: Census) -> str | None:
+        """Why it cannot protect ``census``, in one line (None: it can)."""
+        from sdclab.censuses import is_built_in
+
+        if self.any_census or is_built_in(census):
+            return None
+        return (
+            f"mechanism {self.name} protects the US 2010 census's tables only so far, not "
+            f"census {census.name}'s (any census: {', '.join(_any_census_mechanisms())})"
         )
 
     def check_run(self, params: P, seed: int | None, inputs: tuple[Path, ...] = ()) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, RANK_SHARES, size_class_label
 from sdclab.geography import LEVELS
+from sdclab.report import declared
 from sdclab.report.charts import PRG_LABEL, bar_chart, line_chart
 from sdclab.report.frontier import budget_section, choose_section, frontier_section
 from sdclab.report.html import (
@@ -31,6 +33,7 @@ from sdclab.report.html import (
     points as points_text,
 )
 from sdclab.results import (
+    COMPARED_TABLES,
     EVALUATION_ONLY,
     POPULATION_TRUTH_FIELDS,
     ExperimentResult,
@@ -98,9 +101,20 @@ def _variability(release: ReleaseResult) -> Variability | NotMeasured:
 
 
 def _compared_mae(release: ReleaseResult, level: str, table: str = "P12") -> Value:
-    """The MAE over the non-empty cells (withheld ones counted) of a compared table at
-    ``level``, or why none."""
-    return _mae_of(release.evaluation.compared(level, table))
+    """The MAE over the non-empty cells (withheld ones counted) of a compared table (or, for a
+    declared census, of any of its tables) at ``level``, or why none."""
+    return _mae_of(_accuracy_of(release, level, table))
+
+
+def _accuracy_of(release: ReleaseResult, level: str, table: str) -> TableAccuracy | NotMeasured:
+    """The accuracy of ``table`` at ``level``: a compared US table's as the evaluation compares
+    it, any other table's as measured, or why the release has none."""
+    if table in COMPARED_TABLES:
+        return release.evaluation.compared(level, table)
+    found = release.evaluation.accuracy.get(table, {}).get(level)
+    if found is None:
+        return NotMeasured(f"the release publishes no {table} at {level} level")
+    return found
 
 
 def _mae_of(compared: TableAccuracy | NotMeasured) -> Value:
@@ -110,7 +124,7 @@ def _mae_of(compared: TableAccuracy | NotMeasured) -> Value:
 def _compared_cell(release: ReleaseResult, level: str, table: str) -> str:
     """The MAE of :func:`_compared_mae`, with the share of the table's cells withheld beside it
     (their errors are in the MAE)."""
-    compared = release.evaluation.compared(level, table)
+    compared = _accuracy_of(release, level, table)
     shown = decimal(_mae_of(compared))
     if isinstance(compared, NotMeasured) or compared.suppressed_share <= 0:
         return shown
@@ -290,6 +304,10 @@ def _block_sizes(results: ExperimentResult) -> str:
 
 def _charts(results: ExperimentResult) -> list[str]:
     """The figures, each labelled with its source."""
+    if results.census is not None:
+        return declared.charts(
+            results, results.census, partial(by_setting, results), _rates, _compared_mae
+        )
     releases = results.releases
     charts = []
     for attacker in ("census", "commercial"):
@@ -391,7 +409,7 @@ def _beyond(reid: Reidentification | NotMeasured, group: str) -> str:
     if isinstance(reid, NotMeasured):
         return f"n/a ({esc(reid.reason)})"
     if not reid.baselines():
-        return "n/a (no baseline measured)"
+        return pct(reid.no_headline())
     if group not in reid.headline_groups():
         return "n/a (the group was not given to the reidentification)"
     head = reid.headline(group)
@@ -475,7 +493,14 @@ def _headline_section(results: ExperimentResult) -> str:
         f"<p>Persons unique in their block on sex and age: {pct(by_age)}; on sex and agebin: "
         f"{pct(by_bin)}. {_vulnerable_sentence(results)}</p>"
     )
-    content = HEADLINE_NOTE + sentence + table + _block_only_table(results)
+    note = HEADLINE_NOTE
+    if results.census is not None:
+        note = declared.headline_note(results.census, _no_baseline(results))
+        sentence = (
+            f"<p>{declared.uniques_sentence(results, results.census)} "
+            f"{_vulnerable_sentence(results)}</p>"
+        )
+    content = note + sentence + table + _block_only_table(results)
     return section("Headline risk", [(EVALUATION, content)])
 
 
@@ -596,8 +621,18 @@ def _coarser_tables(results: ExperimentResult) -> str:
     )
 
 
-def _provenance(made: Mapping[str, Any]) -> str:
-    """One line of what made the results (nothing for results that do not record it)."""
+def _no_baseline(results: ExperimentResult) -> str:
+    """Why the releases' reidentifications have no baseline (the first one's reason)."""
+    for release in results.releases.values():
+        for reid in release.evaluation.reidentification.values():
+            if isinstance(reid, Reidentification) and isinstance(reid.mdg, NotMeasured):
+                return reid.mdg.reason.removeprefix("not measured: ")
+    return "no baseline measured"
+
+
+def _provenance(made: Mapping[str, Any], program: str = "tract") -> str:
+    """One line of what made the results (nothing for results that do not record it);
+    ``program``: the level of the reconstruction's programs, which the time limit is per."""
     if not made:
         return ""
     attacks = made.get("attacks", {})
@@ -606,7 +641,7 @@ def _provenance(made: Mapping[str, Any]) -> str:
         f"<p><small>sdclab {esc(str(made.get('sdclab')))} · experiment "
         f"{esc(str(made.get('experiment')))} · run {esc(str(made.get('run_at')))} · population: "
         f"{esc(population)} · attacks: seed {esc(str(attacks.get('seed')))}, time limit "
-        f"{esc(str(attacks.get('time_limit')))} s per tract{_node_limit(attacks)}, "
+        f"{esc(str(attacks.get('time_limit')))} s per {esc(program)}{_node_limit(attacks)}, "
         f"{esc(str(attacks.get('knowledge')))} · mechanism seeds: "
         f"{esc(str(made.get('mechanism_seeds')))}</small></p>" + _matched(made.get("match"))
     )
@@ -643,22 +678,10 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
     (computed with the confidential data), from the release alone, or from the specification card.
     """
     axes = axes or FrontierAxes()
-    pop = results.population
     releases = results.releases
-    summary = (
-        "<table><tr>"
-        + "".join(column(header, source) for header, source in SUMMARY_COLUMNS)
-        + "</tr>"
-        + "".join(_summary_row(r, results.population_of(r).persons) for r in releases.values())
-        + "</table>"
-    )
-    population = (
-        f"<p>Population: {pop.persons:,} persons in {pop.units:,} units; "
-        f"{pop.geography['block']:,} blocks, {pop.geography['tract']:,} tracts, "
-        f"{count(pop.geography['county'], 'county', 'counties')}.</p>"
-        + _block_sizes(results)
-        + _population_replicates(results)
-    )
+    view = results.census
+    program = "tract" if view is None else view.program
+    summary, population = _summary(results), _population(results)
     diagnostics = {t: r.evaluation.diagnostics for t, r in releases.items()}
     sections = "".join(
         _ckm_section(t, r.evaluation.risk)
@@ -699,7 +722,7 @@ th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-spac
 {STYLE}</style>
 </head><body>
 <h1>sdclab: protection, accuracy and risk side by side</h1>
-{_provenance(results.provenance)}
+{"" if view is None else declared.census_line(view)}{_provenance(results.provenance, program)}
 {_legend(results)}
 {labelled(EVALUATION, population)}
 <p>{_attack_sentence(results)}</p>
@@ -709,6 +732,37 @@ th{{background:#f2f2f2}}figure{{display:inline-block;margin:8px}}pre{{white-spac
 {len(results.steps_reused)}.</small></p>
 </body></html>
 """
+
+
+def _summary(results: ExperimentResult) -> str:
+    """The summary table: the US census's columns, or a declared census's own."""
+    if results.census is not None:
+        return declared.summary_table(
+            results, results.census, _rates, _compared_cell, _guarantee, _common
+        )
+    return (
+        "<table><tr>"
+        + "".join(column(header, source) for header, source in SUMMARY_COLUMNS)
+        + "</tr>"
+        + "".join(
+            _summary_row(r, results.population_of(r).persons) for r in results.releases.values()
+        )
+        + "</table>"
+    )
+
+
+def _population(results: ExperimentResult) -> str:
+    """The population's paragraph: its persons, units and geounits."""
+    pop = results.population
+    if results.census is not None:
+        return declared.population_line(results, results.census) + _population_replicates(results)
+    return (
+        f"<p>Population: {pop.persons:,} persons in {pop.units:,} units; "
+        f"{pop.geography['block']:,} blocks, {pop.geography['tract']:,} tracts, "
+        f"{count(pop.geography['county'], 'county', 'counties')}.</p>"
+        + _block_sizes(results)
+        + _population_replicates(results)
+    )
 
 
 def _ckm_section(title: str, risk: Mapping[str, Any]) -> str:
@@ -890,6 +944,8 @@ def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
 
 
 def _attack_sentence(results: ExperimentResult) -> str:
+    if results.census is not None:
+        return declared.attack_sentence(results, results.census)
     releases = results.releases.values()
     attackers = sorted(
         {

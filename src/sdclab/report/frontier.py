@@ -32,6 +32,24 @@ FRONTIER_NOTE = (
 )
 
 
+NO_BASELINE_NOTE = (
+    "<p>One point per release setting: its replicates' mean, with their 95% t-interval as bars "
+    "(no bar: one replicate). Accuracy is the figure named on its axis, measured on the same "
+    "table and cells for every release. This census has no baseline (the guessers read the US "
+    "census's tables), so the risk is the confirmed rate as measured — a share of the "
+    "attacker's records, not points beyond what the statistics alone give — and there is no "
+    "baseline line. A label is the setting's ε on the common axis (δ = 10⁻¹⁰, one person's "
+    "record changed); no label: no common-axis ε. A release that withholds cells (suppression) "
+    "says what share: a withheld cell's error is its true count. Lower and further left is "
+    "better.</p>"
+)
+NO_CHOICE = (
+    "<p>n/a: the choose table offers settings no riskier than what the statistics alone give "
+    "(the best baseline), and this census has no baseline; the frontier above shows the "
+    "confirmed rates as measured.</p>"
+)
+
+
 def _mean(value: ReplicateMean | NotMeasured) -> float:
     assert isinstance(value, ReplicateMean)
     return value.mean
@@ -176,7 +194,7 @@ def frontier_section(
     """The frontier chart, with the exact release and the best baseline as reference lines."""
     placed = [p for p in points if p.placed]
     accuracy_label, risk_label = axes.describe()
-    body = FRONTIER_NOTE
+    body = FRONTIER_NOTE if axes.headline else NO_BASELINE_NOTE
     if not placed:
         body += "<p>No release has both an accuracy and a risk figure: no frontier to draw.</p>"
         return section("Accuracy and risk: the frontier", [(EVALUATION, body + _unplaced(points))])
@@ -195,13 +213,13 @@ def frontier_section(
         for entry, entry_points in _by_entry(points).items()
     }
     series = {k: v for k, v in series.items() if v}
-    references = [Reference(0.0, "best baseline")]
+    references = [Reference(0.0, "best baseline")] if axes.headline else []
     exact = [p for p in placed if p.mechanism == "none"]
     if exact:
         references.append(Reference(_mean(exact[0].risk), "exact release"))
     accuracies = [_mean(p.accuracy) for p in placed]
     chart = xy_chart(
-        "Accuracy against the headline risk",
+        "Accuracy against the headline risk" if axes.headline else "Accuracy against the risk",
         series,
         Axis(risk_label),
         Axis(accuracy_label, log=wants_log(accuracies)),
@@ -233,6 +251,8 @@ def choose_section(
     it; the settings never offered are named below."""
     accuracy_label, risk_label = axes.describe()
     targets = accuracy_targets(points)
+    if not axes.headline:
+        return section("Choose a method", [(EVALUATION, NO_CHOICE)])
     if not targets:
         return section(
             "Choose a method",
@@ -334,9 +354,10 @@ def budget_section(
     points = [p for p in everything if not isinstance(p.epsilon, NotMeasured)]
     accuracy_label, risk_label = axes.describe()
     charts = []
+    risk_title = "Headline risk" if axes.headline else "Risk"
     for title, label, coordinate in (
         ("Accuracy against the budget", accuracy_label, "accuracy"),
-        ("Headline risk against the budget", risk_label, "risk"),
+        (f"{risk_title} against the budget", risk_label, "risk"),
     ):
         series: dict[str, list[XYPoint]] = {}
         for entry, entry_points in _budget_lines(points).items():
@@ -359,7 +380,7 @@ def budget_section(
             continue
         values = [q.y for qs in series.values() for q in qs]
         baseline = Reference(0.0, "best baseline", vertical=False)
-        references = [baseline] if coordinate == "risk" else []
+        references = [baseline] if coordinate == "risk" and axes.headline else []
         epsilons = [q.x for qs in series.values() for q in qs]
         charts.append(
             figure(

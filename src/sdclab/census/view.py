@@ -1,0 +1,106 @@
+"""What an experiment's results and report read of a declared census: which census it is, the
+tables and levels its report shows by default, and the figures of its persons that the US
+report counts on the US tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from sdclab.census.model import Census
+from sdclab.census.records import CensusRecords
+from sdclab.results import CensusView, NotMeasured, PopulationSummary
+
+if TYPE_CHECKING:
+    from sdclab.experiment import Experiment
+
+
+def census_view(census: Census) -> CensusView:
+    """The census as the results and the report name it, with the report's default tables: its
+    total table and the first person table crossing an attribute that is published at the
+    reconstruction's level (else the first crossing one)."""
+    unit = census.reconstruction.level
+    crossing = [t for t in census.tables.values() if t.records == "persons" and t.crossed]
+    at_unit = [t for t in crossing if unit in t.levels]
+    compared = next(iter(at_unit or crossing), None)
+    total = census.total_table
+    return CensusView(
+        name=census.name,
+        title=census.title,
+        digest=census.digest,
+        levels=census.geography.levels,
+        unit=unit,
+        program=census.within,
+        total=None if total is None else total.name,
+        compared=None if compared is None else compared.name,
+        quasi_identifiers=tuple(census.quasi_identifiers),
+    )
+
+
+def persons_unique(records: CensusRecords) -> dict[str, float]:
+    """Share of persons unique in their geounit of the reconstruction's level on the census's
+    quasi-identifiers (evaluation only), named ``unique_on_<level>_<attributes>``."""
+    from sdclab.attacks.census_linkage import GEOUNIT, truth_frame
+
+    census = records.census
+    keys = [GEOUNIT, *census.quasi_identifiers]
+    sizes = truth_frame(records).group_by(keys).len()
+    unique = int(sizes.filter(pl.col("len") == 1).height)
+    name = "_".join((census.reconstruction.level, *census.quasi_identifiers))
+    return {f"unique_on_{name}": unique / records.n_persons}
+
+
+def us_only_settings(
+    experiment: Experiment, census: Census, given: Mapping[str, set[str]]
+) -> str | None:
+    """The first setting of ``experiment`` over the declared ``census`` that runs on the US 2010
+    census only, in one line naming it (None: none). ``given``: the keys each table of the file
+    gave (a default that would turn on a US-only step, such as ``attacks.variability``, is not
+    refused: that step is n/a with the reason)."""
+    from sdclab import protection
+
+    for number, entry in enumerate(experiment.mechanisms, 1):
+        refused = protection.get(entry.name).refuses(census)
+        if refused is not None:
+            return f"mechanisms[{number}]: {refused}"
+    attacks = experiment.attacks
+    if attacks.variability and "variability" in given["attacks"]:
+        return (
+            f"attacks.variability: {NO_VARIABILITY}, not census {census.name}: leave it out "
+            "(the report then says n/a) or set it to false"
+        )
+    if attacks.block_only:
+        return (
+            "attacks.block_only: the reconstruction from the block tables alone is the US 2010 "
+            f"attack's, not census {census.name}'s"
+        )
+    if experiment.match is not None:
+        return (
+            "match: matching on the common axis reads cards over the US 2010 census's tables so "
+            f"far, not census {census.name}'s: give each mechanism its own budget"
+        )
+    return None
+
+
+NO_VARIABILITY = "solution variability is measured on the US 2010 census only"
+
+
+NO_VULNERABLE = (
+    "the vulnerable group needs solution variability, measured on the US 2010 census only"
+)
+
+
+def declared_summary(records: CensusRecords, source: Mapping[str, Any]) -> PopulationSummary:
+    """What an experiment's results say of a declared census's persons: their number, their
+    households, the geounits of each level and the share unique on the attacker's keys (no
+    block-size classes: those are the US blocks')."""
+    return PopulationSummary(
+        source=source,
+        persons=records.n_persons,
+        units=records.n_households,
+        geography=records.geography.summary,
+        uniques=persons_unique(records),
+        vulnerable=NotMeasured(NO_VULNERABLE),
+    )
