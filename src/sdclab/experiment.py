@@ -44,7 +44,7 @@ import shutil
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -71,12 +71,7 @@ from sdclab.attacks.reconstruction import DRAWS, NODE_LIMIT
 from sdclab.attacks.reconstruction_files import METRICS_FILE, write_reconstruction
 from sdclab.census.declare import census_named
 from sdclab.census.model import Census
-from sdclab.census.view import (
-    NO_VARIABILITY,
-    census_view,
-    declared_summary,
-    us_only_settings,
-)
+from sdclab.census_view import NO_VARIABILITY, census_view, declared_summary
 from sdclab.censuses import BUILT_IN
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
@@ -476,7 +471,7 @@ class ReportSpec(_Strict):
 
     accuracy: str | None = None
     """Default: ``compared.mae_nonempty`` (the US P12), ``accuracy.mae_nonempty`` of the census's
-    compared table (:func:`sdclab.census.view.census_view`) for a declared census."""
+    compared table (:func:`sdclab.census_view.census_view`) for a declared census."""
     level: str | None = None
     """Default: the level of the reconstruction's programs (the US tract)."""
     table: str | None = None
@@ -585,7 +580,7 @@ class Experiment(_Strict):
     def _bind_census(self, info: ValidationInfo) -> Experiment:
         """Bind the declared census (validation context ``census``, else read from
         ``population.census``) and refuse, in one line naming the setting, what runs on the US
-        2010 census only (:func:`sdclab.census.view.us_only_settings`)."""
+        2010 census only (:func:`us_only_settings`)."""
         if not self.population.declared:
             return self
         census = (info.context or {}).get("census")
@@ -1009,6 +1004,38 @@ def _make_reidentification(
     assert result.links is not None
     write_parquet(result.links, tmp / "links.parquet")
     write_json(result.to_dict(), tmp / METRICS_FILE)
+
+
+def us_only_settings(
+    experiment: Experiment, census: Census, given: Mapping[str, set[str]]
+) -> str | None:
+    """The first setting of ``experiment`` over the declared ``census`` that runs on the US 2010
+    census only, in one line naming it (None: none). ``given``: the keys each table of the file
+    gave (a default that would turn on a US-only step, such as ``attacks.variability``, is not
+    refused: that step is n/a with the reason)."""
+    from sdclab import protection
+
+    for number, entry in enumerate(experiment.mechanisms, 1):
+        refused = protection.get(entry.name).refuses(census)
+        if refused is not None:
+            return f"mechanisms[{number}]: {refused}"
+    attacks = experiment.attacks
+    if attacks.variability and "variability" in given["attacks"]:
+        return (
+            f"attacks.variability: {NO_VARIABILITY}, not census {census.name}: leave it out "
+            "(the report then says n/a) or set it to false"
+        )
+    if attacks.block_only:
+        return (
+            "attacks.block_only: the reconstruction from the block tables alone is the US 2010 "
+            f"attack's, not census {census.name}'s"
+        )
+    if experiment.match is not None:
+        return (
+            "match: matching on the common axis reads cards over the US 2010 census's tables so "
+            f"far, not census {census.name}'s: give each mechanism its own budget"
+        )
+    return None
 
 
 def progress(done: int, total: int, elapsed: float, title: str) -> str:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from sdclab.results import NotMeasured
+from sdclab import zcdp
+from sdclab.figures import NotMeasured
 
 Measure = Literal["pure", "approximate", "zcdp", "none"]
 Relation = Literal["add_remove", "replace"]
@@ -434,14 +435,12 @@ def common_axis(
             (*steps, "(ε, δ′) with δ′ ≤ δ holds at δ"),
             guarantee.qualifier,
         )
-    from sdclab import accounting  # the conversions; accounting's card imports this module
-
     assert loss.rho is not None
     rho = float(loss.rho)
     return CommonFigure(
-        accounting.epsilon_for_delta(rho, target),
+        zcdp.epsilon_for_delta(rho, target),
         target,
-        accounting.epsilon_standard(rho, target),
+        zcdp.epsilon_standard(rho, target),
         loss.rho,
         (
             *steps,

@@ -13,9 +13,11 @@ import functools
 import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sdclab.figures import NotMeasured, Value, as_json, fields_json, measured
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,48 +36,6 @@ accuracy holds distances between distributions and the tract indicators; 5: the 
 lists its evaluation-only figures, and every tidy row and replicate mean says whether it is
 evaluation only; 6: the population's fixed vulnerable group, and the reidentification's
 headline risk for it)."""
-
-
-@dataclass(frozen=True)
-class NotMeasured:
-    """A figure that was not measured, or does not apply, and why."""
-
-    reason: str
-
-    def __repr__(self) -> str:
-        return f"n/a ({self.reason})"
-
-    def to_dict(self) -> dict[str, str]:
-        return {"not_measured": self.reason}
-
-
-Value: TypeAlias = float | int | NotMeasured
-"""A figure, or why there is none."""
-
-
-def measured(value: float | int | None, reason: str) -> Value:
-    """``value``, or :class:`NotMeasured` with ``reason`` when it is None or NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return NotMeasured(reason)
-    return value
-
-
-def as_json(value: Any) -> Any:
-    """A result (or a figure, a list, a mapping of them) in JSON form."""
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, Mapping):
-        return {str(k): as_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [as_json(v) for v in value]
-    return value
-
-
-def fields_json(result: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A result dataclass's fields (but ``exclude``), in order, in JSON form."""
-    return {
-        f.name: as_json(getattr(result, f.name)) for f in fields(result) if f.name not in exclude
-    }
 
 
 def from_json(value: Any, reason: str = "not recorded") -> Value:
@@ -1450,7 +1410,7 @@ counts of persons, units and geounits, uniqueness, block sizes): evaluation only
 class CensusView:
     """What the results and the report say of a census other than the US 2010 one (whose report
     keeps its own tables and levels): which census, and the tables and levels the report shows
-    by default (:func:`sdclab.census.view.census_view`)."""
+    by default (:func:`sdclab.census_view.census_view`)."""
 
     name: str
     title: str

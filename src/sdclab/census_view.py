@@ -5,16 +5,13 @@ report counts on the US tables."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from sdclab.census.model import Census
 from sdclab.census.records import CensusRecords
 from sdclab.results import CensusView, NotMeasured, PopulationSummary
-
-if TYPE_CHECKING:
-    from sdclab.experiment import Experiment
 
 
 def census_view(census: Census) -> CensusView:
@@ -50,38 +47,6 @@ def persons_unique(records: CensusRecords) -> dict[str, float]:
     unique = int(sizes.filter(pl.col("len") == 1).height)
     name = "_".join((census.reconstruction.level, *census.quasi_identifiers))
     return {f"unique_on_{name}": unique / records.n_persons}
-
-
-def us_only_settings(
-    experiment: Experiment, census: Census, given: Mapping[str, set[str]]
-) -> str | None:
-    """The first setting of ``experiment`` over the declared ``census`` that runs on the US 2010
-    census only, in one line naming it (None: none). ``given``: the keys each table of the file
-    gave (a default that would turn on a US-only step, such as ``attacks.variability``, is not
-    refused: that step is n/a with the reason)."""
-    from sdclab import protection
-
-    for number, entry in enumerate(experiment.mechanisms, 1):
-        refused = protection.get(entry.name).refuses(census)
-        if refused is not None:
-            return f"mechanisms[{number}]: {refused}"
-    attacks = experiment.attacks
-    if attacks.variability and "variability" in given["attacks"]:
-        return (
-            f"attacks.variability: {NO_VARIABILITY}, not census {census.name}: leave it out "
-            "(the report then says n/a) or set it to false"
-        )
-    if attacks.block_only:
-        return (
-            "attacks.block_only: the reconstruction from the block tables alone is the US 2010 "
-            f"attack's, not census {census.name}'s"
-        )
-    if experiment.match is not None:
-        return (
-            "match: matching on the common axis reads cards over the US 2010 census's tables so "
-            f"far, not census {census.name}'s: give each mechanism its own budget"
-        )
-    return None
 
 
 NO_VARIABILITY = "solution variability is measured on the US 2010 census only"
