@@ -25,7 +25,7 @@ from pathlib import Path
 from topdown_small import root_in_general_solvers  # this directory: the same peer
 
 from sdclab import protection
-from sdclab.experiment import DEMO, run_experiment
+from sdclab.experiment import DEMO, run_spec
 from sdclab.population.synth import synthesize
 
 TARGET_SECONDS = 15 * 60
@@ -42,7 +42,7 @@ def run_demo(out: Path) -> tuple[float, dict[str, float], int]:
             by_kind[found["kind"]] += float(found["seconds"])
 
     start = time.perf_counter()
-    results = run_experiment(DEMO, out, say, source="benchmarks/demo.py")
+    results = run_spec(DEMO, out, say, source="benchmarks/demo.py")
     return time.perf_counter() - start, dict(by_kind), len(results.releases)
 
 

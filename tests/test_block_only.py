@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+import sdclab
 from sdclab import api, schema
 from sdclab.attacks.linkage import link
 from sdclab.cli import app
@@ -115,7 +116,7 @@ def test_an_experiment_reports_it_apart_when_asked(tmp_path):
         "mechanisms": [{"name": "none"}],
         "attacks": {"workers": 1, "attackers": ["census"], "block_only": True},
     }
-    result = api.run_experiment(spec, tmp_path / "x")
+    result = sdclab.run_experiment(spec, tmp_path / "x")
     block = result["none"].evaluation.block_only_reidentification
     assert isinstance(block, dict) and isinstance(block["census"], Reidentification)
     assert block["census"].reconstruction.all.putative_rate == 1.0
@@ -126,5 +127,5 @@ def test_an_experiment_reports_it_apart_when_asked(tmp_path):
     assert rows.height > 0 and rows["evaluation_only"].all()
     assert "From the block tables alone" in (tmp_path / "x" / "report.html").read_text()
     without = {**spec, "attacks": {"workers": 1, "attackers": ["census"]}}
-    default = api.run_experiment(without, tmp_path / "x")
+    default = sdclab.run_experiment(without, tmp_path / "x")
     assert default["none"].evaluation.block_only_reidentification == NotMeasured(NO_BLOCK_ONLY)

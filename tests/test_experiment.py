@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from sdclab.attacks.reconstruction import NODE_LIMIT
 from sdclab.cli import app
 from sdclab.errors import InputError
-from sdclab.experiment import Experiment, load_experiment, run_experiment
+from sdclab.experiment import Experiment, load_experiment, run_spec
 from sdclab.population.io import write_population
 from sdclab.population.synth import synthesize
 
@@ -241,13 +241,13 @@ def test_copies_of_a_population_are_never_more_readable_than_it(tmp_path):
     previous = os.umask(0o022)  # the usual umask, whatever the test runner's
     try:
         out = tmp_path / "out"
-        run_experiment(load_experiment(tmp_path / "exp.toml"), out, lambda _: None)
+        run_spec(load_experiment(tmp_path / "exp.toml"), out, lambda _: None)
         loose = modes_under(out / "steps")
         assert allowed(loose, out / "steps", 0o700, 0o600)  # 0644 in 0755, as the source
         os.chmod(pop, 0o700)
         for file in pop.iterdir():
             os.chmod(file, 0o600)
-        run_experiment(load_experiment(tmp_path / "exp.toml"), out, lambda _: None)
+        run_spec(load_experiment(tmp_path / "exp.toml"), out, lambda _: None)
     finally:
         os.umask(previous)
     written = modes_under(out)

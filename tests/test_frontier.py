@@ -10,7 +10,7 @@ import statistics
 import pytest
 from scipy import stats
 
-from sdclab.experiment import REPORT_FILE, Experiment, ReportSpec, run_experiment
+from sdclab.experiment import REPORT_FILE, Experiment, ReportSpec, run_spec
 from sdclab.report.charts import series_style
 from sdclab.report.html import decimal, pct
 from sdclab.results import (
@@ -53,7 +53,7 @@ def test_the_frontier_plots_the_vulnerable_group_by_default() -> None:
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     out = tmp_path_factory.mktemp("frontier")
-    results = run_experiment(Experiment.model_validate(SWEEP), out, lambda _: None)
+    results = run_spec(Experiment.model_validate(SWEEP), out, lambda _: None)
     return results, (out / REPORT_FILE).read_text(encoding="utf-8")
 
 
@@ -391,7 +391,7 @@ def suppressed(tmp_path_factory):
         "mechanisms": [{"name": "suppress", "settings": {"complementary": "true"}}],
         "attacks": {"reconstruct": False},
     }
-    return run_experiment(Experiment.model_validate(spec), out, lambda _: None)
+    return run_spec(Experiment.model_validate(spec), out, lambda _: None)
 
 
 def test_the_withheld_share_is_of_what_the_frontier_plots(suppressed) -> None:

@@ -17,7 +17,7 @@ from sdclab.experiment import (
     RESULTS_FILE,
     Experiment,
     population_seed,
-    run_experiment,
+    run_spec,
 )
 from sdclab.population.bootstrap import bootstrap
 from sdclab.population.io import write_population
@@ -70,7 +70,7 @@ SPEC = {
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory):
     out = tmp_path_factory.mktemp("replicated")
-    return run_experiment(Experiment.model_validate(SPEC), out, lambda _: None), out
+    return run_spec(Experiment.model_validate(SPEC), out, lambda _: None), out
 
 
 def test_every_release_runs_on_every_population(replicated) -> None:
@@ -108,7 +108,7 @@ def test_a_population_read_is_bootstrapped(tmp_path, population) -> None:
         "mechanisms": [{"name": "none"}],
         "attacks": {"reconstruct": False},
     }
-    results = run_experiment(Experiment.model_validate(spec), tmp_path / "out", lambda _: None)
+    results = run_spec(Experiment.model_validate(spec), tmp_path / "out", lambda _: None)
     (second,) = results.population_replicates
     assert second.source["bootstrap"] == population_seed(4, 2)
     assert second.geography == results.population.geography

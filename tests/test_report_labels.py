@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from sdclab.experiment import REPORT_FILE, RESULTS_FILE, Experiment, run_experiment
+from sdclab.experiment import REPORT_FILE, RESULTS_FILE, Experiment, run_spec
 from sdclab.report import CARD, EVALUATION, RELEASE, SOURCES, SUMMARY_COLUMNS, render_report
 from sdclab.results import (
     EVALUATION_ONLY,
@@ -89,7 +89,7 @@ class Parts(HTMLParser):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("labels")
-    results = run_experiment(Experiment.model_validate(SMALL), out, lambda _: None)
+    results = run_spec(Experiment.model_validate(SMALL), out, lambda _: None)
     report = (out / REPORT_FILE).read_text(encoding="utf-8")
     parser = Parts()
     parser.feed(report)

@@ -17,7 +17,7 @@ from sdclab.experiment import (
     parse_experiment,
     progress,
     replicate_seed,
-    run_experiment,
+    run_spec,
 )
 from sdclab.population.synth import GENERATOR_VERSION
 from sdclab.results import (
@@ -177,7 +177,7 @@ def swept(tmp_path_factory):
         "exp.toml",
         Path("."),
     )
-    return spec, out, run_experiment(spec, out, lambda _: None)
+    return spec, out, run_spec(spec, out, lambda _: None)
 
 
 def test_the_tidy_results_hold_a_row_per_release_and_figure(swept) -> None:
@@ -263,7 +263,7 @@ def test_a_swept_value_cannot_leave_the_steps_directory(tmp_path) -> None:
 
 def test_a_rerun_reuses_every_step_and_reads_back(swept) -> None:
     spec, out, _ = swept
-    again = run_experiment(spec, out, lambda _: None)
+    again = run_spec(spec, out, lambda _: None)
     assert again.steps_computed == ()
     read = ExperimentResult.from_dict(json.loads((out / "results.json").read_text()))
     assert read["geometric@epsilon=8#3"].sweep.varied == {"epsilon": "8"}

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
         read_release,
         reconstruct,
         reidentify,
-        run_experiment,
         synthesize,
         tabulate,
         vulnerable_group,
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     )
     from sdclab.attacks.audit import AuditResult
     from sdclab.errors import InputError
+    from sdclab.experiment import run_experiment
     from sdclab.population import Population
     from sdclab.release import Release
     from sdclab.results import (
@@ -83,6 +83,7 @@ _HOMES = {
     "InputError": "sdclab.errors",
     "Population": "sdclab.population",
     "Release": "sdclab.release",
+    "run_experiment": "sdclab.experiment",
     **dict.fromkeys(
         (
             "Evaluation",
@@ -97,7 +98,8 @@ _HOMES = {
         "sdclab.results",
     ),
 }
-"""Where each exported name is defined (the functions: :mod:`sdclab.api`)."""
+"""Where each exported name is defined (the functions: :mod:`sdclab.api`, but
+:func:`~sdclab.experiment.run_experiment`)."""
 
 
 def __getattr__(name: str) -> Any:

@@ -30,7 +30,6 @@ from sdclab.results import (
     NOT_GIVEN_BLOCK_ONLY,
     Agreement,
     Evaluation,
-    ExperimentResult,
     NotMeasured,
     ReconstructionFigures,
     ReconstructionResult,
@@ -619,29 +618,6 @@ def _naive_agreement(
         return NotMeasured(NO_RECONSTRUCTION)
     exact = protection.get(release.mechanism).exact_tables
     return NotMeasured(NAIVE_IS_AWARE if exact else NO_NAIVE)
-
-
-def run_experiment(
-    experiment: str | Path | Mapping[str, Any],
-    out: str | Path,
-    *,
-    progress: Callable[[str], None] | None = None,
-) -> ExperimentResult:
-    """Run (or finish) an experiment — a TOML file or the same content as a mapping — into
-    directory ``out``; returns its results (also written as ``out/results.json`` beside
-    ``out/report.html``). Finished steps found in ``out`` are reused."""
-    from sdclab.experiment import load_experiment, parse_experiment
-    from sdclab.experiment import run_experiment as run
-
-    inputs: tuple[Path, ...] = ()
-    source = "a mapping given to sdclab.run_experiment"
-    if isinstance(experiment, Mapping):
-        spec = parse_experiment(dict(experiment), "experiment", Path.cwd())
-    else:
-        spec = load_experiment(Path(experiment))
-        inputs = (Path(experiment),)
-        source = str(Path(experiment).resolve())
-    return run(spec, Path(out), progress or (lambda _: None), inputs, source)
 
 
 @dataclass(frozen=True)

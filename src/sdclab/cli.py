@@ -853,11 +853,11 @@ def run(
     ],
 ) -> None:
     """Run an experiment: protect, attack, evaluate; write results.json and report.html."""
-    from sdclab.experiment import load_experiment, run_experiment
+    from sdclab.experiment import load_experiment, run_spec
 
     spec = load_experiment(experiment)
     start = time.perf_counter()
-    run_experiment(spec, out, progress, (experiment,), str(experiment.resolve()))
+    run_spec(spec, out, progress, (experiment,), str(experiment.resolve()))
     typer.echo(
         f"done in {time.perf_counter() - start:.0f} s; report: {(out / 'report.html').resolve()}"
     )
@@ -870,10 +870,10 @@ def demo(
 ) -> None:
     """The built-in study: every mechanism on 4,000 synthetic persons, swept and replicated,
     attacked (5 to 11 minutes on 2 cores)."""
-    from sdclab.experiment import DEMO, run_experiment
+    from sdclab.experiment import DEMO, run_spec
 
     start = time.perf_counter()
-    results = run_experiment(DEMO, out, progress, source="the built-in demo (sdclab demo)")
+    results = run_spec(DEMO, out, progress, source="the built-in demo (sdclab demo)")
     for line in release_lines(results):
         typer.echo(line)
     typer.echo(f"done in {time.perf_counter() - start:.0f} s")

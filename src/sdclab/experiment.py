@@ -1314,7 +1314,7 @@ def replicate_of(first: ReleaseResult, point: Point) -> ReleaseResult:
     return replace(first, title=point.title, point=sweep)
 
 
-def run_experiment(
+def run_spec(
     experiment: Experiment,
     out: Path,
     say: Callable[[str], None],
@@ -1469,3 +1469,23 @@ the one-point mechanisms) on 4,000 persons in 4 tracts of 2 counties and on a se
 population (another seed), so that every setting's interval covers the population as well as the
 noise; sized to finish, attacks included, within 15 minutes on 2 cores (docs/experiments.md).
 The 50,000-person study behind docs/findings.md is ``examples/study-50k.toml``."""
+
+
+def run_experiment(
+    experiment: str | Path | Mapping[str, Any],
+    out: str | Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> ExperimentResult:
+    """Run (or finish) an experiment — a TOML file or the same content as a mapping — into
+    directory ``out``; returns its results (also written as ``out/results.json`` beside
+    ``out/report.html``). Finished steps found in ``out`` are reused."""
+    inputs: tuple[Path, ...] = ()
+    source = "a mapping given to sdclab.run_experiment"
+    if isinstance(experiment, Mapping):
+        spec = parse_experiment(dict(experiment), "experiment", Path.cwd())
+    else:
+        spec = load_experiment(Path(experiment))
+        inputs = (Path(experiment),)
+        source = str(Path(experiment).resolve())
+    return run_spec(spec, Path(out), progress or (lambda _: None), inputs, source)
