@@ -9,7 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from sdclab import protection
-from sdclab.attacks.ckm_risk import (
+from sdclab.cli import app
+from sdclab.population.io import write_population
+from sdclab.population.synth import synthesize
+from sdclab.protection.cellkey import CellKeyParameters, assign_record_keys, published_ptable
+from sdclab.protection.cellkey_risk import (
     bound_disclosure,
     canonical_parts,
     ckm_risk,
@@ -19,10 +23,6 @@ from sdclab.attacks.ckm_risk import (
     repeated_queries,
     usable_tuples,
 )
-from sdclab.cli import app
-from sdclab.population.io import write_population
-from sdclab.population.synth import synthesize
-from sdclab.protection.cellkey import CellKeyParameters, assign_record_keys, published_ptable
 from sdclab.tables.catalog import CATALOG
 from sdclab.tables.relations import partitions
 from sdclab.tables.tabulate import tabulate

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sdclab import noise, protection
-from sdclab.attacks.cellkey_attacks import geometric_tail, laplace_tail
+from sdclab.cellkey_analysis import geometric_tail, laplace_tail
 from sdclab.population.synth import synthesize
 from sdclab.protection.geometric import (
     GeometricParameters,

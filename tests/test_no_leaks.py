@@ -313,7 +313,9 @@ def test_releases_record_the_content_of_setting_files_never_their_paths(small, t
     published = read_release(tmp_path / "cellkey").artifacts["ptable"]
     assert published.equals(ons_10_5_ptable().to_frame())
     assert "published as artifacts/ptable.parquet" in recorded["cellkey"]["ptable"]
-    from sdclab.attacks import ckm_risk  # the risk analysis uses the published table
+    from sdclab.protection import (
+        cellkey_risk as ckm_risk,  # the risk analysis uses the published table
+    )
     from sdclab.protection.cellkey import CellKeyParameters
 
     back = read_release(tmp_path / "cellkey")

@@ -1164,7 +1164,8 @@ def _block_only(data: Any) -> Mapping[str, Reidentification | NotMeasured] | Not
 
 EVALUATION_ONLY = "evaluation_only"
 """Key under which figures list, as dotted paths, those computed with the truth (as
-:func:`sdclab.attacks.ckm_risk.ckm_risk` already does): evaluation only, never to be published."""
+:func:`sdclab.protection.cellkey_risk.ckm_risk` already does): evaluation only, never to be
+published."""
 
 TRUTH_BASED_FIELDS = (
     "protection",

@@ -9,6 +9,7 @@ from sdclab.errors import InputError
 from sdclab.population import Population
 from sdclab.protection import (
     cellkey,
+    cellkey_risk,  # noqa: F401 (defines the cell key method's risk analysis)
     gaussian,
     geometric,
     none,

@@ -744,22 +744,6 @@ def published_noise(p: CellKeyParameters) -> NoisePublication:
     )
 
 
-@MECHANISM.define("risk_analysis")
-def risk_analysis(release: Release, truth: Population | None) -> dict[str, Any]:
-    """The cell key method's own risk analyses of a release (``sdclab.attacks.ckm_risk``): on
-    the US census's tables (its targets are P1, P8, P12 and P14)."""
-    from sdclab.attacks.ckm_risk import ckm_risk
-    from sdclab.censuses import is_built_in
-
-    if not is_built_in(release.census):
-        raise InputError(
-            f"the cell key risk analysis reads the US census's tables (P1, P8, P12, P14), not "
-            f"census {release.census.name}'s"
-        )
-
-    return ckm_risk(release, truth)
-
-
 def published_ptable(release: Release, params: CellKeyParameters) -> AnyPTable:
     """The p-table of a cell key release: the one it publishes (a p-table from a file) or the
     preset its parameters name."""

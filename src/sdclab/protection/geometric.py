@@ -12,7 +12,7 @@ Budget split: ``epsilon`` is spread evenly over the geography levels; within a l
 ``census2020`` preset gives 67.5% to the person tables and 32.5% to the unit tables (the 2020
 U.S. shares the paper's Eq. 14 starts from), each part evenly over its tables; ``even`` gives every
 table of the level the same share. The paper's ε_table (ε_global / 10, one person table per level)
-is ``cellkey_attacks.EPSILON_TABLE_SHARE``; docs/geometric.md relates the two. A person's
+is ``cellkey_analysis.EPSILON_TABLE_SHARE``; docs/geometric.md relates the two. A person's
 guarantee composes the person tables; a housing unit's, the unit tables.
 """
 

@@ -24,8 +24,8 @@ The numbering. The cells of table ``tables[t]`` at ``level`` form one *block*, i
 indexing.
 
 Used by complementary suppression (:mod:`sdclab.protection.suppression`: its cells, relations and
-bounds) and by the cell key risk analysis (:mod:`sdclab.attacks.ckm_risk`: additive tuples and
-independent redundant representations).
+bounds) and by the cell key risk analysis (:mod:`sdclab.protection.cellkey_risk`: additive
+tuples and independent redundant representations).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The paper is F. Bach, "Differential privacy and noisy confidentiality concepts f
 population statistics"; docs/cellkey.md (*Risk analyses*) describes the analyses. Every function
 here is a pure analysis of a noise distribution or of published numbers: nothing reads a release,
 so the same code serves the p-table grids of the paper (Figs. 1, 2 and 5) and the attacks on a
-release in :mod:`sdclab.attacks.ckm_risk`.
+release in :mod:`sdclab.protection.cellkey_risk`.
 A noise pmf is a pair ``(v, p)``: ascending integer noise values and their probabilities, e.g. a
 p-table symmetry row over v = −E..E.
 

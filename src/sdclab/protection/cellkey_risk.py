@@ -29,9 +29,11 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from sdclab import cellkey_analysis as ck
 from sdclab import schema
-from sdclab.attacks import cellkey_attacks as ck
+from sdclab.errors import InputError
 from sdclab.population import Population
+from sdclab.protection import cellkey
 from sdclab.protection.cellkey import (
     AnyPTable,
     CellKeyParameters,
@@ -524,3 +526,18 @@ def ckm_risk(
             "repeated_queries",
         ]
     return out
+
+
+@cellkey.MECHANISM.define("risk_analysis")
+def risk_analysis(release: Release, truth: Population | None) -> dict[str, Any]:
+    """The cell key method's own risk analyses of a release (:func:`ckm_risk`): on the US
+    census's tables (its targets are P1, P8, P12 and P14)."""
+    from sdclab.censuses import is_built_in
+
+    if not is_built_in(release.census):
+        raise InputError(
+            f"the cell key risk analysis reads the US census's tables (P1, P8, P12, P14), not "
+            f"census {release.census.name}'s"
+        )
+
+    return ckm_risk(release, truth)
