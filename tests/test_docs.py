@@ -48,6 +48,7 @@ def test_the_census_guide_runs_and_shows_what_census_show_prints():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "297 persons; T2 has 20 cells in 4 districts" in done.stdout
+    assert "{'A2': 73, 'K7': 141, 'B9': 32, 'Q1': 51}" in done.stdout  # as the guide says
     # the experiment over the census: its file is the one shown, its output the one quoted
     experiment = (root / "examples" / "toyland" / "experiment.toml").read_text()
     shown_toml = re.findall(r"^```toml\n(.*?)^```$", page.read_text(), flags=re.S | re.M)

@@ -436,8 +436,12 @@ def _passes(reid: Reidentification | NotMeasured) -> str:
 
 
 def _upper(reid: Reidentification | NotMeasured, name: str) -> str:
-    if isinstance(reid, NotMeasured) or name not in reid.fixed:
-        return "n/a"
+    """An upper bound's confirmed rate (the attack on the confidential or the swapped records),
+    or n/a with the reason."""
+    if isinstance(reid, NotMeasured):
+        return pct(reid)
+    if name not in reid.fixed:
+        return pct(NotMeasured(f"the {name} upper bound is measured on the US 2010 census only"))
     return pct(reid.fixed[name].all.confirmed_rate)
 
 
@@ -915,9 +919,12 @@ def _groups_section(title: str, rows: list[dict[str, Any]]) -> str:
 
 def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
     """Suppression: how much of each level the rules withhold or zero."""
-    head = (
-        "<tr><th>level</th><th>person cells zeroed (1–2)</th><th>person cells null</th>"
+    # a census without the US redistricting tables (a declared one) has no such column
+    redistricting = any(f["tables_suppressed_redistricting"]["pairs"] for f in by_level.values())
+    head = "<tr><th>level</th><th>person cells zeroed (1–2)</th><th>person cells null</th>" + (
         "<th>redistricting tables suppressed</th><th>other tables suppressed</th></tr>"
+        if redistricting
+        else "<th>tables suppressed</th></tr>"
     )
     rows = []
     for level, f in by_level.items():
@@ -927,8 +934,12 @@ def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
         rows.append(
             f"<tr><td>{esc(level)}</td><td>{pct(person['zeroed_share'])}</td>"
             f"<td>{pct(person['null_share'])}</td>"
-            f"<td>{pct(red['share'])} ({red['suppressed']} of {red['pairs']})</td>"
-            f"<td>{pct(other['share'])} ({other['suppressed']} of {other['pairs']})</td></tr>"
+            + (
+                f"<td>{pct(red['share'])} ({red['suppressed']} of {red['pairs']})</td>"
+                if redistricting
+                else ""
+            )
+            + f"<td>{pct(other['share'])} ({other['suppressed']} of {other['pairs']})</td></tr>"
         )
     return section(
         f"Suppression: {title}",
