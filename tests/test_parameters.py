@@ -242,7 +242,7 @@ MESSAGES = [
         "rho, strategy, measurements, workers, executor, checkpoint, delta)",
     ),
     ("topdown", {"Rho": 4}, "unknown parameter 'Rho'; did you mean 'rho'?"),
-    ("none", {"x": "1"}, "mechanism none: unknown parameter 'x' (it takes no parameters)"),
+    ("none", {"x": "1"}, "mechanism none: unknown parameter 'x' (parameters: tables)"),
     ("suppress", {"threshold": "3"}, "mechanism suppress: unknown parameter 'threshold' (param"),
     # greater_than, greater_than_equal, less_than, less_than_equal
     (

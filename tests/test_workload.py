@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sdclab import api
+from sdclab.api import read_release
 from sdclab.census.declare import load_census
 from sdclab.census.records import read_records
 from sdclab.errors import InputError
@@ -20,7 +21,6 @@ def records():
 
 
 def test_a_geometric_workload_splits_its_budget_over_its_own_tables(records, tmp_path):
-    from sdclab.api import read_release
     from sdclab.release import write_release
 
     release = api.protect(records, "geometric", seed=3, tables="T3,T1", epsilon=2)
@@ -64,3 +64,13 @@ def test_a_us_workload_keeps_the_census_cards_numbers_for_its_tables():
 def test_a_workload_of_unknown_tables_is_refused_in_words(records, tables, message):
     with pytest.raises(InputError, match=message):
         api.protect(records, "geometric", seed=1, tables=tables)
+
+
+def test_the_exact_release_publishes_its_workload_and_reads_back(records, tmp_path):
+    from sdclab.release import write_release
+
+    release = api.protect(records, "none", seed=1, tables="T2")
+    assert list(release.tables) == ["T2"] and release.parameters == {"tables": ["T2"]}
+    write_release(release, tmp_path / "release")
+    assert list(read_release(tmp_path / "release").tables) == ["T2"]
+    assert api.protect(records, "none", seed=1).parameters == {}

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from sdclab import cell_model
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.population import Population
-from sdclab.protection.base import Mechanism, NoisePublication, Parameters
+from sdclab.protection.base import Mechanism, NoisePublication, WorkloadParameters
 from sdclab.protection.checks import exact_tables
 from sdclab.release import EXACT_TABULATION, Release, exact_release
 
 
-class NoneParameters(Parameters):
-    """The exact release takes no parameters."""
+class NoneParameters(WorkloadParameters):
+    """The exact release takes only a workload: the tables to publish (default: every one)."""
 
 
 MECHANISM = Mechanism("none", "exact tables, no protection", NoneParameters, any_census=True)
@@ -27,8 +29,10 @@ def card(_: NoneParameters) -> SpecCard:
 
 
 @MECHANISM.define("protect")
-def protect(population: Population, _: NoneParameters, __: np.random.Generator) -> Release:
-    return exact_release(population)
+def protect(population: Population, p: NoneParameters, __: np.random.Generator) -> Release:
+    if p.tables is None:
+        return exact_release(population)
+    return replace(exact_release(population, p.workload_names()), parameters=p.recorded())
 
 
 @MECHANISM.define("noise")
