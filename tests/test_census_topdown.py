@@ -240,3 +240,33 @@ def test_sdclab_budget_answers_for_a_declared_census():
     for args, message in refusals:
         refused = budget(*args)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+
+
+def test_a_tally_table_is_published_but_not_measured(tmp_path):
+    # a breakdown that counts a person in two categories: Δ₂² of its query is 4, not 2
+    import shutil
+
+    folder = tmp_path / "toyland"
+    shutil.copytree(TOYLAND, folder)
+    text = (folder / "census.toml").read_text()
+    tally = (
+        "\n[attributes.country_of_birth.breakdowns.tally]\n"
+        'home = ["DOM"]\nabroad = ["EU", "EUR", "AFR", "ASI", "AME"]\n'
+        'anywhere = ["DOM", "EU", "EUR", "AFR", "ASI", "AME"]\n'
+        '\n[tables.T6]\ntitle = "Born at home, abroad, anywhere"\n'
+        'cells = ["country_of_birth.tally"]\n'
+    )
+    head, tail = text.split("[geographies.admin]", 1)
+    (folder / "census.toml").write_text(head + tally + "\n[geographies.admin]" + tail)
+    census = load_census(folder / "census.toml")
+    codes = census.attribute("country_of_birth").codes
+    assert set(codes) == {"DOM", "EU", "EUR", "AFR", "ASI", "AME"}
+    from sdclab.protection.topdown import declared_product
+
+    product = declared_product(census)
+    assert "T6" not in product.query_names  # not measured with the σ² of a partition
+    records = read_records(census, folder / "persons.csv")
+    release = api.protect(records, "topdown", seed=3)
+    assert "T6" in release.tables  # tabulated from the MDF, consistent with it
+    anywhere = release.table("T6").matrix("village").toarray()[:, 2]
+    assert (anywhere == release.table("T1").matrix("village").toarray()[:, 0]).all()

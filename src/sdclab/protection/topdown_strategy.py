@@ -484,7 +484,9 @@ def census_product(census: Census) -> Product:
     the levels it is published, and the detailed histogram. The default strategy splits ρ
     evenly over the levels and, within a level, over the queries it measures (the total is not
     measured at the top level, where it is invariant); a table whose query another already
-    asks (a total table, say) is not measured twice."""
+    asks (a total table, say) is not measured twice, nor one that counts a person in more than
+    one cell (a tally: its Δ₂² exceeds the 2 of every measured query, σ² = 1/ρ); both are still
+    published, tabulated from the MDF."""
     geography = census.geography
     tables = [
         t
@@ -515,6 +517,8 @@ def census_product(census: Census) -> Product:
                 "TopDown's own queries (total, detailed)"
             )
         matrix = table.query_on(domain).astype(np.int64).tocsr()
+        if np.asarray(matrix.sum(axis=0)).max(initial=0) > 1:
+            continue  # a person in several cells: Δ₂² above 2, so published from the MDF only
         if not any(_same(matrix, m) for m in matrices.values()):
             matrices[table.name] = matrix
             published[table.name] = table.levels
