@@ -148,8 +148,23 @@ def test_the_psa_swaps_a_declared_census_households_within_its_matching_areas(wi
                 assert (table.matrix(level) != exact.table(name).matrix(level)).nnz == 0, name
     changed = release.table("T3").matrix("village") != exact.table("T3").matrix("village")
     assert changed.nnz > 0
-    # households keep their tenure: T5 is the same at every level above the villages, and in all
-    assert release.table("T5").matrix("village").sum() == records.n_households
+    # households keep their tenure and their size: owners in all, and households by size in
+    # every village, are what they were
+    owners = release.table("T5").matrix("village").toarray().sum(axis=0)
+    assert owners.tolist() == exact.table("T5").matrix("village").toarray().sum(axis=0).tolist()
+    from sdclab.protection import get
+    from sdclab.protection.swapping import declared_psa_swap
+
+    params = get("psa").parse({"rate": "0.5", "matching_level": "district"}, census)
+    swapped = declared_psa_swap(records, params, np.random.default_rng(4)).population
+
+    def by_size(r):
+        size = np.bincount(r.households)
+        village = r.block_index("households")
+        return sorted(zip(village.tolist(), size.tolist(), strict=True))
+
+    assert by_size(swapped) == by_size(records)
+    assert (swapped.block_index("persons") != records.block_index("persons")).any()
     b = release.notes["largest_matching_group"]
     assert release.card.guarantee.loss.epsilon == accounting.psa_epsilon(0.5, b)
     texts = [i.text() for i in release.card.guarantee.invariants]
@@ -161,3 +176,41 @@ def test_the_psa_swaps_a_declared_census_households_within_its_matching_areas(wi
         api.protect(records, "psa", seed=4, matching_level="village")
     with pytest.raises(InputError, match=r"match_adults: a setting for the US 2010 census only"):
         api.protect(records, "psa", seed=4, match_adults=False)
+
+
+def test_a_household_split_over_two_villages_is_refused_even_without_household_attributes(
+    tmp_path,
+):
+    folder = tmp_path / "toyland"
+    shutil.copytree(TOYLAND, folder)
+    persons = pl.read_csv(folder / "persons.csv", infer_schema=False)
+    # the second member of H001 in another village
+    persons.with_row_index().with_columns(
+        village=pl.when(pl.col("index") == 1).then(pl.lit("V107")).otherwise("village")
+    ).drop("index").write_csv(folder / "persons.csv")
+    census = load_census(folder / "census.toml")
+    with pytest.raises(InputError, match=r"row 3, the admin unit: household 'H001' has more"):
+        read_records(census, folder / "persons.csv")
+
+
+def test_a_person_table_may_cross_a_household_attribute(with_tenure):
+    text = (with_tenure / "census.toml").read_text()
+    extra = '\n[tables.T7]\ntitle = "Persons by tenure"\ncells = ["sex", "tenure"]\n'
+    head, tail = text.split("[geographies.admin]", 1)
+    (with_tenure / "census.toml").write_text(head + extra + "\n[geographies.admin]" + tail)
+    census = load_census(with_tenure / "census.toml")
+    records = read_records(census, with_tenure / "persons.csv")
+    persons = pl.read_csv(with_tenure / "persons.csv", infer_schema=False)
+    t7 = api.tabulate(records).table("T7").matrix("region").toarray().sum(axis=0)
+    truth = persons.group_by("sex", "tenure").len().sort("sex", "tenure")["len"].to_list()
+    assert t7.tolist() == truth  # persons, each with their household's tenure
+    assert "T7" in api.protect(records, "geometric", seed=1).tables
+    topdown = api.protect(records, "topdown", seed=1)
+    assert "outside TopDown's person histogram" in topdown.notes["tables_not_published"]["T7"]
+
+
+def test_a_household_attribute_needs_the_household_key(with_tenure):
+    text = (with_tenure / "census.toml").read_text()
+    (with_tenure / "census.toml").write_text(text.replace('household_key = "household_id"', ""))
+    with pytest.raises(InputError, match=r"attributes.tenure.records: a household attribute needs"):
+        load_census(with_tenure / "census.toml")

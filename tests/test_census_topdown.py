@@ -270,3 +270,18 @@ def test_a_tally_table_is_published_but_not_measured(tmp_path):
     assert "T6" in release.tables  # tabulated from the MDF, consistent with it
     anywhere = release.table("T6").matrix("village").toarray()[:, 2]
     assert (anywhere == release.table("T1").matrix("village").toarray()[:, 0]).all()
+
+
+def test_a_table_that_asks_the_detailed_histogram_is_measured_once(tmp_path):
+    import shutil
+
+    folder = tmp_path / "toyland"
+    shutil.copytree(TOYLAND, folder)
+    text = (folder / "census.toml").read_text()
+    head, tail = text.split("[geographies.admin]", 1)
+    extra = '\n[tables.T9]\ntitle = "Everything"\ncells = ["sex", "age", "country_of_birth"]\n'
+    (folder / "census.toml").write_text(head + extra + "\n[geographies.admin]" + tail)
+    from sdclab.protection.topdown import declared_product
+
+    product = declared_product(load_census(folder / "census.toml"))
+    assert product.query_names == ("total", "T2", "T3", "T4", "detailed")

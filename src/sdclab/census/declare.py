@@ -130,6 +130,13 @@ def load_census(path: Path) -> Census:
     household = doc.get("household_key")
     if household is not None and not isinstance(household, str):
         raise d.fail("household_key", "expected the name of the persons' household column")
+    of_households = [n for n, a in attributes.items() if a.records == "households"]
+    if of_households and household is None:
+        raise d.fail(
+            f"attributes.{of_households[0]}.records",
+            "a household attribute needs the census's household_key (the persons' column "
+            "naming each person's household)",
+        )
     return Census(
         name=name,
         title=d.text(doc, "title", name),

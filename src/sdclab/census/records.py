@@ -144,9 +144,14 @@ class CensusRecords:
         return self.geographies[self.census.geography_of(table.name).name]
 
     def columns(self, records: str) -> Mapping[str, IntArray]:
-        """Every attribute's position of ``records``: one per person, or one per household."""
+        """Every attribute's position of ``records``: one per person (with their household's
+        attributes), or one per household."""
         if records == "persons":
-            return self.attributes
+            if not self.household_attributes:
+                return self.attributes
+            assert self.households is not None
+            own = {n: v[self.households] for n, v in self.household_attributes.items()}
+            return {**self.attributes, **own}
         if self.households is None:
             raise ValueError(f"census {self.census.name!r} names no household key")
         return self.household_attributes
@@ -235,15 +240,11 @@ def _household_attributes(
     blocks: Mapping[str, IntArray],
 ) -> dict[str, IntArray]:
     """Each household attribute, one value per household, read from its members' rows: every
-    member must give the same value and live in the same unit of every geography."""
+    member must give the same value, and live in the same unit of every geography (whether or not
+    the census declares household attributes: a household moves whole, in the PSA)."""
     declared = [a for a in census.attributes.values() if a.records == "households"]
-    if not declared:
-        return {}
     if households is None:
-        raise InputError(
-            f"{name}: census {census.name} declares household attributes "
-            f"({', '.join(a.name for a in declared)}) but no household_key to group persons by"
-        )
+        return {}
     n = int(households.max(initial=-1)) + 1
     key = census.household_key
     assert key is not None  # (households are numbered by it)

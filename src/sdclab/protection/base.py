@@ -158,8 +158,11 @@ class WorkloadParameters(Parameters):
     @model_validator(mode="after")
     def _tables_of_the_census(self) -> WorkloadParameters:
         if self.tables is not None:
-            if not self.tables:
-                raise ValueError("tables: give at least one table (default: every table)")
+            if not self.tables or not all(self.tables):
+                raise ValueError("tables: give table names, at least one (default: every table)")
+            twice = sorted({t for t in self.tables if self.tables.count(t) > 1})
+            if twice:
+                raise ValueError(f"tables: {', '.join(twice)} given more than once")
             try:
                 self.census.select(self.tables)
             except KeyError as exc:
@@ -178,6 +181,8 @@ class WorkloadParameters(Parameters):
         data = super().recorded()
         if self.tables is None:
             del data["tables"]  # every table: what a release without the setting publishes
+        else:
+            data["tables"] = self.workload_names()  # in the census's order: one record per set
         return data
 
 

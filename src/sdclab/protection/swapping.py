@@ -155,6 +155,11 @@ class PsaParameters(Parameters):
     @model_validator(mode="after")
     def _a_level_of_the_census(self) -> PsaParameters:
         levels = self.matching_levels()
+        if not levels:
+            raise ValueError(
+                f"census {self.census.name}'s geography has a single level: no area of a level "
+                "above the bottom one to hold the matching groups"
+            )
         if self.matching_at not in levels:
             raise ValueError(
                 f"matching_level: expected one of {', '.join(levels)}, got {self.matching_level!r}"

@@ -805,7 +805,7 @@ def declared_tables(product: Product) -> tuple[list[str], dict[str, str]]:
                 f"{main.name}"
             )
         elif not set(table.crossed) <= set(product.schema.names):
-            omitted[table.name] = "crosses an attribute outside TopDown's histogram"
+            omitted[table.name] = "crosses an attribute outside TopDown's person histogram"
         else:
             published.append(table.name)
     return published, omitted

@@ -488,10 +488,13 @@ def census_product(census: Census) -> Product:
     one cell (a tally: its Δ₂² exceeds the 2 of every measured query, σ² = 1/ρ); both are still
     published, tabulated from the MDF."""
     geography = census.geography
+    of_persons = {a.name for a in census.attributes.values() if a.records == "persons"}
     tables = [
         t
         for t in census.tables.values()
-        if t.records == "persons" and census.geography_of(t.name) is geography
+        if t.records == "persons"
+        and census.geography_of(t.name) is geography
+        and set(t.crossed) <= of_persons
     ]
     attributes = tuple(
         a.name
@@ -510,6 +513,7 @@ def census_product(census: Census) -> Product:
         "total": sp.csr_matrix(np.ones((1, domain.size), dtype=np.int64))
     }
     published: dict[str, tuple[str, ...]] = {}
+    detailed = sp.identity(domain.size, dtype=np.int64, format="csr")
     for table in tables:
         if table.name in ("total", "detailed"):
             raise InputError(
@@ -519,10 +523,10 @@ def census_product(census: Census) -> Product:
         matrix = table.query_on(domain).astype(np.int64).tocsr()
         if np.asarray(matrix.sum(axis=0)).max(initial=0) > 1:
             continue  # a person in several cells: Δ₂² above 2, so published from the MDF only
-        if not any(_same(matrix, m) for m in matrices.values()):
+        if not any(_same(matrix, m) for m in (*matrices.values(), detailed)):
             matrices[table.name] = matrix
             published[table.name] = table.levels
-    matrices["detailed"] = sp.identity(domain.size, dtype=np.int64, format="csr")
+    matrices["detailed"] = detailed
     levels = geography.levels
     at_level = {
         level: [

@@ -435,13 +435,13 @@ def _passes(reid: Reidentification | NotMeasured) -> str:
     return f"{pct(passes.first_pass_share)} / {pct(passes.second_pass_share)}"
 
 
-def _upper(reid: Reidentification | NotMeasured, name: str) -> str:
+def _upper(reid: Reidentification | NotMeasured, name: str, declared: bool) -> str:
     """An upper bound's confirmed rate (the attack on the confidential or the swapped records),
-    or n/a with the reason."""
-    if isinstance(reid, NotMeasured):
-        return pct(reid)
-    if name not in reid.fixed:
+    or n/a (with the reason, for a declared census, which has none)."""
+    if declared:
         return pct(NotMeasured(f"the {name} upper bound is measured on the US 2010 census only"))
+    if isinstance(reid, NotMeasured) or name not in reid.fixed:
+        return "n/a"
     return pct(reid.fixed[name].all.confirmed_rate)
 
 
@@ -470,8 +470,8 @@ def _headline_section(results: ExperimentResult) -> str:
                 _beyond(reid, "vulnerable"),
                 _beyond(reid, "all"),
                 _beyond(reid, "nonmodal"),
-                _upper(reid, "confidential"),
-                _upper(reid, "swapped"),
+                _upper(reid, "confidential", results.census is not None),
+                _upper(reid, "swapped", results.census is not None),
                 _nonmodal_precision(reid),
                 _passes(reid),
             )
@@ -701,7 +701,9 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
         if "group_accuracy" in d
     )
     sections += "".join(
-        _suppression_section(t, d["by_level"]) for t, d in diagnostics.items() if "by_level" in d
+        _suppression_section(t, d["by_level"], view is None)
+        for t, d in diagnostics.items()
+        if "by_level" in d
     )
     cards = "".join(
         f"<details><summary>{esc(t)}: specification card</summary><pre>"
@@ -917,10 +919,10 @@ def _groups_section(title: str, rows: list[dict[str, Any]]) -> str:
     )
 
 
-def _suppression_section(title: str, by_level: dict[str, Any]) -> str:
+def _suppression_section(title: str, by_level: dict[str, Any], redistricting: bool) -> str:
     """Suppression: how much of each level the rules withhold or zero."""
-    # a census without the US redistricting tables (a declared one) has no such column
-    redistricting = any(f["tables_suppressed_redistricting"]["pairs"] for f in by_level.values())
+    # ``redistricting``: the US census's redistricting tables, apart from the others (a declared
+    # census has no such tables, nor the column)
     head = "<tr><th>level</th><th>person cells zeroed (1–2)</th><th>person cells null</th>" + (
         "<th>redistricting tables suppressed</th><th>other tables suppressed</th></tr>"
         if redistricting
