@@ -198,13 +198,7 @@ def reconstruct(
         inputs=release.sources,
         block_only=block_only,
     )
-    from sdclab.censuses import is_built_in
-
-    if variability and not is_built_in(release.census):
-        raise InputError(
-            "variability: solution variability is measured on the US census's blocks so far, not "
-            f"on census {release.census.name}'s geounits"
-        )
+    _check_variability(release, variability)
     directory = Path(checkpoint) if checkpoint is not None else None
     records, metrics, solvar = attack(
         release,
@@ -225,6 +219,17 @@ def reconstruct(
         metrics=metrics,
         solvar=solvar,
     )
+
+
+def _check_variability(release: Release, variability: bool) -> None:
+    """Refuse solution variability where it is not measured: on a census not built in."""
+    from sdclab.censuses import is_built_in
+
+    if variability and not is_built_in(release.census):
+        raise InputError(
+            "variability: solution variability is measured on the US census's blocks so far, not "
+            f"on census {release.census.name}'s geounits"
+        )
 
 
 def check_reconstruction(
@@ -512,43 +517,9 @@ def evaluation(
 
     figures = ev.accuracy(release, truth)
     accuracy, additivity = table_accuracies(figures)
-    from sdclab.census.records import CensusRecords
-
     mechanism = protection.get(release.mechanism)
-    persons = release.person_microdata
-    microdata: Agreement | NotMeasured = NotMeasured(NO_MICRODATA)
-    if persons is not None and isinstance(truth, CensusRecords):
-        microdata = _declared_microdata_agreement(persons, truth)
-    elif persons is not None and ev.has_person_attributes(persons):
-        microdata = Agreement.from_dict(ev.agreement(persons, truth))
-    elif persons is not None:
-        lacking = sorted(set(ev.PERSON_ATTRIBUTES) - set(persons.columns))
-        microdata = NotMeasured(
-            f"the release's person records carry no {', '.join(lacking)} (agreement with the "
-            "truth matches on block, sex, age, race and Hispanic origin)"
-        )
-    recon_agreement: Agreement | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
-    block_sex: Value = NotMeasured(NO_RECONSTRUCTION)
-    curve: Mapping[str, Any] | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
-    if reconstruction is not None and isinstance(truth, CensusRecords):
-        from sdclab.attacks.census_linkage import agreement
-
-        us_only = f"measured on the US census's attributes, not census {release.census.name}'s"
-        curve = NotMeasured(us_only)
-        block_sex = NotMeasured(us_only)
-        recon_agreement = Agreement.from_dict(agreement(reconstruction.persons, truth))
-    elif reconstruction is not None:
-        ranked = ev.ranked_precision(reconstruction.persons, truth)
-        curve = (
-            NotMeasured(str(ranked.get("not_applicable", ranked.get("not_measured"))))
-            if "precision" not in ranked
-            else dict(ranked["precision"])
-        )
-        recon_agreement = Agreement.from_dict(ev.agreement(reconstruction.persons, truth))
-        block_sex = measured(
-            ev.block_agebin_agreement(reconstruction.persons, truth),
-            "the release's tables do not determine sex or age",
-        )
+    microdata = _microdata_agreement(release, truth)
+    recon_agreement, block_sex, curve = _reconstruction_agreement(release, truth, reconstruction)
     return Evaluation(
         mechanism=release.mechanism,
         card=release.card,
@@ -578,6 +549,61 @@ def evaluation(
             else dict(block_only)
         ),
     )
+
+
+def _microdata_agreement(release: Release, truth: Population) -> Agreement | NotMeasured:
+    """The agreement of the release's person records with the truth, or why there is none (no
+    person records, or records without the attributes the agreement matches on)."""
+    from sdclab import evaluation as ev
+    from sdclab.census.records import CensusRecords
+
+    persons = release.person_microdata
+    microdata: Agreement | NotMeasured = NotMeasured(NO_MICRODATA)
+    if persons is not None and isinstance(truth, CensusRecords):
+        microdata = _declared_microdata_agreement(persons, truth)
+    elif persons is not None and ev.has_person_attributes(persons):
+        microdata = Agreement.from_dict(ev.agreement(persons, truth))
+    elif persons is not None:
+        lacking = sorted(set(ev.PERSON_ATTRIBUTES) - set(persons.columns))
+        microdata = NotMeasured(
+            f"the release's person records carry no {', '.join(lacking)} (agreement with the "
+            "truth matches on block, sex, age, race and Hispanic origin)"
+        )
+    return microdata
+
+
+def _reconstruction_agreement(
+    release: Release, truth: Population, reconstruction: ReconstructionResult | None
+) -> tuple[Agreement | NotMeasured, Value, Mapping[str, Any] | NotMeasured]:
+    """The reconstruction's agreement with the truth, its block sex × agebin agreement and its
+    ranked precision, or why each is not measured (no reconstruction; a declared census has the
+    agreement only)."""
+    from sdclab import evaluation as ev
+    from sdclab.census.records import CensusRecords
+
+    recon_agreement: Agreement | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
+    block_sex: Value = NotMeasured(NO_RECONSTRUCTION)
+    curve: Mapping[str, Any] | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
+    if reconstruction is not None and isinstance(truth, CensusRecords):
+        from sdclab.attacks.census_linkage import agreement
+
+        us_only = f"measured on the US census's attributes, not census {release.census.name}'s"
+        curve = NotMeasured(us_only)
+        block_sex = NotMeasured(us_only)
+        recon_agreement = Agreement.from_dict(agreement(reconstruction.persons, truth))
+    elif reconstruction is not None:
+        ranked = ev.ranked_precision(reconstruction.persons, truth)
+        curve = (
+            NotMeasured(str(ranked.get("not_applicable", ranked.get("not_measured"))))
+            if "precision" not in ranked
+            else dict(ranked["precision"])
+        )
+        recon_agreement = Agreement.from_dict(ev.agreement(reconstruction.persons, truth))
+        block_sex = measured(
+            ev.block_agebin_agreement(reconstruction.persons, truth),
+            "the release's tables do not determine sex or age",
+        )
+    return recon_agreement, block_sex, curve
 
 
 def audit(

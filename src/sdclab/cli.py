@@ -14,13 +14,16 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from typer.core import TyperGroup
 
 from sdclab.errors import DISK_FULL, InputError, escape_control
-from sdclab.results import SCHEMA_VERSION, NotMeasured, show_share
+from sdclab.results import SCHEMA_VERSION, NotMeasured, ReconstructionResult, show_share
+
+if TYPE_CHECKING:
+    from sdclab.release import Release
 
 
 class OneLineErrors(TyperGroup):
@@ -387,7 +390,7 @@ def reconstruct(
     """Reconstruct block-level person records from a release alone."""
     from sdclab import api
     from sdclab.attacks.reconstruction import DRAWS
-    from sdclab.attacks.reconstruction_files import RECONSTRUCTION_KIND, write_reconstruction
+    from sdclab.attacks.reconstruction_files import RECONSTRUCTION_KIND
     from sdclab.fileio import check_replaceable
 
     check_replaceable(out, RECONSTRUCTION_KIND, (release,))
@@ -417,15 +420,33 @@ def reconstruct(
         node_limit=node_limit,
         block_only=block_only,
     )
+    _write_reconstruction(out, release, rel, result, workers)
+    _echo_reconstruction(result, rel.census.within, block_only, out)
+
+
+def _write_reconstruction(
+    out: Path, release: Path, rel: Release, result: ReconstructionResult, workers: int | None
+) -> None:
+    """Write the reconstruction of the release at ``release`` (read as ``rel``) to ``out``, its
+    metrics naming the release and the workers asked for."""
+    from sdclab.attacks.reconstruction_files import write_reconstruction
+
     metrics = {"release": str(release.resolve()), **result.to_dict(), "workers": workers}
     write_reconstruction(out, result, metrics, result.solvar, (release,), rel.census)
+
+
+def _echo_reconstruction(
+    result: ReconstructionResult, within: str, block_only: bool, out: Path
+) -> None:
+    """Say what a reconstruction found: persons, units, solver statuses, the tracts a time limit
+    stopped, solution variability, and where it was written."""
     statuses = ", ".join(f"{k}: {v}" for k, v in result.statuses.items())
     seconds = result.seconds  # a fresh run always times itself
     took = "" if isinstance(seconds, NotMeasured) else f" in {seconds:.1f} s"
     tables = " from the block tables alone" if block_only else ""
     typer.echo(
         f"reconstructed {result.n_persons:,} persons in {result.tracts.height} "
-        f"{rel.census.within}s{tables}"
+        f"{within}s{tables}"
         f"{took} ({statuses})"
     )
     if result.time_limited_tracts:

@@ -972,38 +972,27 @@ class Evaluation:
     def figures(self, **dims: Any) -> Iterator[Figure]:
         """Every figure in long form (``dims``: setting, replicate); the mechanism's own
         diagnostics and risk analysis, whose shapes are its own, stay in their mappings."""
+        yield from self._accuracy_figures(**dims)
+        yield from self._compared_figures(**dims)
+        yield from self._indicator_figures(**dims)
+        yield from self._total_figures(**dims)
+        yield from self._agreement_figures(**dims)
+        yield from self._reidentification_figures(**dims)
+
+    def _accuracy_figures(self, **dims: Any) -> Iterator[Figure]:
+        """The accuracy of every table at every level, its additivity, and each level's mean."""
         for name, levels in self.accuracy.items():
             for level, acc in levels.items():
-                numbers = fields_json(
-                    acc, exclude=("table", "level", "share_rel_error_above", "mae_by_true_count")
-                )
-                for metric in numbers:
-                    yield Figure(
-                        f"accuracy.{metric}", getattr(acc, metric), level=level, table=name, **dims
-                    )
-                for size, mae in acc.mae_by_true_count.items():
-                    yield Figure(  # size_class: the class of the cell's true count
-                        "accuracy.mae_by_true_count",
-                        mae,
-                        level=level,
-                        size_class=size,
-                        table=name,
-                        **dims,
-                    )
-                for threshold, share in acc.share_rel_error_above.items():
-                    yield Figure(
-                        f"accuracy.share_rel_error_above_{threshold}",
-                        share,
-                        level=level,
-                        table=name,
-                        **dims,
-                    )
+                yield from _table_accuracy_figures(name, level, acc, **dims)
             for parent, share in self.additivity.get(name, {}).items():
                 yield Figure(
                     "accuracy.additivity_violations", share, level=parent, table=name, **dims
                 )
         for level, summary in self.by_level.items():
             yield Figure("accuracy.mean_mae", summary.mean_mae, level=level, **dims)
+
+    def _compared_figures(self, **dims: Any) -> Iterator[Figure]:
+        """The compared tables' metrics at every compared level, or why the release has none."""
         for table in COMPARED_TABLES:
             for level in dict.fromkeys([*self.accuracy.get(table, {}), *COMPARED_LEVELS]):
                 compared = self.compared(level, table)
@@ -1012,6 +1001,9 @@ class Evaluation:
                         compared if isinstance(compared, NotMeasured) else getattr(compared, metric)
                     )
                     yield Figure(f"compared.{metric}", value, level=level, table=table, **dims)
+
+    def _indicator_figures(self, **dims: Any) -> Iterator[Figure]:
+        """The errors of the key indicators per tract, or why there are none."""
         if not self.indicators:
             yield Figure("indicators", NotMeasured(NO_INDICATORS), level="tract", **dims)
         for name, metrics in self.indicators.items():
@@ -1019,6 +1011,9 @@ class Evaluation:
                 yield Figure(
                     f"indicators.{name}.{metric}", value, level="tract", table="P12", **dims
                 )
+
+    def _total_figures(self, **dims: Any) -> Iterator[Figure]:
+        """The metrics of geounit totals by level and class of the true total, or why none."""
         if not self.totals:
             yield Figure("totals", NotMeasured(NO_TOTALS), table="P1", **dims)
         for level, classes in self.totals.items():
@@ -1032,6 +1027,10 @@ class Evaluation:
                         table="P1",
                         **dims,
                     )
+
+    def _agreement_figures(self, **dims: Any) -> Iterator[Figure]:
+        """The agreement of the microdata and the reconstructions with the truth, all and by
+        block size, the block sex × agebin agreement and the ranked precision."""
         for what in ("microdata_agreement", "reconstruction_agreement", "naive_agreement"):
             agreement = getattr(self, what)
             for metric in ("agree_exact_age", "agree_agebin"):
@@ -1049,6 +1048,10 @@ class Evaluation:
         else:
             for top, value in self.rank_curve.items():
                 yield Figure(f"ranked_precision.{top}", value, **dims)
+
+    def _reidentification_figures(self, **dims: Any) -> Iterator[Figure]:
+        """The reidentification by attacker, of the reconstruction and of the one from the block
+        tables alone, or why there is none."""
         for attacker, reid in self.reidentification.items():
             if isinstance(reid, NotMeasured):
                 yield Figure(f"reidentification.{attacker}", reid, **dims)
@@ -1135,6 +1138,35 @@ class Evaluation:
             totals=totals_from(data.get("geounit_totals", {})),
             indicators=indicators_from(data.get("tract_indicators", {})),
             block_only_reidentification=_block_only(data.get(BLOCK_ONLY_FIELD)),
+        )
+
+
+def _table_accuracy_figures(
+    name: str, level: str, acc: TableAccuracy, **dims: Any
+) -> Iterator[Figure]:
+    """The figures of one table's accuracy at one level: its metrics, its MAE by class of the
+    cell's true count and its shares of cells beyond each relative error."""
+    numbers = fields_json(
+        acc, exclude=("table", "level", "share_rel_error_above", "mae_by_true_count")
+    )
+    for metric in numbers:
+        yield Figure(f"accuracy.{metric}", getattr(acc, metric), level=level, table=name, **dims)
+    for size, mae in acc.mae_by_true_count.items():
+        yield Figure(  # size_class: the class of the cell's true count
+            "accuracy.mae_by_true_count",
+            mae,
+            level=level,
+            size_class=size,
+            table=name,
+            **dims,
+        )
+    for threshold, share in acc.share_rel_error_above.items():
+        yield Figure(
+            f"accuracy.share_rel_error_above_{threshold}",
+            share,
+            level=level,
+            table=name,
+            **dims,
         )
 
 

@@ -518,6 +518,67 @@ def solve_priced(
     allowed = space.allowed()
     chosen = start & allowed
     forced = rows.low > 0  # a count of 0 leaves its range: held from the start
+    pricing = _price_in(space, chosen, allowed, forced, limits)
+    relaxation, timed_out = pricing.relaxation, pricing.timed_out
+    block, cell, whole = _program_pairs(pricing.master, relaxation, chosen, start, allowed)
+    model = build_model(space, block, cell, forced)
+    constant = rows.offset + rows.cost_outside(model.rows)
+    if relaxation is not None and not timed_out and _integral(whole):
+        # an integral optimum of the relaxation is the integer program's optimum
+        status, counts = OPTIMAL_RELAXATION, np.rint(whole).astype(np.int64)
+        objective, elastic = relaxation.objective, relaxation.elastic
+    else:
+        status, counts, objective, elastic = _integer_counts(
+            model, whole, constant, seed, limits, gap
+        )
+    keep = counts > 0
+    after = Limits(max(limits.deadline, time.perf_counter() + MINIMUM_SOLVE), limits.nodes)
+    drawn, draws_stopped = relaxed_draws(
+        model.matrix,
+        model.lower,
+        model.upper_row,
+        model.cost,
+        model.upper,
+        model.n,
+        draws,
+        seed,
+        after,
+    )
+    return Priced(
+        block[keep],
+        cell[keep],
+        counts[keep],
+        status,
+        objective,
+        pricing.rounds,
+        pricing.converged,
+        model.n,
+        len(model.rows),
+        elastic,
+        drawn[keep],
+        timed_out or status == TIME_LIMIT_STATUS or draws_stopped,
+    )
+
+
+@dataclass(frozen=True)
+class _Pricing:
+    """How the pricing rounds ended: the relaxation over the pairs priced in, its last optimum
+    (None if wall time stopped the first round), the rounds and whether they converged."""
+
+    master: Master
+    relaxation: Relaxation | None
+    rounds: int
+    converged: bool
+    timed_out: bool
+
+
+def _price_in(
+    space: ColumnSpace, chosen: BoolArray, allowed: BoolArray, forced: BoolArray, limits: Limits
+) -> _Pricing:
+    """Add the pairs of negative reduced cost to the relaxation over ``chosen`` (marked in it as
+    they enter) round by round, within :data:`PRICING_SHARE` of ``limits``, until none is left,
+    the objective stalls, or the rounds or the time run out."""
+    rows = space.rows
     linear = space.through(rows.slope)
     pricing = Limits.start(PRICING_SHARE * limits.seconds_left())
     master = _warmed(space, chosen, forced, pricing)
@@ -546,58 +607,44 @@ def solve_priced(
             entering &= reduced <= cut
         chosen |= entering
         master.add(*np.nonzero(entering))
+    return _Pricing(master, relaxation, rounds, converged, timed_out)
+
+
+def _program_pairs(
+    master: Master,
+    relaxation: Relaxation | None,
+    chosen: BoolArray,
+    start: BoolArray,
+    allowed: BoolArray,
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """The pairs of the integer program, those the relaxation uses and the allowed starting
+    ones, and the relaxation's value of each (0 for a pair priced in after its last optimum)."""
     block, cell = master.chosen()
     relaxed = relaxation.values if relaxation is not None else np.zeros(0)
     relaxed = np.r_[relaxed, np.zeros(len(cell) - len(relaxed))]  # pairs added since: 0
-    # the integer program over the pairs the relaxation uses and the starting ones
     used = np.zeros_like(chosen)
     used[block[relaxed > LP_ZERO], cell[relaxed > LP_ZERO]] = True
     values = np.zeros(chosen.shape)
     values[block, cell] = relaxed
     block, cell = np.nonzero(used | (start & allowed))
-    model = build_model(space, block, cell, forced)
-    constant = rows.offset + rows.cost_outside(model.rows)
-    whole = values[block, cell]
-    if relaxation is not None and not timed_out and _integral(whole):
-        # an integral optimum of the relaxation is the integer program's optimum
-        status, counts = OPTIMAL_RELAXATION, np.rint(whole).astype(np.int64)
-        objective, elastic = relaxation.objective, relaxation.elastic
+    return block, cell, values[block, cell]
+
+
+def _integer_counts(
+    model: Model, whole: FloatArray, constant: float, seed: int, limits: Limits, gap: float
+) -> tuple[str, IntArray, float, float]:
+    """(status, counts of the pairs, objective, elastic total) of the integer program, started
+    from the relaxation's values rounded down (``constant``: the cost of the rows it leaves
+    out); a program without a solution has no counts and an unknown elastic total."""
+    rounded = np.floor(whole + LP_ZERO)
+    status, x, objective = integer_solution(model, seed, limits, gap, counts=rounded)
+    objective += constant
+    if x is None:
+        counts, elastic = np.zeros(model.n, np.int64), float("nan")
     else:
-        rounded = np.floor(whole + LP_ZERO)
-        status, x, objective = integer_solution(model, seed, limits, gap, counts=rounded)
-        objective += constant
-        if x is None:
-            counts, elastic = np.zeros(model.n, np.int64), float("nan")
-        else:
-            counts = np.rint(x[: model.n]).astype(np.int64)
-            elastic = float(x[model.n :][model.slacks.elastic].sum())
-    keep = counts > 0
-    after = Limits(max(limits.deadline, time.perf_counter() + MINIMUM_SOLVE), limits.nodes)
-    drawn, draws_stopped = relaxed_draws(
-        model.matrix,
-        model.lower,
-        model.upper_row,
-        model.cost,
-        model.upper,
-        model.n,
-        draws,
-        seed,
-        after,
-    )
-    return Priced(
-        block[keep],
-        cell[keep],
-        counts[keep],
-        status,
-        objective,
-        rounds,
-        converged,
-        model.n,
-        len(model.rows),
-        elastic,
-        drawn[keep],
-        timed_out or status == TIME_LIMIT_STATUS or draws_stopped,
-    )
+        counts = np.rint(x[: model.n]).astype(np.int64)
+        elastic = float(x[model.n :][model.slacks.elastic].sum())
+    return status, counts, objective, elastic
 
 
 def _warmed(space: ColumnSpace, chosen: BoolArray, forced: BoolArray, limits: Limits) -> Master:

@@ -242,79 +242,92 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
     bottom = "block" if us else params.census.geography.levels[-1]
     whole = "nation" if us else "the whole census"
     strong = f"{sizes} in every {bottom}, every statistic of each {params.matching_at} and above"
-    quarters = (
-        (
-            Invariant("housing units and their occupancy", "every block"),
-            Invariant("group quarters and their residents (not swapped)", "every block"),
-        )
-        if us
-        else ()
-    )
     return SpecCard(
         mechanism="psa",
         domain="every census edited file with the same variables (households with their persons, "
         "after editing and imputation)",
         multiverse="datasets sharing the swap's invariants",
-        guarantee=Guarantee(
-            measure="pure",
-            unit="household",
-            relation="replace",
-            loss=Loss("pure", epsilon=epsilon),
-            person_replace=Loss("pure", epsilon=2 * epsilon),
-            derivation=(
-                "the invariants fix every attribute's marginal, so no two datasets of the "
-                "universe differ in one record: a person's change comes with the compensating "
-                "change of another household, the nearest pair differs in two household records "
-                "(2ε, as the audit's pair)",
-                f"b = {b:,} is fixed by the invariants (matching groups are households by "
-                f"{params.matching} in each {params.matching_at}), so ε holds for every "
-                "dataset of the universe; b is read from the data when protecting",
-            ),
-            qualifier=f"within the PSA's invariants ({strong})",
-            invariants=(
-                Invariant("household locations (the swapping variable's marginal)", whole),
-                Invariant(
-                    "all other household attributes (the holding variables' marginal)", whole
-                ),
-                Invariant(
-                    "households by size" + (" and adults" if params.match_adults else ""),
-                    f"every {bottom}",
-                ),
-                Invariant("every statistic", f"each {params.matching_at} and above"),
-                *quarters,
-            ),
-        ),
+        guarantee=_psa_guarantee(params, b, epsilon, bottom, whole, strong),
         covers="the swapped microdata and every table derived from it (post-processing)",
-        caveats=(
-            f"epsilon(p = {params.rate:g}, b = {b:,}) from Theorem II.1 of Bailie, Gong & Meng "
-            "(2025); b is the largest matching group"
-            + (", measured on the data" if largest_group is not None else ", as given"),
-            f"The universe is far narrower than another mechanism's ({strong}; TopDown holds "
-            "only the national and state totals exact): beside another mechanism's epsilon this "
-            "one is said to hold within the PSA's invariants, the same number being a promise "
-            "among far fewer datasets.",
-            f"each household is selected with probability {params.rate:g}; the swapping variable "
-            + (
-                "is the housing unit (the household's location): the selected households of a "
-                "matching group take each other's units"
-                if us
-                else "is the household's location (its unit at every level of every geography): "
-                "the selected households of a matching group take each other's locations"
-            )
-            + f" in a uniformly random order, within the {params.matching_at}",
-            *(
-                ("Group-quarters residents are not swapped and are not covered by this guarantee.",)
-                if us
-                else ()
-            ),
-            "The protection unit is the post-imputation household: a household record of the "
-            "edited file, which can change without affecting other, imputed records. A real "
-            "household whose changed responses alter several edited records (through editing and "
-            "imputation) is covered only at the group-privacy inflation k·epsilon for k records.",
-            "Per-attribute budgets do not apply: the guarantee does not come from composing "
-            "mechanisms per attribute, so changing one attribute of a household record costs the "
-            "same epsilon as changing all of them (Bailie, Gong & Meng).",
+        caveats=_psa_caveats(params, b, strong, measured=largest_group is not None),
+    )
+
+
+def _psa_guarantee(
+    params: PsaParameters, b: int, epsilon: float, bottom: str, whole: str, strong: str
+) -> Guarantee:
+    """The PSA's guarantee: ε per household within its invariants (``bottom``: the lowest
+    geography level, ``whole``: the whole territory, ``strong``: the invariants in a phrase)."""
+    quarters = (
+        (
+            Invariant("housing units and their occupancy", "every block"),
+            Invariant("group quarters and their residents (not swapped)", "every block"),
+        )
+        if params._census is None
+        else ()
+    )
+    return Guarantee(
+        measure="pure",
+        unit="household",
+        relation="replace",
+        loss=Loss("pure", epsilon=epsilon),
+        person_replace=Loss("pure", epsilon=2 * epsilon),
+        derivation=(
+            "the invariants fix every attribute's marginal, so no two datasets of the "
+            "universe differ in one record: a person's change comes with the compensating "
+            "change of another household, the nearest pair differs in two household records "
+            "(2ε, as the audit's pair)",
+            f"b = {b:,} is fixed by the invariants (matching groups are households by "
+            f"{params.matching} in each {params.matching_at}), so ε holds for every "
+            "dataset of the universe; b is read from the data when protecting",
         ),
+        qualifier=f"within the PSA's invariants ({strong})",
+        invariants=(
+            Invariant("household locations (the swapping variable's marginal)", whole),
+            Invariant("all other household attributes (the holding variables' marginal)", whole),
+            Invariant(
+                "households by size" + (" and adults" if params.match_adults else ""),
+                f"every {bottom}",
+            ),
+            Invariant("every statistic", f"each {params.matching_at} and above"),
+            *quarters,
+        ),
+    )
+
+
+def _psa_caveats(params: PsaParameters, b: int, strong: str, measured: bool) -> tuple[str, ...]:
+    """The PSA card's caveats: where ε comes from, how narrow its universe is, what is swapped
+    and what the protection unit covers (``measured``: b was read from the data)."""
+    us = params._census is None
+    return (
+        f"epsilon(p = {params.rate:g}, b = {b:,}) from Theorem II.1 of Bailie, Gong & Meng "
+        "(2025); b is the largest matching group"
+        + (", measured on the data" if measured else ", as given"),
+        f"The universe is far narrower than another mechanism's ({strong}; TopDown holds "
+        "only the national and state totals exact): beside another mechanism's epsilon this "
+        "one is said to hold within the PSA's invariants, the same number being a promise "
+        "among far fewer datasets.",
+        f"each household is selected with probability {params.rate:g}; the swapping variable "
+        + (
+            "is the housing unit (the household's location): the selected households of a "
+            "matching group take each other's units"
+            if us
+            else "is the household's location (its unit at every level of every geography): "
+            "the selected households of a matching group take each other's locations"
+        )
+        + f" in a uniformly random order, within the {params.matching_at}",
+        *(
+            ("Group-quarters residents are not swapped and are not covered by this guarantee.",)
+            if us
+            else ()
+        ),
+        "The protection unit is the post-imputation household: a household record of the "
+        "edited file, which can change without affecting other, imputed records. A real "
+        "household whose changed responses alter several edited records (through editing and "
+        "imputation) is covered only at the group-privacy inflation k·epsilon for k records.",
+        "Per-attribute budgets do not apply: the guarantee does not come from composing "
+        "mechanisms per attribute, so changing one attribute of a household record costs the "
+        "same epsilon as changing all of them (Bailie, Gong & Meng).",
     )
 
 

@@ -308,12 +308,23 @@ def _charts(results: ExperimentResult) -> list[str]:
         return declared.charts(
             results, results.census, partial(by_setting, results), _rates, _compared_mae
         )
-    releases = results.releases
+    return [
+        *_precision_charts(results),
+        _rates_chart(results),
+        _mae_chart(results, "P12", "MAE of P12 (non-empty cells, withheld ones counted)"),
+        _mae_chart(results, "P1", "MAE of totals (P1, populated geounits, withheld ones counted)"),
+        _solvar_chart(results),
+    ]
+
+
+def _precision_charts(results: ExperimentResult) -> list[str]:
+    """Precision by block size, of all and of nonmodal persons, for each attacker some release
+    was reidentified against."""
     charts = []
     for attacker in ("census", "commercial"):
         if any(
             isinstance(r.evaluation.reidentification.get(attacker), Reidentification)
-            for r in releases.values()
+            for r in results.releases.values()
         ):
             for prefix, who in (("", "all persons"), ("nonmodal_", "nonmodal persons")):
                 charts.append(
@@ -328,61 +339,55 @@ def _charts(results: ExperimentResult) -> list[str]:
                         ),
                     )
                 )
-    charts.append(
-        figure(
-            EVALUATION,
-            bar_chart(
-                "Putative and confirmed rates (census / commercial attacker)",
-                ["census putative", "confirmed", "commercial putative", "confirmed"],
-                by_setting(
-                    results,
-                    lambda r: [
-                        _rate(_rates(r, a, "reconstruction", "all"), k)
-                        for a in ("census", "commercial")
-                        for k in ("putative_rate", "confirmed_rate")
-                    ],
-                ),
-                source=EVALUATION,
-            ),
-        )
-    )
-    charts.append(
-        figure(
-            EVALUATION,
-            line_chart(
-                "MAE of P12 (non-empty cells, withheld ones counted) by geography level",
-                list(LEVELS),
-                by_setting(results, lambda r: [_compared_mae(r, lv) for lv in LEVELS]),
-                percent=False,
-                source=EVALUATION,
-            ),
-        )
-    )
-    charts.append(
-        figure(
-            EVALUATION,
-            line_chart(
-                "MAE of totals (P1, populated geounits, withheld ones counted) by geography level",
-                list(LEVELS),
-                by_setting(results, lambda r: [_compared_mae(r, lv, "P1") for lv in LEVELS]),
-                percent=False,
-                source=EVALUATION,
-            ),
-        )
-    )
-    cdf_points = ["0", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1"]
-    charts.append(
-        figure(
-            RELEASE,
-            line_chart(
-                "Solution variability: share of blocks with solvar ≤ x",
-                cdf_points,
-                by_setting(results, lambda r: _solvar_curve(r, cdf_points)),
-                source=RELEASE,
-            ),
-        )
-    )
     return charts
+
+
+def _rates_chart(results: ExperimentResult) -> str:
+    """The putative and confirmed rates of the reconstruction against both attackers."""
+    return figure(
+        EVALUATION,
+        bar_chart(
+            "Putative and confirmed rates (census / commercial attacker)",
+            ["census putative", "confirmed", "commercial putative", "confirmed"],
+            by_setting(
+                results,
+                lambda r: [
+                    _rate(_rates(r, a, "reconstruction", "all"), k)
+                    for a in ("census", "commercial")
+                    for k in ("putative_rate", "confirmed_rate")
+                ],
+            ),
+            source=EVALUATION,
+        ),
+    )
+
+
+def _mae_chart(results: ExperimentResult, table: str, what: str) -> str:
+    """The MAE of a compared ``table`` (``what``: its title) by geography level."""
+    return figure(
+        EVALUATION,
+        line_chart(
+            f"{what} by geography level",
+            list(LEVELS),
+            by_setting(results, lambda r: [_compared_mae(r, lv, table) for lv in LEVELS]),
+            percent=False,
+            source=EVALUATION,
+        ),
+    )
+
+
+def _solvar_chart(results: ExperimentResult) -> str:
+    """The cumulative share of blocks by solution variability."""
+    cdf_points = ["0", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1"]
+    return figure(
+        RELEASE,
+        line_chart(
+            "Solution variability: share of blocks with solvar ≤ x",
+            cdf_points,
+            by_setting(results, lambda r: _solvar_curve(r, cdf_points)),
+            source=RELEASE,
+        ),
+    )
 
 
 HEADLINE_NOTE = (

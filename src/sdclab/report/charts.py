@@ -283,23 +283,23 @@ def _tick(v: float) -> str:
     return f"{v:g}"
 
 
-def xy_chart(
-    title: str,
-    series: dict[str, list[XYPoint]],
-    x_axis: Axis,
-    y_axis: Axis,
-    references: list[Reference] | None = None,
-    connect: bool = False,
-    source: Source | None = None,
-    style_of: Callable[[str], int] | None = None,
-) -> str:
-    """An SVG chart of numeric x against numeric y: one colour and marker per series, interval
-    bars where known, a label beside each point, reference lines (dashed, labelled); with
-    ``connect`` the points of a series are joined in order of x. ``style_of`` gives a series'
-    style index (so that one entry looks the same in every chart); by default its position."""
-    references = references or []
-    width, height, left, right, top, bottom = 760, 420, 64, 230, 34, 58
-    plot_w, plot_h = width - left - right, height - top - bottom
+@dataclass(frozen=True)
+class _Plot:
+    """Where an x–y chart draws: its plot area in pixels and the maps from values to pixels."""
+
+    left: int
+    top: int
+    width: int
+    height: int
+    x: Callable[[float], float]
+    y: Callable[[float], float]
+
+
+def _xy_values(
+    series: dict[str, list[XYPoint]], references: list[Reference], x_axis: Axis, y_axis: Axis
+) -> tuple[list[float], list[float], bool]:
+    """The x and y values a chart must span (points, intervals, references; positive ones only on
+    a log axis) and whether a y of 0 is drawn at a floor a decade below the data."""
     xs = [v for ps in series.values() for p in ps for v in (p.x, *(p.x_interval or ()))]
     ys = [v for ps in series.values() for p in ps for v in (p.y, *(p.y_interval or ()))]
     xs += [r.value for r in references if r.vertical]
@@ -309,15 +309,17 @@ def xy_chart(
     if y_axis.log:
         ys = [v for v in ys if v > 0]
     floor = any(p.y == 0 for ps in series.values() for p in ps)
-    x, x_ticks = _scale(min(xs), max(xs), x_axis.log, left, plot_w, flip=False)
     if y_axis.log and floor:  # one decade below the data is the floor, where 0 is drawn
         ys.append(10.0 ** (math.floor(math.log10(min(ys))) - 1))
-    y, y_ticks = _scale(min(ys), max(ys), y_axis.log, top, plot_h, flip=True)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="{esc(title)}">',
-        f'<text x="{left}" y="20" font-size="14" font-weight="bold">{esc(title)}</text>',
-    ]
+    return xs, ys, floor
+
+
+def _xy_axes(
+    plot: _Plot, x_ticks: list[float], y_ticks: list[float], x_axis: Axis, y_axis: Axis, floor: bool
+) -> list[str]:
+    """The grid lines with their tick labels, and the axes' labels (a 0 at a log axis' floor)."""
+    left, top, plot_w, plot_h, x, y = plot.left, plot.top, plot.width, plot.height, plot.x, plot.y
+    parts = []
     for k, t in enumerate(y_ticks):
         label = "0" if y_axis.log and floor and k == 0 else _tick(t)
         parts.append(
@@ -342,9 +344,16 @@ def xy_chart(
         f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">'
         f"{esc(y_axis.label + y_scale)}</text>"
     )
+    return parts
+
+
+def _xy_references(plot: _Plot, references: list[Reference]) -> list[str]:
+    """The reference lines across the plot, dashed and grey, each labelled at its start."""
+    left, top, plot_w, plot_h = plot.left, plot.top, plot.width, plot.height
+    parts = []
     for k, r in enumerate(references):
         if r.vertical:
-            at = x(r.value)
+            at = plot.x(r.value)
             parts.append(
                 f'<line x1="{at:.1f}" x2="{at:.1f}" y1="{top}" y2="{top + plot_h}" '
                 f'stroke="{BASELINE_COLOUR}" stroke-dasharray="5,3"/>'
@@ -352,42 +361,94 @@ def xy_chart(
                 f"{esc(r.label)}</text>"
             )
         else:
-            at = y(r.value)
+            at = plot.y(r.value)
             parts.append(
                 f'<line x1="{left}" x2="{left + plot_w}" y1="{at:.1f}" y2="{at:.1f}" '
                 f'stroke="{BASELINE_COLOUR}" stroke-dasharray="5,3"/>'
                 f'<text x="{left + 3}" y="{at - 3:.1f}" font-size="10" fill="#555">'
                 f"{esc(r.label)}</text>"
             )
+    return parts
+
+
+def _xy_point(plot: _Plot, p: XYPoint, colour: str, shape: str) -> list[str]:
+    """One point of a series: its interval bars, its marker and its label."""
+    x, y = plot.x, plot.y
+    px, py = x(p.x), y(p.y)
+    parts = []
+    if p.x_interval:
+        parts.append(
+            f'<line x1="{x(p.x_interval[0]):.1f}" x2="{x(p.x_interval[1]):.1f}" '
+            f'y1="{py:.1f}" y2="{py:.1f}" stroke="{colour}"/>'
+        )
+    if p.y_interval:
+        parts.append(
+            f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{y(p.y_interval[0]):.1f}" '
+            f'y2="{y(p.y_interval[1]):.1f}" stroke="{colour}"/>'
+        )
+    parts.append(marker(shape, px, py, colour))
+    if p.label:
+        parts.append(
+            f'<text x="{px + 7:.1f}" y="{py - 6:.1f}" font-size="10" fill="{colour}">'
+            f"{esc(p.label)}</text>"
+        )
+    return parts
+
+
+def _xy_series(
+    plot: _Plot, index: int, name: str, shown: list[XYPoint], style: tuple[str, str], connect: bool
+) -> list[str]:
+    """The ``index``-th series: its line (with ``connect``), its points and its legend entry."""
+    colour, shape = style
+    x, y = plot.x, plot.y
+    parts = []
+    if connect and len(shown) > 1:
+        line = " ".join(f"{x(p.x):.1f},{y(p.y):.1f}" for p in sorted(shown, key=lambda p: p.x))
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{line}"/>'
+        )
+    for p in shown:
+        parts += _xy_point(plot, p, colour, shape)
+    ly = plot.top + 10 + 18 * index
+    parts.append(marker(shape, plot.left + plot.width + 20, ly - 4, colour))
+    parts.append(
+        f'<text x="{plot.left + plot.width + 32}" y="{ly}" font-size="11">{esc(name)}</text>'
+    )
+    return parts
+
+
+def xy_chart(
+    title: str,
+    series: dict[str, list[XYPoint]],
+    x_axis: Axis,
+    y_axis: Axis,
+    references: list[Reference] | None = None,
+    connect: bool = False,
+    source: Source | None = None,
+    style_of: Callable[[str], int] | None = None,
+) -> str:
+    """An SVG chart of numeric x against numeric y: one colour and marker per series, interval
+    bars where known, a label beside each point, reference lines (dashed, labelled); with
+    ``connect`` the points of a series are joined in order of x. ``style_of`` gives a series'
+    style index (so that one entry looks the same in every chart); by default its position."""
+    references = references or []
+    width, height, left, right, top, bottom = 760, 420, 64, 230, 34, 58
+    plot_w, plot_h = width - left - right, height - top - bottom
+    xs, ys, floor = _xy_values(series, references, x_axis, y_axis)
+    x, x_ticks = _scale(min(xs), max(xs), x_axis.log, left, plot_w, flip=False)
+    y, y_ticks = _scale(min(ys), max(ys), y_axis.log, top, plot_h, flip=True)
+    plot = _Plot(left, top, plot_w, plot_h, x, y)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="{esc(title)}">',
+        f'<text x="{left}" y="20" font-size="14" font-weight="bold">{esc(title)}</text>',
+    ]
+    parts += _xy_axes(plot, x_ticks, y_ticks, x_axis, y_axis, floor)
+    parts += _xy_references(plot, references)
     for s, (name, points) in enumerate(series.items()):
-        colour, shape = series_style(s if style_of is None else style_of(name))
+        style = series_style(s if style_of is None else style_of(name))
         shown = [p for p in points if (p.x >= 0 or not x_axis.log) and (p.y >= 0 or not y_axis.log)]
-        if connect and len(shown) > 1:
-            line = " ".join(f"{x(p.x):.1f},{y(p.y):.1f}" for p in sorted(shown, key=lambda p: p.x))
-            parts.append(
-                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{line}"/>'
-            )
-        for p in shown:
-            px, py = x(p.x), y(p.y)
-            if p.x_interval:
-                parts.append(
-                    f'<line x1="{x(p.x_interval[0]):.1f}" x2="{x(p.x_interval[1]):.1f}" '
-                    f'y1="{py:.1f}" y2="{py:.1f}" stroke="{colour}"/>'
-                )
-            if p.y_interval:
-                parts.append(
-                    f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{y(p.y_interval[0]):.1f}" '
-                    f'y2="{y(p.y_interval[1]):.1f}" stroke="{colour}"/>'
-                )
-            parts.append(marker(shape, px, py, colour))
-            if p.label:
-                parts.append(
-                    f'<text x="{px + 7:.1f}" y="{py - 6:.1f}" font-size="10" fill="{colour}">'
-                    f"{esc(p.label)}</text>"
-                )
-        ly = top + 10 + 18 * s
-        parts.append(marker(shape, left + plot_w + 20, ly - 4, colour))
-        parts.append(f'<text x="{left + plot_w + 32}" y="{ly}" font-size="11">{esc(name)}</text>')
+        parts += _xy_series(plot, s, name, shown, style, connect)
     parts += _svg_label(source, 8, height - 6)
     parts.append("</svg>")
     return "".join(parts)
