@@ -44,14 +44,16 @@ from sdclab.protection.ptable import (
     OnsPTable,
     PTable,
     create_ptable,
+    ons_10_5_ptable,
+    pcv,
+    ptable_from_frame,
+    read_ptable,
+)
+from sdclab.protection.ptable_analysis import (
     delta_pairs,
     is_deterministic,
     is_invertible,
-    ons_10_5_ptable,
-    pcv,
     preimage_bounds,
-    ptable_from_frame,
-    read_ptable,
     smallest_shown,
 )
 from sdclab.release import Release, artifact_file
