@@ -24,7 +24,8 @@ from sdclab.fileio import OUTPUT_MARKER
 from sdclab.population import PERSONS, UNITS, Population, synth
 from sdclab.population import io as population_io
 from sdclab.population.contract import STATE_CODES
-from sdclab.population.io import MAX_SHOWN, read_population, validate, write_population
+from sdclab.population.io import read_population, validate, write_population
+from sdclab.population.problems import MAX_SHOWN
 
 DATA = Path(__file__).parent / "data"
 BAD_CASES = sorted(p for p in (DATA / "bad" / "population").iterdir() if p.is_dir())

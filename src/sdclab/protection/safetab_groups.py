@@ -25,8 +25,6 @@ from sdclab.population import Population
 
 REGION_TYPES = {"USA": "nation", "STATE": "state", "COUNTY": "county", "TRACT": "tract"}
 """SafeTab-H's region types and the geography levels they are here (no places or AIANNH areas)."""
-
-
 MAX_RACE_CODES = schema.DETAILED_RACE_MAX
 
 
@@ -42,8 +40,6 @@ PRODUCTION_THRESHOLDS: dict[tuple[str, int], dict[str, tuple[int, ...]]] = {
 }
 """Production thresholds (NMFv5 config): T03 variant 3/2/1 at or above t3/t2/t1, T04 variant 1 at
 or above u1, by region type and iteration level."""
-
-
 MAJOR_RACE_NAMES = {
     "white": "White",
     "black": "Black or African American",

@@ -43,8 +43,6 @@ T4_VARIANTS: tuple[dict[int, tuple[int, ...]], ...] = ({0: (1, 2, 3)}, {1: (1,),
 
 T4_DERIVED: tuple[dict[int, tuple[int, ...]], ...] = ({}, {0: (1, 2, 3)})
 """Tenure here has no code 4 (occupied without payment of rent), so T04002's renter cell is {3}."""
-
-
 CELL_LABELS = {
     "T03": {
         0: "all households",
@@ -306,8 +304,6 @@ GROUP_SCHEMA = {
     "derived": pl.Boolean,
 }
 """Columns of the published population-group tables."""
-
-
 GROUP_TOTALS_SCHEMA = {
     "level": pl.String,
     "geoid": pl.String,

@@ -48,21 +48,13 @@ from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
 from sdclab.population import Population
-from sdclab.protection.topdown_strategy import (
-    PRODUCTS,
-    Product,
-    Strategy,
-)
+from sdclab.protection.topdown_strategy import PRODUCTS, Product, Strategy
 from sdclab.tables.tabulate import block_histogram
 
 UNIT_CAP = 99_999
 """Most persons one housing unit or facility may hold (production's cap)."""
-
-
 MINIMUM_OCCUPANCY = np.array([0, 1, 1, 1, 1, 1, 1, 1])
 """Housing units may be vacant; every occupied group-quarters facility holds at least one person."""
-
-
 N_HHGQ = 8
 
 
@@ -165,8 +157,6 @@ def geounit_stream(entropy: int, level: int, code: int) -> np.random.Generator:
 IN_PROCESS_VARIABLES = 100_000
 """A level whose problems have fewer (child, cell) variables than this in all is solved in this
 process: less work than starting a pool of workers (each imports sdclab) saves."""
-
-
 MAX_WEIGHT = 1e6
 """Weights are capped here: a variance below 10⁻⁶ (σ² < 0.035) means the noisy answer is exact
 with probability above 1 − 10⁻⁶, and larger weights only spoil the solver's numerics."""
