@@ -29,15 +29,15 @@ import polars as pl
 from sdclab import protection
 from sdclab.geography import geoid_strings
 from sdclab.population.synth import synthesize
-from sdclab.protection.safetab_h import (
+from sdclab.protection.safetab_groups import (
     PRODUCTION_THRESHOLDS,
     REGION_TYPES,
-    SafeTabHParameters,
-    group_histograms,
     iterations,
     person_codes,
     stability,
 )
+from sdclab.protection.safetab_h import SafeTabHParameters
+from sdclab.protection.safetab_tables import group_histograms
 
 TARGET_RATIO = 50
 ENV = Path(__file__).resolve().parent.parent / ".bench-envs" / "tumult"

@@ -24,7 +24,7 @@ from fractions import Fraction
 import numpy as np
 
 from sdclab.population.synth import synthesize
-from sdclab.protection.topdown import topdown
+from sdclab.protection.topdown_engine import topdown
 from sdclab.protection.topdown_strategy import PRODUCTS
 
 PEER_VCPU_MS_PER_PERSON = 0.6

@@ -27,7 +27,7 @@ import polars as pl
 from sdclab.optimize import least_squares
 from sdclab.optimize.sibling_qp import NotConverged
 from sdclab.population.synth import synthesize
-from sdclab.protection.topdown import topdown
+from sdclab.protection.topdown_engine import topdown
 from sdclab.protection.topdown_strategy import PRODUCTS
 
 WORKERS = 2

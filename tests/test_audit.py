@@ -24,7 +24,7 @@ from sdclab.attacks.audit import (
 )
 from sdclab.cli import app
 from sdclab.protection import gaussian
-from sdclab.protection.safetab_h import PRODUCTION_THRESHOLDS, thresholds_data
+from sdclab.protection.safetab_groups import PRODUCTION_THRESHOLDS, thresholds_data
 
 
 def half_noise(counts, p, rng):  # type: ignore[no-untyped-def]

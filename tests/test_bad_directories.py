@@ -461,7 +461,7 @@ def test_checkpoint_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_result_types_of_the_checkpoints_round_trip(tmp_path: Path) -> None:
     """The field checks accept what the real tasks save: a tract and a TopDown parent."""
-    from sdclab.protection.topdown import Outcome
+    from sdclab.protection.topdown_engine import Outcome
 
     tract = TractResult(
         tract=1001020100,

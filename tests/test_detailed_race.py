@@ -16,7 +16,7 @@ from conftest import BLOCK_A, BLOCK_B, BLOCK_D, frame
 from sdclab import schema
 from sdclab.cli import app
 from sdclab.errors import InputError
-from sdclab.population import PERSONS, UNITS, Population, synth
+from sdclab.population import PERSONS, UNITS, Population, synth, synth_geography
 from sdclab.population.contract import (
     DETAILED_RACE_ETHNICITY,
     DETAILED_RACE_ETHNICITY_COLUMNS,
@@ -217,7 +217,7 @@ def test_existing_columns_are_unchanged_for_a_fixed_seed():
         (
             5_000,
             7,
-            synth.GeographyCounts(tracts=6, counties=2),
+            synth_geography.GeographyCounts(tracts=6, counties=2),
             "97557a98050d5c7387622e31bf5d50a720dead4eecaedb1154e3775fc7d23d8a",
             "8bb556ae53b0ffb85ee498fa8c90b2dae8e857bb4048bcd364c916a7a2a9b68d",
         ),

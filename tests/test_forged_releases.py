@@ -25,7 +25,8 @@ from sdclab.attacks.knowledge import cell_bounds
 from sdclab.cli import app
 from sdclab.population.synth import synthesize
 from sdclab.protection.cellkey import CellKeyParameters
-from sdclab.protection.ptable import create_ptable, preimage_bounds, write_ptable
+from sdclab.protection.ptable import create_ptable, write_ptable
+from sdclab.protection.ptable_analysis import preimage_bounds
 from sdclab.release import DIGESTS_KEY, RELEASE_FILE, file_digest, metadata_digest
 
 SETTINGS = {

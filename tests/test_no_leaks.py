@@ -261,7 +261,7 @@ def test_releases_record_the_content_of_setting_files_never_their_paths(small, t
     """An attacker is entitled to a strategy, an iteration mapping or a p-table, not to where the
     agency keeps them; execution settings (workers, checkpoint) stay out of the release."""
     from sdclab.api import read_release
-    from sdclab.protection import safetab_h
+    from sdclab.protection import safetab_groups
     from sdclab.protection.ptable import ons_10_5_ptable, write_ptable
     from sdclab.protection.topdown_strategy import PRODUCTS, strategy_data
 
@@ -274,9 +274,9 @@ def test_releases_record_the_content_of_setting_files_never_their_paths(small, t
     for level, shares in strategy["query_shares"].items():
         lines += [f"[query_shares.{level}]", *(f'"{q}" = "{v}"' for q, v in shares.items())]
     (files / "strategy.toml").write_text("\n".join(lines))
-    groups = safetab_h.groups_data(safetab_h.default_groups())
+    groups = safetab_groups.groups_data(safetab_groups.default_groups())
     (files / "iterations.toml").write_text(_toml_entries("group", groups))
-    cuts = safetab_h.thresholds_data(safetab_h.PRODUCTION_THRESHOLDS)
+    cuts = safetab_groups.thresholds_data(safetab_groups.PRODUCTION_THRESHOLDS)
     (files / "thresholds.toml").write_text(_toml_entries("threshold", cuts))
     write_ptable(ons_10_5_ptable(), files / "ptable.csv")
     cases = {

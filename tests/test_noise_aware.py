@@ -28,7 +28,8 @@ from sdclab.population import Population
 from sdclab.population.synth import synthesize
 from sdclab.protection import swapping
 from sdclab.protection.cellkey import assign_record_keys, has_keys
-from sdclab.protection.ptable import create_ptable, ons_10_5_ptable, preimage_range
+from sdclab.protection.ptable import create_ptable, ons_10_5_ptable
+from sdclab.protection.ptable_analysis import preimage_range
 from sdclab.randomness import make_rng
 from sdclab.release import Release, exact_release
 

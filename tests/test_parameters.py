@@ -16,7 +16,7 @@ from sdclab import protection
 from sdclab.errors import InputError
 from sdclab.protection import MECHANISMS
 from sdclab.protection.base import Mechanism, Parameters
-from sdclab.protection.safetab_h import (
+from sdclab.protection.safetab_groups import (
     PRODUCTION_THRESHOLDS,
     default_groups,
     groups_data,

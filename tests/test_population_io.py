@@ -21,10 +21,11 @@ from polars.testing import assert_frame_equal
 import sdclab
 from sdclab.errors import InputError
 from sdclab.fileio import OUTPUT_MARKER
-from sdclab.population import PERSONS, UNITS, Population, synth
+from sdclab.population import PERSONS, UNITS, Population, synth, synth_geography
 from sdclab.population import io as population_io
 from sdclab.population.contract import STATE_CODES
-from sdclab.population.io import MAX_SHOWN, read_population, validate, write_population
+from sdclab.population.io import read_population, validate, write_population
+from sdclab.population.problems import MAX_SHOWN
 
 DATA = Path(__file__).parent / "data"
 BAD_CASES = sorted(p for p in (DATA / "bad" / "population").iterdir() if p.is_dir())
@@ -283,7 +284,7 @@ def test_block_with_an_unknown_state_code_is_rejected(
 
 
 def test_synthetic_populations_use_accepted_state_codes() -> None:
-    assert set(synth.STATE_FIPS) <= set(STATE_CODES)
+    assert set(synth_geography.STATE_FIPS) <= set(STATE_CODES)
 
 
 @pytest.mark.parametrize("keyed", ["persons", "units"])

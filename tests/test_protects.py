@@ -19,14 +19,8 @@ from sdclab.population.contract import RECORD_KEY
 from sdclab.population.synth import synthesize
 from sdclab.protection import safetab_h
 from sdclab.protection.cellkey import assign_record_keys
-from sdclab.protection.ptable import (
-    OnsPTable,
-    PTable,
-    is_invertible,
-    ons_10_5_ptable,
-    smallest_shown,
-    write_ptable,
-)
+from sdclab.protection.ptable import OnsPTable, PTable, ons_10_5_ptable, write_ptable
+from sdclab.protection.ptable_analysis import is_invertible, smallest_shown
 from sdclab.release import RELEASE_FILE, Protection, write_release
 
 EXACT = "every published table equals the exact tabulation, no cell withheld"

@@ -15,15 +15,12 @@ import pytest
 from scipy.optimize import brentq, nnls, root
 
 from sdclab.errors import InputError
-from sdclab.protection import ptable
+from sdclab.optimize import ptable_solver
+from sdclab.optimize.ptable_solver import FLOOR, build_row
 from sdclab.protection.ptable import (
-    FLOOR,
     OnsPTable,
     PTable,
-    _build_row,
     create_ptable,
-    delta_for_epsilon,
-    delta_pairs,
     ons_10_5_ptable,
     pcv,
     read_ptable,
@@ -31,6 +28,7 @@ from sdclab.protection.ptable import (
     to_ons,
     write_ptable,
 )
+from sdclab.protection.ptable_analysis import delta_for_epsilon, delta_pairs
 
 PT_EX_CNTS = [
     [1.0],
@@ -228,7 +226,7 @@ def test_d100_v50_builds(d100_v50):
 
 @pytest.mark.parametrize("i", [1, 2, 7, 8, 9, 20, 50, 99, 100])
 def test_d100_v50_rows_are_exact_and_optimal(d100_v50, i):
-    v, p, low = _build_row(i, 100, 50.0, 0, 0.0, True, False)
+    v, p, low = build_row(i, 100, 50.0, 0, 0.0, True, False)
     lb = np.full(v.size, FLOOR)
     assert abs(p.sum() - 1) <= 1e-12
     assert abs(p @ v) <= 1e-12
@@ -249,7 +247,7 @@ def test_d100_v50_rows_are_exact_and_optimal(d100_v50, i):
 @pytest.mark.parametrize("i", [20, 30, 100])
 def test_d100_v50_rows_without_ties_are_the_closed_form(i):
     # no mono pair tight: p = max(floor, exp(λ0 + λ1 v + λ2 v²)) exactly, floors included
-    v, p, _ = _build_row(i, 100, 50.0, 0, 0.0, True, False)
+    v, p, _ = build_row(i, 100, 50.0, 0, 0.0, True, False)
     left = p[v <= 0]
     assert np.all((np.diff(left) > 0) | (left[1:] == FLOOR))
     np.testing.assert_allclose(p, floored_closed_form(v, 50.0), rtol=0, atol=1e-14)
@@ -262,7 +260,7 @@ def test_tied_row_matches_an_independent_one_dimensional_solve():
         return float(-2 * np.log(a) + 5 * np.log(2 - 5 * a) - 3 * np.log(3 * a - 1))
 
     a = brentq(slope, 1 / 3 + 1e-12, 2 / 5 - 1e-12, xtol=1e-16, rtol=4 * np.finfo(float).eps)
-    v, p, low = _build_row(1, 2, 1.0, 0, 0.0, True, False)
+    v, p, low = build_row(1, 2, 1.0, 0, 0.0, True, False)
     np.testing.assert_array_equal(v, [-1, 0, 1, 2])
     np.testing.assert_allclose(p, [a, a, 2 - 5 * a, 3 * a - 1], rtol=0, atol=1e-14)
     assert low and 8 * a - 2 < 1
@@ -284,14 +282,14 @@ def test_rows_are_certified_from_a_feasible_start_alone(monkeypatch, args):
     # without the conic point and the warm start of the pstay loop, the polish runs as the primal
     # active-set method from the LP's feasible row and must reach the same certified optimum
     i, D, V, js, pstay, mono, optim4 = args
-    v, p, low = _build_row(i, D, V, js, pstay, mono, optim4)
-    polish = ptable._polish
+    v, p, low = build_row(i, D, V, js, pstay, mono, optim4)
+    polish = ptable_solver._polish
 
     def feasible_only(guess, *rest, feasible=False):
         return polish(guess, *rest, feasible=True) if feasible else None
 
-    monkeypatch.setattr(ptable, "_polish", feasible_only)
-    v_alone, p_alone, low_alone = _build_row(i, D, V, js, pstay, mono, optim4)
+    monkeypatch.setattr(ptable_solver, "_polish", feasible_only)
+    v_alone, p_alone, low_alone = build_row(i, D, V, js, pstay, mono, optim4)
     np.testing.assert_array_equal(v_alone, v)
     np.testing.assert_allclose(p_alone, p, rtol=0, atol=1e-13)
     assert abs(p_alone.sum() - 1) <= 1e-12 and low_alone == low

@@ -13,19 +13,15 @@ from sdclab import accounting, protection, schema
 from sdclab.api import read_release
 from sdclab.errors import InputError
 from sdclab.population.synth import synthesize
+from sdclab.protection.safetab_groups import Group, default_groups, iterations, stability
 from sdclab.protection.safetab_h import (
-    VARIANTS,
-    Group,
     SafeTabHParameters,
-    default_groups,
-    iterations,
     margin_coverage,
     margin_of_error,
     rho_for_margin,
-    stability,
     true_cells,
-    variant,
 )
+from sdclab.protection.safetab_tables import VARIANTS, variant
 from sdclab.release import write_release
 
 
@@ -247,7 +243,7 @@ THETA = (1, 2, 3)
 
 
 def _crossing_thresholds() -> list[dict]:
-    from sdclab.protection.safetab_h import PRODUCTION_THRESHOLDS, thresholds_data
+    from sdclab.protection.safetab_groups import PRODUCTION_THRESHOLDS, thresholds_data
 
     table = dict(PRODUCTION_THRESHOLDS)
     for region in ("USA", "STATE", "COUNTY", "TRACT"):
@@ -279,13 +275,13 @@ def _household(head_code: int):
 
 
 def _level2(population, p):
-    from sdclab.protection.safetab_h import group_histograms
+    from sdclab.protection.safetab_tables import group_histograms
 
     return {gh.region: gh for gh in group_histograms(population, p.groups()) if gh.level == 2}
 
 
 def test_a_householders_race_change_across_theta3_is_covered_by_the_replace_budget():
-    from sdclab.protection.safetab_h import VARIANTS, variant
+    from sdclab.protection.safetab_tables import VARIANTS, variant
 
     p = SafeTabHParameters.model_validate({"t01001": "noisy", "thresholds": _crossing_thresholds()})
     d, d_prime = _household(1001), _household(1002)  # D′: the householder's code changed
@@ -324,7 +320,8 @@ def test_a_householders_race_change_across_theta3_is_covered_by_the_replace_budg
 
 def test_a_person_moving_between_two_households_needs_more_than_one_household_replace():
     from sdclab.protection import audit_plans
-    from sdclab.protection.safetab_h import VARIANTS, _audit_codes
+    from sdclab.protection.safetab_h import _audit_codes
+    from sdclab.protection.safetab_tables import VARIANTS
 
     def tract(spouse_unit: int, spouse_relationship: int):
         # A: a married couple with a child; B: a man living alone; the spouse may move to B

@@ -20,7 +20,7 @@ from sdclab.errors import InputError
 from sdclab.population.io import write_population
 from sdclab.population.synth import synthesize
 from sdclab.protection.cellkey import assign_record_keys
-from sdclab.protection.topdown import topdown
+from sdclab.protection.topdown_engine import topdown
 from sdclab.protection.topdown_strategy import PRODUCTION, PRODUCTS
 
 ENTROPY = 0x9E3779B9_7F4A7C15_F39CC060_5CEDC834

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from conftest import frame, random_population
 from sdclab.api import read_release
 from sdclab.errors import InputError
+from sdclab.optimize import exposure
 from sdclab.optimize.highs import solve_mip
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.protection import suppression
@@ -442,7 +443,7 @@ def lp_width(matrix, lo, hi, truth, k: int) -> float:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_network_test_is_exact_on_hierarchies(seed):
     matrix, lo, hi, truth = random_system(["P10", "P12A", "P6"], totals=False, seed=seed)
-    fixed = suppression.network_fixed(matrix, lo, hi, truth)
+    fixed = exposure.network_fixed(matrix, lo, hi, truth)
     var = np.flatnonzero(lo < hi)
     sample = np.concatenate(
         [
@@ -453,22 +454,22 @@ def test_the_network_test_is_exact_on_hierarchies(seed):
     for k in sample:
         assert (lp_width(matrix, lo, hi, truth, k) < 1e-6) == fixed[k], k
     # the LP route finds the same exact cells: propagation pins only exact ones, the LPs the rest
-    low, high = suppression.propagate_bounds(matrix, lo, hi, truth)
+    low, high = exposure.propagate_bounds(matrix, lo, hi, truth)
     pinned = (high - low < 1e-6) & (lo < hi)
     assert fixed[pinned].all()
     rest = (lo < hi) & ~pinned
-    by_lp = suppression.lp_fixed(matrix, lo, hi, truth, rest, np.random.default_rng(0))
+    by_lp = exposure.lp_fixed(matrix, lo, hi, truth, rest, np.random.default_rng(0))
     assert np.array_equal(by_lp[rest], fixed[rest])
 
 
 def test_the_lp_test_is_exact_with_totals():
     matrix, lo, hi, truth = random_system(["P1", "P8", "P12", "P29"], totals=True, seed=3)
     ask = lo < hi
-    low, high = suppression.propagate_bounds(matrix, lo, hi, truth)
+    low, high = exposure.propagate_bounds(matrix, lo, hi, truth)
     pinned = (high - low < 1e-6) & ask
     for k in np.random.default_rng(1).choice(np.flatnonzero(pinned), 15, replace=False):
         assert lp_width(matrix, lo, hi, truth, k) < 1e-6  # propagation never pins a free cell
     rest = ask & ~pinned
-    fixed = suppression.lp_fixed(matrix, lo, hi, truth, rest, np.random.default_rng(0))
+    fixed = exposure.lp_fixed(matrix, lo, hi, truth, rest, np.random.default_rng(0))
     for k in np.random.default_rng(2).choice(np.flatnonzero(rest), 30, replace=False):
         assert (lp_width(matrix, lo, hi, truth, k) < 1e-6) == fixed[k], k

@@ -1,6 +1,6 @@
 """The synthetic population: exact size, determinism, contract, structure and calibrated marginals.
 
-Marginals are recomputed here with polars, independently of ``synth.measure_marginals``, and
+Marginals are recomputed here with polars, independently of ``synth_targets.measure_marginals``, and
 compared with the targets and tolerances that the module declares (``synth.TARGETS``).
 """
 
@@ -13,10 +13,19 @@ import polars as pl
 import pytest
 
 from sdclab import schema
-from sdclab.population import PERSONS, UNITS, Population, synth
+from sdclab.population import (
+    PERSONS,
+    UNITS,
+    Population,
+    synth,
+    synth_geography,
+    synth_households,
+    synth_race,
+    synth_targets,
+)
 from sdclab.population.contract import DETAILED_RACE_ETHNICITY
 
-N_MARGINALS = synth.TOLERANCE_N_PERSONS
+N_MARGINALS = synth_targets.TOLERANCE_N_PERSONS
 SEED = 20100401
 
 
@@ -112,7 +121,7 @@ def observed_marginals(population: Population, households: pl.DataFrame) -> dict
 
 
 def test_every_listed_target_is_declared():
-    expected = {f"race_{g}_pct" for g in synth.RACE_GROUPS} | {
+    expected = {f"race_{g}_pct" for g in synth_targets.RACE_GROUPS} | {
         "hispanic_pct",
         "female_pct",
         "median_age",
@@ -289,7 +298,7 @@ def test_geocodes_nest_with_fips_like_codes(population):
     blocks = population.units["block"].unique()
     assert blocks.str.contains(r"^\d{15}$").all()
     states = blocks.str.slice(0, 2).cast(pl.Int64)
-    assert states.is_in(list(synth.STATE_FIPS)).all()
+    assert states.is_in(list(synth_geography.STATE_FIPS)).all()
     counties = blocks.str.slice(2, 3).cast(pl.Int64)
     assert (counties % 2 == 1).all()
     block_groups = blocks.str.slice(11, 1).cast(pl.Int64)
@@ -376,7 +385,7 @@ def test_group_quarters_profiles_fit_their_type(population):
     )
     by_type = {t: gq.filter(pl.col("unit_type") == t) for t in range(1, 8)}
     shares = {t: frame.height / gq.height for t, frame in by_type.items()}
-    for t, share in synth.GQ_TYPE_SHARES.items():
+    for t, share in synth_households.GQ_TYPE_SHARES.items():
         assert shares[t] == pytest.approx(share, abs=0.005)
     correctional, juvenile, nursing = by_type[1], by_type[2], by_type[3]
     college, military = by_type[5], by_type[6]
@@ -456,32 +465,32 @@ def test_tracts_are_diverse_or_dominated_by_a_large_group_in_fixed_proportions()
     black, Hispanic) are dealt to the other tracts in proportion to their persons: systematic
     sampling puts each within one tract of its share. 1.2 draws every tract alike and takes
     nothing from the stream, so its populations stay byte for byte."""
-    national = synth.national_group_shares()
-    mixing = synth.RACE_MIXING["2.0"]
+    national = synth_race.national_group_shares()
+    mixing = synth_race.RACE_MIXING["2.0"]
     kinds = mixing.tracts
     assert kinds is not None
     n = 203
-    alpha = synth.tract_alpha(np.random.default_rng(5), n, national, mixing)
+    alpha = synth_race.tract_alpha(np.random.default_rng(5), n, national, mixing)
     diverse = np.isclose(alpha, kinds.diverse_concentration * national).all(axis=1)
     assert diverse.sum() == round(kinds.diverse_share * n)
     extra = alpha[~diverse] - mixing.tract_concentration * national
-    profiles, weights = synth.dominant_profiles(national)
+    profiles, weights = synth_race.dominant_profiles(national)
     dealt = np.array([np.isclose(extra, kinds.dominance * p).all(axis=1).sum() for p in profiles])
     assert dealt.sum() == n - diverse.sum()
     assert np.all(np.abs(dealt - weights * (n - diverse.sum())) < 1), dealt
-    hispanic = profiles[synth.DOMINANT_GROUPS.index("hispanic")]
+    hispanic = profiles[synth_race.DOMINANT_GROUPS.index("hispanic")]
     assert hispanic[1::2].sum() == pytest.approx(1) and hispanic[0::2].sum() == 0
     persons = np.array([national[0], national[2], national[1::2].sum()])  # NH white, NH black
     assert weights == pytest.approx(persons / persons.sum())
 
     rng = np.random.default_rng(5)
-    older = synth.tract_alpha(rng, n, national, synth.RACE_MIXING["1.2"])
-    assert np.array_equal(older, synth.TRACT_CONCENTRATION * np.tile(national, (n, 1)))
+    older = synth_race.tract_alpha(rng, n, national, synth_race.RACE_MIXING["1.2"])
+    assert np.array_equal(older, synth_race.TRACT_CONCENTRATION * np.tile(national, (n, 1)))
     assert rng.random() == np.random.default_rng(5).random()
 
 
 def test_small_populations_can_have_several_tracts_counties_and_states() -> None:
-    from sdclab.population.synth import GeographyCounts
+    from sdclab.population.synth_geography import GeographyCounts
 
     population = synth.synthesize(3_000, 5, GeographyCounts(tracts=6, counties=3, states=2))
     summary = population.geography.summary
@@ -522,14 +531,14 @@ def test_geography_counts_the_population_cannot_hold_are_refused_in_words(counts
 def test_counts_beyond_the_geocodes_are_refused_before_any_work(n, counts, message) -> None:
     """More counties than a state's codes hold, more tracts than a county's, or block groups
     too large for their block numbers: refused by the check, not found mid-run."""
-    from sdclab.population.synth import GeographyCounts
+    from sdclab.population.synth_geography import GeographyCounts
 
     with pytest.raises(ValueError, match=message):
         GeographyCounts(**counts).check(n)
 
 
 def test_a_capped_allocation_keeps_every_group_within_its_cap() -> None:
-    from sdclab.population.synth import _allocate
+    from sdclab.population.synth_geography import _allocate
 
     rng = np.random.default_rng(0)
     weight = np.array([1000.0, 1.0, 1.0, 1.0])  # the first group would take nearly all
@@ -541,7 +550,7 @@ def test_a_capped_allocation_keeps_every_group_within_its_cap() -> None:
 
 
 def test_more_counties_than_one_state_holds_are_made_across_states() -> None:
-    from sdclab.population.synth import GeographyCounts
+    from sdclab.population.synth_geography import GeographyCounts
 
     counts = GeographyCounts(tracts=600, counties=600, states=2)
     summary = synth.synthesize(60_000, 1, counts).geography.summary
@@ -552,7 +561,7 @@ def test_a_tract_swallowed_by_a_large_unit_is_an_error_in_words() -> None:
     """At 100 persons a tract, a facility of hundreds can hold every person of a tract, which
     then has no household; the seed that does it is named, not a traceback."""
     from sdclab.errors import InputError
-    from sdclab.population.synth import GeographyCounts
+    from sdclab.population.synth_geography import GeographyCounts
 
     counts = GeographyCounts(tracts=600, counties=300)
     with pytest.raises(InputError, match="tracts 600: this seed makes 599.*another seed"):
@@ -612,7 +621,7 @@ def test_synth_command_and_experiments_take_the_geography_counts(tmp_path) -> No
 def test_the_counts_asked_for_are_made_whatever_the_seed(n, counts) -> None:
     """Heavy-tailed block capacities once left a small tract without a block (seed 14 made 3
     of the demo's 4 tracts): every block group now ends a block."""
-    from sdclab.population.synth import GeographyCounts
+    from sdclab.population.synth_geography import GeographyCounts
 
     for seed in range(12):
         summary = synth.synthesize(n, seed, GeographyCounts(**counts)).geography.summary

@@ -18,7 +18,8 @@ from sdclab.optimize.rounding import round_l1
 from sdclab.population import Population
 from sdclab.population.synth import synthesize
 from sdclab.protection import run
-from sdclab.protection.topdown import product_tables, topdown, unit_counts
+from sdclab.protection.topdown import product_tables
+from sdclab.protection.topdown_engine import topdown, unit_counts
 from sdclab.protection.topdown_strategy import DHC_DEFAULT, PRODUCTION, PRODUCTS, Strategy
 from sdclab.tables.tabulate import block_histogram
 
@@ -308,7 +309,7 @@ def test_huge_budget_returns_the_truth():
 
 
 def test_one_and_two_workers_and_dask_give_identical_output(monkeypatch):
-    from sdclab.protection import topdown as topdown_module
+    from sdclab.protection import topdown_engine as topdown_module
 
     monkeypatch.setattr(topdown_module, "IN_PROCESS_VARIABLES", 0)  # every level to the workers
     population = two_state_population(4_000, seed=7)
@@ -425,7 +426,7 @@ def test_strategy_file(tmp_path):
 
 
 def test_topdown_resumes_from_its_checkpoint(tmp_path, monkeypatch):
-    import sdclab.protection.topdown as td
+    import sdclab.protection.topdown_engine as td
     from sdclab.execution import TaskFailed
 
     population = two_state_population(3_000, seed=9)

@@ -66,8 +66,9 @@ def synthesize(
     ``tracts``, ``counties`` and ``states`` where given (else they follow its size: about 4,000,
     100,000 and 6,000,000 persons each); ``generator`` is a version of the generator (default
     the newest), so that a study of an earlier version reproduces."""
-    from sdclab.population.synth import GENERATOR_VERSION, GeographyCounts, check_version
+    from sdclab.population.synth import GENERATOR_VERSION, check_version
     from sdclab.population.synth import synthesize as generate
+    from sdclab.population.synth_geography import GeographyCounts
 
     check_seed(seed, "seed")
     if isinstance(persons, bool) or not isinstance(persons, int) or persons < 1:

@@ -241,7 +241,8 @@ def synth(
     from sdclab import api
     from sdclab.fileio import check_replaceable
     from sdclab.population.io import POPULATION_KIND, write_population
-    from sdclab.population.synth import GENERATOR_VERSION, GeographyCounts, build_report
+    from sdclab.population.synth import GENERATOR_VERSION, build_report
+    from sdclab.population.synth_geography import GeographyCounts
     from sdclab.randomness import check_seed
 
     start = time.perf_counter()

@@ -101,13 +101,8 @@ from sdclab.population.io import (
     table_file,
     write_population,
 )
-from sdclab.population.synth import (
-    GENERATOR_VERSION,
-    GeographyCounts,
-    build_report,
-    check_version,
-    synthesize,
-)
+from sdclab.population.synth import GENERATOR_VERSION, build_report, check_version, synthesize
+from sdclab.population.synth_geography import GeographyCounts
 from sdclab.protection import MECHANISMS
 from sdclab.protection.base import EXPECTED, did_you_mean, shown
 from sdclab.randomness import MAX_SEED, drew_from_stream

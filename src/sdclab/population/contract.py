@@ -187,7 +187,7 @@ class Population:
     it may not be written there, nor keep its checkpoints there."""
 
     def __post_init__(self) -> None:
-        from sdclab.population.io import checked_blocks, checked_frames  # io builds on this
+        from sdclab.population.validation import checked_blocks, checked_frames  # builds on this
 
         persons, units = checked_frames(self.persons, self.units)
         object.__setattr__(self, "persons", persons)
@@ -230,7 +230,7 @@ class Population:
 
     def with_blocks(self, blocks: pl.DataFrame | None) -> Population:
         """This population with ``blocks`` (checked) as its blocks table."""
-        from sdclab.population.io import checked_blocks
+        from sdclab.population.validation import checked_blocks
 
         checked = None if blocks is None else checked_blocks(blocks)
         return Population._trusted(self.persons, self.units, checked, self.sources)

@@ -14,30 +14,27 @@ the chosen variant get discrete Gaussian noise σ² = s/(2ρ) (a household is in
 a level, its stability, computed from the iteration mapping), and the coarser cells of the
 variant are derived by summation. T01001 is an input: exact (an assumption the card states) or
 noisy from a simple SafeTab-P-like release whose budget the card adds.
+
+The groups, thresholds and membership are :mod:`sdclab.protection.safetab_groups`; the variants,
+the true group histograms and the published frames :mod:`sdclab.protection.safetab_tables`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
-import scipy.sparse as sp
 from pydantic import Field, model_validator
 
 from sdclab import accounting, noise, schema
 from sdclab.accounting import SpecCard
-from sdclab.arrays import IntArray
 from sdclab.errors import InputError
-from sdclab.fileio import read_toml
-from sdclab.geography import Geography, geoid_strings, parse_geoids
+from sdclab.geography import Geography, parse_geoids
 from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, Number, Relation, group
 from sdclab.protection import audit_plans
@@ -50,213 +47,34 @@ from sdclab.protection.base import (
     decimal_text,
 )
 from sdclab.protection.checks import gaussian_reach
+from sdclab.protection.safetab_groups import (
+    PRODUCTION_THRESHOLDS,
+    REGION_TYPES,
+    Group,
+    default_groups,
+    groups_data,
+    iteration_codes,
+    load_groups,
+    load_thresholds,
+    parse_groups,
+    parse_thresholds,
+    stability,
+    thresholds_data,
+)
+from sdclab.protection.safetab_tables import (
+    GROUP_SCHEMA,
+    GROUP_TOTALS_SCHEMA,
+    VARIANT_TABLES,
+    VARIANTS,
+    cells_problem,
+    count_problem,
+    group_frame,
+    group_histograms,
+    variant,
+    variant_frame,
+)
 from sdclab.release import Release, frame_problem, geoid_problem
 from sdclab.results import NotMeasured, as_json
-from sdclab.tables.catalog import Dimension, Part, TableDef
-from sdclab.tables.tabulate import level_step, record_cells
-
-REGION_TYPES = {"USA": "nation", "STATE": "state", "COUNTY": "county", "TRACT": "tract"}
-"""SafeTab-H's region types and the geography levels they are here (no places or AIANNH areas)."""
-MAX_RACE_CODES = schema.DETAILED_RACE_MAX
-
-# The measured cells of every variant (cell code → HOUSEHOLD_TYPE or tenure codes) and the
-# derived cells (cell code → measured or derived cells summed); docs/safetab_h.md, *Variants*.
-T3_VARIANTS: tuple[dict[int, tuple[int, ...]], ...] = (
-    {0: (1, 2, 3, 4, 5)},
-    {1: (1, 2, 3), 6: (4, 5)},
-    {2: (1,), 3: (2, 3), 7: (4,), 8: (5,)},
-    {2: (1,), 4: (2,), 5: (3,), 7: (4,), 8: (5,)},
-)
-T3_DERIVED: tuple[dict[int, tuple[int, ...]], ...] = (
-    {},
-    {0: (1, 6)},
-    {1: (2, 3), 6: (7, 8), 0: (1, 6)},
-    {3: (4, 5), 1: (2, 3), 6: (7, 8), 0: (1, 6)},
-)
-T4_VARIANTS: tuple[dict[int, tuple[int, ...]], ...] = ({0: (1, 2, 3)}, {1: (1,), 2: (2,), 3: (3,)})
-T4_DERIVED: tuple[dict[int, tuple[int, ...]], ...] = ({}, {0: (1, 2, 3)})
-"""Tenure here has no code 4 (occupied without payment of rent), so T04002's renter cell is {3}."""
-
-PRODUCTION_THRESHOLDS: dict[tuple[str, int], dict[str, tuple[int, ...]]] = {
-    ("USA", 1): {"T03": (4971, 19971, 149971), "T04": (4971,)},
-    ("STATE", 1): {"T03": (4971, 19971, 149971), "T04": (4971,)},
-    ("COUNTY", 1): {"T03": (4971, 19971, 149970), "T04": (4971,)},
-    ("TRACT", 1): {"T03": (4971, 19971, 149970), "T04": (4971,)},
-    ("USA", 2): {"T03": (471, 971, 6971), "T04": (471,)},
-    ("STATE", 2): {"T03": (471, 971, 6971), "T04": (471,)},
-    ("COUNTY", 2): {"T03": (971, 4971, 19971), "T04": (971,)},
-    ("TRACT", 2): {"T03": (971, 4971, 19971), "T04": (971,)},
-}
-"""Production thresholds (NMFv5 config): T03 variant 3/2/1 at or above t3/t2/t1, T04 variant 1 at
-or above u1, by region type and iteration level."""
-
-
-MAJOR_RACE_NAMES = {
-    "white": "White",
-    "black": "Black or African American",
-    "aian": "American Indian and Alaska Native",
-    "asian": "Asian",
-    "nhopi": "Native Hawaiian and Other Pacific Islander",
-    "sor": "Some Other Race",
-}
-
-
-@dataclass(frozen=True)
-class Group:
-    """A race or ethnicity group of the iteration mapping: the detailed codes that map to it."""
-
-    code: str
-    name: str
-    level: int
-    kind: Literal["race", "ethnicity"]
-    codes: tuple[int, ...]
-
-
-def default_groups() -> tuple[Group, ...]:
-    """Level 1: the six major races and Hispanic or Latino; level 2: every detailed race code
-    (except the "no detail" codes) and every Hispanic origin."""
-    groups = []
-    for i, (major, codes) in enumerate(schema.DETAILED_RACE.items()):
-        groups.append(
-            Group(f"R{i + 1}", MAJOR_RACE_NAMES[major], 1, "race", tuple(c.code for c in codes))
-        )
-    hispanic = tuple(c.code for c in schema.HISPANIC_ORIGINS)
-    groups.append(Group("H", "Hispanic or Latino", 1, "ethnicity", hispanic))
-    for codes in schema.DETAILED_RACE.values():
-        groups += [
-            Group(f"D{c.code}", c.label, 2, "race", (c.code,))
-            for c in codes
-            if c.code % schema.DETAILED_RACE_BASE
-        ]
-    groups += [
-        Group(f"E{c.code}", c.label, 2, "ethnicity", (c.code,)) for c in schema.HISPANIC_ORIGINS
-    ]
-    return tuple(groups)
-
-
-def load_groups(path: Path) -> tuple[Group, ...]:
-    """Groups from a TOML iteration file: ``[[group]]`` tables with code, name, level (1 or 2),
-    kind ("race" or "ethnicity") and codes (detailed race codes or Hispanic origin codes)."""
-    return parse_groups(read_toml(path, "iteration file").get("group", []), str(path))
-
-
-def parse_groups(entries: Any, where: str) -> tuple[Group, ...]:
-    """Groups from the ``[[group]]`` entries of an iteration file (or of :func:`groups_data`)."""
-    if not isinstance(entries, list):
-        raise InputError(f"{where}: expected a list of [[group]] entries")
-    known_race = set(schema.DETAILED_RACE_LABELS)
-    known_origin = {c.code for c in schema.HISPANIC_ORIGINS}
-    groups = []
-    for n, entry in enumerate(entries, start=1):
-        try:
-            group = Group(
-                str(entry["code"]),
-                str(entry["name"]),
-                _whole(entry["level"]),
-                entry["kind"],
-                tuple(_whole(c) for c in entry["codes"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(
-                f"{where}: group {n}: expected code, name, level, kind, codes ({exc})"
-            ) from None
-        if group.level not in (1, 2) or group.kind not in ("race", "ethnicity"):
-            raise InputError(
-                f"{where}: group {n} ({group.code}): level must be 1 or 2 and kind race or "
-                "ethnicity"
-            )
-        unknown = set(group.codes) - (known_race if group.kind == "race" else known_origin)
-        if unknown:
-            raise InputError(f"{where}: group {n} ({group.code}): unknown codes {sorted(unknown)}")
-        groups.append(group)
-    if not groups:
-        raise InputError(f"{where}: no [[group]] entries")
-    if len({g.code for g in groups}) != len(groups):
-        raise InputError(f"{where}: group codes must be unique")
-    return tuple(groups)
-
-
-def _whole(value: Any) -> int:
-    """A whole number of an entry: an integer, its text or a number equal to one (2.0); 1.5 or
-    true is an error, not a count rounded towards zero."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal | Fraction):
-        raise TypeError(f"{value!r} is not a whole number")
-    if isinstance(value, int | str):
-        return int(value)
-    try:
-        whole = int(value)
-    except (OverflowError, ValueError):
-        raise ValueError(f"{value!r} is not a whole number") from None
-    if whole != value:
-        raise ValueError(f"{value!r} is not a whole number")
-    return whole
-
-
-def load_thresholds(path: Path) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
-    """Thresholds from a TOML file: one ``[[threshold]]`` per region type (USA, STATE, COUNTY,
-    TRACT) and iteration level (1, 2) with ``T03`` (three increasing counts) and ``T04`` (one)."""
-    return parse_thresholds(read_toml(path, "thresholds file").get("threshold", []), str(path))
-
-
-def parse_thresholds(entries: Any, where: str) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
-    """Thresholds from the ``[[threshold]]`` entries of a thresholds file (or of
-    :func:`thresholds_data`)."""
-    if not isinstance(entries, list):
-        raise InputError(f"{where}: expected a list of [[threshold]] entries")
-    table: dict[tuple[str, int], dict[str, tuple[int, ...]]] = {}
-    for n, entry in enumerate(entries, start=1):
-        try:
-            key = (str(entry["region"]), _whole(entry["level"]))
-            t3, t4 = tuple(_whole(v) for v in entry["T03"]), tuple(_whole(v) for v in entry["T04"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(
-                f"{where}: threshold {n}: expected region, level, T03, T04 ({exc})"
-            ) from None
-        if key[0] not in REGION_TYPES or key[1] not in (1, 2):
-            raise InputError(f"{where}: threshold {n}: unknown region {key[0]!r} or level {key[1]}")
-        if len(t3) != 3 or len(t4) != 1 or list(t3) != sorted(t3) or min(t3 + t4) < 0:
-            raise InputError(
-                f"{where}: threshold {n}: T03 needs three increasing counts and T04 one, all ≥ 0"
-            )
-        table[key] = {"T03": t3, "T04": t4}
-    missing = set(PRODUCTION_THRESHOLDS) - set(table)
-    if missing:
-        shown = ", ".join(f"{r} level {lv}" for r, lv in sorted(missing))
-        raise InputError(f"{where}: no thresholds for {shown}")
-    return table
-
-
-def groups_data(groups: tuple[Group, ...]) -> list[dict[str, Any]]:
-    """Groups as the ``[[group]]`` entries of an iteration file."""
-    return [
-        {"code": g.code, "name": g.name, "level": g.level, "kind": g.kind, "codes": list(g.codes)}
-        for g in groups
-    ]
-
-
-def thresholds_data(
-    table: dict[tuple[str, int], dict[str, tuple[int, ...]]],
-) -> list[dict[str, Any]]:
-    """Thresholds as the ``[[threshold]]`` entries of a thresholds file."""
-    return [
-        {"region": region, "level": level, **{t: list(v) for t, v in cuts.items()}}
-        for (region, level), cuts in table.items()
-    ]
-
-
-def stability(groups: tuple[Group, ...], level: int, max_codes: int = MAX_RACE_CODES) -> int:
-    """s = h_r·max(2, r) + h_e: the most population groups of a level one household is in, with
-    h_r (h_e) the most race (ethnicity) groups one code maps to and r the codes per person."""
-
-    def most(kind: str) -> int:
-        counts: dict[int, int] = {}
-        for g in groups:
-            if g.level == level and g.kind == kind:
-                for c in set(g.codes):
-                    counts[c] = counts.get(c, 0) + 1
-        return max(counts.values(), default=0)
-
-    return most("race") * max(2, max_codes) + most("ethnicity")
 
 
 def margin_of_error(rho: Fraction, s: int) -> int:
@@ -390,334 +208,8 @@ MECHANISM = Mechanism(
 
 
 # ---------------------------------------------------------------------------------------------
-# Membership: records × iterations
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Iterations:
-    """The iterations of one level: codes, names, and a records × iterations 0/1 matrix."""
-
-    codes: list[str]
-    names: list[str]
-    membership: sp.csr_matrix
-
-
-def iterations(
-    groups: tuple[Group, ...], level: int, race: npt.NDArray[np.int16], origin: IntArray
-) -> Iterations:
-    """Which iterations of ``level`` each record (rows of ``race``: its detailed codes, 0 for an
-    empty slot; ``origin``: its Hispanic origin) is in."""
-    race_groups = [g for g in groups if g.level == level and g.kind == "race"]
-    ethnic = [g for g in groups if g.level == level and g.kind == "ethnicity"]
-    n = len(race)
-    codes, names, columns = [], [], []
-    if race_groups:
-        top = int(race.max(initial=0)) + 1
-        code_to_group = sp.lil_matrix((top, len(race_groups)), dtype=np.int64)
-        for j, g in enumerate(race_groups):
-            for c in g.codes:
-                if c < top:
-                    code_to_group[c, j] = 1
-        mapping = code_to_group.tocsr()
-        slots = race.astype(np.int64)
-        filled = slots > 0
-        rows = np.repeat(np.arange(n), filled.sum(axis=1))
-        hits = (
-            sp.csr_matrix(
-                (np.ones(int(filled.sum()), dtype=np.int64), (rows, slots[filled])), shape=(n, top)
-            )
-            @ mapping
-        )  # records × groups: how many of the record's codes map to each group
-        n_codes = filled.sum(axis=1)
-        hits = hits.tocoo()
-        alone = hits.data == n_codes[hits.row]
-        for kind, keep, suffix in (("alone", alone, "A"), ("combination", hits.data > 0, "C")):
-            columns.append(
-                sp.csr_matrix(
-                    (np.ones(int(keep.sum()), dtype=np.int64), (hits.row[keep], hits.col[keep])),
-                    shape=(n, len(race_groups)),
-                )
-            )
-            codes += [f"{g.code}{suffix}" for g in race_groups]
-            names += [
-                f"{g.name} {'alone' if kind == 'alone' else 'alone or in any combination'}"
-                for g in race_groups
-            ]
-    if ethnic:
-        top = max(int(origin.max(initial=0)), max(max(g.codes) for g in ethnic)) + 1
-        origin_to_group = np.zeros((top, len(ethnic)), dtype=np.int64)
-        for j, g in enumerate(ethnic):
-            origin_to_group[list(g.codes), j] = 1
-        columns.append(sp.csr_matrix(origin_to_group[origin]))
-        codes += [g.code for g in ethnic]
-        names += [g.name for g in ethnic]
-    membership = sp.hstack(columns, format="csr") if columns else sp.csr_matrix((n, 0))
-    return Iterations(codes, names, membership)
-
-
-def person_codes(population: Population) -> tuple[npt.NDArray[np.int16], IntArray]:
-    """Every person's detailed race codes and Hispanic origin."""
-    if not population.has_detailed_race:
-        raise InputError(
-            "safetab_h needs detailed race and ethnicity codes (persons columns race_code1…"
-            "race_code8 and hispanic_origin); `sdclab synth` writes them"
-        )
-    origin = population.persons.get_column("hispanic_origin").to_numpy().astype(np.int64)
-    return population.race_codes, origin
-
-
-# ---------------------------------------------------------------------------------------------
-# The tables: every variant of T03 and T04 a linear query over the household schema
-# ---------------------------------------------------------------------------------------------
-
-CELL_LABELS = {
-    "T03": {
-        0: "all households",
-        1: "family households",
-        2: "married-couple family",
-        3: "other family",
-        4: "other family, male householder, no spouse present",
-        5: "other family, female householder, no spouse present",
-        6: "non-family households",
-        7: "householder living alone",
-        8: "householder not living alone",
-    },
-    "T04": {0: "all households", **{c: schema.TENURE_LABELS[c] for c in (1, 2, 3)}},
-}
-"""The label of every cell code of T03 and T04 (docs/safetab_h.md, *Variants*)."""
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One variant of T03 or T04 (T03001 … T04002) as a linear query over
-    :data:`sdclab.schema.HOUSEHOLD`: one 0/1 query row per published cell, measured and derived,
-    in cell-code order. Each row is a Kronecker product — the cell's HOUSEHOLD_TYPE codes × every
-    tenure (T03), or every household type × the cell's tenure codes (T04) — within households.
-    A group's cells are ``histogram @ table.query.T``."""
-
-    table: TableDef
-    """The variant as a table: name (T03001 …), cells and query matrix."""
-    cells: tuple[int, ...]
-    """The published cell code of every query row."""
-    measured: tuple[bool, ...]
-    """Whether each cell is measured (noisy) or derived (a sum of measured cells)."""
-
-    @property
-    def name(self) -> str:
-        return self.table.name
-
-    @cached_property
-    def measured_query(self) -> sp.csr_matrix:
-        """The query rows of the measured cells, in cell-code order (the order of the draws)."""
-        return self.table.query[np.flatnonzero(self.measured)]
-
-    @cached_property
-    def derivation(self) -> sp.csr_matrix:
-        """Cells × measured cells, 0/1: the measured cells every cell sums (itself for a measured
-        cell), read from the query rows. The measured cells partition the households, so a cell
-        is exactly the sum of the measured cells inside it."""
-        q, m = self.table.query, self.measured_query
-        size = np.asarray(m.sum(axis=1)).ravel()
-        inside = sp.csr_matrix((q @ m.T).toarray() == size[None, :], dtype=np.int64)
-        if (inside @ m != q).nnz:
-            raise AssertionError(f"{self.name}: a cell is not a sum of measured cells")
-        return inside
-
-
-def _variant(
-    table: str, k: int, measured: dict[int, tuple[int, ...]], derived: dict[int, tuple[int, ...]]
-) -> Variant:
-    """Variant ``k`` of ``table`` from its cell definitions: the measured cells' codes, each
-    derived cell the sum of the cells it lists."""
-    if list(measured) != sorted(measured):
-        raise AssertionError(f"{table} variant {k + 1}: measured cells out of order (the draws')")
-    attribute = schema.HOUSEHOLD_TYPE if table == "T03" else schema.TENURE
-    members = {
-        cell: np.isin(attribute.codes, codes).astype(np.int8) for cell, codes in measured.items()
-    }
-    for cell, parts in derived.items():  # parts precede the cells they are summed into
-        members[cell] = np.sum([members[c] for c in parts], axis=0).astype(np.int8)
-    cells = tuple(sorted(members))
-    membership = np.array([members[c] for c in cells], dtype=np.int8)
-    if membership.max() > 1:
-        raise AssertionError(f"{table} variant {k + 1}: a derived cell sums overlapping cells")
-    labels = tuple(CELL_LABELS[table][c] for c in cells)
-    households = {"household_type": schema.HOUSEHOLD_TYPE.codes > 0}
-    title = "Household type" if table == "T03" else "Tenure"
-    definition = TableDef(
-        f"{table}00{k + 1}",
-        f"{title} (variant {k + 1})",
-        "households",
-        schema.HOUSEHOLD,
-        (Part((Dimension(attribute.name, labels, membership),), households),),
-        top="nation",
-        bottom="tract",
-    )
-    return Variant(definition, cells, tuple(c in measured for c in cells))
-
-
-VARIANTS: dict[str, tuple[Variant, ...]] = {
-    table: tuple(
-        _variant(table, k, m, d) for k, (m, d) in enumerate(zip(measured, derived, strict=True))
-    )
-    for table, (measured, derived) in {
-        "T03": (T3_VARIANTS, T3_DERIVED),
-        "T04": (T4_VARIANTS, T4_DERIVED),
-    }.items()
-}
-"""The variants of T03 (4) and T04 (2), in order: a group whose size reaches k thresholds gets
-variant k."""
-VARIANT_TABLES: dict[str, Variant] = {v.name: v for vs in VARIANTS.values() for v in vs}
-"""Every variant by its published table name (T03001 … T04002)."""
-
-
-# ---------------------------------------------------------------------------------------------
 # The histograms of the population groups
 # ---------------------------------------------------------------------------------------------
-
-
-def variant(counts: npt.NDArray[np.float64], thresholds: tuple[int, ...]) -> IntArray:
-    """The variant index each group size selects: the number of thresholds it reaches."""
-    return (counts[..., None] >= np.asarray(thresholds)).sum(axis=-1).astype(np.int64)
-
-
-@dataclass(frozen=True)
-class GroupHistograms:
-    """The population groups of one iteration level at one region type: T01001 and the groups'
-    household histograms, from which every variant's true cells are ``households @ query.T``."""
-
-    level: int
-    region: str
-    geo_level: str
-    codes: list[str]
-    """The level's iteration codes."""
-    t01001: IntArray
-    """Persons of every group: geounits × iterations."""
-    households: sp.csr_matrix
-    """Households of every group over :data:`sdclab.schema.HOUSEHOLD`: one row per group,
-    geounit-major (row ``geounit · len(codes) + iteration``)."""
-
-    def cells(self, v: Variant, rows: npt.NDArray[np.intp]) -> IntArray:
-        """The true cells of ``v`` for the groups at ``rows``: groups × cells."""
-        return np.asarray((self.households[rows] @ v.table.query.T).toarray(), dtype=np.int64)
-
-
-CODE_BITS = 13
-"""Detailed race codes are below 2¹³ (and Hispanic origins below 2⁸): four codes and an origin
-pack into one int64, the other four into a second."""
-
-
-def combinations(
-    race: npt.NDArray[np.int16], origin: IntArray
-) -> tuple[IntArray, npt.NDArray[np.int16], IntArray]:
-    """The distinct (race codes, origin) combinations of the records: each record's combination,
-    and the combinations' codes and origins. Few thousand combinations stand for a million
-    records, so iterations are worked out per combination."""
-    codes = race.astype(np.int64)
-    low = origin.astype(np.int64)
-    high = np.zeros(len(codes), dtype=np.int64)
-    for slot in range(4):
-        low = (low << CODE_BITS) | codes[:, slot]
-        high = (high << CODE_BITS) | codes[:, slot + 4]
-    frame = pl.DataFrame({"low": low, "high": high})
-    unique = frame.unique(maintain_order=True).with_row_index("id")
-    ids = frame.join(unique, on=["low", "high"], how="left", maintain_order="left")["id"]
-    packed = unique.select("low", "high").to_numpy()
-    mask = (1 << CODE_BITS) - 1
-    shifts = CODE_BITS * np.arange(3, -1, -1)
-    race_unique = np.concatenate(
-        [(packed[:, [0]] >> shifts) & mask, (packed[:, [1]] >> shifts) & mask], axis=1
-    ).astype(np.int16)
-    origin_unique = (packed[:, 0] >> (4 * CODE_BITS)).astype(np.int64)
-    return ids.to_numpy().astype(np.int64), race_unique, origin_unique
-
-
-@dataclass(frozen=True)
-class _Records:
-    """Records (persons, or households by their householder's codes) counted once by tract ×
-    combination of codes × domain cell: a tracts × (combinations · cells) matrix."""
-
-    by_tract: sp.csr_matrix
-    race: npt.NDArray[np.int16]
-    origin: IntArray
-    n_cells: int
-
-    @classmethod
-    def count(
-        cls,
-        tract: IntArray,
-        race: npt.NDArray[np.int16],
-        origin: IntArray,
-        cell: IntArray,
-        n_tracts: int,
-        n_cells: int,
-    ) -> _Records:
-        ids, race_unique, origin_unique = combinations(race, origin)
-        by_tract = sp.csr_matrix(
-            (np.ones(len(ids), dtype=np.int64), (tract, ids * n_cells + cell)),
-            shape=(n_tracts, len(race_unique) * n_cells),
-        )
-        return cls(by_tract, race_unique, origin_unique, n_cells)
-
-    def by_group(self, membership: sp.csr_matrix, geography: Geography) -> dict[str, sp.csr_matrix]:
-        """Counts by population group and cell at every region's level, geounits × (iterations ·
-        cells): combinations map to their iterations (``membership ⊗ I``), tracts are summed up
-        the geography."""
-        identity = sp.identity(self.n_cells, dtype=np.int64, format="csr")
-        out = {"tract": (self.by_tract @ sp.kron(membership, identity, format="csr")).tocsr()}
-        for lv, below in (("county", "tract"), ("state", "county"), ("nation", "state")):
-            out[lv] = (level_step(geography, lv) @ out[below]).tocsr()
-        return out
-
-
-def group_histograms(population: Population, groups: tuple[Group, ...]) -> list[GroupHistograms]:
-    """The true counts behind every table SafeTab-H measures, for both iteration levels and every
-    region type: persons (T01001) and households (over :data:`sdclab.schema.HOUSEHOLD`) counted
-    once by tract, combination of codes and cell, combinations mapped to iterations, tracts summed
-    up to the nation (sparse products, no loops over records)."""
-    race, origin = person_codes(population)
-    households = np.flatnonzero(population.household_type > 0)
-    heads = population.householder_row[households]
-    geography = population.geography
-    tract = geography.units("tract")[1]
-    n_tracts = geography.n_units("tract")
-    persons = _Records.count(
-        tract[population.person_block_index],
-        race,
-        origin,
-        np.zeros(len(race), dtype=np.int64),
-        n_tracts,
-        1,
-    )
-    homes = _Records.count(
-        tract[population.unit_block_index[households]],
-        race[heads],
-        origin[heads],
-        record_cells(population, schema.HOUSEHOLD)[households],
-        n_tracts,
-        schema.HOUSEHOLD.size,
-    )
-    out = []
-    for level in (1, 2):
-        p_its = iterations(groups, level, persons.race, persons.origin)
-        h_its = iterations(groups, level, homes.race, homes.origin)
-        t01001 = persons.by_group(p_its.membership, geography)
-        by_group = homes.by_group(h_its.membership, geography)
-        n_its = len(p_its.codes)
-        for region, geo_level in REGION_TYPES.items():
-            n_geo = geography.n_units(geo_level)
-            out.append(
-                GroupHistograms(
-                    level,
-                    region,
-                    geo_level,
-                    p_its.codes,
-                    t01001[geo_level].toarray(),
-                    by_group[geo_level].reshape((n_geo * n_its, schema.HOUSEHOLD.size)).tocsr(),
-                )
-            )
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -745,7 +237,7 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
         if p.t01001 == "noisy":
             share = p.t01001_share()
             t01001 = t01001 + noise.discrete_gaussian(Fraction(s) / (2 * share), t01001.shape, rng)
-            totals.append(_group_frame(t01001, gh, population.geography))
+            totals.append(group_frame(t01001, gh, population.geography))
         if not p.rho(gh.region, gh.level):
             continue  # a ρ of 0: this region type and level are not measured
         present = (t01001 > 0).ravel()
@@ -767,7 +259,7 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
                 if p.clamp:
                     noisy = np.maximum(noisy, 0)
                 every = np.asarray(v.derivation @ noisy.T, dtype=np.int64).T
-                frames.append(_variant_frame(every, v, where, gh, population))
+                frames.append(variant_frame(every, v, where, gh, population))
     group_tables = pl.concat(frames) if frames else pl.DataFrame(schema=GROUP_SCHEMA)
     notes: dict[str, Any] = {
         "stability": {str(lv): stability(groups, lv) for lv in (1, 2)},
@@ -835,25 +327,6 @@ def true_cells(population: Population, release: Release) -> pl.DataFrame:
     return pl.concat(parts)
 
 
-GROUP_SCHEMA = {
-    "level": pl.String,
-    "geoid": pl.String,
-    "iteration_level": pl.Int8,
-    "iteration": pl.String,
-    "table": pl.String,
-    "cell": pl.Int8,
-    "count": pl.Int64,
-    "derived": pl.Boolean,
-}
-"""Columns of the published population-group tables."""
-GROUP_TOTALS_SCHEMA = {
-    "level": pl.String,
-    "geoid": pl.String,
-    "iteration_level": pl.Int8,
-    "iteration": pl.String,
-    "count": pl.Int64,
-}
-"""Columns of the published population-group totals (a noisy T01001)."""
 GROUP_TABLES_ARTIFACT = "group_tables"
 GROUP_TOTALS_ARTIFACT = "group_totals"
 
@@ -885,14 +358,6 @@ check_group_totals = MECHANISM.publishes(
     "the noisy population-group totals (T01001, with t01001=noisy): level, geoid, "
     "iteration_level, iteration, count",
 )(_frame_check(GROUP_TOTALS_SCHEMA, "group totals"))
-
-
-def iteration_codes(groups: tuple[Group, ...], level: int) -> list[str]:
-    """The iteration codes of ``level`` (as :func:`iterations` names them): every race group
-    alone, then in combination, then every ethnicity group."""
-    races = [g.code for g in groups if g.level == level and g.kind == "race"]
-    ethnic = [g.code for g in groups if g.level == level and g.kind == "ethnicity"]
-    return [f"{c}A" for c in races] + [f"{c}C" for c in races] + ethnic
 
 
 @MECHANISM.define("check")
@@ -940,105 +405,13 @@ def _group_problem(frame: pl.DataFrame, p: SafeTabHParameters, totals: bool) -> 
         share = p.t01001_share() if totals else p.rho(region_of[level], it_level)
         reach = gaussian_reach(float(Fraction(stability(groups, it_level)) / (2 * share)))
         problem = (
-            _count_problem(part, 1, reach, p.clamp and not totals)
+            count_problem(part, 1, reach, p.clamp and not totals)
             if totals
-            else _cells_problem(part, reach, p.clamp)
+            else cells_problem(part, reach, p.clamp)
         )
         if problem is not None:
             return problem
     return None
-
-
-def _cells_problem(part: pl.DataFrame, reach: float, clamp: bool) -> str | None:
-    """The first group cell that is no cell of its variant, is derived where the variant
-    measures it (or the reverse), or lies beyond the reach of its noise."""
-    for name, rows in part.group_by("table", maintain_order=True):
-        variant = VARIANT_TABLES.get(str(name[0]))
-        if variant is None:
-            return f"table {name[0]!r} is not a variant of T03 or T04 ({', '.join(VARIANT_TABLES)})"
-        unknown = rows.filter(~pl.col("cell").is_in(list(variant.cells)))
-        if unknown.height:
-            return f"cell {unknown['cell'][0]} is not one of {variant.name}'s {list(variant.cells)}"
-        summed = np.asarray(variant.derivation.sum(axis=1)).ravel()
-        index = np.searchsorted(np.array(variant.cells), rows["cell"].to_numpy())  # in order
-        derived = ~np.array(variant.measured)[index]
-        wrong = np.flatnonzero(rows["derived"].to_numpy() != derived)
-        if wrong.size:
-            cell = rows["cell"][int(wrong[0])]
-            return (
-                f"cell {cell} of {variant.name} is {'derived' if derived[wrong[0]] else 'measured'}"
-            )
-        for terms in np.unique(summed[index]):
-            problem = _count_problem(
-                rows.filter(pl.Series(summed[index] == terms)), int(terms), reach, clamp
-            )
-            if problem is not None:
-                return problem
-    return None
-
-
-def _count_problem(rows: pl.DataFrame, terms: int, reach: float, clamp: bool) -> str | None:
-    """The first count (a sum of ``terms`` noisy cells of ``reach`` each) below what any count
-    of 0 or more gives."""
-    lowest = 0.0 if clamp else -terms * reach
-    below = rows.filter(pl.col("count") < lowest)
-    if below.height:
-        r = below.row(0, named=True)
-        return (
-            f"count {r['count']} at {r['level']} {r['geoid']}, iteration {r['iteration']} lies "
-            f"below {lowest:.4g}, beyond the noise's reach of any count of 0 or more"
-        )
-    return None
-
-
-def _variant_frame(
-    values: IntArray,
-    v: Variant,
-    where: npt.NDArray[np.intp],
-    gh: GroupHistograms,
-    population: Population,
-) -> pl.DataFrame:
-    """The cells (``values``: groups × cells) of the groups at ``where`` (rows of
-    ``gh.households``) in one variant, cell by cell."""
-    n_its, n_cells = len(gh.codes), len(v.cells)
-    geoids = geoid_strings(population.geography.codes(gh.geo_level), gh.geo_level)
-    return pl.DataFrame(
-        {
-            "geoid": geoids.gather(np.tile(where // n_its, n_cells)),
-            "iteration": pl.Series(gh.codes, dtype=pl.String).gather(
-                np.tile(where % n_its, n_cells)
-            ),
-            "cell": pl.Series(np.repeat(v.cells, len(where)), dtype=pl.Int8),
-            "count": pl.Series(values.T.ravel(), dtype=pl.Int64),
-            "derived": pl.Series(np.repeat(~np.array(v.measured), len(where)), dtype=pl.Boolean),
-        }
-    ).select(
-        pl.lit(gh.geo_level, dtype=pl.String).alias("level"),
-        "geoid",
-        pl.lit(gh.level, dtype=pl.Int8).alias("iteration_level"),
-        "iteration",
-        pl.lit(v.name, dtype=pl.String).alias("table"),
-        "cell",
-        "count",
-        "derived",
-    )
-
-
-def _group_frame(counts: IntArray, lc: GroupHistograms, geography: Geography) -> pl.DataFrame:
-    geo, it = np.indices(counts.shape).reshape(2, -1)
-    return pl.DataFrame(
-        {
-            "geoid": geoid_strings(geography.codes(lc.geo_level), lc.geo_level).gather(geo),
-            "iteration": pl.Series(lc.codes).gather(it),
-            "count": pl.Series(counts[geo, it], dtype=pl.Int64),
-        }
-    ).select(
-        pl.lit(lc.geo_level, dtype=pl.String).alias("level"),
-        "geoid",
-        pl.lit(lc.level, dtype=pl.Int8).alias("iteration_level"),
-        "iteration",
-        "count",
-    )
 
 
 SAFETAB_BUDGETS = ("rho_regional", "rho_detailed_national", "rho_detailed_local", "t01001_rho")
@@ -1236,6 +609,31 @@ def _audit_codes(code: int) -> dict[str, Any]:
     }
 
 
+def _audit_observed(release: Release) -> pl.DataFrame:
+    """What the audit observes of one release: every measured tract-level cell and, with a noisy
+    T01001, the tract's group totals (copy, key, value)."""
+    parts = [
+        release.artifacts[GROUP_TABLES_ARTIFACT]
+        .filter((pl.col("level") == "tract") & ~pl.col("derived"))
+        .select(
+            copy=audit_plans.copy_of_geoid(pl.col("geoid")),
+            key=pl.concat_str("iteration", "table", "cell", separator="|"),
+            value=pl.col("count").cast(pl.Float64),
+        )
+    ]
+    if GROUP_TOTALS_ARTIFACT in release.artifacts:
+        parts.append(
+            release.artifacts[GROUP_TOTALS_ARTIFACT]
+            .filter(pl.col("level") == "tract")
+            .select(
+                copy=audit_plans.copy_of_geoid(pl.col("geoid")),
+                key=pl.concat_str(pl.lit("T01001"), "iteration", separator="|"),
+                value=pl.col("count").cast(pl.Float64),
+            )
+        )
+    return pl.concat(parts)
+
+
 @MECHANISM.define("audit_plan")
 def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_plans.Trials:
     """Neighbours inside the guarantee's universe, one tract each.
@@ -1291,29 +689,7 @@ def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_pla
         )
         for i, (people, units) in enumerate(datasets)
     ]
-    frames = []
-    for r in releases:
-        parts = [
-            r.artifacts[GROUP_TABLES_ARTIFACT]
-            .filter((pl.col("level") == "tract") & ~pl.col("derived"))
-            .select(
-                copy=audit_plans.copy_of_geoid(pl.col("geoid")),
-                key=pl.concat_str("iteration", "table", "cell", separator="|"),
-                value=pl.col("count").cast(pl.Float64),
-            )
-        ]
-        if GROUP_TOTALS_ARTIFACT in r.artifacts:
-            parts.append(
-                r.artifacts[GROUP_TOTALS_ARTIFACT]
-                .filter(pl.col("level") == "tract")
-                .select(
-                    copy=audit_plans.copy_of_geoid(pl.col("geoid")),
-                    key=pl.concat_str(pl.lit("T01001"), "iteration", separator="|"),
-                    value=pl.col("count").cast(pl.Float64),
-                )
-            )
-        frames.append(pl.concat(parts))
-    d, d_prime = audit_plans.copy_matrix(frames, trials)
+    d, d_prime = audit_plans.copy_matrix([_audit_observed(r) for r in releases], trials)
     # a replace costs twice the add/remove ρ of each tract-level measurement (Δ₂² = 2s)
     claimed = sum((2 * 2 * p.rho("TRACT", level) for level in (1, 2)), Fraction(0))
     observed = "T03 and T04 of every tract-level group"
