@@ -17,12 +17,12 @@ from sdclab import schema
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.population import PERSONS, UNITS, Population, synth, synth_geography
-from sdclab.population.contract import (
+from sdclab.population.columns import (
     DETAILED_RACE_ETHNICITY,
     DETAILED_RACE_ETHNICITY_COLUMNS,
     RACE_CODE_COLUMNS,
-    detailed_codes_markdown,
 )
+from sdclab.population.contract import detailed_codes_markdown
 from sdclab.population.io import read_population, validate, write_population
 
 DOCS = Path(__file__).parents[1] / "docs"

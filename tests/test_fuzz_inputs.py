@@ -32,7 +32,7 @@ from sdclab.api import read_release
 from sdclab.errors import InputError
 from sdclab.experiment import Experiment, load_experiment
 from sdclab.population import PERSONS, UNITS, Population
-from sdclab.population.contract import with_optional
+from sdclab.population.columns import with_optional
 from sdclab.population.io import read_population
 from sdclab.protection import MECHANISMS
 from sdclab.release import Release, exact_release, write_release

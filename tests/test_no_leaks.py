@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from sdclab import protection
-from sdclab.population.contract import RECORD_KEY
+from sdclab.population.columns import RECORD_KEY
 from sdclab.population.synth import synthesize
 from sdclab.protection.cellkey import assign_record_keys
 from sdclab.release import RELEASE_FILE, write_release

@@ -23,7 +23,7 @@ from sdclab.errors import InputError
 from sdclab.fileio import OUTPUT_MARKER
 from sdclab.population import PERSONS, UNITS, Population, synth, synth_geography
 from sdclab.population import io as population_io
-from sdclab.population.contract import STATE_CODES
+from sdclab.population.columns import STATE_CODES
 from sdclab.population.io import read_population, validate, write_population
 from sdclab.population.problems import MAX_SHOWN
 

@@ -15,7 +15,7 @@ from sdclab import protection
 from sdclab.api import read_release
 from sdclab.errors import InputError
 from sdclab.population import Population
-from sdclab.population.contract import RECORD_KEY
+from sdclab.population.columns import RECORD_KEY
 from sdclab.population.synth import synthesize
 from sdclab.protection import safetab_h
 from sdclab.protection.cellkey import assign_record_keys

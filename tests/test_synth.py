@@ -23,7 +23,7 @@ from sdclab.population import (
     synth_race,
     synth_targets,
 )
-from sdclab.population.contract import DETAILED_RACE_ETHNICITY
+from sdclab.population.columns import DETAILED_RACE_ETHNICITY
 
 N_MARGINALS = synth_targets.TOLERANCE_N_PERSONS
 SEED = 20100401

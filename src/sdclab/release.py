@@ -60,7 +60,7 @@ from sdclab.fileio import (
 )
 from sdclab.geography import GEOID_LENGTH, FipsGeography, Geography
 from sdclab.population import Population
-from sdclab.population.contract import DATA_DEFINED, RECORD_KEY
+from sdclab.population.columns import DATA_DEFINED, RECORD_KEY
 from sdclab.randomness import exact_record
 from sdclab.tables.catalog import TableDef
 from sdclab.tables.published import LONG_SCHEMA, PublishedTable

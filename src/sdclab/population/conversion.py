@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from sdclab.geography import BLOCK_DIGITS
-from sdclab.population.contract import PUERTO_RICO, STATE_CODES, ColumnSpec
+from sdclab.population.columns import PUERTO_RICO, STATE_CODES, ColumnSpec
 from sdclab.population.problems import (
     ROW,
     Findings,

@@ -22,7 +22,7 @@ Decisions worth knowing:
   an integer block column has already lost its leading zeros and is rejected. A column of an
   Arrow type polars cannot take (decimal256, list views, a time zone it does not know) is refused
   by its type when the contract names it and dropped like any other extra column otherwise.
-* A block geocode starts with a state FIPS code (:data:`~sdclab.population.contract.STATE_CODES`:
+* A block geocode starts with a state FIPS code (:data:`~sdclab.population.columns.STATE_CODES`:
   the states, DC and Puerto Rico).
 * ``record_key`` is in both tables or in neither: the cell key method needs the key of every
   person and every unit, so keys of one table alone are refused rather than replaced.
@@ -77,16 +77,16 @@ from sdclab.fileio import (
     write_json,
     write_parquet,
 )
-from sdclab.population.contract import (
+from sdclab.population.columns import (
     DATA_DEFINED,
     DETAILED_RACE_ETHNICITY_COLUMNS,
     PERSONS,
     RECORD_KEY,
     UNITS,
     ColumnSpec,
-    Population,
     with_optional,
 )
+from sdclab.population.contract import Population
 from sdclab.population.conversion import wrong_type_text
 from sdclab.population.problems import (
     ROW,

@@ -11,7 +11,7 @@ import polars as pl
 
 from sdclab.errors import InputError
 from sdclab.geography import BLOCK_DIGITS
-from sdclab.population.contract import RACE_CODE_COLUMNS, ColumnSpec
+from sdclab.population.columns import RACE_CODE_COLUMNS, ColumnSpec
 
 MAX_SHOWN = 5
 """How many problems one error reports; the others are only counted."""

@@ -31,13 +31,8 @@ import polars as pl
 from sdclab.arrays import IntArray
 from sdclab.errors import InputError
 from sdclab.geography import truncate
-from sdclab.population.contract import (
-    HISPANIC_ORIGIN,
-    PERSONS,
-    RACE_CODE_COLUMNS,
-    UNITS,
-    Population,
-)
+from sdclab.population.columns import HISPANIC_ORIGIN, PERSONS, RACE_CODE_COLUMNS, UNITS
+from sdclab.population.contract import Population
 from sdclab.population.synth_geography import (
     GeographyCounts,
     GeographyPlan,

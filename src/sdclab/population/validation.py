@@ -13,7 +13,7 @@ import numpy.typing as npt
 import polars as pl
 
 from sdclab import schema
-from sdclab.population.contract import (
+from sdclab.population.columns import (
     BLOCKS,
     DETAILED_RACE_ETHNICITY_COLUMNS,
     PERSONS,

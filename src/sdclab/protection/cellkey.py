@@ -35,7 +35,7 @@ from sdclab.census.model import Census, cells_moved
 from sdclab.errors import InputError
 from sdclab.geography import Geography
 from sdclab.population import Population
-from sdclab.population.contract import RECORD_KEY
+from sdclab.population.columns import RECORD_KEY
 from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
 from sdclab.protection import swapping
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
