@@ -745,7 +745,9 @@ def budget(
     asked = {"budget": at, "moe": moe, "rmse": rmse}
     given = [(k, v) for k, v in asked.items() if v is not None]
     budgets.check_question(mechanism, [k for k, _ in given], level, count)
-    if mechanism == "cellkey":
+    from sdclab import protection
+
+    if protection.get(mechanism).cell_noise is not None:
         found = budgets.cell_key_noise(parse_settings(settings or []), count, level, query, chosen)
         typer.echo(json.dumps(found, indent=2) if as_json else cell_key_text(found))
         return

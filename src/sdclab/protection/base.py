@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from sdclab.census.model import Census
     from sdclab.population import Population
     from sdclab.protection.audit_plans import Trials
+    from sdclab.query_noise import QueryNoise
     from sdclab.release import Protection, Release
     from sdclab.tables.catalog import TableDef
 
@@ -255,6 +256,12 @@ class Mechanism(Generic[P]):
     audit_plan: Callable[[Mapping[str, Any], int, int], Trials] | None = None
     """How a privacy audit observes it: (settings, trials, seed) → outputs on two neighbouring
     datasets and the guarantee's claim for them."""
+    query_noise: Callable[[P, str | None, str], QueryNoise] | None = None
+    """The noise of one query or table (None: its default) at one level as a function of its
+    budget, for ``sdclab budget``; None for a mechanism without a budget to choose."""
+    cell_noise: Callable[[P, int | None], dict[str, Any]] | None = None
+    """For a mechanism whose noise has no budget (the cell key method): the distribution of one
+    published cell's noise (of a true ``count``, or of a large one), for ``sdclab budget``."""
     rescale: Callable[[P, Fraction], dict[str, str]] | None = None
     """The settings that multiply its privacy budget by a factor (every budget setting alike),
     for matching mechanisms on the common axis; None for a mechanism without a budget."""
@@ -450,6 +457,8 @@ ROLES = (
     "diagnostics",
     "risk_analysis",
     "audit_plan",
+    "query_noise",
+    "cell_noise",
     "rescale",
     "unprotected",
     "cell_model",

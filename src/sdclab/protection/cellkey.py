@@ -734,3 +734,56 @@ def cell_model(
             "cannot come from its p-table; the release and its parameters disagree"
         )
     return bounds(published, low, high, np.ones_like(published))
+
+
+@MECHANISM.define("cell_noise")
+def one_cell_noise(p: CellKeyParameters, count: int | None) -> dict[str, Any]:
+    """The noise of one published cell under the p-table, for a cell key uniform on [0, 1) as
+    on the card: of a large count (the symmetry row, or an ONS table's rows over one period of
+    counts), or of ``count``. Every table at every level takes its noise from the same p-table.
+    The method has no budget: the card's reason is stated instead."""
+    from sdclab.accounting import margin_of_error
+    from sdclab.protection.ptable import large_count_noise
+
+    ptable = p.table()
+    if count is not None:
+        values, probabilities = ptable.row(count)
+        row = f"the row of a count of {count}"
+    elif isinstance(ptable, PTable):
+        values, probabilities = large_count_noise(ptable)
+        row = f"the row of every count from {ptable.i_max} up (the symmetry row)"
+        if ptable.i_max > 1:
+            row += f"; counts 1 to {ptable.i_max - 1} have rows of their own (--count N)"
+    else:
+        values, probabilities = large_count_noise(ptable)
+        row = (
+            "the rows of counts 501 to 750 taken together, each count equally likely (rows "
+            "repeat with period 250 above 750); a given count's noise differs (--count N)"
+        )
+    shown = probabilities > 0
+    values, probabilities = values[shown], probabilities[shown]
+    mean = float((values * probabilities).sum())
+    common = card(p, ptable).common
+    reason = common.reason if isinstance(common, NotMeasured) else common.text()
+    return {
+        "mechanism": "cellkey",
+        "ptable": p.ptable,
+        "count": count,
+        "row": row,
+        "noise": {int(v): float(q) for v, q in zip(values, probabilities, strict=True)},
+        "mean": mean,
+        "variance": float(((values - mean) ** 2 * probabilities).sum()),
+        "max_abs": int(np.abs(values).max()),
+        "bound": noise_bound(ptable),
+        "moe_95": margin_of_error(values, probabilities),
+        "stated_variance": None if isinstance(ptable, OnsPTable) else float(ptable.V),
+        "budget": (
+            f"none: {reason} (docs/cellkey.md, The card); the noise is the same for a cell of "
+            "any table at any level"
+        ),
+        "what": (
+            "the noise of one published cell for a cell key uniform on [0, 1), as on the card "
+            f"(with K = {p.resolved_key_space(ptable)} integer keys each probability is the share "
+            "of the keys k/K in its interval)"
+        ),
+    }

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import polars as pl
@@ -48,10 +48,14 @@ from sdclab.protection.base import (
     decimal_text,
 )
 from sdclab.protection.checks import IMPOSSIBLE, counts_problem, laplace_reach, whole
+from sdclab.query_noise import LaplaceNoise
 from sdclab.release import Release, exact_release
 from sdclab.tables.catalog import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, tabulate
+
+if TYPE_CHECKING:
+    from sdclab.census.model import Census
 
 PERSON_SHARE = Fraction(675, 1000)
 """Share of each level's budget for person tables in the 2020-style split (the Census Bureau's
@@ -461,3 +465,38 @@ def cell_model(
             )
         weight[:, columns] = 1.0 / scale
     return bounds(published, np.zeros_like(published), np.full_like(published, np.inf), weight)
+
+
+@MECHANISM.define("query_noise")
+def query_noise(p: GeometricParameters, table: str | None, level: str) -> LaplaceNoise:
+    """The noise of a table at a level (a US table's name in either case), for ``sdclab
+    budget``: scale = Δ₁ / (ε · its share of ε), as a factor over ε."""
+    if table is None:
+        raise InputError("geometric: give the table (--query P12)")
+    levels = p.census.geography.levels
+    if level not in levels:
+        raise InputError(f"level {level!r}: expected one of {', '.join(levels)}")
+    shares = allocation(p)
+    tables = p.census.tables
+    name = table.upper() if table.upper() in tables else table
+    if (name, level) not in shares:
+        there = ", ".join(t for t, lv in shares if lv == level)
+        problem = (
+            f"table {name} is not published at {level} level"
+            if name in tables
+            else f"table {table!r}: not a {_table_kind(p.census)}"
+        )
+        raise InputError(f"{problem}; the geometric release publishes at {level}: {there}")
+    table = name
+    factor = scale_of(tables[table], shares[table, level], p.neighbours) * Fraction(p.epsilon)
+    what = "the error of every published cell"
+    if p.nonnegative:
+        what += ", before negative counts are set to 0 (which biases small cells upward)"
+    return LaplaceNoise("geometric", table, level, "epsilon (pure DP)", what, float(factor))
+
+
+def _table_kind(census: Census) -> str:
+    """ "catalogue table" (the US census's) or "table of census NAME"."""
+    from sdclab.censuses import is_built_in
+
+    return "catalogue table" if is_built_in(census) else f"table of census {census.name}"

@@ -73,6 +73,7 @@ from sdclab.protection.safetab_tables import (
     variant,
     variant_frame,
 )
+from sdclab.query_noise import GaussianNoise
 from sdclab.release import Release, frame_problem, geoid_problem
 from sdclab.results import NotMeasured, as_json
 
@@ -698,3 +699,27 @@ def audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit_pla
         observed += " and the tract's noisy T01001"
     claim = audit_plans.Claim("zcdp", float(claimed), observed, neighbours)
     return audit_plans.Trials(claim, d, d_prime)
+
+
+BUDGET_LEVELS = {
+    "regional": "rho_regional",
+    "detailed-national": "rho_detailed_national",
+    "detailed-local": "rho_detailed_local",
+}
+"""SafeTab-H's iteration levels and region groups, by the parameter that budgets them."""
+
+
+@MECHANISM.define("query_noise")
+def query_noise(p: SafeTabHParameters, _: str | None, level: str) -> GaussianNoise:
+    """The noise of SafeTab-H's T03/T04 cells at an iteration level, for ``sdclab budget``:
+    σ² = s / (2ρ)."""
+    if level not in BUDGET_LEVELS:
+        raise InputError(f"level {level!r}: SafeTab-H's levels are {', '.join(BUDGET_LEVELS)}")
+    return GaussianNoise(
+        "safetab_h",
+        "T03/T04",
+        level,
+        f"rho (zCDP) of each of T03 and T04 ({BUDGET_LEVELS[level]})",
+        "the error of a measured cell, before clamping",
+        p.stability / 2,
+    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -54,6 +54,7 @@ from sdclab.protection.topdown_strategy import (
     strategy_data,
     topdown_card,
 )
+from sdclab.query_noise import MEASUREMENT_CAVEAT, TABLE_CAVEAT, Answering, GaussianNoise
 from sdclab.release import MDF_ARTIFACT, Release, frame_problem, geoid_problem
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import up_the_levels
@@ -516,6 +517,129 @@ def measurements_problem(
     if rows.select(pl.struct("level", "geoid", "query", "cell").is_duplicated().any()).item():
         return "a (level, geoid, query, cell) appears more than once"
     return None
+
+
+@MECHANISM.define("query_noise")
+def query_noise(p: TopDownParameters, query: str | None, level: str) -> GaussianNoise:
+    """The noise of a TopDown query (default: the total) at a level, for ``sdclab budget``:
+    σ² = 1/(ρ_global · γ_level · α_query,level); or, for a table the product publishes, of one
+    of its cells (:func:`topdown_table_noise`)."""
+    product, strategy = p.resolve()
+    query = query or "total"
+    if level not in strategy.level_shares:
+        raise InputError(f"level {level!r}: expected one of {', '.join(strategy.level_shares)}")
+    if query not in product.query_names:
+        return topdown_table_noise(query, level, product, strategy)
+    share = strategy.rho_of(query, level) / strategy.rho
+    if share == 0:
+        raise InputError(
+            f"query {query!r} is not measured at {level} level "
+            f"(measured there: {', '.join(strategy.measured(level))})"
+        )
+    return GaussianNoise(
+        "topdown", query, level, "rho (zCDP)", MEASUREMENT_CAVEAT, float(1 / Fraction(share))
+    )
+
+
+def topdown_table_noise(
+    name: str, level: str, product: Product, strategy: Strategy
+) -> GaussianNoise:
+    """The noise of one cell of a table the product publishes at ``level``, before
+    post-processing: the sum of the noisy measured cells it is made of.
+
+    Of the queries measured at the level that answer every cell of the table (each cell a sum of
+    whole query cells), the figure takes the one whose cell summing the most measured cells has
+    the least variance, and is for that cell (the table's worst under that query): every other
+    cell of the table is a sum of fewer of them."""
+    published = _published(product, level)
+    table = name.upper() if product.census is None else name
+    if table not in published:
+        tables, omitted = _product_tables(product)
+        what = f"the {product.name} product"
+        if table in omitted:
+            problem = f"table {table}: {what} does not publish it ({omitted[table]})"
+        elif table in tables:
+            problem = f"table {table} is not published at {level} level"
+        else:
+            queries = ", ".join(product.query_names)
+            problem = f"query or table {name!r}: not a query of {what} ({queries})"
+        raise InputError(f"{problem}; its tables at {level}: {', '.join(published)}")
+    answering = [
+        answer
+        for query in strategy.measured(level)
+        if (answer := _answering(product, table, query)) is not None
+    ]
+    if not answering:
+        raise InputError(
+            f"table {table} at {level}: no query measured there adds up to its cells "
+            f"(measured: {', '.join(strategy.measured(level))})"
+        )
+    best = min(answering, key=lambda a: (a.most / strategy.rho_of(a.query, level), a.most))
+    share = strategy.rho_of(best.query, level) / strategy.rho
+    return GaussianNoise(
+        "topdown",
+        best.query,
+        level,
+        "rho (zCDP)",
+        TABLE_CAVEAT,
+        float(1 / Fraction(share)),
+        terms=best.most,
+        table=table,
+        answering=tuple(answering),
+    )
+
+
+def _product_tables(product: Product) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tables a TopDown product publishes, as (table cells × product cells) matrices, and
+    why it publishes the others not."""
+    if product.census is None:
+        return _us_product_tables(product.name)
+    published, omitted = declared_tables(product)
+    census = product.census
+    return {n: census.table(n).query_on(product.schema) for n in published}, omitted
+
+
+@cache
+def _us_product_tables(product: str) -> tuple[dict[str, Any], dict[str, str]]:
+    return product_tables(PRODUCTS[product])
+
+
+def _published(product: Product, level: str) -> list[str]:
+    """The tables the product publishes at ``level``, in the census's order."""
+    from sdclab.tables.catalog import CATALOG
+
+    tables = CATALOG if product.census is None else product.census.tables
+    return [name for name in _product_tables(product)[0] if level in tables[name].levels]
+
+
+def _answering(product: Product, table: str, query: str) -> Answering | None:
+    """How the product's ``query`` answers the table's cells: each cell the sum of whole query
+    cells, or None where one of its cells takes part of a query cell. A query's cells partition
+    the histogram, so a table cell is the sum of the query cells it overlaps when it holds
+    every histogram cell of each."""
+    if product.census is None:
+        return _us_answering(product.name, table, query)
+    return _answers(_product_tables(product)[0][table], product.query_matrix(query), query)
+
+
+@cache
+def _us_answering(product: str, table: str, query: str) -> Answering | None:
+    from sdclab.protection.topdown_strategy import PRODUCTS
+
+    return _answers(
+        _us_product_tables(product)[0][table], PRODUCTS[product].query_matrix(query), query
+    )
+
+
+def _answers(cells: Any, query_cells: Any, query: str) -> Answering | None:
+    sizes = np.asarray(query_cells.sum(axis=1)).ravel()
+    overlap = (cells @ query_cells.T).tocsr()  # histogram cells each table cell shares with each
+    if not np.array_equal(overlap.data, sizes[overlap.indices]):
+        return None
+    summed = np.diff(overlap.indptr)
+    if summed.max(initial=0) == 0:
+        return None
+    return Answering(query, int(summed.min()), int(summed.max()))
 
 
 @MECHANISM.define("noise")
