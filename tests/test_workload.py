@@ -77,3 +77,16 @@ def test_the_exact_release_publishes_its_workload_and_reads_back(records, tmp_pa
     write_release(release, tmp_path / "release")
     assert list(read_release(tmp_path / "release").tables) == ["T2"]
     assert api.protect(records, "none", seed=1).parameters == {}
+
+
+def test_a_cell_key_workload_counts_the_cells_of_its_own_tables(records):
+    workload = api.protect(records, "cellkey", seed=1, tables="T1,T3")
+    whole = api.protect(records, "cellkey", seed=1)
+    assert sorted(workload.tables) == ["T1", "T3"] and len(whole.tables) == 4
+
+    def cells(release):
+        caveat = next(c for c in release.card.caveats if "a person is in t = " in c)
+        return int(caveat.split("a person is in t = ")[1].split()[0])
+
+    # T1 and T3 at three levels: one cell each; T2 and T4 add two levels each
+    assert cells(workload) == 6 and cells(whole) == 10

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -38,7 +38,7 @@ from sdclab.population import Population
 from sdclab.population.columns import RECORD_KEY
 from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
 from sdclab.protection import swapping
-from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
+from sdclab.protection.base import Mechanism, NoisePublication, Unit, WorkloadParameters
 from sdclab.protection.checks import counts_problem
 from sdclab.protection.ptable import (
     OnsPTable,
@@ -74,7 +74,7 @@ PTABLE_PRESETS = ("ons-10-5", "maxent")
 PTABLE_ARTIFACT = "ptable"
 
 
-class CellKeyParameters(Parameters):
+class CellKeyParameters(WorkloadParameters):
     """The p-table (a preset, a max-entropy design or a file), suppression, keys and swapping."""
 
     ptable: str = "ons-10-5"
@@ -362,8 +362,8 @@ def check_published(
 
 @MECHANISM.define("protect")
 def protect(population: Population, p: CellKeyParameters, rng: np.random.Generator) -> Release:
-    """Every table of the census at every level, perturbed by the p-table (after swapping, if
-    asked)."""
+    """Every table of the workload (default: of the census) at every level, perturbed by the
+    p-table (after swapping, if asked)."""
     if p.swap != "none" and population.census.name != "us2010":
         raise InputError(
             f"cellkey: swap={p.swap} swaps households of the US 2010 census; census "
@@ -407,7 +407,8 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
             "mechanism": p.swap,
             "target_swap_rate": swapped.notes["target_swap_rate"],
         }
-    plain, cell_keys = keyed_tables(source, None, key_space)
+    names = None if p.tables is None else p.workload_names()
+    plain, cell_keys = keyed_tables(source, names, key_space)
     if not p.spsn:
         cell_keys = independent_keys(cell_keys, key_space, rng)
         notes["spsn"] = "off: every published cell has an independent uniform cell key"
@@ -550,12 +551,13 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
     )
 
 
-@cache
-def cells_per_person(census: Census) -> int:
-    """t: the published cells one person record moves, over every table of the census at every
-    level (Bach's release-level view): the person tables' cells it is counted in, and the
-    household-table cells its presence moves."""
-    tables = census.select()
+@lru_cache(maxsize=16)
+def cells_per_person(census: Census, names: tuple[str, ...] | None = None) -> int:
+    """t: the published cells one person record moves, over every table of the workload
+    (``names``; default every table of the census) at every level (Bach's release-level view):
+    the person tables' cells it is counted in, and the household-table cells its presence
+    moves."""
+    tables = census.select(names)
     person = sum(int(coverage(t).max()) * len(t.levels) for t in tables if t.records == "persons")
     unit = max(
         (
@@ -571,7 +573,7 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
     """The per-cell (ε, δ) as a guarantee, with why it does (or does not) compose over the cells
     a person is in, and what the release-level figure is where it does."""
     per_cell = Loss("approximate", epsilon=p.epsilon, delta=delta)
-    t = cells_per_person(p.census)
+    t = cells_per_person(p.census, None if p.tables is None else tuple(p.workload_names()))
     if p.swap != "none":
         reason = (
             f"targeted swapping ({p.swap}) runs first and has no formal guarantee of its own; the "
