@@ -211,7 +211,7 @@ def test_psa_and_gaussian_card_budgets():
         ("psa", ["largest_group=ten"], "largest_group"),
         ("gaussian", ["sigma2=1", "rho=1"], "exactly one of sigma2 and rho"),
         ("gaussian", ["sigma2=-1"], "sigma2"),
-        ("none", ["x=1"], "takes no parameters"),
+        ("none", ["x=1"], "(parameters: tables)"),
     ],
 )
 def test_bad_parameters_are_input_errors(name, pairs, message):
