@@ -285,3 +285,26 @@ def test_a_table_that_asks_the_detailed_histogram_is_measured_once(tmp_path):
 
     product = declared_product(load_census(folder / "census.toml"))
     assert product.query_names == ("total", "T2", "T3", "T4", "detailed")
+
+
+def test_a_topdown_workload_measures_and_publishes_its_own_tables(records, tmp_path):
+    from sdclab.release import write_release
+
+    release = api.protect(records, "topdown", seed=3, tables="T3,T1")
+    assert sorted(release.tables) == ["T1", "T3"]
+    assert release.notes["tables_not_published"]["T2"] == "not in the workload"
+    measured = set(release.artifacts["measurements"]["query"])
+    assert measured == {"total", "T3", "detailed"}  # T1 asks the total; T2 and T4 are out
+    # the same histogram: the measured cells read back and attack as the full product's
+    write_release(release, tmp_path / "release")
+    back = api.read_release(tmp_path / "release")
+    assert back.parameters["tables"] == ["T1", "T3"]
+    rebuilt = api.reconstruct(back, workers=1, node_limit=2000)
+    assert rebuilt.persons.height > 0
+    # a table TopDown cannot publish is refused in words
+    with pytest.raises(
+        InputError, match=r"tables: TopDown does not publish H1 \(a housing-unit table"
+    ):
+        from sdclab.population.synth import synthesize
+
+        api.protect(synthesize(300, seed=1), "topdown", seed=1, tables="P1,H1")

@@ -238,8 +238,8 @@ MESSAGES = [
     (
         "topdown",
         {"rh": 4},
-        "mechanism topdown: unknown parameter 'rh'; did you mean 'rho'? (parameters: product, "
-        "rho, strategy, measurements, workers, executor, checkpoint, delta)",
+        "mechanism topdown: unknown parameter 'rh'; did you mean 'rho'? (parameters: tables, "
+        "product, rho, strategy, measurements, workers, executor, checkpoint, delta)",
     ),
     ("topdown", {"Rho": 4}, "unknown parameter 'Rho'; did you mean 'rho'?"),
     ("none", {"x": "1"}, "mechanism none: unknown parameter 'x' (parameters: tables)"),

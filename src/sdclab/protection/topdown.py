@@ -37,8 +37,8 @@ from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,
     NoisePublication,
-    Parameters,
     Unit,
+    WorkloadParameters,
     check_budget_range,
     decimal_text,
 )
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from sdclab.census.model import Census
 
 
-class TopDownParameters(Parameters):
+class TopDownParameters(WorkloadParameters):
     """``product`` (dhc or pl94), an optional total ``rho`` and ``strategy`` file."""
 
     product: Literal["dhc", "pl94"] = "dhc"
@@ -100,8 +100,26 @@ class TopDownParameters(Parameters):
         return product, product.default if rho is None else product.default.with_rho(rho)
 
     def product_of(self) -> Product:
-        """The product measured: ``product`` for the US census, a declared census's own."""
-        return PRODUCTS[self.product] if _is_us(self.census) else declared_product(self.census)
+        """The product measured: ``product`` for the US census, a declared census's own (its
+        workload's tables measured)."""
+        if _is_us(self.census):
+            return PRODUCTS[self.product]
+        workload = None if self.tables is None else tuple(self.workload_names())
+        return declared_product(self.census, workload)
+
+    def published(self) -> tuple[list[str], dict[str, str]]:
+        """The tables a release publishes, and why it publishes none of the others (the product
+        does not determine them, or the workload leaves them out)."""
+        product = self.product_of()
+        if product.census is not None:
+            return declared_tables(product)
+        tables, omitted = product_tables(product)
+        names = list(tables)
+        if self.tables is not None:
+            chosen = set(self.workload_names())
+            omitted |= {n: "not in the workload" for n in names if n not in chosen}
+            names = [n for n in names if n in chosen]
+        return names, omitted
 
     def recorded(self) -> dict[str, Any]:
         data = super().recorded()
@@ -111,6 +129,11 @@ class TopDownParameters(Parameters):
 
     @model_validator(mode="after")
     def _within_sampler_range(self) -> TopDownParameters:
+        if self.tables is not None:
+            names, omitted = self.published()
+            lost = [n for n in self.workload_names() if n not in names]
+            if lost:
+                raise ValueError(f"tables: TopDown does not publish {lost[0]} ({omitted[lost[0]]})")
         _, strategy = self.resolve()
         variances = [
             strategy.sigma2(q, lv) for lv in strategy.levels for q in strategy.measured(lv)
@@ -127,9 +150,10 @@ def _is_us(census: Census) -> bool:
 
 
 @lru_cache(maxsize=8)
-def declared_product(census: Census) -> Product:
-    """A declared census's TopDown product (:func:`census_product`), built once per census."""
-    return census_product(census)
+def declared_product(census: Census, workload: tuple[str, ...] | None = None) -> Product:
+    """A declared census's TopDown product (:func:`census_product`), built once per census and
+    workload."""
+    return census_product(census, workload)
 
 
 MECHANISM = Mechanism(
@@ -300,6 +324,8 @@ def declared_tables(product: Product) -> tuple[list[str], dict[str, str]]:
             )
         elif not set(table.crossed) <= set(product.schema.names):
             omitted[table.name] = "crosses an attribute outside TopDown's person histogram"
+        elif product.workload is not None and table.name not in product.workload:
+            omitted[table.name] = "not in the workload"
         else:
             published.append(table.name)
     return published, omitted
@@ -323,12 +349,16 @@ def protect(population: Population, p: TopDownParameters, rng: np.random.Generat
         keep_measurements=p.measurements,
         checkpoint=p.checkpoint,
     )
-    _, omitted = product_tables(product) if product.census is None else declared_tables(product)
+    names, omitted = p.published()
     return Release(
         mechanism="topdown",
         parameters=p.recorded(),
         card=topdown_card(product, strategy, p.delta),
-        tables=tabulate_run(product, run.histograms, population.geography),
+        tables={
+            n: t
+            for n, t in tabulate_run(product, run.histograms, population.geography).items()
+            if n in names
+        },
         randomness={},
         input_digest=population.digest,
         geography=population.geography,

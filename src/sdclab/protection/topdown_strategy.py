@@ -307,6 +307,9 @@ class Product:
     matrices: Mapping[str, sp.csr_matrix] = field(default_factory=dict, compare=False, repr=False)
     """A declared census product's query matrices, by query name (a US product builds its own
     from :attr:`queries`)."""
+    workload: tuple[str, ...] | None = None
+    """A declared census product's workload: the tables it measures and publishes (None: every
+    table over its histogram)."""
 
     @property
     def query_names(self) -> tuple[str, ...]:
@@ -319,8 +322,11 @@ class Product:
         return self.census is None
 
     def query_matrix(self, name: str) -> sp.csr_matrix:
-        """Sparse 0/1 matrix (query cells × histogram cells)."""
+        """Sparse 0/1 matrix (query cells × histogram cells); of a declared census, any of its
+        tables over the histogram (what another workload of the census measures)."""
         if self.matrices:
+            if name not in self.matrices and self.census is not None:
+                return self.census.table(name).query_on(self.schema).astype(np.int64).tocsr()
             return self.matrices[name]
         return _query_matrix(self.name, name)
 
@@ -478,7 +484,7 @@ CENSUS_RHO = Fraction(153, 10)
 person products), so that a first run is comparable with the US one."""
 
 
-def census_product(census: Census) -> Product:
+def census_product(census: Census, workload: tuple[str, ...] | None = None) -> Product:
     """TopDown's product for a declared census: the histogram crossing every person attribute
     that a table of its main geography crosses, measuring the total, each of those tables at
     the levels it is published, and the detailed histogram. The default strategy splits ρ
@@ -486,7 +492,9 @@ def census_product(census: Census) -> Product:
     measured at the top level, where it is invariant); a table whose query another already
     asks (a total table, say) is not measured twice, nor one that counts a person in more than
     one cell (a tally: its Δ₂² exceeds the 2 of every measured query, σ² = 1/ρ); both are still
-    published, tabulated from the MDF."""
+    published, tabulated from the MDF. A ``workload`` keeps the histogram (over the attributes
+    every table of the census crosses, so that its cells do not depend on the workload) and
+    measures and publishes its tables alone."""
     geography = census.geography
     of_persons = {a.name for a in census.attributes.values() if a.records == "persons"}
     tables = [
@@ -514,7 +522,7 @@ def census_product(census: Census) -> Product:
     }
     published: dict[str, tuple[str, ...]] = {}
     detailed = sp.identity(domain.size, dtype=np.int64, format="csr")
-    for table in tables:
+    for table in tables if workload is None else [t for t in tables if t.name in workload]:
         if table.name in ("total", "detailed"):
             raise InputError(
                 f"topdown: census {census.name}'s table {table.name!r} is named like one of "
@@ -554,6 +562,7 @@ def census_product(census: Census) -> Product:
         invariant_levels=levels[:1],
         census=census,
         matrices=matrices,
+        workload=workload,
     )
 
 
