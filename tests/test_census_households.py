@@ -214,3 +214,13 @@ def test_a_household_attribute_needs_the_household_key(with_tenure):
     (with_tenure / "census.toml").write_text(text.replace('household_key = "household_id"', ""))
     with pytest.raises(InputError, match=r"attributes.tenure.records: a household attribute needs"):
         load_census(with_tenure / "census.toml")
+
+
+def test_records_of_a_census_document_without_its_household_key_are_refused(with_tenure):
+    from sdclab.census.document import from_document, to_document
+
+    document = to_document(load_census(with_tenure / "census.toml"))
+    document["household_key"] = None  # as a forged or hand-made release's census.json could say
+    census = from_document(document)
+    with pytest.raises(InputError, match=r"declares household attributes \(tenure\) but no"):
+        read_records(census, with_tenure / "persons.csv")

@@ -1,7 +1,7 @@
 """The synthetic population: exact size, determinism, contract, structure and calibrated marginals.
 
 Marginals are recomputed here with polars, independently of ``synth_targets.measure_marginals``, and
-compared with the targets and tolerances that the module declares (``synth.TARGETS``).
+compared with the targets and tolerances that the generator declares (``synth_targets``).
 """
 
 from __future__ import annotations

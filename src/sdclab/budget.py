@@ -17,6 +17,7 @@ roles, built from :mod:`sdclab.query_noise`); this module asks them and solves f
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, cast
 
 from sdclab.errors import InputError
@@ -41,6 +42,9 @@ def _parsed(
             f"mechanism {mechanism}: its budget is for the US 2010 census's tables, not census "
             f"{census.name}'s"
         )
+    if entry.rescale is not None:  # the budget is the question's: its settings at 1, as a unit
+        unit = entry.rescale(entry.parse({}, census), Fraction(1))
+        settings = {**settings, **dict.fromkeys(unit, "1")}
     return entry, entry.parse(settings, census)
 
 

@@ -748,7 +748,9 @@ def budget(
     from sdclab import protection
 
     if protection.get(mechanism).cell_noise is not None:
-        found = budgets.cell_key_noise(parse_settings(settings or []), count, level, query, chosen)
+        found = budgets.cell_key_noise(
+            parse_settings(settings or []), count, level, query, chosen, mechanism
+        )
         typer.echo(json.dumps(found, indent=2) if as_json else cell_key_text(found))
         return
     assert level is not None

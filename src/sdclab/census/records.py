@@ -244,6 +244,11 @@ def _household_attributes(
     the census declares household attributes: a household moves whole, in the PSA)."""
     declared = [a for a in census.attributes.values() if a.records == "households"]
     if households is None:
+        if declared:  # (a census file refuses this too; a census from a document may not)
+            raise InputError(
+                f"{name}: census {census.name} declares household attributes "
+                f"({', '.join(a.name for a in declared)}) but no household_key to group persons by"
+            )
         return {}
     n = int(households.max(initial=-1)) + 1
     key = census.household_key

@@ -535,7 +535,8 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
         "(but zeros are published as zeros)",
         guarantee=guarantee,
         covers=(
-            "every table of the swapped population, each cell perturbed by the p-table"
+            ("every table" if p.tables is None else f"the tables {', '.join(p.workload_names())}")
+            + " of the swapped population, each cell perturbed by the p-table"
             if p.swap != "none"
             else "one released cell: its count's neighbouring pairs (n, n+1) under the p-table, "
             "with a uniformly distributed cell key"

@@ -444,7 +444,8 @@ def _upper(reid: Reidentification | NotMeasured, name: str, declared: bool) -> s
     """An upper bound's confirmed rate (the attack on the confidential or the swapped records),
     or n/a (with the reason, for a declared census, which has none)."""
     if declared:
-        return pct(NotMeasured(f"the {name} upper bound is measured on the US 2010 census only"))
+        reason = f"the {name} upper bound is measured on the US 2010 census only"
+        return pct(reid if isinstance(reid, NotMeasured) else NotMeasured(reason))
     if isinstance(reid, NotMeasured) or name not in reid.fixed:
         return "n/a"
     return pct(reid.fixed[name].all.confirmed_rate)
