@@ -19,8 +19,8 @@ import pandas as pd
 
 from sdclab import protection
 from sdclab.population.synth import synthesize
+from sdclab.protection.households import Households
 from sdclab.protection.swapping import (
-    Households,
     PsaParameters,
     psa_groups,
     psa_swap,

@@ -14,8 +14,8 @@ from sdclab.population.io import read_population, write_population
 from sdclab.population.synth import synthesize
 from sdclab.protection.cellkey import assign_record_keys, keyed_tables, perturb
 from sdclab.protection.cellkey_ons import ons_perturbed_table
+from sdclab.protection.households import swap_units
 from sdclab.protection.ptable import create_ptable, ons_10_5_ptable, write_ptable
-from sdclab.protection.swapping import swap_units
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
 

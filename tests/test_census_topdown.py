@@ -154,50 +154,20 @@ def test_a_histogram_too_large_to_measure_is_refused_in_words(tmp_path):
 
 
 def test_the_command_line_runs_topdown_on_a_declared_census(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sdclab",
-            "protect",
-            str(TOYLAND / "persons.csv"),
-            "--census",
-            str(TOYLAND / "census.toml"),
-            "-m",
-            "topdown",
-            "--seed",
-            "3",
-            "--set",
-            "rho=4",
-            "--out",
-            "release",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    def protect(out: str, *settings: str) -> subprocess.CompletedProcess[str]:
+        census = ["--census", str(TOYLAND / "census.toml")]
+        command = ["protect", str(TOYLAND / "persons.csv"), *census, "-m", "topdown"]
+        return subprocess.run(
+            [sys.executable, "-m", "sdclab", *command, *settings, "--out", out],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+
+    done = protect("release", "--seed", "3", "--set", "rho=4")
     assert done.returncode == 0, done.stderr
     assert "rho = 4" in done.stdout
-    refused = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sdclab",
-            "protect",
-            str(TOYLAND / "persons.csv"),
-            "--census",
-            str(TOYLAND / "census.toml"),
-            "-m",
-            "topdown",
-            "--set",
-            "product=pl94",
-            "--out",
-            "other",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    refused = protect("other", "--set", "product=pl94")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "a setting for the US 2010 census only" in refused.stderr
     assert not (tmp_path / "other").exists()

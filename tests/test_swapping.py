@@ -17,9 +17,8 @@ from conftest import random_population
 from sdclab import accounting, protection
 from sdclab.cli import app
 from sdclab.population.synth import synthesize
+from sdclab.protection.households import Households, Swapped
 from sdclab.protection.swapping import (
-    Households,
-    Swapped,
     psa_partners,
     psa_swap,
     swap_population,

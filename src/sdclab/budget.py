@@ -79,6 +79,13 @@ def _no_budget(mechanism: str) -> InputError:
     )
 
 
+def has_cell_noise(mechanism: str) -> bool:
+    """Whether ``mechanism`` answers with one cell's noise (it has no budget to choose)."""
+    from sdclab import protection
+
+    return protection.get(mechanism).cell_noise is not None
+
+
 def check_question(
     mechanism: str, targets: Sequence[str], level: str | None, count: int | None
 ) -> None:

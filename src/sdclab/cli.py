@@ -745,9 +745,7 @@ def budget(
     asked = {"budget": at, "moe": moe, "rmse": rmse}
     given = [(k, v) for k, v in asked.items() if v is not None]
     budgets.check_question(mechanism, [k for k, _ in given], level, count)
-    from sdclab import protection
-
-    if protection.get(mechanism).cell_noise is not None:
+    if budgets.has_cell_noise(mechanism):
         found = budgets.cell_key_noise(
             parse_settings(settings or []), count, level, query, chosen, mechanism
         )
@@ -757,9 +755,18 @@ def budget(
     target, value = given[0]
     noise = budgets.noise_of(mechanism, query, level, parse_settings(settings or []), chosen)
     result = budgets.answer(noise, target, float(value))  # type: ignore[arg-type]
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-        return
+    typer.echo(
+        json.dumps(result, indent=2)
+        if as_json
+        else _budget_text(mechanism, level, noise, target, value, result)
+    )
+
+
+def _budget_text(
+    mechanism: str, level: str, noise: Any, target: str, value: float, result: dict[str, Any]
+) -> str:
+    """The answer of ``sdclab budget`` in words: the error at the budget, or the budget found,
+    and for a published table the measured queries its cells are sums of."""
     spread = (
         f"σ² = {result['sigma2']:.4g}" if "sigma2" in result else f"scale {result['scale']:.4g}"
     )
@@ -772,14 +779,13 @@ def budget(
     if "table" in result:
         spread = f"{_made_of(result)}, each of {spread}: for "
         spread += "it" if result["measured_cells_summed"] == 1 else "the largest"
-    typer.echo(
+    text = (
         f"{mechanism}, {result.get('table', noise.query)} at {level}: {lead} → {spread}, 95% "
         f"margin of error ±{result['moe_95']}, RMSE {result['rmse']:.4g} — {noise.caveat}"
     )
     if "table" in result:
-        typer.echo(
-            f"  answered at {level} from: " + "; ".join(map(_cells, result["answered_from"]))
-        )
+        text += f"\n  answered at {level} from: " + "; ".join(map(_cells, result["answered_from"]))
+    return text
 
 
 def _made_of(result: dict[str, Any]) -> str:

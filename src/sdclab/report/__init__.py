@@ -26,6 +26,7 @@ from sdclab.report.html import (
     figure,
     labelled,
     pct,
+    records_shown,
     section,
     source_label,
 )
@@ -196,16 +197,6 @@ SUMMARY_NOTE = (
 )
 
 
-def _records(release: ReleaseResult, persons: int) -> str:
-    """The reconstruction's records against the population's persons ("102,408 / 4,000")."""
-    figures = release.evaluation.reconstruction
-    if isinstance(figures, NotMeasured):
-        return f"n/a <small>({esc(figures.reason)})</small>"
-    records = figures.records
-    shown = "n/a" if isinstance(records, NotMeasured) else f"{int(records):,}"
-    return f"{shown} / {persons:,}"
-
-
 def _summary_row(release: ReleaseResult, persons: int) -> str:
     census = _rates(release, "census", "reconstruction", "all")
     commercial = _rates(release, "commercial", "reconstruction", "all")
@@ -220,7 +211,7 @@ def _summary_row(release: ReleaseResult, persons: int) -> str:
         _compared_cell(release, "block", "P1"),
         _compared_cell(release, "block", "P12"),
         _compared_cell(release, "tract", "P12"),
-        _records(release, persons),
+        records_shown(release, persons),
         pct(agreement if isinstance(agreement, NotMeasured) else agreement.all.agree_agebin),
         pct(
             variability

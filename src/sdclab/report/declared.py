@@ -7,7 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sdclab.report.charts import bar_chart, line_chart
-from sdclab.report.html import CARD, EVALUATION, Source, column, esc, figure, pct
+from sdclab.report.html import (
+    CARD,
+    EVALUATION,
+    Source,
+    column,
+    esc,
+    figure,
+    pct,
+    records_shown,
+)
 from sdclab.results import (
     Agreement,
     CensusView,
@@ -76,7 +85,7 @@ def summary_table(
             cell(release, view.unit, total) if total else _na(NO_TOTAL),
             cell(release, view.unit, compared) if compared else _na(NO_COMPARED),
             cell(release, view.program, compared) if compared else _na(NO_COMPARED),
-            _records(release, persons),
+            records_shown(release, persons),
             pct(agreement.all.agree_agebin if isinstance(agreement, Agreement) else agreement),
             f"{pct(_rate(census, 'putative_rate'))} / {pct(_rate(census, 'precision'))}",
             f"{pct(_rate(commercial, 'putative_rate'))} / {pct(_rate(commercial, 'precision'))}",
@@ -93,15 +102,6 @@ def _na(reason: str) -> str:
 
 def _rate(rates: LinkRates | NotMeasured, metric: str) -> Value:
     return rates if isinstance(rates, NotMeasured) else getattr(rates, metric)
-
-
-def _records(release: ReleaseResult, persons: int) -> str:
-    figures = release.evaluation.reconstruction
-    if isinstance(figures, NotMeasured):
-        return f"n/a <small>({esc(figures.reason)})</small>"
-    records = figures.records
-    shown = "n/a" if isinstance(records, NotMeasured) else f"{int(records):,}"
-    return f"{shown} / {persons:,}"
 
 
 def headline_note(view: CensusView, baselines: str) -> str:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sdclab.results import NotMeasured, from_json
+from sdclab.results import NotMeasured, ReleaseResult, from_json
 
 
 def esc(value: Any) -> str:
@@ -175,3 +175,13 @@ def count(n: int, one: str, many: str) -> str:
 
 def decimal(value: Any) -> str:
     return formatted(value, 1, 3, "")
+
+
+def records_shown(release: ReleaseResult, persons: int) -> str:
+    """The reconstruction's records against the population's persons ("102,408 / 4,000")."""
+    figures = release.evaluation.reconstruction
+    if isinstance(figures, NotMeasured):
+        return f"n/a <small>({esc(figures.reason)})</small>"
+    records = figures.records
+    shown = "n/a" if isinstance(records, NotMeasured) else f"{int(records):,}"
+    return f"{shown} / {persons:,}"
