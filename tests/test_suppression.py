@@ -199,7 +199,7 @@ def test_parameters_card_and_entry():
     params = suppression.MECHANISM.parse({"small_cells": "3", "complementary": "true"})
     assert params.small_cells == 3 and params.complementary is True
     assert params.min_persons == 15 and params.group_min == 15
-    with pytest.raises(InputError, match=r"unknown parameter 'threshold' \(parameters: small_"):
+    with pytest.raises(InputError, match=r"unknown parameter 'threshold' \(parameters: tables, "):
         suppression.MECHANISM.parse({"threshold": "3"})
     with pytest.raises(InputError, match="small_cells"):
         suppression.MECHANISM.parse({"small_cells": "-1"})

@@ -90,3 +90,23 @@ def test_a_cell_key_workload_counts_the_cells_of_its_own_tables(records):
 
     # T1 and T3 at three levels: one cell each; T2 and T4 add two levels each
     assert cells(workload) == 6 and cells(whole) == 10
+
+
+@pytest.mark.parametrize("complementary", [False, True])
+def test_suppression_of_a_workload_reads_the_total_it_must_hold(records, complementary):
+    from sdclab import protection
+
+    settings = {"complementary": complementary}
+    release = api.protect(records, "suppress", seed=1, tables="T1,T3", **settings)
+    whole = api.protect(records, "suppress", seed=1, **settings)
+    assert sorted(release.tables) == ["T1", "T3"]
+    entry = protection.get("suppress")
+    assert entry.check is not None
+    assert entry.check(release, entry.parse(release.parameters, records.census)) is None
+    if not complementary:  # the rules are per table, given the total: the same cells withheld
+        for name in ("T1", "T3"):
+            for level in release.table(name).levels:
+                mine = release.table(name).suppressed(level)
+                assert (mine != whole.table(name).suppressed(level)).nnz == 0, (name, level)
+    with pytest.raises(InputError, match=r"tables: the workload needs the total table T1"):
+        api.protect(records, "suppress", seed=1, tables="T3")

@@ -35,7 +35,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sdclab import schema
 from sdclab.accounting import SpecCard
@@ -53,7 +53,7 @@ from sdclab.optimize.exposure import (
 )
 from sdclab.population import Population
 from sdclab.privacy import Invariant, no_guarantee
-from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
+from sdclab.protection.base import Mechanism, NoisePublication, Unit, WorkloadParameters
 from sdclab.protection.checks import counts_problem, whole
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
@@ -67,7 +67,7 @@ REDISTRICTING = ("P1", "P8", "P9", "P10", "P11")
 """The redistricting tables of the 2010 study (P1, P8–P11); the diagnostics count them apart."""
 
 
-class SuppressionParameters(Parameters):
+class SuppressionParameters(WorkloadParameters):
     """The three 1980 rules' thresholds and whether to add complementary suppression."""
 
     small_cells: Annotated[int, Unit("count")] = Field(2, ge=0, le=1_000)
@@ -80,6 +80,16 @@ class SuppressionParameters(Parameters):
     complementary: bool = False
     """also withhold cells so that no suppressed cell can be recovered exactly from the
     published cells through the hierarchy and the totals (HiGHS)"""
+
+    @model_validator(mode="after")
+    def _the_total_in_the_workload(self) -> SuppressionParameters:
+        total = self.census.total_table
+        if self.tables is not None and total is not None and total.name not in self.tables:
+            raise ValueError(
+                f"tables: the workload needs the total table {total.name}: the rules read each "
+                "geounit's persons from it, and complementary suppression protects through it"
+            )
+        return self
 
 
 MECHANISM = Mechanism(
@@ -584,6 +594,8 @@ def complementary_suppression(
     stats: dict[str, Any] = {}
     p1_shown = np.ones(len(persons_all), dtype=bool)
     for label, names, totals in (("partition", partition, True), ("hierarchy", others, False)):
+        if not names:  # every person table partitions the persons: no hierarchy-only system
+            continue
         space = PublishedCells.from_tabulation(tables, geography, names)
         matrix = space.relations(partitions="totals" if totals else None).matrix
         primary = np.concatenate(
@@ -644,7 +656,7 @@ def protect(population: Population, p: SuppressionParameters, rng: np.random.Gen
     is deterministic: ``rng`` is not used.
     """
     del rng
-    tables = tabulate(population)
+    tables = tabulate(population, None if p.tables is None else p.workload_names())
     plan = primary_plan(tables, p)
     withheld: dict[str, dict[str, IntArray]] = {}
     adult = ", ".join(name for name, tc in tables.items() if is_adult_table(tc.table))
