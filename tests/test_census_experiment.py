@@ -158,7 +158,6 @@ def test_the_command_line_runs_the_experiment_as_the_api_does(ran, tmp_path):
         ),
         ("workers = 1", "workers = 1\nvariability = true", r"attacks.variability: solution var"),
         ("workers = 1", "workers = 1\nblock_only = true", r"attacks.block_only: the reconstr"),
-        ("[attacks]", "[match]\nvalues = [1, 4]\n\n[attacks]", r"match: matching on the common"),
         ('path = "toyland/persons.csv"', 'path = "toyland/persons.csv"\nreplicates = 2', "boot"),
         ('path = "toyland/persons.csv"', "persons = 500", r"population: census: give path"),
         ('path = "toyland/persons.csv"', 'path = "toyland"', r"population.path: .* is not a file"),
@@ -227,3 +226,22 @@ def test_the_report_axes_default_to_the_census(tmp_path):
     axes = us.report.axes(us.census)
     assert (axes.accuracy, axes.table, axes.level) == ("compared.mae_nonempty", "P12", "tract")
     assert axes.risk == "reidentification.census.headline.vulnerable.points" and axes.headline
+
+
+def test_a_declared_census_experiment_matches_on_the_common_axis(tmp_path):
+    import sdclab
+
+    text = EXPERIMENT.replace(
+        '[[mechanisms]]\nname = "cellkey"\nseed = 3\n\n[[mechanisms]]\nname = "suppress"\n',
+        '[[mechanisms]]\nname = "topdown"\nseed = 4\n',
+    )
+    text = text.replace("settings = { epsilon = [1, 4] }\n", "")
+    text = text.replace("[attacks]", "[match]\nvalues = [2, 8]\n\n[attacks]\nreconstruct = false")
+    results = sdclab.run_experiment(write_experiment(tmp_path, text), tmp_path / "out")
+    matched = {
+        t: r.evaluation.card.common.epsilon for t, r in results.releases.items() if t != "none"
+    }
+    # the geometric ε and TopDown's ρ set, over the census's own tables, to reach each target
+    assert set(matched) == {"geometric@ε=2", "geometric@ε=8", "topdown@ε=2", "topdown@ε=8"}
+    for title, epsilon in matched.items():
+        assert epsilon == pytest.approx(float(title.split("=")[1]), rel=1e-6), title

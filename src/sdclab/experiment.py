@@ -336,7 +336,7 @@ class MechanismSpec(_Strict):
         fixed = {k: v for k, v in self.settings.items() if not isinstance(v, list | Range)}
         return {**fixed, **{k: values[0] for k, values in self.swept().items()}}
 
-    def points(self, common: Sequence[float] = ()) -> list[Point]:
+    def points(self, common: Sequence[float] = (), census: Census | None = None) -> list[Point]:
         """Every (setting, replicate) of the entry: the grid of its swept settings, each run
         ``replicates`` times; with ``common`` values, the grid once per common-axis ε, the
         budget set to reach it (:mod:`sdclab.matching`)."""
@@ -349,7 +349,7 @@ class MechanismSpec(_Strict):
             varied: dict[str, Scalar] = dict(zip(swept, values, strict=True))
             settings: dict[str, Scalar] = {**fixed, **varied}  # type: ignore[dict-item]
             if target is not None:
-                settings |= matching.matched(self.name, settings, target).settings
+                settings |= matching.matched(self.name, settings, target, census).settings
                 varied = {MATCHED: format(target, "g"), **varied}
             name = self.title + "".join(
                 f"{'@' if i == 0 else ','}{k}={v}" for i, (k, v) in enumerate(varied.items())
@@ -599,7 +599,7 @@ class Experiment(_Strict):
             return {}
         out = {}
         for m in self.mechanisms:
-            why = matching.unmatchable(m.name, m.first_settings())
+            why = matching.unmatchable(m.name, m.first_settings(), self._census)
             if why is not None:
                 out[m.title] = why.reason
         return out
@@ -609,7 +609,7 @@ class Experiment(_Strict):
         mechanism can be matched."""
         if self.match is None or entry.title in self.unmatched():
             return entry.points()
-        return entry.points(self.match.targets())
+        return entry.points(self.match.targets(), self._census)
 
     def points(self) -> list[Point]:
         return [p for m in self.mechanisms for p in self.points_of(m)]
@@ -1024,11 +1024,6 @@ def us_only_settings(
         return (
             "attacks.block_only: the reconstruction from the block tables alone is the US 2010 "
             f"attack's, not census {census.name}'s"
-        )
-    if experiment.match is not None:
-        return (
-            "match: matching on the common axis reads cards over the US 2010 census's tables so "
-            f"far, not census {census.name}'s: give each mechanism its own budget"
         )
     return None
 

@@ -13,13 +13,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scipy import optimize
 
 from sdclab import protection
 from sdclab.errors import InputError
 from sdclab.results import NotMeasured
+
+if TYPE_CHECKING:
+    from sdclab.census.model import Census
 
 MATCH_AXIS = "epsilon@1e-10"
 """The one axis mechanisms are matched on: ε at δ = 10⁻¹⁰, one person's record changed."""
@@ -39,10 +42,13 @@ class Matched:
     """The card's common-axis ε at these settings (the target within the rounding)."""
 
 
-def common_epsilon(name: str, settings: Mapping[str, Any]) -> float | NotMeasured:
-    """The common-axis ε of a mechanism's card at ``settings``, or why it has none."""
+def common_epsilon(
+    name: str, settings: Mapping[str, Any], census: Census | None = None
+) -> float | NotMeasured:
+    """The common-axis ε of a mechanism's card at ``settings`` (for ``census``, default the US
+    2010 census), or why it has none."""
     entry = protection.get(name)
-    params = entry.parse(settings)
+    params = entry.parse(settings, census)
     try:
         common = entry.card(params).common
     except InputError as exc:  # the PSA's ε(p, b): b is fixed by its invariants, read from data
@@ -50,9 +56,11 @@ def common_epsilon(name: str, settings: Mapping[str, Any]) -> float | NotMeasure
     return common if isinstance(common, NotMeasured) else float(common.epsilon)
 
 
-def unmatchable(name: str, settings: Mapping[str, Any]) -> NotMeasured | None:
+def unmatchable(
+    name: str, settings: Mapping[str, Any], census: Census | None = None
+) -> NotMeasured | None:
     """Why the mechanism cannot be matched on the common axis (None: it can)."""
-    common = common_epsilon(name, settings)
+    common = common_epsilon(name, settings, census)
     if isinstance(common, NotMeasured):
         return common
     if protection.get(name).rescale is None:
@@ -60,17 +68,23 @@ def unmatchable(name: str, settings: Mapping[str, Any]) -> NotMeasured | None:
     return None
 
 
-@functools.cache
-def _match(name: str, settings: tuple[tuple[str, Any], ...], target: float) -> Matched:
-    return match(name, dict(settings), target)
+@functools.lru_cache(maxsize=256)
+def _match(
+    name: str, settings: tuple[tuple[str, Any], ...], target: float, census: Census | None
+) -> Matched:
+    return match(name, dict(settings), target, census)
 
 
-def matched(name: str, settings: Mapping[str, Any], target: float) -> Matched:
-    """:func:`match`, each (mechanism, settings, target) solved once per process."""
-    return _match(name, tuple(sorted(settings.items())), target)
+def matched(
+    name: str, settings: Mapping[str, Any], target: float, census: Census | None = None
+) -> Matched:
+    """:func:`match`, each (mechanism, settings, target, census) solved once per process."""
+    return _match(name, tuple(sorted(settings.items())), target, census)
 
 
-def match(name: str, settings: Mapping[str, Any], target: float) -> Matched:
+def match(
+    name: str, settings: Mapping[str, Any], target: float, census: Census | None = None
+) -> Matched:
     """The settings of mechanism ``name`` (from ``settings``, its budgets scaled alike) whose
     common-axis ε is ``target``; ValueError if it cannot be matched (:func:`unmatchable`).
 
@@ -78,12 +92,12 @@ def match(name: str, settings: Mapping[str, Any], target: float) -> Matched:
     zCDP ρ compose linearly), so the factor is the target's loss over the entry's: for pure DP
     ε itself, for zCDP the ρ whose tight conversion gives ε = ``target`` at δ = 10⁻¹⁰. The card
     at the settings found is checked to be on target."""
-    why = unmatchable(name, settings)
+    why = unmatchable(name, settings, census)
     if why is not None:
         raise ValueError(f"{name} cannot be matched on {MATCH_AXIS}: {why.reason}")
     entry = protection.get(name)
     assert entry.rescale is not None
-    start = entry.parse(settings)
+    start = entry.parse(settings, census)
     loss = entry.card(start).guarantee.person_replace
     assert not isinstance(loss, NotMeasured)
     if loss.measure == "pure":
@@ -95,7 +109,7 @@ def match(name: str, settings: Mapping[str, Any], target: float) -> Matched:
     else:
         raise ValueError(f"{name}: an (ε, δ) guarantee does not scale with one budget factor")
     chosen = entry.rescale(start, factor.limit_denominator(10**15))
-    epsilon = common_epsilon(name, {**settings, **chosen})
+    epsilon = common_epsilon(name, {**settings, **chosen}, census)
     assert not isinstance(epsilon, NotMeasured)
     if not math.isclose(epsilon, target, rel_tol=ROUNDING):
         raise ValueError(
