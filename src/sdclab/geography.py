@@ -7,6 +7,7 @@ is an integer division, and strings appear only at the edges (files and labels).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -60,7 +61,7 @@ def parse_geoids(geoids: pl.Series, level: str) -> npt.NDArray[np.int64]:
 
 
 @dataclass(frozen=True)
-class Geography:
+class Geography(ABC):
     """The block list of a population and, for each level, which geounit each block belongs to.
 
     ``blocks`` are the integer codes of the bottom level's units (here called blocks, whatever the
@@ -77,17 +78,17 @@ class Geography:
         default_factory=dict, repr=False, compare=False
     )
 
+    @abstractmethod
     def block_codes_at(self, level: str) -> npt.NDArray[np.int64]:
         """The integer code at ``level`` of each block's geounit."""
-        raise NotImplementedError
 
+    @abstractmethod
     def geoid_strings(self, codes: npt.ArrayLike, level: str) -> pl.Series:
         """The geoids (text) of integer geounit codes at ``level``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def parse_geoids(self, geoids: pl.Series, level: str) -> npt.NDArray[np.int64]:
         """Integer codes of geoids at ``level`` (the inverse of :meth:`geoid_strings`)."""
-        raise NotImplementedError
 
     def check_level(self, level: str) -> str:
         """Return ``level`` if it is one of :attr:`levels`, else raise ValueError naming them."""
