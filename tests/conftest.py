@@ -137,6 +137,28 @@ SLOWEST_FILES = (
 """The test files that take longest (``--durations=0`` summed per file), slowest first."""
 
 
+@pytest.fixture
+def wide_census(tmp_path):
+    """A factory of declared censuses: ``topics`` attributes topic0… of ten codes each, a two-level
+    geography (area > place, read from the records' columns), ``tables`` (name → cells) and the
+    reconstruction solving ``solved`` (the attacker links on topic0)."""
+    from sdclab.census.declare import load_census
+
+    def make(topics: int, tables: dict[str, list[str]], solved: list[str]):
+        codes = str([str(c) for c in range(10)])
+        lines = ['name = "wide"', "[geographies.places]", "levels = ['area', 'place']"]
+        for i in range(topics):
+            lines += [f"[attributes.topic{i}]", f"codes = {codes}"]
+        for name, cells in tables.items():
+            lines += [f"[tables.{name}]", f"cells = {cells}"]
+        lines += ["[reconstruction]", f"attributes = {solved}"]
+        lines += ["[attack]", "quasi_identifiers = ['topic0']"]
+        (tmp_path / "wide.toml").write_text("\n".join(lines).replace("'", '"') + "\n")
+        return load_census(tmp_path / "wide.toml")
+
+    return make
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Collect the slowest files first, each file's tests in their own order.
 

@@ -249,25 +249,11 @@ def test_census_show_prints_a_census_and_refuses_an_unknown_one(toyland):
     )
 
 
-def test_a_census_of_more_than_a_billion_cells_tabulates_and_reconstructs(tmp_path):
+def test_a_census_of_more_than_a_billion_cells_tabulates_and_reconstructs(wide_census):
     # ten attributes of ten codes each: 10¹⁰ cells in their product, never built
     names = [f"topic{i}" for i in range(10)]
-    lines = ['name = "wide"', "[geographies.places]", 'levels = ["area", "place"]']
-    for name in names:
-        lines += [
-            f"[attributes.{name}]",
-            f"codes = {[str(c) for c in range(10)]}".replace("'", '"'),
-        ]
-    lines += ["[tables.A]", 'cells = ["topic0", "topic9"]', "[tables.B]", 'cells = ["topic3"]']
-    lines += ["[tables.C]", 'cells = ["topic0", "topic1", "topic2"]']
-    lines += [
-        "[reconstruction]",
-        f"attributes = {names[:3]}".replace("'", '"'),
-        "[attack]",
-        'quasi_identifiers = ["topic0"]',
-    ]
-    (tmp_path / "wide.toml").write_text("\n".join(lines) + "\n")
-    census = load_census(tmp_path / "wide.toml")
+    tables = {"A": ["topic0", "topic9"], "B": ["topic3"], "C": ["topic0", "topic1", "topic2"]}
+    census = wide_census(10, tables, names[:3])
     assert census.full_domain_size() == 10**10
     rng = np.random.default_rng(5)
     codes = rng.integers(0, 10, size=(500, 10))

@@ -125,23 +125,9 @@ def test_a_forged_code_in_a_declared_mdf_is_refused(tmp_path, release):
         read_release(tmp_path / "release")
 
 
-def test_a_histogram_too_large_to_measure_is_refused_in_words(tmp_path):
+def test_a_histogram_too_large_to_measure_is_refused_in_words(wide_census):
     names = [f"topic{i}" for i in range(7)]
-    lines = ['name = "wide"', "[geographies.places]", 'levels = ["area", "place"]']
-    for name in names:
-        lines += [
-            f"[attributes.{name}]",
-            f"codes = {[str(c) for c in range(10)]}".replace("'", '"'),
-        ]
-    lines += ["[tables.A]", f"cells = {names}".replace("'", '"')]
-    lines += [
-        "[reconstruction]",
-        'attributes = ["topic0"]',
-        "[attack]",
-        'quasi_identifiers = ["topic0"]',
-    ]
-    (tmp_path / "wide.toml").write_text("\n".join(lines) + "\n")
-    census = load_census(tmp_path / "wide.toml")
+    census = wide_census(7, {"A": names}, ["topic0"])
     rng = np.random.default_rng(1)
     frame = pl.DataFrame({n: rng.integers(0, 10, 50).astype(str) for n in names}).with_columns(
         place=pl.Series(rng.integers(0, 4, 50).astype(str)), area=pl.lit("a")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -147,14 +148,19 @@ class CensusRecords:
         """Every attribute's position of ``records``: one per person (with their household's
         attributes), or one per household."""
         if records == "persons":
-            if not self.household_attributes:
-                return self.attributes
-            assert self.households is not None
-            own = {n: v[self.households] for n, v in self.household_attributes.items()}
-            return {**self.attributes, **own}
+            return self._person_columns
         if self.households is None:
             raise ValueError(f"census {self.census.name!r} names no household key")
         return self.household_attributes
+
+    @cached_property
+    def _person_columns(self) -> Mapping[str, IntArray]:
+        """The persons' attributes and their households' (spread to the members once)."""
+        if not self.household_attributes:
+            return self.attributes
+        assert self.households is not None
+        own = {n: v[self.households] for n, v in self.household_attributes.items()}
+        return {**self.attributes, **own}
 
     def block_index(self, records: str, geography: Geography | None = None) -> IntArray:
         """The bottom unit in ``geography`` (default: the main one) of each person, or of each

@@ -277,24 +277,32 @@ def protect_psa(population: Population, params: PsaParameters, rng: np.random.Ge
 def psa_swap(population: Population, params: PsaParameters, rng: np.random.Generator) -> Swapped:
     """The PSA: the swapped population, its publishable notes and its confidential diagnostics."""
     households = Households(population)
-    group = psa_groups(households, params)
-    selected = noise.bernoulli(Fraction(params.rate), households.count, rng)
-    partner = psa_partners(group, selected, rng.permutation(households.count))
+    partner, notes, diagnostics = psa_draw(psa_groups(households, params), params, rng)
     rows = households.unit_rows
-    swapped = swap_units(population, rows, rows[partner])
-    moved = int((partner != np.arange(households.count)).sum())
+    return Swapped(swap_units(population, rows, rows[partner]), notes, diagnostics)
+
+
+def psa_draw(
+    group: IntArray, params: PsaParameters, rng: np.random.Generator
+) -> tuple[IntArray, dict[str, Any], dict[str, Any]]:
+    """The PSA's draw over households in matching groups ``group``: whose location each takes
+    (:func:`psa_partners`), the publishable notes and the confidential diagnostics."""
+    n = len(group)
+    selected = noise.bernoulli(Fraction(params.rate), n, rng)
+    partner = psa_partners(group, selected, rng.permutation(n))
+    moved = int((partner != np.arange(n)).sum())
     notes = {
-        "households": households.count,
+        "households": n,
         "largest_matching_group": int(np.bincount(group).max(initial=0)),
         "matching_groups": int(group.max(initial=-1) + 1),
     }
     diagnostics = {
         "selected": int(selected.sum()),
-        "selection_rate": float(selected.mean()) if households.count else 0.0,
+        "selection_rate": float(selected.mean()) if n else 0.0,
         "moved": moved,
-        "achieved_swap_rate": moved / max(households.count, 1),
+        "achieved_swap_rate": moved / max(n, 1),
     }
-    return Swapped(swapped, notes, diagnostics)
+    return partner, notes, diagnostics
 
 
 def _declared_psa(
@@ -335,25 +343,12 @@ def declared_psa_swap(
     geography = records.geography
     home = records.block_index("households")
     group = group_ids(geography.block_codes_at(params.matching_at)[home], size)
-    selected = noise.bernoulli(Fraction(params.rate), n, rng)
-    partner = psa_partners(group, selected, rng.permutation(n))
+    partner, notes, diagnostics = psa_draw(group, params, rng)
     blocks = {
         name: records.block_index("households", records.geographies[name])[partner][
             records.households
         ]
         for name in records.blocks
-    }
-    moved = int((partner != np.arange(n)).sum())
-    notes = {
-        "households": n,
-        "largest_matching_group": int(np.bincount(group).max(initial=0)),
-        "matching_groups": int(group.max(initial=-1) + 1),
-    }
-    diagnostics = {
-        "selected": int(selected.sum()),
-        "selection_rate": float(selected.mean()),
-        "moved": moved,
-        "achieved_swap_rate": moved / n,
     }
     return Swapped(replace(records, blocks=blocks), notes, diagnostics)  # type: ignore[arg-type]
 

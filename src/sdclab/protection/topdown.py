@@ -28,6 +28,7 @@ from pydantic import Field, model_validator
 
 from sdclab import accounting, cell_model, schema
 from sdclab.arrays import IntArray
+from sdclab.censuses import is_built_in
 from sdclab.errors import InputError
 from sdclab.execution import Executor
 from sdclab.geography import LEVELS, FipsGeography, Geography, geoid_strings
@@ -102,7 +103,7 @@ class TopDownParameters(WorkloadParameters):
     def product_of(self) -> Product:
         """The product measured: ``product`` for the US census, a declared census's own (its
         workload's tables measured)."""
-        if _is_us(self.census):
+        if is_built_in(self.census):
             return PRODUCTS[self.product]
         workload = None if self.tables is None else tuple(self.workload_names())
         return declared_product(self.census, workload)
@@ -141,12 +142,6 @@ class TopDownParameters(WorkloadParameters):
         rho = self.rho if self.rho is not None else strategy.rho
         check_budget_range("rho", rho, variances, SIGMA2_RANGE, "variance")
         return self
-
-
-def _is_us(census: Census) -> bool:
-    from sdclab.censuses import is_built_in
-
-    return is_built_in(census)
 
 
 @lru_cache(maxsize=8)
