@@ -52,8 +52,11 @@ class DeclaredGeography(Geography):
 
     def parse_geoids(self, geoids: pl.Series, level: str) -> IntArray:
         """Numbers of geocodes at ``level``; -1 for a geocode that is no unit of the level."""
-        numbers = {name: i for i, name in enumerate(self.names[self.check_level(level)])}
-        return np.array([numbers.get(g, -1) for g in geoids.to_list()], dtype=np.int64)
+        names = list(self.names[self.check_level(level)])
+        numbers = geoids.cast(pl.String).replace_strict(
+            names, list(range(len(names))), default=-1, return_dtype=pl.Int64
+        )
+        return numbers.to_numpy().astype(np.int64)
 
 
 def declared_geography(
