@@ -40,6 +40,7 @@ from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.checks import exact_tables
 from sdclab.protection.households import Households, Swapped, swap_units
+from sdclab.protection.swap_pairs import Candidates, group_ids, pair_targeted, swap_figures
 from sdclab.release import Release, tabulated_release
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
@@ -122,12 +123,6 @@ def psa_groups(households: Households, params: PsaParameters) -> IntArray:
     if params.match_adults:
         columns.append(households.adults)
     return group_ids(*columns)
-
-
-def group_ids(*columns: IntArray) -> IntArray:
-    """0..G−1 numbering of the distinct rows of the given columns (no arithmetic packing)."""
-    _, group = np.unique(np.stack(columns), axis=1, return_inverse=True)
-    return group.reshape(-1).astype(np.int64)
 
 
 def psa_partners(group: IntArray, selected: BoolArray, order: IntArray) -> IntArray:
@@ -419,8 +414,6 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
 
 SCOPES = ("tract", "county", "state")
 """Where a donor may come from, narrowest first."""
-RETRIES = 3
-"""How many scopes an unpaired candidate tries in all before it is passed over."""
 
 
 class SwapParameters(Parameters):
@@ -508,86 +501,22 @@ def household_risk(households: Households, keys: tuple[str, ...]) -> npt.NDArray
     return per_unit[households.unit_rows]
 
 
-def _matching_key(households: Households, noisy: bool, rng: np.random.Generator) -> IntArray:
-    """Household size, perturbed by −1/0/+1 w.p. 1/4, 1/2, 1/4 if noisy (adults match exactly)."""
-    size = households.size.copy()
-    if noisy:
-        step = rng.integers(0, 4, size=households.count)  # 0 → −1, 3 → +1, else keep
-        size += (step == 3).astype(np.int64) - (step == 0).astype(np.int64)
-    return size
-
-
-def _pair_within(
-    groups_a: IntArray, groups_b: IntArray, rng: np.random.Generator
-) -> tuple[IntArray, IntArray]:
-    """Random one-to-one pairs (i, j) with groups_a[i] == groups_b[j], as many as possible."""
-    order_a = np.lexsort((rng.permutation(len(groups_a)), groups_a))
-    order_b = np.lexsort((rng.permutation(len(groups_b)), groups_b))
-    ga, gb = groups_a[order_a], groups_b[order_b]
-    rank_a = np.arange(len(ga)) - np.searchsorted(ga, ga, side="left")
-    rank_b = np.arange(len(gb)) - np.searchsorted(gb, gb, side="left")
-    frame_a = pl.DataFrame({"g": ga, "r": rank_a, "i": order_a})
-    frame_b = pl.DataFrame({"g": gb, "r": rank_b, "j": order_b})
-    pairs = frame_a.join(frame_b, on=["g", "r"], how="inner")
-    return pairs["i"].to_numpy(), pairs["j"].to_numpy()
-
-
 def targeted_pairs(
     households: Households, params: SwapParameters, rng: np.random.Generator
 ) -> tuple[IntArray, IntArray, npt.NDArray[np.float64]]:
-    """(initiators, donors, risk): which households exchange places.
-
-    Candidates are taken in priority order (risk ≥ threshold first, each tier in random order).
-    Each draws a donor scope and is paired at random with a free household of the same matching
-    key in the same scope area but another block. A candidate left unpaired tries again with a
-    fresh scope (RETRIES attempts in all); meanwhile the next candidates are taken, until the
-    target number of pairs is reached, no candidate is left, or ``max_rounds`` rounds have run
-    (the achieved rate is then below the target; :func:`swap_population` reports it among the
-    diagnostics, never in the release).
-    """
-    n = households.count
-    target = round(Fraction(params.rate) * n / 2)
+    """(initiators, donors, risk): which households exchange places (:func:`pair_targeted`:
+    risk ≥ threshold first; a donor of the same size and number of adults from the drawn scope,
+    tract, county or state, in another block)."""
     risk = household_risk(households, params.risk_keys)
-    high = risk >= float(params.risk_threshold)
-    priority = np.lexsort((rng.permutation(n), ~high))
-    key = _matching_key(households, params.noisy_size_key, rng)
-    groups = {level: group_ids(households.area(level), key, households.adults) for level in SCOPES}
-    weights = np.array([float(w) for w in params.scope_weights])
-    used = np.zeros(n, dtype=bool)
-    attempts = np.zeros(n, dtype=np.int64)
-    pairs: list[tuple[IntArray, IntArray]] = []
-    done, pointer, waiting = 0, 0, np.zeros(0, dtype=np.int64)
-    for _ in range(params.max_rounds):
-        rest = priority[pointer:]
-        free = np.flatnonzero(~used[rest])
-        take = max(target - done - len(waiting), 0)
-        fresh = rest[free[:take]]
-        pointer += int(free[take - 1]) + 1 if 0 < take <= len(free) else len(rest) * (take > 0)
-        active = np.concatenate([waiting, fresh])
-        if not active.size or done >= target:
-            break
-        used[active] = True  # reserved: not a donor for anyone this round
-        scope = rng.choice(len(SCOPES), size=active.size, p=weights / weights.sum())
-        paired = np.zeros(active.size, dtype=bool)
-        for s, level in enumerate(SCOPES):
-            mine = np.flatnonzero((scope == s) & ~paired)
-            pool = np.flatnonzero(~used)
-            if not mine.size or not pool.size:
-                continue
-            i, j = _pair_within(groups[level][active[mine]], groups[level][pool], rng)
-            a, d = active[mine[i]], pool[j]
-            other_block = households.block_code[a] != households.block_code[d]
-            used[d[other_block]] = True
-            paired[mine[i[other_block]]] = True
-            pairs.append((a[other_block], d[other_block]))
-            done += int(other_block.sum())
-        left = active[~paired]
-        attempts[left] += 1
-        waiting = left[attempts[left] < RETRIES]
-        used[left[attempts[left] >= RETRIES]] = False  # given up: free to be someone's donor
-    if not pairs:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), risk
-    return np.concatenate([a for a, _ in pairs]), np.concatenate([d for _, d in pairs]), risk
+    candidates = Candidates(
+        risk,
+        households.size,
+        households.block_code,
+        tuple(households.area(level) for level in SCOPES),
+        (households.adults,),
+    )
+    initiators, donors = pair_targeted(candidates, params.scope_weights, params, rng)
+    return initiators, donors, risk
 
 
 def swap_card(params: SwapParameters, name: str = "swap") -> SpecCard:
@@ -662,19 +591,7 @@ def swap_population(
     source = np.concatenate([rows[initiators], rows[donors]])
     destination = np.concatenate([rows[donors], rows[initiators]])
     swapped = swap_units(population, source, destination)
-    moved = 2 * len(initiators)
-    high = risk >= float(params.risk_threshold)
-    swapped_mask = np.zeros(households.count, dtype=bool)
-    swapped_mask[np.concatenate([initiators, donors])] = True
-    notes = {"households": households.count, "target_swap_rate": float(params.rate)}
-    diagnostics = {
-        "pairs": len(initiators),
-        "moved": moved,
-        "achieved_swap_rate": moved / max(households.count, 1),
-        "high_risk_households": int(high.sum()),
-        "swap_rate_high_risk": float(swapped_mask[high].mean()) if high.any() else 0.0,
-        "swap_rate_other": float(swapped_mask[~high].mean()) if (~high).any() else 0.0,
-    }
+    notes, diagnostics = swap_figures(initiators, donors, risk, params)
     return Swapped(swapped, notes, diagnostics)
 
 
