@@ -19,7 +19,6 @@ A household's tenure travels with it; the unit keeps its block, type and occupan
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Any, ClassVar, Literal
@@ -27,12 +26,13 @@ from typing import Annotated, Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from sdclab import accounting, cell_model, noise, schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, IntArray
 from sdclab.census.records import CensusRecords
+from sdclab.censuses import is_built_in
 from sdclab.errors import InputError
 from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, no_guarantee
@@ -41,9 +41,19 @@ from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.checks import exact_tables
 from sdclab.protection.households import Households, Swapped, swap_units
 from sdclab.protection.swap_pairs import Candidates, group_ids, pair_targeted, swap_figures
+from sdclab.protection.swapping_declared import (
+    DECLARED_SETTINGS,
+    declared_preset,
+    declared_recorded,
+    declared_settings,
+    declared_swap,
+    declared_swap_card,
+    declared_swap_noise,
+    protect_declared_swap,
+    relocated,
+    swapped_tables_release,
+)
 from sdclab.release import Release, tabulated_release
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import tabulate
 
 # ---------------------------------------------------------------------------------------------
 # The Permutation Swapping Algorithm
@@ -312,18 +322,7 @@ def _declared_psa(
         )
     swapped = declared_psa_swap(records, params, rng)
     b = int(swapped.notes["largest_matching_group"])
-    return Release(
-        mechanism="psa",
-        parameters=params.recorded(),
-        card=psa_card(params, b),
-        tables={
-            n: PublishedTable.from_counts(tc) for n, tc in tabulate(swapped.population).items()
-        },
-        randomness={},
-        input_digest=records.digest,
-        geography=records.geography,
-        notes=swapped.notes,
-    )
+    return swapped_tables_release("psa", params.recorded(), psa_card(params, b), swapped, records)
 
 
 def declared_psa_swap(
@@ -339,13 +338,7 @@ def declared_psa_swap(
     home = records.block_index("households")
     group = group_ids(geography.block_codes_at(params.matching_at)[home], size)
     partner, notes, diagnostics = psa_draw(group, params, rng)
-    blocks = {
-        name: records.block_index("households", records.geographies[name])[partner][
-            records.households
-        ]
-        for name in records.blocks
-    }
-    return Swapped(replace(records, blocks=blocks), notes, diagnostics)  # type: ignore[arg-type]
+    return Swapped(relocated(records, partner), notes, diagnostics)  # type: ignore[arg-type]
 
 
 @PSA.define("noise")
@@ -450,6 +443,22 @@ class SwapParameters(Parameters):
     max_rounds: Annotated[int, Unit("rounds")] = Field(50, ge=1, le=10_000)
     """most pairing rounds before giving up (the achieved rate is then below the target, and only
     the diagnostics say so)"""
+    risk_variables: tuple[str, ...] | None = None
+    """a declared census: the attributes whose combination in a unit of risk_level defines a
+    person's risk (default: its quasi-identifiers; the US census's are risk_keys)"""
+    risk_level: str | None = None
+    """a declared census: the level whose units count the persons sharing a risk combination
+    (default: the bottom level, as the US block)"""
+    matching_level: str | None = None
+    """a declared census: donors come from another bottom unit of the same area of this level, a
+    level above the bottom one (default: the one just above it, as the US tract)"""
+    matching_attributes: tuple[str, ...] | None = None
+    """a declared census: the household attributes a donor shares besides the size key (default:
+    every household attribute of the census; the US census's is the number of adults)"""
+
+    US_SETTINGS: ClassVar[frozenset[str]] = frozenset(
+        {"same_tract", "same_county", "same_state", "risk_keys"}
+    )
 
     @model_validator(mode="after")
     def _scopes_sum_to_one(self) -> SwapParameters:
@@ -459,6 +468,26 @@ class SwapParameters(Parameters):
                 "three)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _settings_of_the_census(self) -> SwapParameters:
+        if self._census is not None:
+            declared_settings(self)  # each declared setting checked against the census
+            return self
+        given = sorted(DECLARED_SETTINGS & self.model_fields_set)
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: a setting for a declared census, not for the US 2010 census "
+                "(its risk is risk_keys in the block, its donors' areas same_tract, same_county "
+                "and same_state; leave it out)"
+            )
+        return self
+
+    def recorded(self) -> dict[str, Any]:
+        data = super().recorded()
+        if self._census is not None:
+            return data | declared_recorded(self)
+        return {k: v for k, v in data.items() if k not in DECLARED_SETTINGS}
 
     @property
     def scope_weights(self) -> tuple[Fraction, Fraction, Fraction]:
@@ -524,6 +553,8 @@ def swap_card(params: SwapParameters, name: str = "swap") -> SpecCard:
 
     It states the target rate, not the achieved one: that falls short of the target when too few
     donors match, which depends on the confidential data."""
+    if params._census is not None:
+        return declared_swap_card(params, name)
     widest = max(
         (level for level, w in zip(SCOPES, params.scope_weights, strict=True) if w > 0),
         key=SCOPES.index,
@@ -568,6 +599,8 @@ def protect_swap(
     population: Population, params: SwapParameters, rng: np.random.Generator, name: str = "swap"
 ) -> Release:
     """Run targeted swapping on a population and tabulate the release."""
+    if isinstance(population, CensusRecords):
+        return protect_declared_swap(population, params, rng, name)
     swapped = swap_population(population, params, rng)
     return tabulated_release(
         name,
@@ -584,7 +617,10 @@ def swap_population(
     population: Population, params: SwapParameters, rng: np.random.Generator
 ) -> Swapped:
     """Targeted swapping: the swapped population (record keys travel along), its publishable notes
-    and its confidential diagnostics (what moved, and how the risky households fared)."""
+    and its confidential diagnostics (what moved, and how the risky households fared); the
+    records of a declared census likewise (:func:`declared_swap`)."""
+    if isinstance(population, CensusRecords):
+        return declared_swap(population, params, rng)
     households = Households(population)
     initiators, donors, risk = targeted_pairs(households, params, rng)
     rows = households.unit_rows
@@ -601,8 +637,12 @@ def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> Mechanism[Sw
     class Preset(SwapParameters):
         @model_validator(mode="before")
         @classmethod
-        def _defaults(cls, data: dict) -> dict:
-            return {**preset, **data} if isinstance(data, dict) else data
+        def _defaults(cls, data: dict, info: ValidationInfo) -> dict:
+            census = (info.context or {}).get("census")
+            chosen = (
+                preset if census is None or is_built_in(census) else declared_preset(name, census)
+            )
+            return {**chosen, **data} if isinstance(data, dict) else data
 
     Preset.__name__ = Preset.__qualname__ = f"SwapParameters[{name}]"
 
@@ -620,10 +660,13 @@ def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> Mechanism[Sw
         noise=swap_published_noise,
         check=exact_tables,
         cell_model=cell_model.exact,
+        any_census=True,
     )
 
 
 def swap_published_noise(params: SwapParameters) -> NoisePublication:
+    if params._census is not None:
+        return declared_swap_noise(params)
     return NoisePublication(
         distribution="targeted households (highest risk first) exchange places with donors of "
         "the same size key; which households moved is not published",
