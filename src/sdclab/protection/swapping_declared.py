@@ -152,7 +152,9 @@ def declared_swap(
     release may carry and the diagnostics it may not (evaluation only)."""
     name = params.census.name
     if records.households is None or records.n_households == 0:
-        raise InputError(f"swap: census {name} names no household key, so no households to swap")
+        raise InputError(
+            f"targeted swapping: census {name} names no household key, so no households to swap"
+        )
     chosen = declared_settings(params)
     n = records.n_households
     home = records.block_index("households")
