@@ -11,7 +11,8 @@ residents are never swapped.
 * **Targeted swapping** (the 1990–2010 practice, sdcMicro's recordSwap): households whose members
   are rare in their block are swapped first, the rest of the swap rate is filled at random, and
   each selected household exchanges places with a donor of the same size and number of adults from
-  the same tract, county or state. Data-dependent selection: no formal guarantee.
+  the same tract, county or state. Data-dependent selection: no formal guarantee. Over a declared
+  census the same draws read its own attributes and levels (:mod:`.swapping_declared`).
 
 A household's tenure travels with it; the unit keeps its block, type and occupancy.
 """
