@@ -13,8 +13,8 @@ import scipy.sparse as sp
 
 from sdclab.census.declare import census_named, load_census
 from sdclab.census.records import read_records, tabulate_records
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.errors import InputError
-from sdclab.tables.catalog import CATALOG
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 

@@ -23,11 +23,11 @@ from sdclab.census.model import (
     Reconstruction,
 )
 from sdclab.censuses import BUILT_IN
+from sdclab.domain import Schema
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.population.io import read_csv
-from sdclab.schema import Schema
-from sdclab.tables.catalog import Dimension, Part, TableDef
+from sdclab.tables.definition import Dimension, Part, TableDef
 
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 """What a census, attribute, level or table name may hold (they become column names)."""

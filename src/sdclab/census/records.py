@@ -25,7 +25,7 @@ from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.geography import Geography
 from sdclab.population.io import read_csv
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
 from sdclab.tables.tabulate import TableCounts, tabulate
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from sdclab.geography import BLOCK_DIGITS
+from sdclab.censuses.us2010.geography import BLOCK_DIGITS
 from sdclab.population.columns import PUERTO_RICO, STATE_CODES, ColumnSpec
 from sdclab.population.problems import (
     ROW,

@@ -9,8 +9,8 @@ from typing import Any
 
 import polars as pl
 
+from sdclab.censuses.us2010.geography import BLOCK_DIGITS
 from sdclab.errors import InputError
-from sdclab.geography import BLOCK_DIGITS
 from sdclab.population.columns import RACE_CODE_COLUMNS, ColumnSpec
 
 MAX_SHOWN = 5

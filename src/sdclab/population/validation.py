@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from sdclab import schema
+from sdclab.censuses.us2010 import schema
 from sdclab.population.columns import (
     BLOCKS,
     DETAILED_RACE_ETHNICITY_COLUMNS,

@@ -19,7 +19,8 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.censuses.us2010.catalog import CATALOG
+from sdclab.tables.definition import TableDef
 from sdclab.tables.tabulate import TableCounts
 
 LONG_SCHEMA = {"level": pl.String, "geoid": pl.String, "cell": pl.Int32, "count": pl.Int64}

@@ -39,10 +39,11 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from sdclab import schema
 from sdclab.arrays import BoolArray, IntArray
+from sdclab.censuses.us2010 import schema
+from sdclab.domain import Schema
 from sdclab.geography import Geography
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts
 
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------
 
 
-def possible_cells(domain: schema.Schema) -> BoolArray:
+def possible_cells(domain: Schema) -> BoolArray:
     """Domain cells a valid record can occupy.
 
     Loading enforces that group-quarters residents (relationship 5) live in facilities and everyone

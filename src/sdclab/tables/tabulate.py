@@ -16,24 +16,25 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab import schema
+from sdclab.censuses.us2010 import schema
+from sdclab.domain import Schema
 from sdclab.geography import Geography
 from sdclab.population import Population
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
 
 
-def record_cells(population: Population, domain: schema.Schema) -> npt.NDArray[np.int64]:
+def record_cells(population: Population, domain: Schema) -> npt.NDArray[np.int64]:
     """Flat domain cell of every record of the population for ``domain``."""
     return domain.cell_index(population.columns(record_kind(domain)))
 
 
-def record_kind(domain: schema.Schema) -> str:
+def record_kind(domain: Schema) -> str:
     """What the records of ``domain`` are: ``"households"`` (the unit and household schemas) or
     ``"persons"`` (every other schema). Schemas of one kind count the same records."""
     return "households" if domain is schema.UNIT or domain is schema.HOUSEHOLD else "persons"
 
 
-def record_blocks(population: Population, domain: schema.Schema) -> npt.NDArray[np.int64]:
+def record_blocks(population: Population, domain: Schema) -> npt.NDArray[np.int64]:
     """Block index of every record of ``domain`` (units for the unit and household schemas, else
     persons)."""
     return population.block_index(record_kind(domain))
@@ -41,7 +42,7 @@ def record_blocks(population: Population, domain: schema.Schema) -> npt.NDArray[
 
 def block_histogram(
     population: Population,
-    domain: schema.Schema,
+    domain: Schema,
     weights: npt.NDArray[np.int64] | npt.NDArray[np.complex128] | None = None,
 ) -> sp.csr_matrix:
     """Sparse ``blocks × domain`` matrix of record counts (or of sums of per-record ``weights``,
