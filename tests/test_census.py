@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab.census.declare import census_named, load_census
+from sdclab.census.declare import load_census
 from sdclab.census.records import read_records, tabulate_records
+from sdclab.censuses import census_named
 from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.errors import InputError
 
@@ -217,7 +218,7 @@ def census_records(census, frame):
 def test_a_mistake_in_the_census_file_is_one_line_naming_its_key(toyland, old, new, message):
     edit(toyland / "census.toml", old, new)
     with pytest.raises(InputError, match=message):
-        load_census(toyland / "census.toml")
+        census_named(toyland / "census.toml")
 
 
 def test_a_unit_with_an_unknown_parent_is_refused(toyland):
@@ -628,7 +629,7 @@ def test_a_census_file_is_refused_where_sdclab_could_not_use_it(toyland, old, ne
     edit(toyland / "census.toml", "[geographies.admin]", MIXED + "\n[geographies.admin]")
     edit(toyland / "census.toml", old, new)
     with pytest.raises(InputError, match=message):
-        load_census(toyland / "census.toml")
+        census_named(toyland / "census.toml")
 
 
 def test_what_a_declared_census_cannot_do_yet_is_refused_in_words(tmp_path):

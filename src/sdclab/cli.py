@@ -118,7 +118,7 @@ def parse_table_list(text: str | None, census: str | Path | None = None) -> list
     US 2010 census's)."""
     if text is None:
         return None
-    from sdclab.census.declare import census_named
+    from sdclab.censuses import census_named
 
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
@@ -308,7 +308,7 @@ def protect(
 ) -> None:
     """Protect a population with a mechanism and write the release (tables, microdata, card)."""
     from sdclab import api, protection
-    from sdclab.census.declare import census_named
+    from sdclab.censuses import census_named
     from sdclab.fileio import check_replaceable
     from sdclab.release import RELEASE_KIND, write_release
 
@@ -738,7 +738,7 @@ def budget(
     import json
 
     from sdclab import budget as budgets
-    from sdclab.census.declare import census_named
+    from sdclab.censuses import census_named
     from sdclab.protection import parse_settings
 
     chosen = None if census is None else census_named(census)
@@ -843,8 +843,8 @@ def show_census(
     census: Annotated[str, typer.Argument(help="A built-in census (us2010) or a census file.")],
 ) -> None:
     """Print a census: its attributes and breakdowns, geographies, tables and attack settings."""
-    from sdclab.census.declare import census_named
     from sdclab.census.show import describe
+    from sdclab.censuses import census_named
 
     for line in describe(census_named(census)):
         typer.echo(line)

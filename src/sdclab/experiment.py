@@ -69,10 +69,9 @@ from sdclab import __version__, api, matching, protection
 from sdclab.attacks import linkage
 from sdclab.attacks.reconstruction import DRAWS, NODE_LIMIT
 from sdclab.attacks.reconstruction_files import METRICS_FILE, write_reconstruction
-from sdclab.census.declare import census_named
 from sdclab.census.model import Census
 from sdclab.census_view import NO_VARIABILITY, census_view, declared_summary
-from sdclab.censuses import BUILT_IN
+from sdclab.censuses import BUILT_IN, census_named
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.evaluation import block_size_counts
