@@ -384,7 +384,7 @@ def tabulate_records(
     records: CensusRecords, names: Sequence[str] | None = None
 ) -> dict[str, TableCounts]:
     """Every table (or those ``names``) at each of its levels, counted from the records."""
-    return tabulate(records, names)  # type: ignore[arg-type]
+    return tabulate(records, names)
 
 
 def geography_frame(geography: DeclaredGeography) -> pl.DataFrame:
