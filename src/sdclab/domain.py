@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from sdclab.arrays import IntArray
+from sdclab.arrays import BoolArray, IntArray
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,30 @@ class Attribute:
 
 
 @dataclass(frozen=True)
+class Edit:
+    """A rule every valid record obeys (an edit, in census processing): ``first`` takes one of
+    ``first_codes`` exactly when ``second`` takes one of ``second_codes``. The domain cells that
+    break it are empty by rule, and a user of the tables knows it."""
+
+    first: str
+    first_codes: tuple[int, ...]
+    second: str
+    second_codes: tuple[int, ...]
+
+    def holds(self, codes: Mapping[str, IntArray]) -> BoolArray:
+        """Whether each record (given by its codes) obeys the rule."""
+        first = np.isin(codes[self.first], self.first_codes)
+        return np.asarray(first == np.isin(codes[self.second], self.second_codes), dtype=bool)
+
+
+@dataclass(frozen=True)
 class Schema:
-    """An ordered product of attributes: the domain of a histogram."""
+    """An ordered product of attributes: the domain of a histogram, with the edits its records
+    obey (those whose two attributes the schema holds)."""
 
     name: str
     attributes: tuple[Attribute, ...]
+    edits: tuple[Edit, ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -73,6 +92,22 @@ class Schema:
         for a in self.attributes:
             index = index * a.size + a.position(columns[a.name])
         return index
+
+    def possible_cells(self) -> BoolArray:
+        """The domain cells a valid record can occupy: those every edit allows."""
+        possible = np.ones(self.size, dtype=bool)
+        if self.edits:
+            codes = self.decode(np.arange(self.size))
+            for edit in self.edits:
+                possible &= edit.holds(codes)
+        return possible
+
+    def restricted(self, name: str, names: tuple[str, ...]) -> Schema:
+        """The domain of the attributes ``names`` (in this schema's order), with the edits that
+        bear on them alone."""
+        attributes = tuple(a for a in self.attributes if a.name in names)
+        edits = tuple(e for e in self.edits if {e.first, e.second} <= set(names))
+        return Schema(name, attributes, edits)
 
     def decode(self, index: npt.ArrayLike) -> dict[str, IntArray]:
         """Inverse of :meth:`cell_index`: the code of every attribute for each flat index."""

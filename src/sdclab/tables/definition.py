@@ -105,8 +105,9 @@ class TableDef:
     @cached_property
     def marginal(self) -> Schema:
         """The domain of the attributes the table crosses: all it needs to be counted."""
-        attributes = tuple(self.schema.attribute(name) for name in self.crossed)
-        return Schema(f"{self.schema.name}:{'×'.join(self.crossed) or 'total'}", attributes)
+        return self.schema.restricted(
+            f"{self.schema.name}:{'×'.join(self.crossed) or 'total'}", self.crossed
+        )
 
     @cached_property
     def marginal_query(self) -> sp.csr_matrix:

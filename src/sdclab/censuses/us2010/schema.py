@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sdclab.arrays import IntArray
-from sdclab.domain import Attribute, Schema
+from sdclab.domain import Attribute, Edit, Schema
 
 # ---------------------------------------------------------------------------------------------
 # Code lists (docs/data.md, *Population*)
@@ -372,7 +372,13 @@ HOUSEHOLD_TYPE = _attr(
 PERSON = Schema("person", (SEX, AGE, RACE, HISPANIC))
 """Persons by sex × single year of age × race (63) × Hispanic origin: 29,232 cells."""
 
-PERSON_HHGQ = Schema("person_hhgq", (RELATIONSHIP, UNIT_TYPE))
+GROUP_QUARTERS_EDIT = Edit(
+    "relationship", (GQ_RESIDENT,), "unit_type", INSTITUTIONAL_GQ_TYPES + NONINSTITUTIONAL_GQ_TYPES
+)
+"""Reading a population enforces that group-quarters residents (relationship 5) live in group
+quarters (unit types 1–7) and everyone else in housing units (unit type 0)."""
+
+PERSON_HHGQ = Schema("person_hhgq", (RELATIONSHIP, UNIT_TYPE), (GROUP_QUARTERS_EDIT,))
 """Persons by relationship to householder × type of the unit they live in: 48 cells."""
 
 VOTING_AGE_ATTR = _attr("votingage", {0: "under 18", 1: "18 and over"})
