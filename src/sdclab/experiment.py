@@ -93,13 +93,7 @@ from sdclab.fileio import (
 )
 from sdclab.population import Population
 from sdclab.population.bootstrap import bootstrap
-from sdclab.population.io import (
-    TABLES,
-    read_population,
-    source_modes,
-    table_file,
-    write_population,
-)
+from sdclab.population.io import TABLES, read_population, source_modes, table_file, write_population
 from sdclab.population.synth import GENERATOR_VERSION, build_report, check_version, synthesize
 from sdclab.population.synth_geography import GeographyCounts
 from sdclab.protection import MECHANISMS

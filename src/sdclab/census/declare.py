@@ -22,10 +22,10 @@ from sdclab.census.model import (
     Hierarchy,
     Reconstruction,
 )
+from sdclab.csv_files import read_csv
 from sdclab.domain import Schema
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
-from sdclab.population.io import read_csv
 from sdclab.tables.definition import Dimension, Part, TableDef
 
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
