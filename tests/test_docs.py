@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sdclab.censuses.us2010.catalog import catalog_markdown
 from sdclab.population.contract import contract_markdown
-from sdclab.tables.catalog import catalog_markdown
 
 DOCS = Path(__file__).parents[1] / "docs"
 

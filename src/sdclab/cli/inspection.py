@@ -79,7 +79,7 @@ def budget(
     import json
 
     from sdclab import budget as budgets
-    from sdclab.census.declare import census_named
+    from sdclab.censuses import census_named
     from sdclab.protection import parse_settings
 
     chosen = None if census is None else census_named(census)
@@ -184,8 +184,8 @@ def show_census(
     census: Annotated[str, typer.Argument(help="A built-in census (us2010) or a census file.")],
 ) -> None:
     """Print a census: its attributes and breakdowns, geographies, tables and attack settings."""
-    from sdclab.census.declare import census_named
     from sdclab.census.show import describe
+    from sdclab.censuses import census_named
 
     for line in describe(census_named(census)):
         typer.echo(line)

@@ -32,7 +32,7 @@ def parse_table_list(text: str | None, census: str | Path | None = None) -> list
     US 2010 census's)."""
     if text is None:
         return None
-    from sdclab.census.declare import census_named
+    from sdclab.censuses import census_named
 
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
@@ -180,7 +180,7 @@ def protect(
 ) -> None:
     """Protect a population with a mechanism and write the release (tables, microdata, card)."""
     from sdclab import api, protection
-    from sdclab.census.declare import census_named
+    from sdclab.censuses import census_named
     from sdclab.fileio import check_replaceable
     from sdclab.release import RELEASE_KIND, write_release
 

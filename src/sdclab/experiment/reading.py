@@ -9,9 +9,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sdclab.census.declare import census_named
 from sdclab.census.model import Census
-from sdclab.censuses import BUILT_IN
+from sdclab.censuses import BUILT_IN, census_named
 from sdclab.errors import InputError
 from sdclab.experiment.spec import Experiment, experiment_problem
 from sdclab.fileio import read_toml

@@ -26,10 +26,9 @@ from pydantic import (
 
 from sdclab import matching, protection
 from sdclab.attacks.reconstruction import NODE_LIMIT
-from sdclab.census.declare import census_named
 from sdclab.census.model import Census
 from sdclab.census_view import NO_VARIABILITY, census_view
-from sdclab.censuses import BUILT_IN
+from sdclab.censuses import BUILT_IN, census_named
 from sdclab.errors import InputError
 from sdclab.execution import Executor
 from sdclab.experiment.replicates import replicate_seed

@@ -29,11 +29,12 @@ import numpy.typing as npt
 import polars as pl
 from pydantic import Field, ValidationInfo, model_validator
 
-from sdclab import accounting, cell_model, noise, schema
+from sdclab import accounting, cell_model, noise
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, IntArray
 from sdclab.census.records import CensusRecords
 from sdclab.censuses import is_built_in
+from sdclab.censuses.us2010 import schema
 from sdclab.errors import InputError
 from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, no_guarantee

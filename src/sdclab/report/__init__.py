@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from sdclab.censuses.us2010.geography import LEVELS
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, RANK_SHARES, size_class_label
-from sdclab.geography import LEVELS
 from sdclab.report import declared
 from sdclab.report.charts import PRG_LABEL, bar_chart, line_chart
 from sdclab.report.frontier import budget_section, choose_section, frontier_section
