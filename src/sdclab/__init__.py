@@ -6,9 +6,9 @@ Bureau attacked its 2010 tables, and compare what each costs in accuracy and lea
 The functions here are the whole public API; see ``docs/python.md``.
 """
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING, Any
+
+from sdclab.version import __version__
 
 if TYPE_CHECKING:
     from sdclab.api import (

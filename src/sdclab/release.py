@@ -44,7 +44,6 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab import __version__
 from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.census.document import from_document, to_document
 from sdclab.census.records import DeclaredGeography, geography_frame, geography_from_frame
@@ -66,6 +65,7 @@ from sdclab.randomness import exact_record
 from sdclab.tables.definition import TableDef
 from sdclab.tables.published import LONG_SCHEMA, PublishedTable
 from sdclab.tables.tabulate import tabulate
+from sdclab.version import __version__
 
 if TYPE_CHECKING:
     from sdclab.census.model import Census

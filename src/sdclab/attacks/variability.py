@@ -43,6 +43,7 @@ from sdclab.attacks.reconstruction import (
 from sdclab.attacks.reconstruction_files import Reconstruction
 from sdclab.censuses.us2010.geography import geoid_strings, parse_geoids
 from sdclab.execution import Executor, run_tasks
+from sdclab.figures import NotMeasured, as_json
 from sdclab.optimize.highs import (
     INF,
     OPTIMAL_STATUS,
@@ -51,7 +52,6 @@ from sdclab.optimize.highs import (
     solve_mip,
 )
 from sdclab.release import Release
-from sdclab.results import NotMeasured, as_json
 
 
 @dataclass(frozen=True)

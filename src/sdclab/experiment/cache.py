@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sdclab import __version__
 from sdclab.errors import InputError
 from sdclab.experiment.spec import PopulationSpec
 from sdclab.fileio import Modes, atomic_directory, read_settings_file
+from sdclab.version import __version__
 
 MAX_STEP_NAME = 120
 """Characters of a step's title kept in its directory's name."""

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sdclab import __version__
 from sdclab.errors import InputError
 from sdclab.experiment.reading import load_experiment, parse_experiment
 from sdclab.experiment.runner import Runner
@@ -31,6 +30,7 @@ from sdclab.population.io import source_modes
 from sdclab.protection import MECHANISMS
 from sdclab.report import render_report
 from sdclab.results import ExperimentResult
+from sdclab.version import __version__
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"

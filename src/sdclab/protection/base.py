@@ -49,9 +49,9 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from sdclab.accounting import SpecCard
 from sdclab.errors import InputError
+from sdclab.figures import as_json
 from sdclab.randomness import check_seed
 from sdclab.release import Artifact, ArtifactCheck
-from sdclab.results import as_json
 
 if TYPE_CHECKING:
     from sdclab.cell_model import CellModel

@@ -34,6 +34,7 @@ from sdclab.cell_model import CellBounds, bounds
 from sdclab.census.model import Census, cells_moved
 from sdclab.census.records import CensusRecords
 from sdclab.errors import InputError
+from sdclab.figures import NotMeasured
 from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.population.columns import RECORD_KEY
@@ -57,7 +58,6 @@ from sdclab.protection.ptable_analysis import (
     smallest_shown,
 )
 from sdclab.release import Release, artifact_file
-from sdclab.results import NotMeasured
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.relations import coverage
 from sdclab.tables.tabulate import TableCounts, tabulate

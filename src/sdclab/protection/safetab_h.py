@@ -36,6 +36,7 @@ from sdclab.accounting import SpecCard
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import parse_geoids
 from sdclab.errors import InputError
+from sdclab.figures import NotMeasured, as_json
 from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, Number, Relation, group
@@ -77,7 +78,6 @@ from sdclab.protection.safetab_tables import (
 )
 from sdclab.query_noise import GaussianNoise
 from sdclab.release import Release, frame_problem, geoid_problem
-from sdclab.results import NotMeasured, as_json
 
 
 def margin_of_error(rho: Fraction, s: int) -> int:

@@ -43,6 +43,7 @@ from sdclab.cell_model import CellBounds, bounds, table_columns
 from sdclab.census.model import Census
 from sdclab.censuses.us2010 import schema
 from sdclab.errors import InputError
+from sdclab.figures import NotMeasured, as_json
 from sdclab.geography import Geography
 from sdclab.optimize.exposure import (
     Engine,
@@ -57,7 +58,6 @@ from sdclab.protection.base import Mechanism, NoisePublication, Unit, WorkloadPa
 from sdclab.protection.checks import counts_problem, whole
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
-from sdclab.results import NotMeasured, as_json
 from sdclab.tables.definition import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.relations import PublishedCells, coverage, is_partition, possible_cells
