@@ -183,13 +183,8 @@ class AuditResult:
         return self.lower_bound > self.claim.value
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``sdclab audit --out``), with the results' schema version."""
-        from sdclab.results import SCHEMA_VERSION
-
-        return {"schema_version": SCHEMA_VERSION, **asdict(self)} | {
-            "unit": self.unit,
-            "violated": self.violated,
-        }
+        """The JSON form (``sdclab audit --out`` writes it after the results' schema version)."""
+        return asdict(self) | {"unit": self.unit, "violated": self.violated}
 
 
 def measure(

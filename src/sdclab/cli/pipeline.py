@@ -532,7 +532,7 @@ def audit(
         mechanism, trials=trials, seed=seed, alpha=alpha, **parse_settings(settings or [])
     )
     if out is not None:
-        write_output_file(result.to_dict(), out, AUDIT_KIND)
+        write_output_file({"schema_version": SCHEMA_VERSION, **result.to_dict()}, out, AUDIT_KIND)
     claim = result.claim
     typer.echo(
         f"{mechanism}: {result.unit} ≥ {result.lower_bound:.4g} with {(1 - alpha) * 100:g}% "
