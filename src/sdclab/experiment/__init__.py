@@ -44,7 +44,7 @@ from __future__ import annotations
 from sdclab.experiment.cache import MAX_STEP_NAME, STEP_FORMAT, Step, StepCache
 from sdclab.experiment.demo import DEMO
 from sdclab.experiment.reading import first_non_finite, load_experiment, parse_experiment
-from sdclab.experiment.replicates import on_population, population_seed, replicate_seed
+from sdclab.experiment.replicates import population_seed, replicate_seed
 from sdclab.experiment.run import (
     EXPERIMENT_ENTRIES,
     EXPERIMENT_KIND,
@@ -79,6 +79,7 @@ from sdclab.experiment.spec import (
     ReportSpec,
     Scalar,
     experiment_problem,
+    on_population,
     us_only_settings,
 )
 from sdclab.experiment.steps import VULNERABLE_FILE, read_vulnerable_group

@@ -1,37 +1,18 @@
 """Seeds of replicates: a mechanism entry's further runs of one setting, and the further
-populations (synthetic seeds or bootstrap replicates) every release runs on again."""
+populations (synthetic seeds or bootstrap replicates) every release runs on again (a point on
+one: :func:`sdclab.experiment.spec.on_population`)."""
 
 from __future__ import annotations
-
-from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sdclab.randomness import MAX_SEED
-
-if TYPE_CHECKING:
-    from sdclab.experiment.spec import Point
 
 
 def population_seed(seed: int, population: int) -> int:
     """The seed of population replicate ``population``: the given seed for the first, a derived
     one for the others (the generator's seed, or the bootstrap's)."""
     return seed if population == 1 else replicate_seed(seed, population, stream=1)
-
-
-def on_population(point: Point, population: int) -> Point:
-    """``point`` run on population replicate ``population`` (the first: ``point`` itself):
-    ``/p2`` ends its title, and its seed is derived from the point's and the population's, so
-    that no two populations share a noise draw."""
-    if population == 1:
-        return point
-    return replace(
-        point,
-        title=f"{point.title}/p{population}",
-        seed=replicate_seed(point.seed, population, stream=2),
-        population=population,
-    )
 
 
 def replicate_seed(seed: int, replicate: int, stream: int = 0) -> int:

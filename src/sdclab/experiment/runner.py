@@ -24,8 +24,8 @@ from sdclab.experiment.cache import (
     _file_digest,
     _settings_files_digest,
 )
-from sdclab.experiment.replicates import on_population, population_seed
-from sdclab.experiment.spec import Experiment, Point
+from sdclab.experiment.replicates import population_seed
+from sdclab.experiment.spec import Experiment, Point, on_population
 from sdclab.experiment.steps import (
     _make_population,
     _make_reconstruction,

@@ -8,7 +8,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -625,3 +625,17 @@ def us_only_settings(
             f"attack's, not census {census.name}'s"
         )
     return None
+
+
+def on_population(point: Point, population: int) -> Point:
+    """``point`` run on population replicate ``population`` (the first: ``point`` itself):
+    ``/p2`` ends its title, and its seed is derived from the point's and the population's, so
+    that no two populations share a noise draw."""
+    if population == 1:
+        return point
+    return replace(
+        point,
+        title=f"{point.title}/p{population}",
+        seed=replicate_seed(point.seed, population, stream=2),
+        population=population,
+    )

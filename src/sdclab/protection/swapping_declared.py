@@ -15,8 +15,9 @@ persons' with it; the release publishes the swapped records' tables, as the decl
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,8 +34,24 @@ from sdclab.release import Release
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
 
-if TYPE_CHECKING:
-    from sdclab.protection.swapping import SwapParameters
+
+class SwapParameters(Protocol):
+    """What the declared census's swapping reads of targeted swapping's parameters
+    (:class:`sdclab.protection.swapping.SwapParameters`)."""
+
+    rate: Decimal
+    noisy_size_key: bool
+    risk_threshold: Decimal
+    max_rounds: int
+    risk_variables: tuple[str, ...] | None
+    risk_level: str | None
+    matching_level: str | None
+    matching_attributes: tuple[str, ...] | None
+
+    @property
+    def census(self) -> Census: ...
+    def recorded(self) -> dict[str, Any]: ...
+
 
 DECLARED_SETTINGS = frozenset(
     {"risk_variables", "risk_level", "matching_level", "matching_attributes"}
