@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -21,8 +21,21 @@ from sdclab.domain import Schema
 from sdclab.geography import Geography
 from sdclab.tables.definition import TableDef
 
-if TYPE_CHECKING:
-    from sdclab.census.model import Census
+
+class RecordKind(Protocol):
+    """An attribute of a census as tabulation sees it: the records it describes."""
+
+    @property
+    def records(self) -> str: ...
+
+
+class TabulatedCensus(Protocol):
+    """What tabulation reads of a census (:class:`sdclab.census.model.Census`): its attributes'
+    kinds of records and its tables by name."""
+
+    @property
+    def attributes(self) -> Mapping[str, RecordKind]: ...
+    def select(self, names: Sequence[str] | None = None) -> list[TableDef]: ...
 
 
 class Records(Protocol):
@@ -30,7 +43,7 @@ class Records(Protocol):
     records): each attribute's codes and each record's block, for persons or households."""
 
     @property
-    def census(self) -> Census: ...
+    def census(self) -> TabulatedCensus: ...
     @property
     def geography(self) -> Geography: ...
     def geography_of(self, table: TableDef) -> Geography: ...
@@ -45,7 +58,7 @@ def record_cells(population: Records, domain: Schema) -> npt.NDArray[np.int64]:
     return domain.cell_index(population.columns(record_kind(population.census, domain)))
 
 
-def record_kind(census: Census, domain: Schema) -> str:
+def record_kind(census: TabulatedCensus, domain: Schema) -> str:
     """What the records of ``domain`` are: ``"households"`` when every attribute of the domain is
     a household attribute of ``census``, else ``"persons"`` (a person domain may cross the
     household a person lives in)."""
