@@ -12,7 +12,7 @@ from scipy import stats
 
 from sdclab.experiment import REPORT_FILE, Experiment, ReportSpec, run_spec
 from sdclab.report.charts import series_style
-from sdclab.report.html import decimal, pct
+from sdclab.markup import decimal, pct
 from sdclab.results import (
     FrontierAxes,
     FrontierPoint,
@@ -137,7 +137,7 @@ def test_no_zero_stands_for_a_figure_not_measured(swept) -> None:
 
 
 def test_formatting_of_zero_small_and_not_measured() -> None:
-    from sdclab.report.html import points
+    from sdclab.markup import points
 
     assert points(0.0) == "0 pp" and points(-0.01) == "−<0.1 pp" and points(2.345) == "+2.3 pp"
     assert pct(0.0) == "0%" and pct(0.0004) == "<0.1%" and pct(-0.0004) == "−<0.1%"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sdclab.errors import InputError
+from sdclab.figures import measured
 from sdclab.randomness import check_seed
 from sdclab.results import (
     NO_MICRODATA,
@@ -37,7 +38,6 @@ from sdclab.results import (
     Value,
     VulnerableGroup,
     level_accuracies,
-    measured,
     no_risk_analysis,
     table_accuracies,
 )

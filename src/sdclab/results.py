@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sdclab.figures import NotMeasured, Value, as_json, fields_json, measured
+from sdclab.figures import NotMeasured, Value, as_json, fields_json, from_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,14 +36,6 @@ accuracy holds distances between distributions and the tract indicators; 5: the 
 lists its evaluation-only figures, and every tidy row and replicate mean says whether it is
 evaluation only; 6: the population's fixed vulnerable group, and the reidentification's
 headline risk for it)."""
-
-
-def from_json(value: Any, reason: str = "not recorded") -> Value:
-    """A figure read back from JSON (or from a figure function): ``{"not_measured": why}``, null
-    and NaN become NotMeasured."""
-    if isinstance(value, Mapping) and "not_measured" in value:
-        return NotMeasured(str(value["not_measured"]))
-    return measured(value, reason)
 
 
 def number(value: Any) -> float | None:

@@ -8,31 +8,25 @@ from typing import Any
 
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, RANK_SHARES, size_class_label
 from sdclab.geography import LEVELS
-from sdclab.report import declared
-from sdclab.report.charts import PRG_LABEL, bar_chart, line_chart
-from sdclab.report.frontier import budget_section, choose_section, frontier_section
-from sdclab.report.html import (
+from sdclab.markup import (
     CARD,
     EVALUATION,
     RELEASE,
     SOURCES,
-    STYLE,
     Source,
-    column,
-    contents,
     count,
     decimal,
     esc,
-    figure,
     labelled,
     pct,
-    records_shown,
     section,
     source_label,
 )
-from sdclab.report.html import (
-    points as points_text,
-)
+from sdclab.markup import points as points_text
+from sdclab.report import declared
+from sdclab.report.charts import PRG_LABEL, bar_chart, line_chart
+from sdclab.report.frontier import budget_section, choose_section, frontier_section
+from sdclab.report.html import STYLE, column, contents, figure, records_shown
 from sdclab.results import (
     COMPARED_TABLES,
     EVALUATION_ONLY,

@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sdclab.markup import CARD, EVALUATION, Source, esc, pct
 from sdclab.report.charts import bar_chart, line_chart
-from sdclab.report.html import (
-    CARD,
-    EVALUATION,
-    Source,
-    column,
-    esc,
-    figure,
-    pct,
-    records_shown,
-)
+from sdclab.report.html import column, figure, records_shown
 from sdclab.results import (
     Agreement,
     CensusView,
