@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from sdclab.experiment import REPORT_FILE, Experiment, ReportSpec, run_spec
-from sdclab.report.charts import series_style
 from sdclab.markup import decimal, pct
+from sdclab.report.charts import series_style
 from sdclab.results import (
     FrontierAxes,
     FrontierPoint,

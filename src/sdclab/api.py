@@ -536,7 +536,7 @@ def evaluation(
         reconstruction_agreement=recon_agreement,
         block_sex_agebin_agreement=block_sex,
         reidentification=dict(reidentification),
-        diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else {},
+        diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else (),
         risk=risk,
         rank_curve=curve,
         totals=totals_from(ev.geounit_totals(release, truth)),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sdclab.diagnostics import Diagnostics, diagnostics_json, read_diagnostics
 from sdclab.figures import NotMeasured, Value, as_json, fields_json, from_json
 
 if TYPE_CHECKING:
@@ -906,7 +907,7 @@ class Evaluation:
     """Share of true persons matched on block, sex and agebin alone."""
     reidentification: Mapping[str, Reidentification | NotMeasured] = field(repr=False)
     """By attacker."""
-    diagnostics: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    diagnostics: tuple[Diagnostics, ...] = field(default=(), repr=False)
     """The mechanism's own figures about the release that need the truth."""
     risk: Mapping[str, Any] | NotMeasured = field(
         default=NotMeasured("the mechanism has no risk analysis of its own"), repr=False
@@ -1085,7 +1086,7 @@ class Evaluation:
         }
         out["reconstruction"] = as_json(self.reconstruction)
         if self.diagnostics:
-            out["diagnostics"] = as_json(self.diagnostics)
+            out["diagnostics"] = diagnostics_json(self.diagnostics)
         out["risk"] = as_json(self.risk)
         return out
 
@@ -1121,7 +1122,7 @@ class Evaluation:
                 )
                 for attacker, reid in data["reidentification"].items()
             },
-            diagnostics=dict(data.get("diagnostics", {})),
+            diagnostics=read_diagnostics(data.get("diagnostics", {})),
             risk=NotMeasured(str(risk["not_measured"])) if "not_measured" in risk else dict(risk),
             naive_agreement=Agreement.from_dict(
                 data.get("naive_reconstruction_agreement", {"not_measured": NAIVE_IS_AWARE})

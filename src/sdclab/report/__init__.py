@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from sdclab import diagnostics
 from sdclab.evaluation import BLOCK_SIZE_CLASSES, RANK_SHARES, size_class_label
 from sdclab.geography import LEVELS
 from sdclab.markup import (
@@ -677,24 +678,14 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
     view = results.census
     program = "tract" if view is None else view.program
     summary, population = _summary(results), _population(results)
-    diagnostics = {t: r.evaluation.diagnostics for t, r in releases.items()}
     sections = "".join(
         _ckm_section(t, r.evaluation.risk)
         for t, r in releases.items()
         if not isinstance(r.evaluation.risk, NotMeasured)
     )
-    sections += "".join(
-        _tails_section(t, d["tails"]) for t, d in diagnostics.items() if "tails" in d
-    )
-    sections += "".join(
-        _groups_section(t, d["group_accuracy"])
-        for t, d in diagnostics.items()
-        if "group_accuracy" in d
-    )
-    sections += "".join(
-        _suppression_section(t, d["by_level"], view is None)
-        for t, d in diagnostics.items()
-        if "by_level" in d
+    sections += diagnostics.sections(
+        ((t, d) for t, r in releases.items() for d in r.evaluation.diagnostics),
+        us_census=view is None,
     )
     cards = "".join(
         f"<details><summary>{esc(t)}: specification card</summary><pre>"
@@ -840,111 +831,6 @@ def _ckm_section(title: str, risk: Mapping[str, Any]) -> str:
             )
         )
     return section(f"Cell key method: {title}", parts)
-
-
-def _tails_section(title: str, tails: dict[str, Any]) -> str:
-    """Unbounded per-cell noise in small areas: expected beside sampled, by size class."""
-    head = (
-        "<tr><th>level</th><th>true total</th><th>areas</th><th>|error| ≥ 50% of T</th>"
-        "<th>|error| ≥ 100% of T</th><th>depopulated (T > 0 published ≤ 0)</th>"
-        "<th>F, M, T all off ≥ 50%, same way</th><th>… ≥ 100%</th></tr>"
-    )
-    rows = []
-    for level, figures in tails.items():
-        for row in figures["classes"]:
-
-            def pair(key: str, row: dict[str, Any] = row) -> str:
-                return f"{row[key + '_expected']:.1f} / {row[key + '_sampled']}"
-
-            rows.append(
-                f"<tr><td>{esc(level)}</td><td>{esc(row['class'])}</td><td>{row['areas']}</td>"
-                f"<td>{pair('T_error_0.5')}</td><td>{pair('T_error_1')}</td>"
-                f"<td>{pair('depopulated')}</td><td>{pair('broadband_0.5')}</td>"
-                f"<td>{pair('broadband_1')}</td></tr>"
-            )
-    block = tails.get("block", {})
-    parts = []
-    if block:
-        parts.append(
-            (
-                CARD,
-                f"<p>A block total's noise exceeds ±{block['tail_bound']} with probability "
-                f"{pct(block['tail_probability'])} (from the noise scale alone).</p>",
-            )
-        )
-    parts.append(
-        (
-            EVALUATION,
-            "<p>Areas classed by their true total. Each figure: expected (analytic, at the true "
-            "counts) / sampled in this release. F and M are summed from P12's cells.</p>"
-            f"<table>{head}{''.join(rows)}</table>",
-        )
-    )
-    return section(f"Tails of per-cell noise: {title}", parts)
-
-
-def _groups_section(title: str, rows: list[dict[str, Any]]) -> str:
-    """SafeTab-H: error of the population-group tables against their margins of error."""
-    head = (
-        "<tr><th>geography</th><th>iteration level</th><th>groups</th><th>measured cells</th>"
-        "<th>MAE measured</th><th>MAE derived</th><th>95% MOE</th><th>within MOE</th></tr>"
-    )
-    body = "".join(
-        f"<tr><td>{esc(r['level'])}</td><td>{r['iteration_level']}</td><td>{r['groups']}</td>"
-        f"<td>{r['measured_cells']}</td><td>{decimal(r['mae_measured'])}</td>"
-        f"<td>{decimal(r['mae_derived'])}</td><td>{r['moe']}</td><td>{pct(r['within_moe'])}</td>"
-        "</tr>"
-        for r in rows
-    )
-    return section(
-        f"Population-group tables: {title}",
-        [
-            (
-                EVALUATION,
-                "<p>Household type (T03) and tenure (T04) by detailed race and ethnicity; each "
-                "group's detail chosen by its size. Errors are measured against the true counts "
-                "(the 95% MOE itself is from the specification card).</p>"
-                f"<table>{head}{body}</table>",
-            )
-        ],
-    )
-
-
-def _suppression_section(title: str, by_level: dict[str, Any], redistricting: bool) -> str:
-    """Suppression: how much of each level the rules withhold or zero."""
-    # ``redistricting``: the US census's redistricting tables, apart from the others (a declared
-    # census has no such tables, nor the column)
-    head = "<tr><th>level</th><th>person cells zeroed (1–2)</th><th>person cells null</th>" + (
-        "<th>redistricting tables suppressed</th><th>other tables suppressed</th></tr>"
-        if redistricting
-        else "<th>tables suppressed</th></tr>"
-    )
-    rows = []
-    for level, f in by_level.items():
-        person = f["person_cells"]
-        red = f["tables_suppressed_redistricting"]
-        other = f["tables_suppressed_others"]
-        rows.append(
-            f"<tr><td>{esc(level)}</td><td>{pct(person['zeroed_share'])}</td>"
-            f"<td>{pct(person['null_share'])}</td>"
-            + (
-                f"<td>{pct(red['share'])} ({red['suppressed']} of {red['pairs']})</td>"
-                if redistricting
-                else ""
-            )
-            + f"<td>{pct(other['share'])} ({other['suppressed']} of {other['pairs']})</td></tr>"
-        )
-    return section(
-        f"Suppression: {title}",
-        [
-            (
-                EVALUATION,
-                "<p>Shares of the non-empty true person cells and of the (table, geounit) pairs "
-                "of each populated level, counted on the confidential tables.</p>"
-                f"<table>{head}{''.join(rows)}</table>",
-            )
-        ],
-    )
 
 
 def _attack_sentence(results: ExperimentResult) -> str:
