@@ -908,7 +908,8 @@ class Evaluation:
     reidentification: Mapping[str, Reidentification | NotMeasured] = field(repr=False)
     """By attacker."""
     diagnostics: tuple[Diagnostics, ...] = field(default=(), repr=False)
-    """The mechanism's own figures about the release that need the truth."""
+    """The mechanism's own figures about the release that need the truth: kinds of
+    :mod:`sdclab.diagnostics`, each under its key in the JSON form."""
     risk: Mapping[str, Any] | NotMeasured = field(
         default=NotMeasured("the mechanism has no risk analysis of its own"), repr=False
     )
