@@ -6,14 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sdclab.markup import (
-    EVALUATION,
-    RELEASE,
-    decimal,
-    esc,
-    pct,
-    section,
-)
+from sdclab.markup import EVALUATION, RELEASE, decimal, esc, pct, section
 
 
 def ckm_section(title: str, risk: Mapping[str, Any]) -> str:

@@ -4,10 +4,7 @@ level and solution variability (a declared census's are :mod:`sdclab.report.decl
 from __future__ import annotations
 
 from sdclab.geography import LEVELS
-from sdclab.markup import (
-    EVALUATION,
-    RELEASE,
-)
+from sdclab.markup import EVALUATION, RELEASE
 from sdclab.report import declared
 from sdclab.report.charts import PRG_LABEL, bar_chart, line_chart
 from sdclab.report.html import figure
@@ -20,13 +17,7 @@ from sdclab.report.reading import (
     rates,
     variability_of,
 )
-from sdclab.results import (
-    ExperimentResult,
-    NotMeasured,
-    Reidentification,
-    ReleaseResult,
-    Value,
-)
+from sdclab.results import ExperimentResult, NotMeasured, Reidentification, ReleaseResult, Value
 
 
 def all_charts(results: ExperimentResult) -> list[str]:

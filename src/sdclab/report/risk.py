@@ -6,21 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sdclab.evaluation import RANK_SHARES
-from sdclab.markup import (
-    EVALUATION,
-    count,
-    esc,
-    pct,
-    section,
-)
+from sdclab.markup import EVALUATION, count, esc, pct, section
 from sdclab.markup import points as points_text
 from sdclab.report import declared
-from sdclab.results import (
-    ExperimentResult,
-    NotMeasured,
-    Reidentification,
-    ReleaseResult,
-)
+from sdclab.results import ExperimentResult, NotMeasured, Reidentification, ReleaseResult
 
 HEADLINE_NOTE = (
     "<p>The headline risk: confirmed reidentifications of the noise-aware reconstruction beyond "

@@ -3,16 +3,7 @@
 
 from __future__ import annotations
 
-from sdclab.markup import (
-    CARD,
-    EVALUATION,
-    RELEASE,
-    SOURCES,
-    Source,
-    count,
-    esc,
-    pct,
-)
+from sdclab.markup import CARD, EVALUATION, RELEASE, SOURCES, Source, count, esc, pct
 from sdclab.report import declared
 from sdclab.report.html import column, records_shown
 from sdclab.report.reading import (
@@ -23,11 +14,7 @@ from sdclab.report.reading import (
     rates,
     variability_of,
 )
-from sdclab.results import (
-    ExperimentResult,
-    NotMeasured,
-    ReleaseResult,
-)
+from sdclab.results import ExperimentResult, NotMeasured, ReleaseResult
 
 SUMMARY_COLUMNS: tuple[tuple[str, Source | None], ...] = (
     ("mechanism", None),
