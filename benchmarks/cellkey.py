@@ -23,11 +23,11 @@ import pandas as pd
 import polars as pl
 from cell_key_perturbation.create_perturbed_table import create_perturbed_table
 
+from sdclab.censuses.us2010.catalog import CATALOG, PERSON_TABLES
+from sdclab.censuses.us2010.schema import PERSON
 from sdclab.population.synth import synthesize
 from sdclab.protection.cellkey import assign_record_keys, keyed_tables, perturb
 from sdclab.protection.ptable import ons_10_5_ptable
-from sdclab.schema import PERSON
-from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import record_cells
 
@@ -110,7 +110,7 @@ def main() -> None:
 
 
 def geoid_of(blocks: pl.Series, level: str) -> pl.Series:
-    from sdclab.geography import GEOID_LENGTH, NATION_GEOID
+    from sdclab.censuses.us2010.geography import GEOID_LENGTH, NATION_GEOID
 
     if level == "nation":
         return pl.Series([NATION_GEOID] * len(blocks))

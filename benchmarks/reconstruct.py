@@ -16,14 +16,14 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from sdclab import schema
 from sdclab.attacks.reconstruction import reconstruct, solve_tract, stacked_query, tract_problems
 from sdclab.attacks.variability import solution_variability, variability_summary
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.evaluation import block_agebin_agreement
 from sdclab.optimize.highs import solve_mip
 from sdclab.population.synth import synthesize
 from sdclab.release import exact_release
-from sdclab.tables.catalog import CATALOG
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 WORKERS = 2

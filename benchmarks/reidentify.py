@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from sdclab import schema
 from sdclab.attacks.linkage import ATTACKER_PRESETS, attacker_file, confirm, link
 from sdclab.attacks.reconstruction import reconstruct
+from sdclab.censuses.us2010 import schema
 from sdclab.population.synth import synthesize
 from sdclab.release import exact_release
 

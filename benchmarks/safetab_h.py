@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from sdclab import protection
-from sdclab.geography import geoid_strings
+from sdclab.censuses.us2010.geography import geoid_strings
 from sdclab.population.synth import synthesize
 from sdclab.protection.safetab_groups import (
     PRODUCTION_THRESHOLDS,

@@ -17,8 +17,8 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).parent))
 import pandas_peer  # noqa: E402
 
+from sdclab.censuses.us2010.catalog import PERSON_TABLES
 from sdclab.population.synth import synthesize  # noqa: E402
-from sdclab.tables.catalog import PERSON_TABLES  # noqa: E402
 from sdclab.tables.published import PublishedTable  # noqa: E402
 from sdclab.tables.tabulate import tabulate  # noqa: E402
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -10,6 +12,8 @@ import pytest
 
 from sdclab.execution import _limit_blas, default_workers
 from sdclab.population import PERSONS, UNITS, Population
+
+TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 
 os.environ.setdefault("SDCLAB_DIGEST_KEY", "test-key-not-secret-0123456789abcdef")
 
@@ -135,6 +139,35 @@ SLOWEST_FILES = (
     "test_fuzz_inputs.py",
 )
 """The test files that take longest (``--durations=0`` summed per file), slowest first."""
+
+
+TENURE = """
+[attributes.tenure]
+records = "households"
+codes = ["own", "rent"]
+
+[tables.T5]
+title = "Households by tenure"
+records = "households"
+cells = ["tenure"]
+"""
+
+
+@pytest.fixture
+def with_tenure(tmp_path: Path) -> Path:
+    """Toyland with a household attribute (tenure, given on every member's row) and a household
+    table; households of an even number own."""
+    folder = tmp_path / "toyland"
+    shutil.copytree(TOYLAND, folder)
+    text = (folder / "census.toml").read_text()
+    head, tail = text.split("[geographies.admin]", 1)
+    (folder / "census.toml").write_text(head + TENURE + "\n[geographies.admin]" + tail)
+    persons = pl.read_csv(folder / "persons.csv", infer_schema=False)
+    number = persons["household_id"].str.slice(1).cast(pl.Int64)
+    persons.with_columns(
+        tenure=pl.when(number % 2 == 0).then(pl.lit("own")).otherwise(pl.lit("rent"))
+    ).write_csv(folder / "persons.csv")
+    return folder
 
 
 @pytest.fixture

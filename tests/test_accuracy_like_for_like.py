@@ -53,7 +53,7 @@ def test_the_exact_release_is_at_distance_zero_and_noise_is_not(population) -> N
 
 def _indicators_by_hand(matrix: np.ndarray) -> dict[str, np.ndarray]:
     """The indicators of each row of a P12 matrix, from the table's labels."""
-    from sdclab.tables.catalog import CATALOG
+    from sdclab.censuses.us2010.catalog import CATALOG
 
     labels = CATALOG["P12"].cell_labels
     sex = np.array([label.split(" / ")[0] for label in labels])

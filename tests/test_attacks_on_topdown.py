@@ -20,11 +20,11 @@ import pytest
 import scipy.sparse as sp
 from typer.testing import CliRunner
 
-from sdclab import schema
 from sdclab.attacks.linkage import ATTACKER_PRESETS, reidentify
 from sdclab.attacks.reconstruction import person_tables, reconstruct, stacked_query
 from sdclab.attacks.reconstruction_files import read_reconstruction, write_reconstruction
 from sdclab.attacks.variability import attack
+from sdclab.censuses.us2010 import schema
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.evaluation import agreement, block_agebin_agreement

@@ -11,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 import sdclab
-from sdclab import api, schema
+from sdclab import api
 from sdclab.attacks.linkage import link
+from sdclab.censuses.us2010 import schema
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.experiment import NO_BLOCK_ONLY

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sdclab import accounting, schema
+from sdclab import accounting
 from sdclab.budget import answer, cell_key_noise, noise_of
+from sdclab.censuses.us2010 import schema
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.protection import get

@@ -160,7 +160,7 @@ def test_ons_function_equals_the_package_on_large_counts(capsys):
 
 
 def test_identical_contributors_get_identical_noise_across_tables_and_levels(keyed):
-    from sdclab.tables.catalog import CATALOG
+    from sdclab.censuses.us2010.catalog import CATALOG
 
     release = protection.run("cellkey", keyed, {"ptable": "maxent", "bound": 3, "variance": 2}, 1)
     nation = published(release, "P8").filter(pl.col("level") == "nation")

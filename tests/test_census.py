@@ -11,10 +11,11 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab.census.declare import census_named, load_census
+from sdclab.census.declare import load_census
 from sdclab.census.records import read_records, tabulate_records
+from sdclab.censuses import census_named
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.errors import InputError
-from sdclab.tables.catalog import CATALOG
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 
@@ -217,7 +218,7 @@ def census_records(census, frame):
 def test_a_mistake_in_the_census_file_is_one_line_naming_its_key(toyland, old, new, message):
     edit(toyland / "census.toml", old, new)
     with pytest.raises(InputError, match=message):
-        load_census(toyland / "census.toml")
+        census_named(toyland / "census.toml")
 
 
 def test_a_unit_with_an_unknown_parent_is_refused(toyland):
@@ -628,7 +629,7 @@ def test_a_census_file_is_refused_where_sdclab_could_not_use_it(toyland, old, ne
     edit(toyland / "census.toml", "[geographies.admin]", MIXED + "\n[geographies.admin]")
     edit(toyland / "census.toml", old, new)
     with pytest.raises(InputError, match=message):
-        load_census(toyland / "census.toml")
+        census_named(toyland / "census.toml")
 
 
 def test_what_a_declared_census_cannot_do_yet_is_refused_in_words(tmp_path):
@@ -756,3 +757,11 @@ def test_a_declared_release_whose_cells_exceed_its_total_is_refused(tmp_path):
         InputError, match=r"T3.parquet: village V107, cell 0: .* more than T1 there"
     ):
         read_release(tmp_path / "release")
+
+
+def test_a_declared_census_file_separated_by_semicolons_is_refused_in_one_line(toyland):
+    persons = toyland / "persons.csv"
+    persons.write_text(persons.read_text().replace(",", ";"))
+    census = census_named(toyland / "census.toml")
+    with pytest.raises(InputError, match=r"persons.csv: the header reads as 1 column.*';' as its"):
+        read_records(census, persons)

@@ -191,7 +191,9 @@ def test_a_us_only_setting_is_refused_in_one_line(tmp_path, old, new, message):
 
 
 def test_the_command_line_refuses_a_us_only_mechanism_with_nothing_written(tmp_path):
-    experiment = write_experiment(tmp_path, EXPERIMENT.replace('name = "cellkey"', 'name = "swap"'))
+    experiment = write_experiment(
+        tmp_path, EXPERIMENT.replace('name = "cellkey"', 'name = "safetab_h"')
+    )
     done = subprocess.run(
         [sys.executable, "-m", "sdclab", "run", str(experiment), "--out", "out"],
         capture_output=True,
@@ -199,7 +201,7 @@ def test_the_command_line_refuses_a_us_only_mechanism_with_nothing_written(tmp_p
         cwd=tmp_path,
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    assert "mechanisms[3]: mechanism swap protects the US 2010 census" in done.stderr
+    assert "mechanisms[3]: mechanism safetab_h protects the US 2010 census" in done.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -15,33 +15,6 @@ from sdclab.census.records import read_records, tabulate_records
 from sdclab.errors import InputError
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
-TENURE = """
-[attributes.tenure]
-records = "households"
-codes = ["own", "rent"]
-
-[tables.T5]
-title = "Households by tenure"
-records = "households"
-cells = ["tenure"]
-"""
-
-
-@pytest.fixture
-def with_tenure(tmp_path: Path) -> Path:
-    """Toyland with a household attribute (tenure, given on every member's row) and a household
-    table; households of an even number own."""
-    folder = tmp_path / "toyland"
-    shutil.copytree(TOYLAND, folder)
-    text = (folder / "census.toml").read_text()
-    head, tail = text.split("[geographies.admin]", 1)
-    (folder / "census.toml").write_text(head + TENURE + "\n[geographies.admin]" + tail)
-    persons = pl.read_csv(folder / "persons.csv", infer_schema=False)
-    number = persons["household_id"].str.slice(1).cast(pl.Int64)
-    persons.with_columns(
-        tenure=pl.when(number % 2 == 0).then(pl.lit("own")).otherwise(pl.lit("rent"))
-    ).write_csv(folder / "persons.csv")
-    return folder
 
 
 def test_household_attributes_are_read_once_per_household_and_tabulated(with_tenure):

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sdclab import protection
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.cli import app
 from sdclab.population.io import write_population
 from sdclab.population.synth import synthesize
@@ -23,7 +24,6 @@ from sdclab.protection.cellkey_risk import (
     repeated_queries,
     usable_tuples,
 )
-from sdclab.tables.catalog import CATALOG
 from sdclab.tables.relations import partitions
 from sdclab.tables.tabulate import tabulate
 

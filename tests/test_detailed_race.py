@@ -13,7 +13,7 @@ from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from conftest import BLOCK_A, BLOCK_B, BLOCK_D, frame
-from sdclab import schema
+from sdclab.censuses.us2010 import schema
 from sdclab.cli import app
 from sdclab.errors import InputError
 from sdclab.population import PERSONS, UNITS, Population, synth, synth_geography

@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sdclab.censuses.us2010.catalog import catalog_markdown
 from sdclab.population.contract import contract_markdown
-from sdclab.tables.catalog import catalog_markdown
 
 DOCS = Path(__file__).parents[1] / "docs"
 
@@ -53,7 +53,7 @@ def test_the_census_guide_runs_and_shows_what_census_show_prints():
     experiment = (root / "examples" / "toyland" / "experiment.toml").read_text()
     shown_toml = re.findall(r"^```toml\n(.*?)^```$", page.read_text(), flags=re.S | re.M)
     assert shown_toml[-1] in experiment
-    assert "census toyland: 7 releases" in done.stdout
+    assert "census toyland: 8 releases" in done.stdout
     for line in done.stdout.splitlines()[-5:]:
         assert f"`{line}`" in page.read_text()
     shown = subprocess.run(

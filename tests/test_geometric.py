@@ -10,6 +10,7 @@ import pytest
 
 from sdclab import noise, protection
 from sdclab.cellkey_analysis import geometric_tail, laplace_tail
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.population.synth import synthesize
 from sdclab.protection.geometric import (
     GeometricParameters,
@@ -18,7 +19,6 @@ from sdclab.protection.geometric import (
     sensitivity,
     summed_laplace_pmf,
 )
-from sdclab.tables.catalog import CATALOG
 from sdclab.tables.tabulate import tabulate
 
 

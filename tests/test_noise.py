@@ -283,7 +283,7 @@ def test_a_topdown_run_builds_each_outcome_table_once():
     """TopDown draws at every scale of its strategy, level after level, and again in the next
     run: the cached outcome tables must hold all of them, or each is evicted before its next use
     and built again (the pl94 production strategy draws at 20 table sizes)."""
-    from sdclab.geography import LEVELS
+    from sdclab.censuses.us2010.geography import LEVELS
     from sdclab.protection.topdown_strategy import PRODUCTION
 
     scales = {PRODUCTION.sigma2(q, level) for level in LEVELS for q in PRODUCTION.measured(level)}

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab import api, schema
+from sdclab import api
 from sdclab.attacks.knowledge import cell_bounds, measured_query, measurement_bounds
 from sdclab.attacks.noise_aware import ColumnSpace, Rows
 from sdclab.attacks.reconstruction import (
@@ -24,6 +24,7 @@ from sdclab.attacks.reconstruction import (
     solve_tract,
     tract_problems,
 )
+from sdclab.censuses.us2010 import schema
 from sdclab.population import Population
 from sdclab.population.synth import synthesize
 from sdclab.protection import swapping

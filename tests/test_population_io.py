@@ -21,11 +21,11 @@ from polars.testing import assert_frame_equal
 import sdclab
 from sdclab.errors import InputError
 from sdclab.fileio import OUTPUT_MARKER
+from sdclab.findings import MAX_SHOWN
 from sdclab.population import PERSONS, UNITS, Population, synth, synth_geography
 from sdclab.population import io as population_io
 from sdclab.population.columns import STATE_CODES
 from sdclab.population.io import read_population, validate, write_population
-from sdclab.population.problems import MAX_SHOWN
 
 DATA = Path(__file__).parent / "data"
 BAD_CASES = sorted(p for p in (DATA / "bad" / "population").iterdir() if p.is_dir())

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sdclab import accounting, protection
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.cli import app
 from sdclab.privacy import (
     Guarantee,
@@ -23,7 +24,6 @@ from sdclab.privacy import (
 )
 from sdclab.protection import geometric
 from sdclab.results import NotMeasured
-from sdclab.tables.catalog import CATALOG
 
 DELTA = 1e-10
 

@@ -12,9 +12,10 @@ import scipy.sparse as sp
 from typer.testing import CliRunner
 
 from conftest import frame
-from sdclab import schema
 from sdclab.attacks.reconstruction import reconstruct, stacked_query
 from sdclab.attacks.variability import solution_variability
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.catalog import PERSON_TABLES
 from sdclab.cli import app
 from sdclab.evaluation import agreement, block_agebin_agreement
 from sdclab.execution import Executor
@@ -22,7 +23,6 @@ from sdclab.fileio import OUTPUT_MARKER
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.population.synth import synthesize
 from sdclab.release import exact_release
-from sdclab.tables.catalog import PERSON_TABLES
 
 BLOCK = "010010001001001"
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from conftest import random_population
-from sdclab import protection, schema
-from sdclab.geography import LEVELS
-from sdclab.tables.catalog import CATALOG
+from sdclab import protection
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.catalog import CATALOG
+from sdclab.censuses.us2010.geography import LEVELS
 from sdclab.tables.relations import (
     PublishedCells,
     geounit_offsets,

@@ -12,9 +12,9 @@ import scipy.sparse as sp
 
 from sdclab import release as release_module
 from sdclab.api import read_release
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.errors import InputError
 from sdclab.release import exact_release, write_release
-from sdclab.tables.catalog import CATALOG
 
 
 def test_exact_release_round_trip(tmp_path, small_population):

@@ -9,8 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import accounting, protection, schema
+from sdclab import accounting, protection
 from sdclab.api import read_release
+from sdclab.censuses.us2010 import schema
 from sdclab.errors import InputError
 from sdclab.population.synth import synthesize
 from sdclab.protection.safetab_groups import Group, default_groups, iterations, stability

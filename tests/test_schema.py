@@ -7,8 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sdclab import schema
-from sdclab.geography import FipsGeography, geoid_strings, levels_from, parse_geoids, truncate
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import (
+    FipsGeography,
+    geoid_strings,
+    levels_from,
+    parse_geoids,
+    truncate,
+)
 
 
 def test_age_recodes_cover_every_age_once():

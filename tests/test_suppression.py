@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from conftest import frame, random_population
 from sdclab.api import read_release
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.diagnostics import CellShares, PairShare, SuppressionByLevel
 from sdclab.errors import InputError
 from sdclab.optimize import exposure
@@ -17,7 +18,6 @@ from sdclab.optimize.highs import solve_mip
 from sdclab.population import PERSONS, UNITS, Population
 from sdclab.protection import suppression
 from sdclab.release import Release, write_release
-from sdclab.tables.catalog import CATALOG
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.relations import PublishedCells
 from sdclab.tables.tabulate import tabulate

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import schema
+from sdclab.censuses.us2010 import schema
 from sdclab.population import (
     PERSONS,
     UNITS,

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 
 from conftest import BLOCK_A, BLOCK_B, BLOCK_C, BLOCK_D, random_population
-from sdclab import schema
-from sdclab.geography import GEOID_LENGTH, LEVELS
-from sdclab.tables.catalog import CATALOG, PERSON_TABLES
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.catalog import CATALOG, PERSON_TABLES
+from sdclab.censuses.us2010.geography import GEOID_LENGTH, LEVELS
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
 

@@ -9,9 +9,10 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab import accounting, schema
+from sdclab import accounting
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import LEVELS, geoid_strings
 from sdclab.execution import Executor
-from sdclab.geography import LEVELS, geoid_strings
 from sdclab.optimize.least_squares import TOLERANCE, solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution
 from sdclab.optimize.rounding import round_l1
@@ -348,7 +349,7 @@ def test_tables_the_products_determine():
     assert "P12" not in pl94 and "sex" in omitted["P12"]
     assert "P29" in omitted  # relationship is in neither product
     dhc, _ = product_tables(PRODUCTS["dhc"])
-    from sdclab.tables.catalog import PERSON_TABLES
+    from sdclab.censuses.us2010.catalog import PERSON_TABLES
 
     assert set(PERSON_TABLES) <= set(dhc)
 

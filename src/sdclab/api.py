@@ -91,8 +91,8 @@ def read_population(path: str | Path, *, census: str | Path | None = None) -> Po
 
     if census is None or str(census) == "us2010":
         return read(Path(path))
-    from sdclab.census.declare import census_named
     from sdclab.census.records import read_records
+    from sdclab.censuses import census_named
 
     return read_records(census_named(census), Path(path))  # type: ignore[return-value]
 

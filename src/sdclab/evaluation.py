@@ -8,11 +8,12 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab import schema
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.release import Release
-from sdclab.tables.catalog import CATALOG, Part, TableDef, part_query
+from sdclab.tables.definition import Part, TableDef, part_query
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
 

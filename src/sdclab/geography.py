@@ -1,8 +1,11 @@
-"""Census geography: 15-digit block geocodes and the levels above them.
+"""A census geography: its bottom-level units (blocks) and, for each level above, the geounit
+each block belongs to.
 
-A block geocode is state(2) county(3) tract(6) block(4); the block group is the first digit of the
-block number. Internally geocodes are int64 (15 digits fit), so the geounit of a block at any level
-is an integer division, and strings appear only at the edges (files and labels).
+Internally geocodes are int64, so aggregating a level is a sparse product; strings appear only at
+the edges (files and labels). How a block's code gives its geounit at a level is the census's:
+the US census's FIPS geography (:class:`sdclab.censuses.us2010.geography.FipsGeography`) cuts
+15-digit geocodes by integer division, a declared hierarchy
+(:class:`sdclab.census.records.DeclaredGeography`) reads explicit parent arrays.
 """
 
 from __future__ import annotations
@@ -16,49 +19,6 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-LEVELS = ("nation", "state", "county", "tract", "block_group", "block")
-"""Geography levels from the top down."""
-
-GEOID_LENGTH = {"nation": 0, "state": 2, "county": 5, "tract": 11, "block_group": 12, "block": 15}
-"""Number of leading geocode digits that identify a geounit at each level."""
-
-NATION_GEOID = "US"
-BLOCK_DIGITS = 15
-
-
-def check_level(level: str) -> str:
-    """Return ``level`` if it is a known level, else raise ValueError naming the choices."""
-    if level not in GEOID_LENGTH:
-        raise ValueError(f"unknown geography level {level!r}; expected one of {', '.join(LEVELS)}")
-    return level
-
-
-def levels_from(top: str, bottom: str) -> tuple[str, ...]:
-    """The levels from ``top`` down to ``bottom`` inclusive."""
-    i, j = LEVELS.index(check_level(top)), LEVELS.index(check_level(bottom))
-    return LEVELS[i : j + 1]
-
-
-def truncate(block_codes: npt.ArrayLike, level: str) -> npt.NDArray[np.int64]:
-    """The integer geocode at ``level`` of each integer block geocode."""
-    drop = BLOCK_DIGITS - GEOID_LENGTH[check_level(level)]
-    return np.asarray(block_codes, dtype=np.int64) // (10**drop)
-
-
-def geoid_strings(codes: npt.ArrayLike, level: str) -> pl.Series:
-    """Zero-padded geoid strings for integer codes at ``level`` ('US' for the nation)."""
-    codes = np.asarray(codes, dtype=np.int64)
-    if check_level(level) == "nation":
-        return pl.Series("geoid", [NATION_GEOID] * len(codes), dtype=pl.String)
-    return pl.Series("geoid", codes).cast(pl.String).str.zfill(GEOID_LENGTH[level])
-
-
-def parse_geoids(geoids: pl.Series, level: str) -> npt.NDArray[np.int64]:
-    """Integer codes of geoid strings at ``level`` (the inverse of :func:`geoid_strings`)."""
-    if check_level(level) == "nation":
-        return np.zeros(len(geoids), dtype=np.int64)
-    return geoids.cast(pl.Int64).to_numpy()
-
 
 @dataclass(frozen=True)
 class Geography(ABC):
@@ -68,7 +28,8 @@ class Geography(ABC):
     census calls them) in ascending order; a record's block index is its position in this array.
     Sorted blocks are grouped by every coarser level. ``levels`` name the levels from the top
     down. How a block's code gives its geounit at a level, and how codes are written as geoids,
-    is the census's: :class:`FipsGeography` for the US (15-digit geocodes cut by integer
+    is the census's: the US census's
+    :class:`~sdclab.censuses.us2010.geography.FipsGeography` (15-digit geocodes cut by integer
     division), :class:`sdclab.census.records.DeclaredGeography` for a declared hierarchy.
     """
 
@@ -155,23 +116,3 @@ class Geography(ABC):
     def summary(self) -> dict[str, int]:
         """Number of geounits at each level."""
         return {level: self.n_units(level) for level in self.levels}
-
-
-@dataclass(frozen=True)
-class FipsGeography(Geography):
-    """The US census geography: 15-digit FIPS block geocodes and :data:`LEVELS` above them."""
-
-    levels: tuple[str, ...] = LEVELS
-
-    @classmethod
-    def from_block_codes(cls, block_codes: npt.ArrayLike) -> FipsGeography:
-        return cls(np.unique(np.asarray(block_codes, dtype=np.int64)))
-
-    def block_codes_at(self, level: str) -> npt.NDArray[np.int64]:
-        return truncate(self.blocks, level)
-
-    def geoid_strings(self, codes: npt.ArrayLike, level: str) -> pl.Series:
-        return geoid_strings(codes, level)
-
-    def parse_geoids(self, geoids: pl.Series, level: str) -> npt.NDArray[np.int64]:
-        return parse_geoids(geoids, level)

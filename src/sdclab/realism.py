@@ -25,12 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from sdclab import schema
 from sdclab.attacks.linkage import block_modes, population_uniques, race_ethnicity
 from sdclab.attacks.reconstruction import BLOCK_TABLES, TIME_LIMIT, TRACT_TABLES, reconstruct
 from sdclab.attacks.variability import proven_zero, solution_variability
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import truncate
 from sdclab.execution import Executor
-from sdclab.geography import truncate
 from sdclab.optimize.highs import OPTIMAL_STATUS
 from sdclab.population import Population
 from sdclab.release import exact_release

@@ -49,6 +49,7 @@ from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.census.document import from_document, to_document
 from sdclab.census.records import DeclaredGeography, geography_frame, geography_from_frame
 from sdclab.censuses import is_built_in
+from sdclab.censuses.us2010.geography import GEOID_LENGTH, FipsGeography
 from sdclab.errors import InputError
 from sdclab.fileio import (
     json_safe,
@@ -58,11 +59,11 @@ from sdclab.fileio import (
     write_json,
     write_parquet,
 )
-from sdclab.geography import GEOID_LENGTH, FipsGeography, Geography
+from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.population.columns import DATA_DEFINED, RECORD_KEY
 from sdclab.randomness import exact_record
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
 from sdclab.tables.published import LONG_SCHEMA, PublishedTable
 from sdclab.tables.tabulate import tabulate
 

@@ -41,9 +41,9 @@ import polars as pl
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.cell_model import CellBounds, bounds
+from sdclab.censuses.us2010 import schema
 from sdclab.errors import InputError
 from sdclab.release import Release
 

@@ -31,9 +31,10 @@ import numpy.typing as npt
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sdclab import schema
 from sdclab.arrays import IntArray
 from sdclab.attacks.variability import proven_solvar_zero
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import truncate
 from sdclab.errors import InputError
 from sdclab.evaluation import (
     BLOCK_SIZE_CLASSES,
@@ -41,7 +42,6 @@ from sdclab.evaluation import (
     unknown_attributes,
     with_agebin,
 )
-from sdclab.geography import truncate
 from sdclab.population import Population
 from sdclab.protection.base import did_you_mean, problems
 from sdclab.randomness import make_rng

@@ -38,7 +38,6 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.attacks.knowledge import (
     CellBounds,
@@ -64,7 +63,9 @@ from sdclab.attacks.reconstruction_files import (
 )
 from sdclab.census.model import Census
 from sdclab.censuses import is_built_in
+from sdclab.censuses.us2010.catalog import CATALOG, PERSON_TABLES
 from sdclab.digest import frames_digest
+from sdclab.domain import Attribute
 from sdclab.errors import InputError
 from sdclab.execution import Checkpoint, Executor, run_tasks
 from sdclab.optimize.highs import (
@@ -75,7 +76,6 @@ from sdclab.optimize.highs import (
     solve_mip,
 )
 from sdclab.release import Release
-from sdclab.tables.catalog import CATALOG, PERSON_TABLES
 
 BLOCK_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "block")
 TRACT_TABLES = tuple(n for n in PERSON_TABLES if CATALOG[n].bottom == "tract")
@@ -724,9 +724,7 @@ def records_frame(
     )
 
 
-def _written_codes(
-    census: Census, axis: schema.Attribute, values: IntArray, resolved: bool
-) -> pl.Series:
+def _written_codes(census: Census, axis: Attribute, values: IntArray, resolved: bool) -> pl.Series:
     """Codes as a reconstruction writes them: integers where the census fixes them (16 bits
     for an attribute with bounds or codes above 127, else 8), else the census's text codes."""
     if census.reconstruction.domain is None:

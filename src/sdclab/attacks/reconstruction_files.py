@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from sdclab import schema
 from sdclab.arrays import IntArray
 from sdclab.census.document import from_document, to_document
 from sdclab.census.model import Census
 from sdclab.censuses import is_built_in
+from sdclab.censuses.us2010 import schema
 from sdclab.errors import InputError
 from sdclab.fileio import (
     output_directory,

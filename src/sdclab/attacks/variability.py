@@ -41,8 +41,8 @@ from sdclab.attacks.reconstruction import (
     side_by_side,
 )
 from sdclab.attacks.reconstruction_files import Reconstruction
+from sdclab.censuses.us2010.geography import geoid_strings, parse_geoids
 from sdclab.execution import Executor, run_tasks
-from sdclab.geography import geoid_strings, parse_geoids
 from sdclab.optimize.highs import (
     INF,
     OPTIMAL_STATUS,

@@ -6,7 +6,7 @@ one line naming the file, the TOML key (or the CSV row and column) and what was 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,11 @@ from sdclab.census.model import (
     Hierarchy,
     Reconstruction,
 )
-from sdclab.censuses import BUILT_IN
+from sdclab.csv_files import read_csv
+from sdclab.domain import Schema
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
-from sdclab.population.io import read_csv
-from sdclab.schema import Schema
-from sdclab.tables.catalog import Dimension, Part, TableDef
+from sdclab.tables.definition import Dimension, Part, TableDef
 
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 """What a census, attribute, level or table name may hold (they become column names)."""
@@ -91,12 +90,13 @@ class Declaration:
         return frame
 
 
-def load_census(path: Path) -> Census:
-    """The census declared by the TOML file ``path`` (docs/census.md)."""
+def load_census(path: Path, reserved: Collection[str] = ()) -> Census:
+    """The census declared by the TOML file ``path`` (docs/census.md); ``reserved``: names it may
+    not take (the built-in censuses')."""
     d = Declaration(path)
     doc = d.document
     name = d.name(d.text(doc, "name"), "name")
-    if name in BUILT_IN:
+    if name in reserved:
         raise d.fail("name", f"{name!r} is a built-in census's name; give the census another")
     attributes = {n: _attribute(d, n, spec) for n, spec in d.table(doc, "attributes").items()}
     for key in attributes:
@@ -437,17 +437,3 @@ def _reconstruction(
                 "consecutive codes (so that a range of codes has a first and a last category)",
             )
     return Reconstruction(names, level, within, dict(resolved))
-
-
-def census_named(name_or_file: str | Path) -> Census:
-    """A built-in census by name, or the census a TOML file declares."""
-    if str(name_or_file) in BUILT_IN:
-        return BUILT_IN[str(name_or_file)]()
-    path = Path(name_or_file)
-    if path.suffix.lower() != ".toml":
-        known = ", ".join(BUILT_IN)
-        raise InputError(
-            f"unknown census {str(name_or_file)!r}: expected a built-in one ({known}) or a census "
-            "file (.toml)"
-        )
-    return load_census(path)

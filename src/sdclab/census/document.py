@@ -21,8 +21,8 @@ from sdclab.census.model import (
     census_digest,
     to_document,
 )
-from sdclab.schema import Schema
-from sdclab.tables.catalog import Dimension, Part, TableDef
+from sdclab.domain import Schema
+from sdclab.tables.definition import Dimension, Part, TableDef
 
 
 def _matrix(members: list[list[int]], size: int) -> np.ndarray:

@@ -8,7 +8,7 @@ take it from its input instead of assuming one census. Attributes are code lists
 *breakdowns* (recodes of the detailed codes, e.g. an age in single years, five-year bands and
 three broad groups); geographies are hierarchies of levels given as data (any number of levels,
 text geocodes, a parent for each unit); tables are linear queries over the marginal domain of the
-attributes they cross (:class:`sdclab.tables.catalog.TableDef`), never over the product of every
+attributes they cross (:class:`sdclab.tables.definition.TableDef`), never over the product of every
 attribute, which for a census of a dozen topics has of the order of 10¹⁰ cells.
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sdclab.schema import Attribute as DomainAttribute
-from sdclab.schema import Schema
-from sdclab.tables.catalog import Dimension, TableDef
+from sdclab.domain import Attribute as DomainAttribute
+from sdclab.domain import Schema
+from sdclab.tables.definition import Dimension, TableDef
 
 RECORD_KINDS = ("persons", "households")
 """What a census's records can be: persons, and the households (or housing units) they live in."""

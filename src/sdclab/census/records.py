@@ -21,11 +21,11 @@ import polars as pl
 
 from sdclab.arrays import IntArray
 from sdclab.census.model import Census, Hierarchy
+from sdclab.csv_files import read_csv
 from sdclab.digest import frames_digest
 from sdclab.errors import InputError
 from sdclab.geography import Geography
-from sdclab.population.io import read_csv
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
 from sdclab.tables.tabulate import TableCounts, tabulate
 
 
@@ -199,8 +199,17 @@ class CensusRecords:
 def read_records(census: Census, file: Path) -> CensusRecords:
     """The persons' file (CSV or Parquet) of ``census``, checked against its declaration."""
     file = Path(file)
-    frame = read_csv(file) if file.suffix.lower() == ".csv" else _read_parquet(file)
+    csv = file.suffix.lower() == ".csv"
+    frame = read_csv(file, record_columns(census)) if csv else _read_parquet(file)
     return replace(encode_records(census, frame, file.name), sources=(file.absolute(),))
+
+
+def record_columns(census: Census) -> tuple[str, ...]:
+    """The columns a census's persons' file holds: every attribute, every level of every
+    geography and the household key."""
+    levels = (level for h in census.geographies.values() for level in h.levels)
+    key = () if census.household_key is None else (census.household_key,)
+    return (*census.attributes, *levels, *key)
 
 
 def _read_parquet(file: Path) -> pl.DataFrame:
@@ -384,7 +393,7 @@ def tabulate_records(
     records: CensusRecords, names: Sequence[str] | None = None
 ) -> dict[str, TableCounts]:
     """Every table (or those ``names``) at each of its levels, counted from the records."""
-    return tabulate(records, names)  # type: ignore[arg-type]
+    return tabulate(records, names)
 
 
 def geography_frame(geography: DeclaredGeography) -> pl.DataFrame:

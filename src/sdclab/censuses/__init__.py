@@ -1,5 +1,5 @@
-"""The censuses sdclab knows by name (a census file declares any other:
-:func:`sdclab.census.declare.census_named`), and how a census travels to worker processes."""
+"""The censuses sdclab knows by name, a census by its name or its file (:func:`census_named`),
+and how a census travels to worker processes."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import copyreg
 import json
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from sdclab.census.document import from_document
 from sdclab.census.model import Census, to_document
+from sdclab.errors import InputError
 
 BUILT_IN: dict[str, Callable[[], Census]] = {}
 """Each built-in census's name and the function that builds it."""
@@ -23,6 +25,22 @@ def _register() -> None:
 
 
 _register()
+
+
+def census_named(name_or_file: str | Path) -> Census:
+    """A built-in census by name, or the census a TOML file declares."""
+    if str(name_or_file) in BUILT_IN:
+        return BUILT_IN[str(name_or_file)]()
+    path = Path(name_or_file)
+    if path.suffix.lower() != ".toml":
+        known = ", ".join(BUILT_IN)
+        raise InputError(
+            f"unknown census {str(name_or_file)!r}: expected a built-in one ({known}) or a census "
+            "file (.toml)"
+        )
+    from sdclab.census.declare import load_census  # reads files: only when a file is named
+
+    return load_census(path, reserved=BUILT_IN)
 
 
 def is_built_in(census: Census) -> bool:

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from sdclab import schema
+from sdclab.censuses.us2010 import schema
 
 
 @dataclass(frozen=True)

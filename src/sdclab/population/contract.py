@@ -15,9 +15,10 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from sdclab import schema
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import FipsGeography
 from sdclab.digest import frames_digest
-from sdclab.geography import FipsGeography, Geography
+from sdclab.geography import Geography
 from sdclab.population.columns import (
     BLOCKS,
     DATA_DEFINED,
@@ -32,7 +33,7 @@ from sdclab.population.columns import (
 
 if TYPE_CHECKING:
     from sdclab.census.model import Census
-    from sdclab.tables.catalog import TableDef
+    from sdclab.tables.definition import TableDef
 
 
 @dataclass(frozen=True, repr=False)

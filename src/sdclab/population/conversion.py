@@ -12,20 +12,10 @@ from typing import Any
 
 import polars as pl
 
-from sdclab.geography import BLOCK_DIGITS
+from sdclab.censuses.us2010.geography import BLOCK_DIGITS
+from sdclab.findings import ROW, Findings, Rule, apply_rules, show, single, where
 from sdclab.population.columns import PUERTO_RICO, STATE_CODES, ColumnSpec
-from sdclab.population.problems import (
-    ROW,
-    Findings,
-    Rule,
-    Table,
-    apply_rules,
-    expected_text,
-    show,
-    single,
-    spec_dtype,
-    where,
-)
+from sdclab.population.problems import Table, expected_text, spec_dtype
 
 TRUE_TEXT = ("true", "True", "TRUE", "1")
 FALSE_TEXT = ("false", "False", "FALSE", "0")

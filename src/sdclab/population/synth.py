@@ -29,8 +29,8 @@ import numpy as np
 import polars as pl
 
 from sdclab.arrays import IntArray
+from sdclab.censuses.us2010.geography import truncate
 from sdclab.errors import InputError
-from sdclab.geography import truncate
 from sdclab.population.columns import HISPANIC_ORIGIN, PERSONS, RACE_CODE_COLUMNS, UNITS
 from sdclab.population.contract import Population
 from sdclab.population.synth_geography import (

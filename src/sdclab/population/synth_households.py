@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdclab import schema
 from sdclab.arrays import BoolArray, FloatArray, IntArray
+from sdclab.censuses.us2010 import schema
 from sdclab.population.synth_draws import (
     apportion,
     logit_shift_to_mean,

@@ -10,8 +10,8 @@ from itertools import combinations
 import numpy as np
 import numpy.typing as npt
 
-from sdclab import schema
 from sdclab.arrays import FloatArray, IntArray
+from sdclab.censuses.us2010 import schema
 from sdclab.population.synth_draws import dirichlet_rows, sample_pmf, sample_rows
 from sdclab.population.synth_geography import GeographyPlan
 from sdclab.population.synth_households import SAME_RACE_IN_HOUSEHOLD, OccupiedUnits, People
@@ -141,7 +141,8 @@ HISPANIC_SOR_BOOST = 4.0
 """Among Hispanic persons of two or more races, combinations with 'some other race' weigh more."""
 
 
-# Detailed race and Hispanic origin (SafeTab-H); code lists and frequencies in sdclab.schema.
+# Detailed race and Hispanic origin (SafeTab-H); code lists and frequencies in
+# sdclab.censuses.us2010.schema.
 EXTRA_RACE_CODE_COUNTS = (0.85, 0.11, 0.03, 0.01)
 """P(a person reports 0, 1, 2 or 3 detailed race codes beyond one per major race), e.g. German and
 Irish; each extra code goes to one of the person's major races (at most DETAILED_RACE_MAX codes in

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from sdclab import schema
 from sdclab.arrays import IntArray
+from sdclab.censuses.us2010 import schema
 from sdclab.population.contract import Population
 
 RACE_GROUPS = ("white", "black", "aian", "asian", "nhopi", "sor", "two_or_more")

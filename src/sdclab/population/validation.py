@@ -12,7 +12,18 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from sdclab import schema
+from sdclab.censuses.us2010 import schema
+from sdclab.findings import (
+    ROW,
+    Findings,
+    Problem,
+    Rule,
+    apply_rules,
+    column_name,
+    input_error,
+    single,
+    where,
+)
 from sdclab.population.columns import (
     BLOCKS,
     DETAILED_RACE_ETHNICITY_COLUMNS,
@@ -23,18 +34,7 @@ from sdclab.population.columns import (
     with_optional,
 )
 from sdclab.population.conversion import convert
-from sdclab.population.problems import (
-    ROW,
-    Findings,
-    Problem,
-    Rule,
-    Table,
-    apply_rules,
-    column_name,
-    input_error,
-    single,
-    where,
-)
+from sdclab.population.problems import Table
 
 HOUSEHOLDER = 0
 HOUSING_UNIT = 0

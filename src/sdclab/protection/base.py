@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from sdclab.protection.audit_plans import Trials
     from sdclab.query_noise import QueryNoise
     from sdclab.release import Protection, Release
-    from sdclab.tables.catalog import TableDef
+    from sdclab.tables.definition import TableDef
 
 P = TypeVar("P", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])

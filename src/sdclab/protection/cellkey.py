@@ -32,6 +32,7 @@ from sdclab.accounting import SpecCard
 from sdclab.arrays import FloatArray, IntArray
 from sdclab.cell_model import CellBounds, bounds
 from sdclab.census.model import Census, cells_moved
+from sdclab.census.records import CensusRecords
 from sdclab.diagnostics import Diagnostics, HiddenCells
 from sdclab.errors import InputError
 from sdclab.geography import Geography
@@ -365,11 +366,6 @@ def check_published(
 def protect(population: Population, p: CellKeyParameters, rng: np.random.Generator) -> Release:
     """Every table of the workload (default: of the census) at every level, perturbed by the
     p-table (after swapping, if asked)."""
-    if p.swap != "none" and population.census.name != "us2010":
-        raise InputError(
-            f"cellkey: swap={p.swap} swaps households of the US 2010 census; census "
-            f"{population.census.name!r} has no household swapping yet (use swap=none)"
-        )
     table = p.table()
     key_space = p.resolved_key_space(table)
     notes: dict[str, object] = {}
@@ -401,7 +397,8 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
         preset = {"swap": swapping.SWAP, "swap-low": swapping.SWAP_LOW}.get(
             p.swap, swapping.SWAP_HIGH
         )
-        swapped = swapping.swap_population(source, preset.parse({}), rng)
+        census = population.census if isinstance(population, CensusRecords) else None
+        swapped = swapping.swap_population(source, preset.parse({}, census), rng)
         source = swapped.population
         # not the swap's household count: an invariant of the swap, but H3 is perturbed here
         notes["swap"] = {

@@ -30,7 +30,8 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from sdclab import cellkey_analysis as ck
-from sdclab import schema
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.errors import InputError
 from sdclab.population import Population
 from sdclab.protection import cellkey
@@ -44,7 +45,7 @@ from sdclab.protection.cellkey import (
 )
 from sdclab.protection.ptable import OnsPTable, large_count_noise, symmetry_row
 from sdclab.release import Release
-from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.tables.definition import TableDef
 from sdclab.tables.relations import PublishedCells, partitions
 from sdclab.tables.tabulate import tabulate
 

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from sdclab.arrays import BoolArray, FloatArray
 from sdclab.census.model import Census
 from sdclab.release import Release
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
 
 TrueRange = Callable[[str, str, FloatArray], tuple[FloatArray, FloatArray]]
 """(table, level, published counts) → the least and the greatest count of records each could

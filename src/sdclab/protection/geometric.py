@@ -51,7 +51,7 @@ from sdclab.protection.base import (
 from sdclab.protection.checks import IMPOSSIBLE, counts_problem, laplace_reach, whole
 from sdclab.query_noise import LaplaceNoise
 from sdclab.release import Release, exact_release
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, tabulate
 

@@ -9,9 +9,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sdclab import schema
 from sdclab.arrays import IntArray
-from sdclab.geography import truncate
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import truncate
 from sdclab.population import Population
 
 

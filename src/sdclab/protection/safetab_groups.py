@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from sdclab import schema
 from sdclab.arrays import IntArray
+from sdclab.censuses.us2010 import schema
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
 from sdclab.population import Population

@@ -31,11 +31,13 @@ import numpy as np
 import polars as pl
 from pydantic import Field, model_validator
 
-from sdclab import accounting, noise, schema
+from sdclab import accounting, noise
 from sdclab.accounting import SpecCard
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import parse_geoids
 from sdclab.diagnostics import Diagnostics, GroupAccuracy, GroupLevelAccuracy
 from sdclab.errors import InputError
-from sdclab.geography import Geography, parse_geoids
+from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, Number, Relation, group
 from sdclab.protection import audit_plans

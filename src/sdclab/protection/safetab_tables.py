@@ -12,12 +12,13 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab import schema
 from sdclab.arrays import IntArray
-from sdclab.geography import Geography, geoid_strings
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import LEVELS, geoid_strings
+from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.protection.safetab_groups import REGION_TYPES, Group, iterations, person_codes
-from sdclab.tables.catalog import Dimension, Part, TableDef
+from sdclab.tables.definition import Dimension, Part, TableDef
 from sdclab.tables.tabulate import level_step, record_cells
 
 # The measured cells of every variant (cell code → HOUSEHOLD_TYPE or tenure codes) and the
@@ -63,9 +64,10 @@ CELL_LABELS = {
 @dataclass(frozen=True)
 class Variant:
     """One variant of T03 or T04 (T03001 … T04002) as a linear query over
-    :data:`sdclab.schema.HOUSEHOLD`: one 0/1 query row per published cell, measured and derived,
-    in cell-code order. Each row is a Kronecker product — the cell's HOUSEHOLD_TYPE codes × every
-    tenure (T03), or every household type × the cell's tenure codes (T04) — within households.
+    :data:`~sdclab.censuses.us2010.schema.HOUSEHOLD`: one 0/1 query row per published cell,
+    measured and derived, in cell-code order. Each row is a Kronecker product — the cell's
+    HOUSEHOLD_TYPE codes × every tenure (T03), or every household type × the cell's tenure codes
+    (T04) — within households.
     A group's cells are ``histogram @ table.query.T``."""
 
     table: TableDef
@@ -125,6 +127,7 @@ def _variant(
         (Part((Dimension(attribute.name, labels, membership),), households),),
         top="nation",
         bottom="tract",
+        hierarchy=LEVELS,
     )
     return Variant(definition, cells, tuple(c in measured for c in cells))
 
@@ -164,8 +167,8 @@ class GroupHistograms:
     t01001: IntArray
     """Persons of every group: geounits × iterations."""
     households: sp.csr_matrix
-    """Households of every group over :data:`sdclab.schema.HOUSEHOLD`: one row per group,
-    geounit-major (row ``geounit · len(codes) + iteration``)."""
+    """Households of every group over :data:`~sdclab.censuses.us2010.schema.HOUSEHOLD`: one
+    row per group, geounit-major (row ``geounit · len(codes) + iteration``)."""
 
     def cells(self, v: Variant, rows: npt.NDArray[np.intp]) -> IntArray:
         """The true cells of ``v`` for the groups at ``rows``: groups × cells."""
@@ -242,9 +245,10 @@ class _Records:
 
 def group_histograms(population: Population, groups: tuple[Group, ...]) -> list[GroupHistograms]:
     """The true counts behind every table SafeTab-H measures, for both iteration levels and every
-    region type: persons (T01001) and households (over :data:`sdclab.schema.HOUSEHOLD`) counted
-    once by tract, combination of codes and cell, combinations mapped to iterations, tracts summed
-    up to the nation (sparse products, no loops over records)."""
+    region type: persons (T01001) and households (over
+    :data:`~sdclab.censuses.us2010.schema.HOUSEHOLD`) counted once by tract, combination of codes
+    and cell, combinations mapped to iterations, tracts summed up to the nation (sparse products,
+    no loops over records)."""
     race, origin = person_codes(population)
     households = np.flatnonzero(population.household_type > 0)
     heads = population.householder_row[households]

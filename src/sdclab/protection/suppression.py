@@ -37,11 +37,11 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field, model_validator
 
-from sdclab import schema
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.cell_model import CellBounds, bounds, table_columns
 from sdclab.census.model import Census
+from sdclab.censuses.us2010 import schema
 from sdclab.diagnostics import (
     CellShares,
     Diagnostics,
@@ -66,7 +66,7 @@ from sdclab.protection.checks import counts_problem, whole
 from sdclab.randomness import deterministic_record
 from sdclab.release import Release
 from sdclab.results import NotMeasured
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.relations import PublishedCells, coverage, is_partition, possible_cells
 from sdclab.tables.tabulate import TableCounts, tabulate

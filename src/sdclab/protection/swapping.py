@@ -11,7 +11,8 @@ residents are never swapped.
 * **Targeted swapping** (the 1990–2010 practice, sdcMicro's recordSwap): households whose members
   are rare in their block are swapped first, the rest of the swap rate is filled at random, and
   each selected household exchanges places with a donor of the same size and number of adults from
-  the same tract, county or state. Data-dependent selection: no formal guarantee.
+  the same tract, county or state. Data-dependent selection: no formal guarantee. Over a declared
+  census the same draws read its own attributes and levels (:mod:`.swapping_declared`).
 
 A household's tenure travels with it; the unit keeps its block, type and occupancy.
 """
@@ -19,7 +20,6 @@ A household's tenure travels with it; the unit keeps its block, type and occupan
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Any, ClassVar, Literal
@@ -27,12 +27,14 @@ from typing import Annotated, Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
-from sdclab import accounting, cell_model, noise, schema
+from sdclab import accounting, cell_model, noise
 from sdclab.accounting import SpecCard
 from sdclab.arrays import BoolArray, IntArray
 from sdclab.census.records import CensusRecords
+from sdclab.censuses import is_built_in
+from sdclab.censuses.us2010 import schema
 from sdclab.errors import InputError
 from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, no_guarantee
@@ -40,9 +42,20 @@ from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.checks import exact_tables
 from sdclab.protection.households import Households, Swapped, swap_units
+from sdclab.protection.swap_pairs import Candidates, group_ids, pair_targeted, swap_figures
+from sdclab.protection.swapping_declared import (
+    DECLARED_SETTINGS,
+    declared_preset,
+    declared_recorded,
+    declared_settings,
+    declared_swap,
+    declared_swap_card,
+    declared_swap_noise,
+    protect_declared_swap,
+    relocated,
+    swapped_tables_release,
+)
 from sdclab.release import Release, tabulated_release
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import tabulate
 
 # ---------------------------------------------------------------------------------------------
 # The Permutation Swapping Algorithm
@@ -122,12 +135,6 @@ def psa_groups(households: Households, params: PsaParameters) -> IntArray:
     if params.match_adults:
         columns.append(households.adults)
     return group_ids(*columns)
-
-
-def group_ids(*columns: IntArray) -> IntArray:
-    """0..G−1 numbering of the distinct rows of the given columns (no arithmetic packing)."""
-    _, group = np.unique(np.stack(columns), axis=1, return_inverse=True)
-    return group.reshape(-1).astype(np.int64)
 
 
 def psa_partners(group: IntArray, selected: BoolArray, order: IntArray) -> IntArray:
@@ -317,18 +324,7 @@ def _declared_psa(
         )
     swapped = declared_psa_swap(records, params, rng)
     b = int(swapped.notes["largest_matching_group"])
-    return Release(
-        mechanism="psa",
-        parameters=params.recorded(),
-        card=psa_card(params, b),
-        tables={
-            n: PublishedTable.from_counts(tc) for n, tc in tabulate(swapped.population).items()
-        },
-        randomness={},
-        input_digest=records.digest,
-        geography=records.geography,
-        notes=swapped.notes,
-    )
+    return swapped_tables_release("psa", params.recorded(), psa_card(params, b), swapped, records)
 
 
 def declared_psa_swap(
@@ -344,13 +340,7 @@ def declared_psa_swap(
     home = records.block_index("households")
     group = group_ids(geography.block_codes_at(params.matching_at)[home], size)
     partner, notes, diagnostics = psa_draw(group, params, rng)
-    blocks = {
-        name: records.block_index("households", records.geographies[name])[partner][
-            records.households
-        ]
-        for name in records.blocks
-    }
-    return Swapped(replace(records, blocks=blocks), notes, diagnostics)  # type: ignore[arg-type]
+    return Swapped(relocated(records, partner), notes, diagnostics)  # type: ignore[arg-type]
 
 
 @PSA.define("noise")
@@ -419,8 +409,6 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
 
 SCOPES = ("tract", "county", "state")
 """Where a donor may come from, narrowest first."""
-RETRIES = 3
-"""How many scopes an unpaired candidate tries in all before it is passed over."""
 
 
 class SwapParameters(Parameters):
@@ -457,6 +445,22 @@ class SwapParameters(Parameters):
     max_rounds: Annotated[int, Unit("rounds")] = Field(50, ge=1, le=10_000)
     """most pairing rounds before giving up (the achieved rate is then below the target, and only
     the diagnostics say so)"""
+    risk_variables: tuple[str, ...] | None = None
+    """a declared census: the attributes whose combination in a unit of risk_level defines a
+    person's risk (default: its quasi-identifiers; the US census's are risk_keys)"""
+    risk_level: str | None = None
+    """a declared census: the level whose units count the persons sharing a risk combination
+    (default: the bottom level, as the US block)"""
+    matching_level: str | None = None
+    """a declared census: donors come from another bottom unit of the same area of this level, a
+    level above the bottom one (default: the one just above it, as the US tract)"""
+    matching_attributes: tuple[str, ...] | None = None
+    """a declared census: the household attributes a donor shares besides the size key (default:
+    every household attribute of the census; the US census's is the number of adults)"""
+
+    US_SETTINGS: ClassVar[frozenset[str]] = frozenset(
+        {"same_tract", "same_county", "same_state", "risk_keys"}
+    )
 
     @model_validator(mode="after")
     def _scopes_sum_to_one(self) -> SwapParameters:
@@ -466,6 +470,26 @@ class SwapParameters(Parameters):
                 "three)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _settings_of_the_census(self) -> SwapParameters:
+        if self._census is not None:
+            declared_settings(self)  # each declared setting checked against the census
+            return self
+        given = sorted(DECLARED_SETTINGS & self.model_fields_set)
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: a setting for a declared census, not for the US 2010 census "
+                "(its risk is risk_keys in the block, its donors' areas same_tract, same_county "
+                "and same_state; leave it out)"
+            )
+        return self
+
+    def recorded(self) -> dict[str, Any]:
+        data = super().recorded()
+        if self._census is not None:
+            return data | declared_recorded(self)
+        return {k: v for k, v in data.items() if k not in DECLARED_SETTINGS}
 
     @property
     def scope_weights(self) -> tuple[Fraction, Fraction, Fraction]:
@@ -508,86 +532,22 @@ def household_risk(households: Households, keys: tuple[str, ...]) -> npt.NDArray
     return per_unit[households.unit_rows]
 
 
-def _matching_key(households: Households, noisy: bool, rng: np.random.Generator) -> IntArray:
-    """Household size, perturbed by −1/0/+1 w.p. 1/4, 1/2, 1/4 if noisy (adults match exactly)."""
-    size = households.size.copy()
-    if noisy:
-        step = rng.integers(0, 4, size=households.count)  # 0 → −1, 3 → +1, else keep
-        size += (step == 3).astype(np.int64) - (step == 0).astype(np.int64)
-    return size
-
-
-def _pair_within(
-    groups_a: IntArray, groups_b: IntArray, rng: np.random.Generator
-) -> tuple[IntArray, IntArray]:
-    """Random one-to-one pairs (i, j) with groups_a[i] == groups_b[j], as many as possible."""
-    order_a = np.lexsort((rng.permutation(len(groups_a)), groups_a))
-    order_b = np.lexsort((rng.permutation(len(groups_b)), groups_b))
-    ga, gb = groups_a[order_a], groups_b[order_b]
-    rank_a = np.arange(len(ga)) - np.searchsorted(ga, ga, side="left")
-    rank_b = np.arange(len(gb)) - np.searchsorted(gb, gb, side="left")
-    frame_a = pl.DataFrame({"g": ga, "r": rank_a, "i": order_a})
-    frame_b = pl.DataFrame({"g": gb, "r": rank_b, "j": order_b})
-    pairs = frame_a.join(frame_b, on=["g", "r"], how="inner")
-    return pairs["i"].to_numpy(), pairs["j"].to_numpy()
-
-
 def targeted_pairs(
     households: Households, params: SwapParameters, rng: np.random.Generator
 ) -> tuple[IntArray, IntArray, npt.NDArray[np.float64]]:
-    """(initiators, donors, risk): which households exchange places.
-
-    Candidates are taken in priority order (risk ≥ threshold first, each tier in random order).
-    Each draws a donor scope and is paired at random with a free household of the same matching
-    key in the same scope area but another block. A candidate left unpaired tries again with a
-    fresh scope (RETRIES attempts in all); meanwhile the next candidates are taken, until the
-    target number of pairs is reached, no candidate is left, or ``max_rounds`` rounds have run
-    (the achieved rate is then below the target; :func:`swap_population` reports it among the
-    diagnostics, never in the release).
-    """
-    n = households.count
-    target = round(Fraction(params.rate) * n / 2)
+    """(initiators, donors, risk): which households exchange places (:func:`pair_targeted`:
+    risk ≥ threshold first; a donor of the same size and number of adults from the drawn scope,
+    tract, county or state, in another block)."""
     risk = household_risk(households, params.risk_keys)
-    high = risk >= float(params.risk_threshold)
-    priority = np.lexsort((rng.permutation(n), ~high))
-    key = _matching_key(households, params.noisy_size_key, rng)
-    groups = {level: group_ids(households.area(level), key, households.adults) for level in SCOPES}
-    weights = np.array([float(w) for w in params.scope_weights])
-    used = np.zeros(n, dtype=bool)
-    attempts = np.zeros(n, dtype=np.int64)
-    pairs: list[tuple[IntArray, IntArray]] = []
-    done, pointer, waiting = 0, 0, np.zeros(0, dtype=np.int64)
-    for _ in range(params.max_rounds):
-        rest = priority[pointer:]
-        free = np.flatnonzero(~used[rest])
-        take = max(target - done - len(waiting), 0)
-        fresh = rest[free[:take]]
-        pointer += int(free[take - 1]) + 1 if 0 < take <= len(free) else len(rest) * (take > 0)
-        active = np.concatenate([waiting, fresh])
-        if not active.size or done >= target:
-            break
-        used[active] = True  # reserved: not a donor for anyone this round
-        scope = rng.choice(len(SCOPES), size=active.size, p=weights / weights.sum())
-        paired = np.zeros(active.size, dtype=bool)
-        for s, level in enumerate(SCOPES):
-            mine = np.flatnonzero((scope == s) & ~paired)
-            pool = np.flatnonzero(~used)
-            if not mine.size or not pool.size:
-                continue
-            i, j = _pair_within(groups[level][active[mine]], groups[level][pool], rng)
-            a, d = active[mine[i]], pool[j]
-            other_block = households.block_code[a] != households.block_code[d]
-            used[d[other_block]] = True
-            paired[mine[i[other_block]]] = True
-            pairs.append((a[other_block], d[other_block]))
-            done += int(other_block.sum())
-        left = active[~paired]
-        attempts[left] += 1
-        waiting = left[attempts[left] < RETRIES]
-        used[left[attempts[left] >= RETRIES]] = False  # given up: free to be someone's donor
-    if not pairs:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), risk
-    return np.concatenate([a for a, _ in pairs]), np.concatenate([d for _, d in pairs]), risk
+    candidates = Candidates(
+        risk,
+        households.size,
+        households.block_code,
+        tuple(households.area(level) for level in SCOPES),
+        (households.adults,),
+    )
+    initiators, donors = pair_targeted(candidates, params.scope_weights, params, rng)
+    return initiators, donors, risk
 
 
 def swap_card(params: SwapParameters, name: str = "swap") -> SpecCard:
@@ -595,6 +555,8 @@ def swap_card(params: SwapParameters, name: str = "swap") -> SpecCard:
 
     It states the target rate, not the achieved one: that falls short of the target when too few
     donors match, which depends on the confidential data."""
+    if params._census is not None:
+        return declared_swap_card(params, name)
     widest = max(
         (level for level, w in zip(SCOPES, params.scope_weights, strict=True) if w > 0),
         key=SCOPES.index,
@@ -639,6 +601,8 @@ def protect_swap(
     population: Population, params: SwapParameters, rng: np.random.Generator, name: str = "swap"
 ) -> Release:
     """Run targeted swapping on a population and tabulate the release."""
+    if isinstance(population, CensusRecords):
+        return protect_declared_swap(population, params, rng, name)
     swapped = swap_population(population, params, rng)
     return tabulated_release(
         name,
@@ -655,26 +619,17 @@ def swap_population(
     population: Population, params: SwapParameters, rng: np.random.Generator
 ) -> Swapped:
     """Targeted swapping: the swapped population (record keys travel along), its publishable notes
-    and its confidential diagnostics (what moved, and how the risky households fared)."""
+    and its confidential diagnostics (what moved, and how the risky households fared); the
+    records of a declared census likewise (:func:`declared_swap`)."""
+    if isinstance(population, CensusRecords):
+        return declared_swap(population, params, rng)
     households = Households(population)
     initiators, donors, risk = targeted_pairs(households, params, rng)
     rows = households.unit_rows
     source = np.concatenate([rows[initiators], rows[donors]])
     destination = np.concatenate([rows[donors], rows[initiators]])
     swapped = swap_units(population, source, destination)
-    moved = 2 * len(initiators)
-    high = risk >= float(params.risk_threshold)
-    swapped_mask = np.zeros(households.count, dtype=bool)
-    swapped_mask[np.concatenate([initiators, donors])] = True
-    notes = {"households": households.count, "target_swap_rate": float(params.rate)}
-    diagnostics = {
-        "pairs": len(initiators),
-        "moved": moved,
-        "achieved_swap_rate": moved / max(households.count, 1),
-        "high_risk_households": int(high.sum()),
-        "swap_rate_high_risk": float(swapped_mask[high].mean()) if high.any() else 0.0,
-        "swap_rate_other": float(swapped_mask[~high].mean()) if (~high).any() else 0.0,
-    }
+    notes, diagnostics = swap_figures(initiators, donors, risk, params)
     return Swapped(swapped, notes, diagnostics)
 
 
@@ -684,8 +639,12 @@ def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> Mechanism[Sw
     class Preset(SwapParameters):
         @model_validator(mode="before")
         @classmethod
-        def _defaults(cls, data: dict) -> dict:
-            return {**preset, **data} if isinstance(data, dict) else data
+        def _defaults(cls, data: dict, info: ValidationInfo) -> dict:
+            census = (info.context or {}).get("census")
+            chosen = (
+                preset if census is None or is_built_in(census) else declared_preset(name, census)
+            )
+            return {**chosen, **data} if isinstance(data, dict) else data
 
     Preset.__name__ = Preset.__qualname__ = f"SwapParameters[{name}]"
 
@@ -703,10 +662,13 @@ def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> Mechanism[Sw
         noise=swap_published_noise,
         check=exact_tables,
         cell_model=cell_model.exact,
+        any_census=True,
     )
 
 
 def swap_published_noise(params: SwapParameters) -> NoisePublication:
+    if params._census is not None:
+        return declared_swap_noise(params)
     return NoisePublication(
         distribution="targeted households (highest risk first) exchange places with donors of "
         "the same size key; which households moved is not published",

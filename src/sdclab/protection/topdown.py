@@ -26,12 +26,15 @@ import polars as pl
 import scipy.sparse as sp
 from pydantic import Field, model_validator
 
-from sdclab import accounting, cell_model, schema
+from sdclab import accounting, cell_model
 from sdclab.arrays import IntArray
 from sdclab.censuses import is_built_in
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import LEVELS, FipsGeography, geoid_strings
+from sdclab.domain import Schema
 from sdclab.errors import InputError
 from sdclab.execution import Executor
-from sdclab.geography import LEVELS, FipsGeography, Geography, geoid_strings
+from sdclab.geography import Geography
 from sdclab.noise import SIGMA2_RANGE
 from sdclab.population import Population
 from sdclab.protection import audit_plans
@@ -211,7 +214,7 @@ def _facts(columns: dict[str, IntArray]) -> dict[str, IntArray]:
     return out
 
 
-def _represent(target: schema.Schema, facts: dict[str, IntArray]) -> IntArray:
+def _represent(target: Schema, facts: dict[str, IntArray]) -> IntArray:
     """A cell of ``target`` consistent with ``facts``, filling what the facts lack by a fixed choice
     (sex male, age 0 or 18 by voting age, relationship householder or group-quarters resident)."""
     n = len(next(iter(facts.values())))
@@ -228,7 +231,7 @@ def _represent(target: schema.Schema, facts: dict[str, IntArray]) -> IntArray:
     return target.cell_index(values)
 
 
-def _possible(target: schema.Schema, facts: dict[str, IntArray]) -> npt.NDArray[np.bool_]:
+def _possible(target: Schema, facts: dict[str, IntArray]) -> npt.NDArray[np.bool_]:
     """Cells of a table schema that a person can occupy (group-quarters residents live in GQs)."""
     if "relationship" in facts and "unit_type" in facts:
         return (facts["relationship"] == schema.GQ_RESIDENT) == (facts["unit_type"] > 0)
@@ -242,7 +245,7 @@ def product_tables(product: Product) -> tuple[dict[str, sp.csr_matrix], dict[str
     cannot tell apart (e.g. a PL94 record knows voting age, not single age or sex): its query then
     factors through the product's attributes. Returns the matrices and, for the others, why not.
     """
-    from sdclab.tables.catalog import CATALOG
+    from sdclab.censuses.us2010.catalog import CATALOG
 
     own = _facts(product.schema.decode(np.arange(product.schema.size)))
     known = set(own)
@@ -271,7 +274,7 @@ def tabulate_run(
     product: Product, histograms: dict[str, sp.csr_matrix], geography: Geography
 ) -> dict[str, PublishedTable]:
     """Every table the product determines, at each of its levels."""
-    from sdclab.tables.catalog import CATALOG
+    from sdclab.censuses.us2010.catalog import CATALOG
     from sdclab.tables.tabulate import TableCounts
 
     if product.census is not None:
@@ -631,7 +634,7 @@ def _us_product_tables(product: str) -> tuple[dict[str, Any], dict[str, str]]:
 
 def _published(product: Product, level: str) -> list[str]:
     """The tables the product publishes at ``level``, in the census's order."""
-    from sdclab.tables.catalog import CATALOG
+    from sdclab.censuses.us2010.catalog import CATALOG
 
     tables = CATALOG if product.census is None else product.census.tables
     return [name for name in _product_tables(product)[0] if level in tables[name].levels]

@@ -41,8 +41,9 @@ import scipy.sparse as sp
 
 from sdclab import accounting
 from sdclab.arrays import IntArray
+from sdclab.censuses.us2010.geography import LEVELS
 from sdclab.execution import Checkpoint, Executor, run_tasks, worker_pool
-from sdclab.geography import LEVELS, Geography
+from sdclab.geography import Geography
 from sdclab.noise import discrete_gaussian
 from sdclab.optimize.least_squares import solve_l2
 from sdclab.optimize.parent_problem import ParentProblem, check_solution

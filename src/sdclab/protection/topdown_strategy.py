@@ -29,26 +29,19 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from sdclab import accounting, schema
+from sdclab import accounting
 from sdclab.accounting import SpecCard
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.geography import LEVELS
+from sdclab.domain import Schema
 from sdclab.errors import InputError
 from sdclab.fileio import read_toml
-from sdclab.geography import LEVELS
 from sdclab.privacy import Invariant, Loss, person_guarantee
-from sdclab.schema import Schema
 
 if TYPE_CHECKING:
     from sdclab.census.model import Census
-from sdclab.tables.catalog import (
-    HISPANIC,
-    P12_AGE,
-    RACE_DETAILED,
-    SEXES,
-    Dimension,
-    Part,
-    all_codes,
-    part_query,
-)
+from sdclab.censuses.us2010.catalog import HISPANIC, P12_AGE, RACE_DETAILED, SEXES
+from sdclab.tables.definition import Dimension, Part, all_codes, part_query
 
 HHGQ = all_codes(schema.UNIT_TYPE)
 VOTING_AGE = all_codes(schema.VOTING_AGE_ATTR)

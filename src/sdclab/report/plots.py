@@ -3,7 +3,7 @@ level and solution variability (a declared census's are :mod:`sdclab.report.decl
 
 from __future__ import annotations
 
-from sdclab.geography import LEVELS
+from sdclab.censuses.us2010.geography import LEVELS
 from sdclab.markup import EVALUATION, RELEASE
 from sdclab.report import declared
 from sdclab.report.charts import PRG_LABEL, bar_chart, line_chart

@@ -19,7 +19,7 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab.tables.catalog import CATALOG, TableDef
+from sdclab.tables.definition import TableDef
 from sdclab.tables.tabulate import TableCounts
 
 LONG_SCHEMA = {"level": pl.String, "geoid": pl.String, "cell": pl.Int32, "count": pl.Int64}
@@ -53,12 +53,11 @@ class PublishedTable:
 
     def __init__(
         self,
-        table: TableDef | str,
+        table: TableDef,
         geoids: Mapping[str, pl.Series],
         counts: Mapping[str, _MatrixLike],
         suppressed: Mapping[str, _MatrixLike] | None = None,
     ) -> None:
-        table = CATALOG[table] if isinstance(table, str) else table
         if set(counts) != set(table.levels):
             raise ValueError(
                 f"table {table.name}: counts at {sorted(counts)}, expected its levels "

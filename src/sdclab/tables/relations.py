@@ -33,21 +33,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from sdclab import schema
 from sdclab.arrays import BoolArray, IntArray
+from sdclab.domain import Schema
 from sdclab.geography import Geography
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts
 
-if TYPE_CHECKING:
-    from sdclab.release import Release
+
+class TablesOnAGeography(Protocol):
+    """What :meth:`PublishedCells.from_release` reads of a release: its tables and geography."""
+
+    @property
+    def tables(self) -> Mapping[str, PublishedTable]: ...
+    @property
+    def geography(self) -> Geography: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,19 +61,9 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------
 
 
-def possible_cells(domain: schema.Schema) -> BoolArray:
-    """Domain cells a valid record can occupy.
-
-    Loading enforces that group-quarters residents (relationship 5) live in facilities and everyone
-    else in housing units, so the other combinations of a schema with both attributes are empty by
-    rule — and a user knows it.
-    """
-    if not {"relationship", "unit_type"} <= set(domain.names):
-        return np.ones(domain.size, dtype=bool)
-    codes = domain.decode(np.arange(domain.size))
-    return np.asarray(
-        (codes["relationship"] == schema.GQ_RESIDENT) == (codes["unit_type"] > 0), dtype=bool
-    )
+def possible_cells(domain: Schema) -> BoolArray:
+    """Domain cells a valid record can occupy (the domain's edits say which are empty by rule)."""
+    return domain.possible_cells()
 
 
 def coverage(table: TableDef) -> IntArray:
@@ -372,7 +368,9 @@ class PublishedCells:
         )
 
     @classmethod
-    def from_release(cls, release: Release, names: Sequence[str] | None = None) -> PublishedCells:
+    def from_release(
+        cls, release: TablesOnAGeography, names: Sequence[str] | None = None
+    ) -> PublishedCells:
         """The cells of a release's tables."""
         return cls.from_tables(release.tables, release.geography, names)
 

@@ -1,4 +1,4 @@
-"""Population → exact tables, as sparse matrix products.
+"""Records → exact tables, as sparse matrix products.
 
 Each record is encoded as a flat domain cell of its table's schema, a sparse ``blocks × domain``
 histogram is built once per schema, every table is ``histogram @ query.T`` at block level, and the
@@ -10,38 +10,61 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab import schema
+from sdclab.domain import Schema
 from sdclab.geography import Geography
-from sdclab.population import Population
-from sdclab.tables.catalog import TableDef
+from sdclab.tables.definition import TableDef
+
+if TYPE_CHECKING:
+    from sdclab.census.model import Census
 
 
-def record_cells(population: Population, domain: schema.Schema) -> npt.NDArray[np.int64]:
+class Records(Protocol):
+    """What tabulation reads of a census's records (a US population or a declared census's
+    records): each attribute's codes and each record's block, for persons or households."""
+
+    @property
+    def census(self) -> Census: ...
+    @property
+    def geography(self) -> Geography: ...
+    def geography_of(self, table: TableDef) -> Geography: ...
+    def columns(self, records: str) -> Mapping[str, npt.NDArray[np.int64]]: ...
+    def block_index(
+        self, records: str, geography: Geography | None = None
+    ) -> npt.NDArray[np.int64]: ...
+
+
+def record_cells(population: Records, domain: Schema) -> npt.NDArray[np.int64]:
     """Flat domain cell of every record of the population for ``domain``."""
-    return domain.cell_index(population.columns(record_kind(domain)))
+    return domain.cell_index(population.columns(record_kind(population.census, domain)))
 
 
-def record_kind(domain: schema.Schema) -> str:
-    """What the records of ``domain`` are: ``"households"`` (the unit and household schemas) or
-    ``"persons"`` (every other schema). Schemas of one kind count the same records."""
-    return "households" if domain is schema.UNIT or domain is schema.HOUSEHOLD else "persons"
+def record_kind(census: Census, domain: Schema) -> str:
+    """What the records of ``domain`` are: ``"households"`` when every attribute of the domain is
+    a household attribute of ``census``, else ``"persons"`` (a person domain may cross the
+    household a person lives in)."""
+    attributes = census.attributes
+    households = all(
+        name in attributes and attributes[name].records == "households" for name in domain.names
+    )
+    return "households" if households and domain.names else "persons"
 
 
-def record_blocks(population: Population, domain: schema.Schema) -> npt.NDArray[np.int64]:
-    """Block index of every record of ``domain`` (units for the unit and household schemas, else
-    persons)."""
-    return population.block_index(record_kind(domain))
+def record_blocks(population: Records, domain: Schema) -> npt.NDArray[np.int64]:
+    """Block index of every record of ``domain`` (households for a domain of household
+    attributes, else persons)."""
+    return population.block_index(record_kind(population.census, domain))
 
 
 def block_histogram(
-    population: Population,
-    domain: schema.Schema,
+    population: Records,
+    domain: Schema,
     weights: npt.NDArray[np.int64] | npt.NDArray[np.complex128] | None = None,
 ) -> sp.csr_matrix:
     """Sparse ``blocks × domain`` matrix of record counts (or of sums of per-record ``weights``,
@@ -109,7 +132,7 @@ def level_step(geography: Geography, level: str) -> sp.csr_matrix:
 
 
 def tabulate(
-    population: Population,
+    population: Records,
     names: Sequence[str] | None = None,
     weights: Mapping[str, npt.NDArray[np.int64] | npt.NDArray[np.complex128]] | None = None,
 ) -> dict[str, TableCounts]:

@@ -1,8 +1,8 @@
 """The US 2010 census: the census sdclab was built on, as a :class:`~sdclab.census.Census`.
 
 Its attributes, FIPS geography (nation, state, county, tract, block group, block) and SF1 table
-catalogue are those of :mod:`sdclab.schema`, :mod:`sdclab.geography` and
-:mod:`sdclab.tables.catalog`; the reconstruction solves for sex × age × race × Hispanic origin in
+catalogue are those of this package's :mod:`.schema`, :mod:`.geography` and :mod:`.catalog`;
+the reconstruction solves for sex × age × race × Hispanic origin in
 blocks, and the attacker links on block, sex and age, as in the Census Bureau's simulated attack
 on the 2010 census.
 """
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from sdclab import schema
 from sdclab.census.model import (
     Attribute,
     Breakdown,
@@ -23,8 +22,10 @@ from sdclab.census.model import (
     HouseholdChange,
     Reconstruction,
 )
-from sdclab.geography import LEVELS
-from sdclab.tables.catalog import CATALOG, RACE_TALLY
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.catalog import CATALOG, RACE_TALLY
+from sdclab.censuses.us2010.geography import LEVELS
+from sdclab.domain import Attribute as DomainAttribute
 
 if TYPE_CHECKING:
     import polars as pl
@@ -60,7 +61,7 @@ HOUSEHOLD_ATTRIBUTES = (
 )
 
 
-def _attribute(attribute: schema.Attribute, records: str) -> Attribute:
+def _attribute(attribute: DomainAttribute, records: str) -> Attribute:
     codes = tuple(str(c) for c in attribute.codes.tolist())
     return Attribute(attribute.name, records, codes, attribute.labels)
 
@@ -137,7 +138,7 @@ def record_columns(population: UsRecords, records: str) -> dict[str, IntArray]:
 
     Persons carry their unit's type (the tables of persons in group quarters cross it) and the
     voting-age flag of the redistricting histogram; a unit's household size is capped at
-    :data:`~sdclab.schema.HOUSEHOLD_SIZE_TOP` and is 0 for a unit that is no household.
+    :data:`~.schema.HOUSEHOLD_SIZE_TOP` and is 0 for a unit that is no household.
     """
     units = population.units
     unit_type = units.get_column("unit_type").to_numpy()

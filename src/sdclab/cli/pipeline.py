@@ -1,116 +1,30 @@
-"""The ``sdclab`` command line.
-
-Exit codes: 0 success, 2 bad input or usage (one line on stderr, nothing written), 1 internal error,
-3 a privacy audit measured more privacy loss than the mechanism's card claims.
-"""
+"""The commands of the pipeline, one step each: synth, tabulate, protect, reconstruct, reidentify,
+evaluate, ckm-risk and audit, with the inputs they read and the outputs they write."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
-import sys
 import time
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
-from sdclab.errors import DISK_FULL, InputError, escape_control
+from sdclab.cli.core import (
+    CensusOption,
+    MechanismOption,
+    OutOption,
+    PopulationArgument,
+    SetOption,
+    TruthOption,
+    app,
+    reports_input_errors,
+)
+from sdclab.errors import InputError
 from sdclab.results import SCHEMA_VERSION, NotMeasured, ReconstructionResult, show_share
 
 if TYPE_CHECKING:
     from sdclab.release import Release
-
-
-class OneLineErrors(TyperGroup):
-    """The command group, with usage errors as one line (exit 2) instead of a framed box, and a
-    reader that closed the pipe early taken as the end of the output, not as an error."""
-
-    def main(  # type: ignore[override]
-        self,
-        args: Any = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        call = {"args": args, "prog_name": prog_name, "complete_var": complete_var, **extra}
-        if not standalone_mode:
-            return super().main(**call, standalone_mode=False)
-        try:
-            code = super().main(**call, standalone_mode=False)
-        except typer.Abort:
-            typer.echo("aborted", err=True)
-            sys.exit(130)
-        except Exception as exc:
-            exit_code = getattr(exc, "exit_code", None)
-            if not (isinstance(exit_code, int) and hasattr(exc, "format_message")):
-                raise  # not a command-line error: a bug
-            if type(exc).__name__ == "NoArgsIsHelpError":  # `sdclab` alone: the help
-                typer.echo(exc.format_message())
-                sys.exit(0)
-            context = getattr(exc, "ctx", None)
-            where = context.command_path if context is not None else "sdclab"
-            text = escape_control(exc.format_message())
-            typer.echo(f"error: {where}: {text} (see {where} --help)", err=True)
-            sys.exit(exit_code)
-        sys.exit(code if isinstance(code, int) else 0)
-
-
-def quiet_closed_pipe() -> None:
-    """Send what is still to be printed nowhere: the reader of our output has gone."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(devnull, stream.fileno())
-
-
-def progress(text: str) -> None:
-    """A progress line on stderr; a reader that has gone away stops the lines, not the work
-    (a closed pipe ends a command with exit 0 only once its output is written)."""
-    try:
-        typer.echo(text, err=True)
-    except BrokenPipeError:
-        quiet_closed_pipe()
-
-
-app = typer.Typer(
-    cls=OneLineErrors,
-    name="sdclab",
-    help="Statistical disclosure control of census tables: protect, attack, evaluate.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def reports_input_errors(fn: F) -> F:
-    """Turn an :class:`InputError` (or an unreadable/unwritable path) into one line, exit 2."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except InputError as exc:
-            typer.echo(f"error: {exc.one_line()}", err=True)
-            raise typer.Exit(2) from None
-        except BrokenPipeError:  # only the last lines print after the work: it is done
-            quiet_closed_pipe()
-            raise typer.Exit(0) from None
-        except OSError as exc:  # a path the user named cannot be read or written
-            text = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else exc.strerror
-            if exc.errno in DISK_FULL:  # no room for an output (nothing of it is left)
-                text = f"{DISK_FULL[exc.errno]} writing {exc.filename or 'the output'}"
-            typer.echo(f"error: {escape_control(str(text or exc))}", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def parse_table_list(text: str | None, census: str | Path | None = None) -> list[str] | None:
@@ -118,7 +32,7 @@ def parse_table_list(text: str | None, census: str | Path | None = None) -> list
     US 2010 census's)."""
     if text is None:
         return None
-    from sdclab.census.declare import census_named
+    from sdclab.censuses import census_named
 
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
@@ -183,36 +97,6 @@ def read_reidentification(file: Path) -> Any:
         ) from None
 
 
-MECHANISM_NAMES = (
-    "none, psa, swap, swap-low, swap-high, gaussian, topdown, cellkey, geometric, safetab_h, "
-    "suppress"
-)
-"""The registered mechanisms, for the help text (kept equal to the registry by a test, so that
-``sdclab --help`` need not import them)."""
-MechanismOption = Annotated[
-    str,
-    typer.Option(
-        "--mechanism",
-        "-m",
-        help=f"Mechanism: {MECHANISM_NAMES} (their parameters: sdclab mechanisms).",
-    ),
-]
-
-TruthOption = Annotated[
-    Path,
-    typer.Option(
-        "--truth",
-        help="The confidential population (of a declared census: its persons' file).",
-    ),
-]
-SetOption = Annotated[
-    list[str] | None, typer.Option("--set", help="Parameter as key=value (repeatable).")
-]
-OutOption = Annotated[
-    Path, typer.Option("--out", "-o", help="Output directory (replaced atomically).")
-]
-
-
 @app.command()
 @reports_input_errors
 def synth(
@@ -260,18 +144,6 @@ def synth(
     )
 
 
-PopulationArgument = Annotated[
-    Path,
-    typer.Argument(
-        help="Population directory (persons + units); with --census, the persons' file."
-    ),
-]
-CensusOption = Annotated[
-    str | None,
-    typer.Option(help="The census: us2010 (default) or a census file (docs/census.md)."),
-]
-
-
 @app.command()
 @reports_input_errors
 def tabulate(
@@ -308,7 +180,7 @@ def protect(
 ) -> None:
     """Protect a population with a mechanism and write the release (tables, microdata, card)."""
     from sdclab import api, protection
-    from sdclab.census.declare import census_named
+    from sdclab.censuses import census_named
     from sdclab.fileio import check_replaceable
     from sdclab.release import RELEASE_KIND, write_release
 
@@ -339,6 +211,16 @@ class Knowledge(StrEnum):
     published = "published"
     tables = "tables"
     naive = "naive"
+
+
+KnowledgeOption = Annotated[
+    Knowledge,
+    typer.Option(
+        help="published: model the noise the release states (never rules out what the "
+        "mechanism could have produced), with TopDown's noisy measurements; tables: the "
+        "same without the measurements; naive: every count exact, every 0 a true 0."
+    ),
+]
 
 
 @app.command()
@@ -379,14 +261,7 @@ def reconstruct(
             "(unless a tract reaches --time-limit first: the output counts those).",
         ),
     ] = None,
-    knowledge: Annotated[
-        Knowledge,
-        typer.Option(
-            help="published: model the noise the release states (never rules out what the "
-            "mechanism could have produced), with TopDown's noisy measurements; tables: the "
-            "same without the measurements; naive: every count exact, every 0 a true 0."
-        ),
-    ] = Knowledge.published,
+    knowledge: KnowledgeOption = Knowledge.published,
 ) -> None:
     """Reconstruct block-level person records from a release alone."""
     from sdclab import api
@@ -674,286 +549,3 @@ def audit(
             err=True,
         )
         raise typer.Exit(3)
-
-
-@app.command()
-@reports_input_errors
-def spec(
-    mechanism: MechanismOption,
-    settings: SetOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the card as JSON.")] = False,
-) -> None:
-    """Print a mechanism's DP specification card (all five building blocks)."""
-    import json
-
-    from sdclab.protection import get, parse_settings
-
-    entry = get(mechanism)
-    card = entry.card(entry.parse(parse_settings(settings or [])))
-    if as_json:
-        typer.echo(json.dumps(card.to_dict(), indent=2))
-    else:
-        typer.echo(card.render())
-
-
-@app.command()
-@reports_input_errors
-def budget(
-    mechanism: Annotated[
-        str, typer.Argument(help="topdown, safetab_h or geometric; cellkey: its cell noise.")
-    ],
-    level: Annotated[
-        str | None,
-        typer.Option(
-            help="Geography level (SafeTab-H: regional, detailed-national or detailed-local)."
-        ),
-    ] = None,
-    query: Annotated[
-        str | None,
-        typer.Option(
-            help="TopDown: a query (default total) or a published table (P12); geometric: the "
-            "table."
-        ),
-    ] = None,
-    at: Annotated[
-        float | None,
-        typer.Option("--budget", help="The error at this budget (rho; geometric: epsilon)."),
-    ] = None,
-    moe: Annotated[
-        int | None, typer.Option(help="The budget for a 95% margin of error of at most this.")
-    ] = None,
-    rmse: Annotated[
-        float | None, typer.Option(help="The budget for an RMSE of at most this.")
-    ] = None,
-    count: Annotated[
-        int | None,
-        typer.Option(help="cellkey: the noise of a cell of this true count (default: large)."),
-    ] = None,
-    settings: SetOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
-    census: CensusOption = None,
-) -> None:
-    """The error a budget gives one query or table at one level, or the budget a target error
-    needs; for the cell key method, which has no budget, the noise of one cell."""
-    import json
-
-    from sdclab import budget as budgets
-    from sdclab.census.declare import census_named
-    from sdclab.protection import parse_settings
-
-    chosen = None if census is None else census_named(census)
-    asked = {"budget": at, "moe": moe, "rmse": rmse}
-    given = [(k, v) for k, v in asked.items() if v is not None]
-    budgets.check_question(mechanism, [k for k, _ in given], level, count)
-    if budgets.has_cell_noise(mechanism):
-        found = budgets.cell_key_noise(
-            parse_settings(settings or []), count, level, query, chosen, mechanism
-        )
-        typer.echo(json.dumps(found, indent=2) if as_json else cell_key_text(found))
-        return
-    assert level is not None
-    target, value = given[0]
-    noise = budgets.noise_of(mechanism, query, level, parse_settings(settings or []), chosen)
-    result = budgets.answer(noise, target, float(value))  # type: ignore[arg-type]
-    typer.echo(
-        json.dumps(result, indent=2)
-        if as_json
-        else _budget_text(mechanism, level, noise, target, value, result)
-    )
-
-
-def _budget_text(
-    mechanism: str, level: str, noise: Any, target: str, value: float, result: dict[str, Any]
-) -> str:
-    """The answer of ``sdclab budget`` in words: the error at the budget, or the budget found,
-    and for a published table the measured queries its cells are sums of."""
-    spread = (
-        f"σ² = {result['sigma2']:.4g}" if "sigma2" in result else f"scale {result['scale']:.4g}"
-    )
-    error = "a 95% margin of error" if target == "moe" else "an RMSE"
-    lead = (
-        f"at {noise.unit} {value:g}"
-        if target == "budget"
-        else f"the smallest {noise.unit} for {error} of at most {value:g}: {result['budget']:.6g}"
-    )
-    if "table" in result:
-        spread = f"{_made_of(result)}, each of {spread}: for "
-        spread += "it" if result["measured_cells_summed"] == 1 else "the largest"
-    text = (
-        f"{mechanism}, {result.get('table', noise.query)} at {level}: {lead} → {spread}, 95% "
-        f"margin of error ±{result['moe_95']}, RMSE {result['rmse']:.4g} — {noise.caveat}"
-    )
-    if "table" in result:
-        text += f"\n  answered at {level} from: " + "; ".join(map(_cells, result["answered_from"]))
-    return text
-
-
-def _made_of(result: dict[str, Any]) -> str:
-    """How a table's cell is made of the chosen query's measured cells, in words."""
-    (fewest, most) = next(
-        a["cells_summed"] for a in result["answered_from"] if a["query"] == result["query"]
-    )
-    query = result["query"]
-    if most == 1:
-        return f"a cell is one measured cell of {query}"
-    summed = str(most) if fewest == most else f"{fewest} to {most}"
-    return f"a cell is the sum of {summed} measured cells of {query}"
-
-
-def _cells(answering: dict[str, Any]) -> str:
-    """``sex*age (1 to 5 cells)``: a query and how many of its cells a table's cell sums."""
-    fewest, most = answering["cells_summed"]
-    cells = (
-        f"{most} cell{'s' if most > 1 else ''}" if fewest == most else f"{fewest} to {most} cells"
-    )
-    return f"{answering['query']} ({cells})"
-
-
-def cell_key_text(found: dict[str, Any]) -> str:
-    """The cell key answer in lines: the distribution, its figures and why there is no budget."""
-    noise = ", ".join(f"{v:+d}: {p:.6g}" for v, p in found["noise"].items())
-    mean = "" if abs(found["mean"]) < 1e-9 else f"mean {found['mean']:.4g}, "
-    stated = found["stated_variance"]
-    variance = f"variance {found['variance']:.6g}" + (
-        f" (the p-table's V = {stated:g})" if stated is not None else ""
-    )
-    return "\n".join(
-        (
-            f"cellkey, ptable {found['ptable']}: noise of one cell, {found['row']}:",
-            f"  {noise}",
-            f"  {mean}{variance}, largest |noise| {found['max_abs']} (the p-table's bound D = "
-            f"{found['bound']}), 95% margin of error ±{found['moe_95']}",
-            f"  budget: {found['budget']}",
-            f"  {found['what']}",
-        )
-    )
-
-
-census_app = typer.Typer(
-    cls=OneLineErrors,
-    help="Censuses: the built-in ones and those declared in files.",
-    no_args_is_help=True,
-)
-app.add_typer(census_app, name="census")
-
-
-@census_app.command("show")
-@reports_input_errors
-def show_census(
-    census: Annotated[str, typer.Argument(help="A built-in census (us2010) or a census file.")],
-) -> None:
-    """Print a census: its attributes and breakdowns, geographies, tables and attack settings."""
-    from sdclab.census.declare import census_named
-    from sdclab.census.show import describe
-
-    for line in describe(census_named(census)):
-        typer.echo(line)
-
-
-@app.command("mechanisms")
-@reports_input_errors
-def list_mechanisms(
-    name: Annotated[str | None, typer.Argument(help="One mechanism (default: all).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
-) -> None:
-    """List every mechanism with its parameters: defaults, units and what each means."""
-    import json
-
-    from sdclab import api, protection
-
-    found = [api.describe(protection.get(name))] if name is not None else api.mechanisms()
-    if as_json:
-        typer.echo(json.dumps([info.to_dict() for info in found], indent=2, default=str))
-        return
-    for info in found:
-        can = [] if info.protects else ["a guarantee and an audit only: it protects no data"]
-        typer.echo(f"{info.name}: {info.summary}" + "".join(f" ({c})" for c in can))
-        for p in info.parameters:
-            unit = f" [{p.unit}]" if p.unit else ""
-            default = "required" if p.default is None and p.required else f"default {p.default}"
-            typer.echo(f"    {p.name}{unit} ({default}): {p.meaning}")
-        if not info.parameters:
-            typer.echo("    (no parameters)")
-
-
-@app.command()
-@reports_input_errors
-def run(
-    experiment: Annotated[Path, typer.Argument(help="Experiment file (TOML).")],
-    out: Annotated[
-        Path, typer.Option("--out", "-o", help="Output directory (finished steps are reused).")
-    ],
-) -> None:
-    """Run an experiment: protect, attack, evaluate; write results.json and report.html."""
-    from sdclab.experiment import load_experiment, run_spec
-
-    spec = load_experiment(experiment)
-    start = time.perf_counter()
-    run_spec(spec, out, progress, (experiment,), str(experiment.resolve()))
-    typer.echo(
-        f"done in {time.perf_counter() - start:.0f} s; report: {(out / 'report.html').resolve()}"
-    )
-
-
-@app.command()
-@reports_input_errors
-def demo(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("demo-out"),
-) -> None:
-    """The built-in study: every mechanism on 4,000 synthetic persons, swept and replicated,
-    attacked (5 to 11 minutes on 2 cores)."""
-    from sdclab.experiment import DEMO, run_spec
-
-    start = time.perf_counter()
-    results = run_spec(DEMO, out, progress, source="the built-in demo (sdclab demo)")
-    for line in release_lines(results):
-        typer.echo(line)
-    typer.echo(f"done in {time.perf_counter() - start:.0f} s")
-    typer.echo(f"report: {(out / 'report.html').resolve()}")
-
-
-def release_lines(results: Any) -> list[str]:
-    """One line per release of an experiment: its guarantee, common-axis ε, tract MAE of P12
-    over non-empty cells (withheld ones counted), and the census attacker's headline risk; an ε
-    with a qualifier ("within the PSA's invariants (…)") is marked * and the qualifier given
-    after the lines."""
-    from sdclab.results import Reidentification
-
-    width = max(13, *(len(t) for t in results.releases))
-    lines = [
-        f"{'release':>{width}}  {'guarantee':<24} {'ε (1e-10)':>9} {'P12 tract':>9}  "
-        "beyond the best baseline (census)"
-    ]
-    qualified: dict[str, list[str]] = {}
-    for title, release in results.releases.items():
-        evaluation = release.evaluation
-        census = evaluation.reidentification.get("census")
-        beyond = "n/a"
-        if isinstance(census, Reidentification) and census.baselines():
-            points = census.headline("all").points
-            beyond = "n/a" if isinstance(points, NotMeasured) else f"{points:+.1f} pp"
-        guarantee = evaluation.card.guarantee
-        common = evaluation.card.common
-        axis = "n/a" if isinstance(common, NotMeasured) else f"{common.epsilon:.2f}"
-        if not isinstance(common, NotMeasured) and common.qualifier:
-            axis += "*"
-            qualified.setdefault(common.qualifier, []).append(title)
-        compared = evaluation.compared("tract", "P12")
-        value = NotMeasured("") if isinstance(compared, NotMeasured) else compared.mae_nonempty
-        mae = "n/a" if isinstance(value, NotMeasured) else f"{value:.3f}"
-        budget = guarantee.text() if guarantee.is_formal else "none"
-        lines.append(f"{title:>{width}}  {budget:<24} {axis:>9} {mae:>9}  {beyond}")
-    for qualifier, titles in qualified.items():
-        lines.append(f"* {', '.join(titles)}: ε {qualifier}")
-    return lines
-
-
-def main() -> None:
-    """Console entry point: internal errors exit 1 with one line (set SDCLAB_DEBUG for a trace)."""
-    try:
-        app()
-    except Exception as exc:  # a bug, not bad input: say so briefly
-        if os.environ.get("SDCLAB_DEBUG"):
-            raise
-        typer.echo(f"internal error: {escape_control(f'{type(exc).__name__}: {exc}')}", err=True)
-        sys.exit(1)

@@ -1,14 +1,11 @@
-"""Attributes, code lists and histogram domains.
+"""The US 2010 census's attributes, code lists, age recodes and histogram domains (schemas).
 
-A *schema* is an ordered tuple of attributes with contiguous integer codes. Its *domain* is the
-Cartesian product of the codes, flattened in C order (the last attribute varies fastest).
-A geounit's data is a histogram over the domain; tables are linear queries on it
-(see ``sdclab.tables``).
+Every attribute has contiguous integer codes (docs/data.md, *Population*); a schema is an ordered
+product of them (:class:`sdclab.domain.Schema`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -16,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sdclab.arrays import IntArray
+from sdclab.domain import Attribute, Edit, Schema
 
 # ---------------------------------------------------------------------------------------------
 # Code lists (docs/data.md, *Population*)
@@ -347,28 +345,6 @@ def agebin38(age: npt.ArrayLike) -> IntArray:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Attribute:
-    """A categorical attribute with contiguous integer codes ``low .. high``."""
-
-    name: str
-    low: int
-    high: int
-    labels: tuple[str, ...]
-
-    @property
-    def size(self) -> int:
-        return self.high - self.low + 1
-
-    @property
-    def codes(self) -> IntArray:
-        return np.arange(self.low, self.high + 1, dtype=np.int64)
-
-    def position(self, values: npt.ArrayLike) -> IntArray:
-        """Position of each code in the attribute's code list (codes must be valid)."""
-        return np.asarray(values, dtype=np.int64) - self.low
-
-
 def _attr(name: str, labels: dict[int, str]) -> Attribute:
     lo, hi = min(labels), max(labels)
     assert sorted(labels) == list(range(lo, hi + 1)), name
@@ -393,53 +369,16 @@ HOUSEHOLD_TYPE = _attr(
 )
 
 
-@dataclass(frozen=True)
-class Schema:
-    """An ordered product of attributes: the domain of a histogram."""
-
-    name: str
-    attributes: tuple[Attribute, ...]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(a.size for a in self.attributes)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape))
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.attributes)
-
-    def attribute(self, name: str) -> Attribute:
-        for a in self.attributes:
-            if a.name == name:
-                return a
-        raise KeyError(f"schema {self.name!r} has no attribute {name!r}")
-
-    def cell_index(self, columns: Mapping[str, npt.ArrayLike]) -> IntArray:
-        """Flat domain index of each record, from one code array per attribute."""
-        first = (
-            columns[self.attributes[0].name] if self.attributes else next(iter(columns.values()))
-        )
-        index = np.zeros(len(np.asarray(first)), dtype=np.int64)
-        for a in self.attributes:
-            index = index * a.size + a.position(columns[a.name])
-        return index
-
-    def decode(self, index: npt.ArrayLike) -> dict[str, IntArray]:
-        """Inverse of :meth:`cell_index`: the code of every attribute for each flat index."""
-        pos = np.unravel_index(np.asarray(index, dtype=np.int64), self.shape)
-        return {
-            a.name: p.astype(np.int64) + a.low for a, p in zip(self.attributes, pos, strict=True)
-        }
-
-
 PERSON = Schema("person", (SEX, AGE, RACE, HISPANIC))
 """Persons by sex × single year of age × race (63) × Hispanic origin: 29,232 cells."""
 
-PERSON_HHGQ = Schema("person_hhgq", (RELATIONSHIP, UNIT_TYPE))
+GROUP_QUARTERS_EDIT = Edit(
+    "relationship", (GQ_RESIDENT,), "unit_type", INSTITUTIONAL_GQ_TYPES + NONINSTITUTIONAL_GQ_TYPES
+)
+"""Reading a population enforces that group-quarters residents (relationship 5) live in group
+quarters (unit types 1–7) and everyone else in housing units (unit type 0)."""
+
+PERSON_HHGQ = Schema("person_hhgq", (RELATIONSHIP, UNIT_TYPE), (GROUP_QUARTERS_EDIT,))
 """Persons by relationship to householder × type of the unit they live in: 48 cells."""
 
 VOTING_AGE_ATTR = _attr("votingage", {0: "under 18", 1: "18 and over"})
