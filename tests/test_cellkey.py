@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sdclab import protection
+from sdclab.diagnostics import HiddenCells
 from sdclab.errors import InputError
 from sdclab.population.io import read_population, write_population
 from sdclab.population.synth import synthesize
@@ -238,7 +239,8 @@ def test_ons_release_agrees_with_the_ons_function_on_one_table(keyed):
     assert "suppressed_cells" not in release.notes
     diagnostics = protection.get("cellkey").diagnostics
     assert diagnostics is not None
-    assert diagnostics(keyed, release)["suppressed_cells"]["block"] > 0
+    (hidden,) = diagnostics(keyed, release)
+    assert isinstance(hidden, HiddenCells) and hidden.levels["block"] > 0
 
 
 def test_stored_keys_are_used_and_survive_a_round_trip(keyed, tmp_path):

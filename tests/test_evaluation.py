@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 import sdclab
 from sdclab import protection
 from sdclab.cli import app
+from sdclab.diagnostics import SuppressionByLevel
 from sdclab.evaluation import accuracy, summarise_accuracy
 from sdclab.release import exact_release
 from sdclab.results import SCHEMA_VERSION, evaluation_only
@@ -91,8 +92,9 @@ def test_suppressed_cells_are_neither_exact_nor_violations(tiny_population):
 
 def test_diagnostics_are_the_mechanisms_figures_of_the_truth(tiny_population):
     release = protection.run("suppress", tiny_population, {}, None)
-    figures = sdclab.evaluate(release, tiny_population).diagnostics
-    assert set(figures) == {"by_level"} and "by_level" not in release.notes
-    assert figures["by_level"]["block"]["populated_geounits"] == 3  # block B: a vacant unit
-    assert evaluation_only({"diagnostics": figures}) == ["diagnostics"]
-    assert sdclab.evaluate(exact_release(tiny_population), tiny_population).diagnostics == {}
+    evaluation = sdclab.evaluate(release, tiny_population)
+    (figures,) = evaluation.diagnostics
+    assert isinstance(figures, SuppressionByLevel) and "by_level" not in release.notes
+    assert figures.levels["block"].populated_geounits == 3  # block B: a vacant unit
+    assert "diagnostics" in evaluation_only(evaluation.to_dict())
+    assert sdclab.evaluate(exact_release(tiny_population), tiny_population).diagnostics == ()

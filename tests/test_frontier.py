@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from sdclab.experiment import REPORT_FILE, Experiment, ReportSpec, run_spec
+from sdclab.markup import decimal, pct
 from sdclab.report.charts import series_style
-from sdclab.report.html import decimal, pct
 from sdclab.results import (
     FrontierAxes,
     FrontierPoint,
@@ -137,7 +137,7 @@ def test_no_zero_stands_for_a_figure_not_measured(swept) -> None:
 
 
 def test_formatting_of_zero_small_and_not_measured() -> None:
-    from sdclab.report.html import points
+    from sdclab.markup import points
 
     assert points(0.0) == "0 pp" and points(-0.01) == "−<0.1 pp" and points(2.345) == "+2.3 pp"
     assert pct(0.0) == "0%" and pct(0.0004) == "<0.1%" and pct(-0.0004) == "−<0.1%"
@@ -267,18 +267,18 @@ TIME_LIMIT = "Time limit reached"
 def test_a_tract_stopped_at_its_time_limit_is_flagged(swept) -> None:
     from dataclasses import replace
 
-    from sdclab.report import _time_limited
+    from sdclab.report.risk import time_limited
     from sdclab.results import ReconstructionFigures
 
     results, _ = swept
     release = results["cellkey#1"]
-    assert _time_limited(release) == ""
+    assert time_limited(release) == ""
     figures = release.evaluation.reconstruction
     assert figures.metrics["time_limited_tracts"] == 0
 
     def flagged(metrics: dict) -> str:
         stopped = ReconstructionFigures(metrics)
-        return _time_limited(
+        return time_limited(
             replace(release, evaluation=replace(release.evaluation, reconstruction=stopped))
         )
 
@@ -330,10 +330,10 @@ def test_a_line_against_the_budget_joins_only_points_that_differ_in_their_budget
 
 
 def test_the_detail_charts_show_one_series_per_setting(swept) -> None:
-    from sdclab.report import _compared_mae, by_setting
+    from sdclab.report.reading import by_setting, compared_mae
 
     results, report = swept
-    maes = by_setting(results, lambda r: [_compared_mae(r, "tract")])
+    maes = by_setting(results, lambda r: [compared_mae(r, "tract")])
     assert list(maes) == list(results.settings())  # 6 settings, not 9 releases
     replicates = results.settings()["geometric@epsilon=4"]
     values = [results[t].evaluation.compared("tract").mae_nonempty for t in replicates]

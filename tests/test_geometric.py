@@ -96,18 +96,15 @@ def test_tail_analysis_sampled_counts_match_the_expectation(population):
     tails = noise_tails(release, population)
     checked = 0
     for level in ("block", "block_group"):
-        for row in tails[level]["classes"]:
-            for key in row:
-                if not key.endswith("_expected"):
-                    continue
-                expected = row[key]
-                sampled = row[key.replace("_expected", "_sampled")]
+        for row in tails.levels[level].classes:
+            for event, tail in row.events.items():
                 # a sum of independent indicators: variance ≤ expectation
-                assert abs(sampled - expected) <= 4 * math.sqrt(expected) + 2, (level, row, key)
+                bound = 4 * math.sqrt(tail.expected) + 2
+                assert abs(tail.sampled - tail.expected) <= bound, (level, row, event)
                 checked += 1
     assert checked > 20
-    block = {r["class"]: r for r in tails["block"]["classes"]}
-    assert block["1-9"]["depopulated_sampled"] > 0  # tiny areas get published as empty
+    block = {r.size_class: r for r in tails.levels["block"].classes}
+    assert block["1-9"].events["depopulated"].sampled > 0  # tiny areas get published as empty
 
 
 def test_an_epsilon_the_exact_sampler_cannot_take_is_refused_in_words():

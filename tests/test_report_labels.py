@@ -10,7 +10,9 @@ from html.parser import HTMLParser
 import pytest
 
 from sdclab.experiment import REPORT_FILE, RESULTS_FILE, Experiment, run_spec
-from sdclab.report import CARD, EVALUATION, RELEASE, SOURCES, SUMMARY_COLUMNS, render_report
+from sdclab.markup import CARD, EVALUATION, RELEASE, SOURCES
+from sdclab.report import render_report
+from sdclab.report.summary import SUMMARY_COLUMNS
 from sdclab.results import (
     EVALUATION_ONLY,
     TRUTH_BASED_FIELDS,

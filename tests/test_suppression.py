@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from conftest import frame, random_population
 from sdclab.api import read_release
 from sdclab.censuses.us2010.catalog import CATALOG
+from sdclab.diagnostics import CellShares, PairShare, SuppressionByLevel
 from sdclab.errors import InputError
 from sdclab.optimize import exposure
 from sdclab.optimize.highs import solve_mip
@@ -169,30 +170,35 @@ def test_diagnostics_count_zeroed_cells_and_suppressed_tables_by_level():
     )
     release = protect(population)
     assert "by_level" not in release.notes  # shares of non-empty true cells: evaluation only
-    notes = suppression.diagnostics(population, release)["by_level"]
+    (figures,) = suppression.diagnostics(population, release)
+    assert isinstance(figures, SuppressionByLevel)
+    notes = figures.levels
     block = notes["block"]
     # non-empty person cells of block 002: one each in P1, P6, P7, P8, P9, P10, P11, P29 and two
     # each (men 40-44: 18, women 40-44: 2) in P12, P12A, P12I = 14, three of them 2; block 001:
     # the same 11 tables with one cell each, all suppressed
-    assert block["person_cells"] == {
-        "nonempty": 25,
-        "small": 3,
-        "small_share": 3 / 25,
-        "zeroed": 3,
-        "zeroed_share": 3 / 25,
-        "null": 11,
-        "null_share": 11 / 25,
-    }
+    assert block.person_cells == CellShares(
+        nonempty=25,
+        small=3,
+        small_share=3 / 25,
+        zeroed=3,
+        zeroed_share=3 / 25,
+        null=11,
+        null_share=11 / 25,
+    )
     # H1 10 and 21, H3 occupied 10 and 20 and vacant 1 (zeroed), H4 and H13 10 and 20
-    assert block["unit_cells"]["nonempty"] == 9
-    assert block["unit_cells"]["zeroed"] == 1
+    assert block.unit_cells.nonempty == 9
+    assert block.unit_cells.zeroed == 1
     # 2 populated blocks × 5 redistricting tables, those of block 001 suppressed; 15 others
-    assert block["tables_suppressed_redistricting"] == {"pairs": 10, "suppressed": 5, "share": 0.5}
-    assert block["tables_suppressed_others"] == {"pairs": 30, "suppressed": 15, "share": 0.5}
+    assert block.tables_suppressed_redistricting == PairShare(pairs=10, suppressed=5, share=0.5)
+    assert block.tables_suppressed_others == PairShare(pairs=30, suppressed=15, share=0.5)
     group = notes["block_group"]
-    assert group["tables_suppressed_redistricting"]["suppressed"] == 0
-    assert group["person_cells"]["nonempty"] == 14 and group["person_cells"]["zeroed"] == 3
-    assert notes["tract"]["person_cells"]["nonempty"] == 14 + 6  # PCT12, PCT12A, PCT12I: 2 each
+    assert group.tables_suppressed_redistricting.suppressed == 0
+    assert group.person_cells.nonempty == 14 and group.person_cells.zeroed == 3
+    assert notes["tract"].person_cells.nonempty == 14 + 6  # PCT12, PCT12A, PCT12I: 2 each
+    # the JSON form is the results' (and reads back as it was)
+    assert notes["block"].to_dict()["person_cells"]["null_share"] == 11 / 25
+    assert SuppressionByLevel.from_dict(figures.to_dict()) == figures
 
 
 def test_parameters_card_and_entry():
@@ -398,8 +404,9 @@ def test_complements_leave_no_positive_primary_cell_recoverable(make, key):
     assert found["partition"]["positive_primary_cells_still_exact"] == 0
     assert found["hierarchy"]["positive_primary_cells_still_exact"] == 0
     # evaluation finds the complementary cells among the release's nulls
-    by_level = suppression.diagnostics(population, release)["by_level"]
-    assert sum(f["complement_cells"] for f in by_level.values()) == sum(
+    (figures,) = suppression.diagnostics(population, release)
+    assert isinstance(figures, SuppressionByLevel)
+    assert sum(f.complement_cells or 0 for f in figures.levels.values()) == sum(
         found[system]["complement_cells"] for system in ("partition", "hierarchy")
     )
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sdclab.errors import InputError
+from sdclab.figures import measured
 from sdclab.randomness import check_seed
 from sdclab.results import (
     NO_MICRODATA,
@@ -37,7 +38,6 @@ from sdclab.results import (
     Value,
     VulnerableGroup,
     level_accuracies,
-    measured,
     no_risk_analysis,
     table_accuracies,
 )
@@ -536,7 +536,7 @@ def evaluation(
         reconstruction_agreement=recon_agreement,
         block_sex_agebin_agreement=block_sex,
         reidentification=dict(reidentification),
-        diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else {},
+        diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else (),
         risk=risk,
         rank_curve=curve,
         totals=totals_from(ev.geounit_totals(release, truth)),

@@ -36,6 +36,14 @@ def measured(value: float | int | None, reason: str) -> Value:
     return value
 
 
+def from_json(value: Any, reason: str = "not recorded") -> Value:
+    """A figure read back from JSON (or from a figure function): ``{"not_measured": why}``, null
+    and NaN become NotMeasured."""
+    if isinstance(value, Mapping) and "not_measured" in value:
+        return NotMeasured(str(value["not_measured"]))
+    return measured(value, reason)
+
+
 def as_json(value: Any) -> Any:
     """A result (or a figure, a list, a mapping of them) in JSON form."""
     if hasattr(value, "to_dict"):

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sdclab.figures import NotMeasured, Value, as_json, fields_json, measured
+from sdclab.diagnostics import Diagnostics, diagnostics_json, read_diagnostics
+from sdclab.figures import NotMeasured, Value, as_json, fields_json, from_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,14 +37,6 @@ accuracy holds distances between distributions and the tract indicators; 5: the 
 lists its evaluation-only figures, and every tidy row and replicate mean says whether it is
 evaluation only; 6: the population's fixed vulnerable group, and the reidentification's
 headline risk for it)."""
-
-
-def from_json(value: Any, reason: str = "not recorded") -> Value:
-    """A figure read back from JSON (or from a figure function): ``{"not_measured": why}``, null
-    and NaN become NotMeasured."""
-    if isinstance(value, Mapping) and "not_measured" in value:
-        return NotMeasured(str(value["not_measured"]))
-    return measured(value, reason)
 
 
 def number(value: Any) -> float | None:
@@ -914,8 +907,9 @@ class Evaluation:
     """Share of true persons matched on block, sex and agebin alone."""
     reidentification: Mapping[str, Reidentification | NotMeasured] = field(repr=False)
     """By attacker."""
-    diagnostics: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    """The mechanism's own figures about the release that need the truth."""
+    diagnostics: tuple[Diagnostics, ...] = field(default=(), repr=False)
+    """The mechanism's own figures about the release that need the truth: kinds of
+    :mod:`sdclab.diagnostics`, each under its key in the JSON form."""
     risk: Mapping[str, Any] | NotMeasured = field(
         default=NotMeasured("the mechanism has no risk analysis of its own"), repr=False
     )
@@ -1093,7 +1087,7 @@ class Evaluation:
         }
         out["reconstruction"] = as_json(self.reconstruction)
         if self.diagnostics:
-            out["diagnostics"] = as_json(self.diagnostics)
+            out["diagnostics"] = diagnostics_json(self.diagnostics)
         out["risk"] = as_json(self.risk)
         return out
 
@@ -1129,7 +1123,7 @@ class Evaluation:
                 )
                 for attacker, reid in data["reidentification"].items()
             },
-            diagnostics=dict(data.get("diagnostics", {})),
+            diagnostics=read_diagnostics(data.get("diagnostics", {})),
             risk=NotMeasured(str(risk["not_measured"])) if "not_measured" in risk else dict(risk),
             naive_agreement=Agreement.from_dict(
                 data.get("naive_reconstruction_agreement", {"not_measured": NAIVE_IS_AWARE})

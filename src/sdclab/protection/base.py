@@ -56,6 +56,7 @@ from sdclab.release import Artifact, ArtifactCheck
 if TYPE_CHECKING:
     from sdclab.cell_model import CellModel
     from sdclab.census.model import Census
+    from sdclab.diagnostics import Diagnostics
     from sdclab.population import Population
     from sdclab.protection.audit_plans import Trials
     from sdclab.query_noise import QueryNoise
@@ -248,9 +249,10 @@ class Mechanism(Generic[P]):
     """The mechanism itself: population, parameters and random stream → release."""
     noise: Callable[[P], NoisePublication] | None = None
     """What its release publishes about its own noise."""
-    diagnostics: Callable[[Population, Release], dict[str, Any]] | None = None
+    diagnostics: Callable[[Population, Release], tuple[Diagnostics, ...]] | None = None
     """Evaluation only: the mechanism's own figures about a release that need the confidential
-    population it was made from (never written into the release)."""
+    population it was made from (never written into the release), each a kind of
+    :mod:`sdclab.diagnostics` that renders its own section of the report."""
     risk_analysis: Callable[[Release, Population | None], dict[str, Any]] | None = None
     """The mechanism's own disclosure-risk analysis of a release (the cell key method's)."""
     audit_plan: Callable[[Mapping[str, Any], int, int], Trials] | None = None

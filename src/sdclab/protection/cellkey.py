@@ -33,6 +33,7 @@ from sdclab.arrays import FloatArray, IntArray
 from sdclab.cell_model import CellBounds, bounds
 from sdclab.census.model import Census, cells_moved
 from sdclab.census.records import CensusRecords
+from sdclab.diagnostics import Diagnostics, HiddenCells
 from sdclab.errors import InputError
 from sdclab.figures import NotMeasured
 from sdclab.geography import Geography
@@ -632,12 +633,12 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
 
 
 @MECHANISM.define("diagnostics")
-def diagnostics(population: Population, release: Release) -> dict[str, Any]:
+def diagnostics(population: Population, release: Release) -> tuple[Diagnostics, ...]:
     """Evaluation only: with a threshold, the non-empty true cells the release does not show, by
     level (published below the threshold — or emptied by a swap first). A reader cannot tell them
     from empty cells, so the release does not say how many there are."""
     if not CellKeyParameters.model_validate(release.parameters).threshold:
-        return {}
+        return ()
     hidden = {level: 0 for level in release.geography.levels}
     for name, tc in tabulate(population, list(release.tables)).items():
         table = release.table(name)
@@ -647,7 +648,7 @@ def diagnostics(population: Population, release: Release) -> dict[str, Any]:
             shown = (table.matrix(level) != 0).maximum(table.suppressed(level))
             hidden[level] += nonempty.nnz - nonempty.multiply(shown).nnz
     levels = {level for table in release.tables.values() for level in table.levels}
-    return {"suppressed_cells": {lv: n for lv, n in hidden.items() if lv in levels}}
+    return (HiddenCells({lv: n for lv, n in hidden.items() if lv in levels}),)
 
 
 @MECHANISM.define("noise")

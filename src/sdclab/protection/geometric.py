@@ -34,6 +34,7 @@ from sdclab.accounting import SpecCard
 from sdclab.arrays import FloatArray
 from sdclab.cell_model import CellBounds, bounds, table_columns
 from sdclab.census.model import cells_moved
+from sdclab.diagnostics import Diagnostics, LevelTails, NoiseTails, TailClass, TailCount
 from sdclab.errors import InputError
 from sdclab.evaluation import size_class_label
 from sdclab.population import Population
@@ -333,7 +334,7 @@ def _upper(values: np.ndarray, tail: np.ndarray, threshold: np.ndarray) -> np.nd
     return np.where(position < len(values), tail[np.minimum(position, len(values) - 1)], 0.0)
 
 
-def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
+def noise_tails(release: Release, truth: Population) -> NoiseTails:
     """Analytic and sampled tail figures of a geometric release, by level and size class.
 
     T is the P1 total of an area; F and M are its females and males, summed from the 23 P12 cells
@@ -349,7 +350,7 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
     labels = p12.cell_labels
     male = np.array([lab.startswith("male") for lab in labels])
     female = np.array([lab.startswith("female") for lab in labels])
-    out: dict[str, Any] = {}
+    out: dict[str, LevelTails] = {}
     for level in p1.levels:
         true_t = exact["P1"].counts[level][1].toarray()[:, 0]
         true_p12 = exact["P12"].counts[level][1].toarray()
@@ -377,38 +378,41 @@ def noise_tails(release: Release, truth: Population) -> dict[str, Any]:
                 continue
             n = truth_fmt[:, inside].astype(float)
             x = (noisy_fmt[:, inside] - truth_fmt[:, inside]).astype(float)
-            row: dict[str, Any] = {"class": size_class_label(low, high), "areas": int(inside.sum())}
+            events: dict[str, TailCount] = {}
             for r in RELATIVE_ERRORS:
                 up = _upper(values, tail, r * n[2])
-                row[f"T_error_{r:g}_expected"] = float(2 * up.sum())
-                row[f"T_error_{r:g}_sampled"] = int((np.abs(x[2]) >= r * n[2]).sum())
+                events[f"T_error_{r:g}"] = TailCount(
+                    float(2 * up.sum()), int((np.abs(x[2]) >= r * n[2]).sum())
+                )
                 # all three up, or all three down: equally likely for symmetric noise
                 expected = 2 * np.prod(
                     [_upper(v, p, r * n[c]) for c, (v, p) in enumerate(pmfs)], axis=0
                 )
-                row[f"broadband_{r:g}_expected"] = float(expected.sum())
                 same_up = (x >= r * n).all(axis=0)
                 same_down = (x <= -r * n).all(axis=0)
-                row[f"broadband_{r:g}_sampled"] = int((same_up | same_down).sum())
-            row["depopulated_expected"] = float(_upper(values, tail, n[2]).sum())
-            row["depopulated_sampled"] = int((noisy_fmt[2, inside] <= 0).sum())
-            rows.append(row)
-        out[level] = {
-            "scale_total": scale_t,
-            "tail_probability": float(2 * _upper(values, tail, np.array([TAIL_BOUND + 1]))[0]),
-            "tail_bound": TAIL_BOUND,
-            "classes": rows,
-        }
-    return out
+                events[f"broadband_{r:g}"] = TailCount(
+                    float(expected.sum()), int((same_up | same_down).sum())
+                )
+            events["depopulated"] = TailCount(
+                float(_upper(values, tail, n[2]).sum()), int((noisy_fmt[2, inside] <= 0).sum())
+            )
+            rows.append(TailClass(size_class_label(low, high), int(inside.sum()), events))
+        out[level] = LevelTails(
+            scale_total=scale_t,
+            tail_probability=float(2 * _upper(values, tail, np.array([TAIL_BOUND + 1]))[0]),
+            tail_bound=TAIL_BOUND,
+            classes=tuple(rows),
+        )
+    return NoiseTails(out)
 
 
 @MECHANISM.define("diagnostics")
-def diagnostics(truth: Population, release: Release) -> dict[str, object]:
+def diagnostics(truth: Population, release: Release) -> tuple[Diagnostics, ...]:
     """Evaluation only: the tails of the unbounded noise on small areas, expected and sampled
     (on the US census's total and sex-by-age tables, P1 and P12; none for another census)."""
     if not {"P1", "P12"} <= set(release.tables) or truth.census.name != "us2010":
-        return {}
-    return {"tails": noise_tails(release, truth)}
+        return ()
+    return (noise_tails(release, truth),)
 
 
 @MECHANISM.define("audit_plan")

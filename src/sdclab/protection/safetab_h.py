@@ -35,8 +35,9 @@ from sdclab import accounting, noise
 from sdclab.accounting import SpecCard
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import parse_geoids
+from sdclab.diagnostics import Diagnostics, GroupAccuracy, GroupLevelAccuracy
 from sdclab.errors import InputError
-from sdclab.figures import NotMeasured, as_json
+from sdclab.figures import NotMeasured
 from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.privacy import Guarantee, Invariant, Loss, Number, Relation, group
@@ -541,15 +542,15 @@ def safetab_guarantee(p: SafeTabHParameters) -> tuple[Guarantee, list[str]]:
     return guarantee, lines
 
 
-def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
+def group_accuracy(release: Release, truth: Population) -> GroupAccuracy:
     """Error of a SafeTab-H release's measured and derived cells, by geography and iteration
     level: mean absolute error, and the share of measured cells within their 95% margin."""
     params = SafeTabHParameters.model_validate(release.parameters)
     groups = params.groups()
     cells = true_cells(truth, release).with_columns(error=pl.col("count") - pl.col("true"))
     region_of = {level: region for region, level in REGION_TYPES.items()}
-    no_measured = as_json(NotMeasured("no measured cell at this level"))
-    no_derived = as_json(NotMeasured("no derived cell at this level"))
+    no_measured = NotMeasured("no measured cell at this level")
+    no_derived = NotMeasured("no derived cell at this level")
     rows = []
     for (level, it_level), part in cells.group_by("level", "iteration_level", maintain_order=True):
         level, it_level = str(level), int(str(it_level))
@@ -557,26 +558,26 @@ def group_accuracy(release: Release, truth: Population) -> list[dict[str, Any]]:
         derived = part["derived"].to_numpy()
         error = np.abs(part["error"].to_numpy())
         rows.append(
-            {
-                "level": level,
-                "iteration_level": it_level,
-                "groups": part.select("geoid", "iteration").unique().height,
-                "measured_cells": int((~derived).sum()),
-                "mae_measured": float(error[~derived].mean()) if (~derived).any() else no_measured,
-                "mae_derived": float(error[derived].mean()) if derived.any() else no_derived,
-                "moe": moe,
-                "within_moe": float((error[~derived] <= moe).mean())
+            GroupLevelAccuracy(
+                level=level,
+                iteration_level=it_level,
+                groups=part.select("geoid", "iteration").unique().height,
+                measured_cells=int((~derived).sum()),
+                mae_measured=float(error[~derived].mean()) if (~derived).any() else no_measured,
+                mae_derived=float(error[derived].mean()) if derived.any() else no_derived,
+                moe=moe,
+                within_moe=float((error[~derived] <= moe).mean())
                 if (~derived).any()
                 else no_measured,
-            }
+            )
         )
-    return rows
+    return GroupAccuracy(tuple(rows))
 
 
 @MECHANISM.define("diagnostics")
-def diagnostics(truth: Population, release: Release) -> dict[str, object]:
+def diagnostics(truth: Population, release: Release) -> tuple[Diagnostics, ...]:
     """Evaluation only: the error of the measured and derived cells of every population group."""
-    return {"group_accuracy": group_accuracy(release, truth)}
+    return (group_accuracy(release, truth),)
 
 
 @MECHANISM.define("noise")

@@ -30,7 +30,7 @@ against the inferences they were designed for.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 import numpy as np
@@ -42,8 +42,15 @@ from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.cell_model import CellBounds, bounds, table_columns
 from sdclab.census.model import Census
 from sdclab.censuses.us2010 import schema
+from sdclab.diagnostics import (
+    CellShares,
+    Diagnostics,
+    LevelSuppression,
+    PairShare,
+    SuppressionByLevel,
+)
 from sdclab.errors import InputError
-from sdclab.figures import NotMeasured, as_json
+from sdclab.figures import NotMeasured, Value
 from sdclab.geography import Geography
 from sdclab.optimize.exposure import (
     Engine,
@@ -234,9 +241,9 @@ def publish(
 # ---------------------------------------------------------------------------------------------
 
 
-def _share(part: int, whole: int) -> float | dict[str, str]:
-    """``part / whole``, or not measured (in JSON form) when there is nothing to share."""
-    return part / whole if whole else as_json(NotMeasured("none at this level"))
+def _share(part: int, whole: int) -> Value:
+    """``part / whole``, or not measured when there is nothing to share."""
+    return part / whole if whole else NotMeasured("none at this level")
 
 
 CELL_GROUPS: dict[str, Callable[[TableDef], bool]] = {
@@ -253,7 +260,7 @@ def cell_figures(
     plan: Plan,
     small_cells: int,
     withheld: dict[str, dict[str, IntArray]],
-) -> dict[str, Any]:
+) -> CellShares:
     """Non-empty cells of ``tables`` at ``level``: caught by the small-cell rule, published as 0
     (small and not withheld) and published as null (withheld), with their shares."""
     nonempty = small = zeroed = null = 0
@@ -272,15 +279,15 @@ def cell_figures(
         small += int(is_small.sum())
         zeroed += int((is_small & ~hidden).sum())
         null += int(hidden.sum())
-    return {
-        "nonempty": nonempty,
-        "small": small,
-        "small_share": _share(small, nonempty),
-        "zeroed": zeroed,
-        "zeroed_share": _share(zeroed, nonempty),
-        "null": null,
-        "null_share": _share(null, nonempty),
-    }
+    return CellShares(
+        nonempty=nonempty,
+        small=small,
+        small_share=_share(small, nonempty),
+        zeroed=zeroed,
+        zeroed_share=_share(zeroed, nonempty),
+        null=null,
+        null_share=_share(null, nonempty),
+    )
 
 
 def level_figures(
@@ -288,32 +295,42 @@ def level_figures(
     plan: Plan,
     small_cells: int,
     withheld: dict[str, dict[str, IntArray]],
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, LevelSuppression]:
     """By level: :func:`cell_figures` of the person tables, of the redistricting tables among
     them (P1, P8–P11) and of the unit tables; and the (table, geounit) pairs suppressed by the
     rules, redistricting tables apart from the other person tables, counted over the populated
     geounits (an empty geounit publishes zeros and has no one to protect)."""
-    by_level: dict[str, dict[str, Any]] = {}
+    by_level: dict[str, LevelSuppression] = {}
     for level in plan.persons:
         populated = plan.persons[level] > 0
-        figures: dict[str, Any] = {"populated_geounits": int(populated.sum())}
-        for group, member in CELL_GROUPS.items():
-            chosen = [tc for tc in tables.values() if level in tc.counts and member(tc.table)]
-            figures[f"{group}_cells"] = cell_figures(chosen, level, plan, small_cells, withheld)
-        for group, redistricting in (("redistricting", True), ("others", False)):
+        cells = {
+            group: cell_figures(
+                [tc for tc in tables.values() if level in tc.counts and member(tc.table)],
+                level,
+                plan,
+                small_cells,
+                withheld,
+            )
+            for group, member in CELL_GROUPS.items()
+        }
+        pairs: dict[bool, PairShare] = {}
+        for redistricting in (True, False):
             masks = [
                 m[level]
                 for name, m in plan.suppressed.items()
                 if level in m and (name in REDISTRICTING) == redistricting
             ]
-            pairs = len(masks) * int(populated.sum())
+            total = len(masks) * int(populated.sum())
             hit = sum(int((mask & populated).sum()) for mask in masks)
-            figures[f"tables_suppressed_{group}"] = {
-                "pairs": pairs,
-                "suppressed": hit,
-                "share": _share(hit, pairs),
-            }
-        by_level[level] = figures
+            pairs[redistricting] = PairShare(total, hit, _share(hit, total))
+        by_level[level] = LevelSuppression(
+            populated_geounits=int(populated.sum()),
+            person_cells=cells["person"],
+            redistricting_cells=cells["redistricting"],
+            unit_cells=cells["unit"],
+            tables_suppressed_redistricting=pairs[True],
+            tables_suppressed_others=pairs[False],
+        )
     return by_level
 
 
@@ -338,7 +355,7 @@ def withheld_cells(
 
 
 @MECHANISM.define("diagnostics")
-def diagnostics(population: Population, release: Release) -> dict[str, Any]:
+def diagnostics(population: Population, release: Release) -> tuple[Diagnostics, ...]:
     """Evaluation only: ``by_level``, the :func:`level_figures` of a suppression release (with
     ``complement_cells`` per level under complementary suppression), from the confidential
     population it was made from: the rules' plan from its exact tables, the complementary cells
@@ -349,11 +366,16 @@ def diagnostics(population: Population, release: Release) -> dict[str, Any]:
     withheld = withheld_cells(release, tables, plan)
     by_level = level_figures(tables, plan, p.small_cells, withheld)
     if p.complementary:
-        for level, figures in by_level.items():
-            figures["complement_cells"] = int(
-                sum(len(levels.get(level, ())) for levels in withheld.values())
+        by_level = {
+            level: replace(
+                figures,
+                complement_cells=int(
+                    sum(len(levels.get(level, ())) for levels in withheld.values())
+                ),
             )
-    return {"by_level": by_level}
+            for level, figures in by_level.items()
+        }
+    return (SuppressionByLevel(by_level),)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sdclab.report.html import Source, esc, pct
+from sdclab.markup import Source, esc, pct
 from sdclab.results import number
 
 COLOURS = ("#1b6ca8", "#d1495b", "#e59a1c", "#2e8b57", "#8d6a9f", "#8c564b", "#17becf", "#bcbd22")

@@ -4,24 +4,22 @@ block-size classes, no solution variability, no baselines)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from sdclab.markup import CARD, EVALUATION, Source, esc, pct
 from sdclab.report.charts import bar_chart, line_chart
-from sdclab.report.html import (
-    CARD,
-    EVALUATION,
-    Source,
-    column,
-    esc,
-    figure,
-    pct,
-    records_shown,
+from sdclab.report.html import column, figure, records_shown
+from sdclab.report.reading import (
+    by_setting,
+    common_cell,
+    compared_cell,
+    compared_mae,
+    guarantee_cell,
+    rate,
+    rates,
 )
 from sdclab.results import (
     Agreement,
     CensusView,
     ExperimentResult,
-    LinkRates,
     NotMeasured,
     ReleaseResult,
     Value,
@@ -50,10 +48,6 @@ def population_line(results: ExperimentResult, view: CensusView) -> str:
 def summary_table(
     results: ExperimentResult,
     view: CensusView,
-    rates: Callable[[ReleaseResult, str, str, str], LinkRates | NotMeasured],
-    cell: Callable[[ReleaseResult, str, str], str],
-    guarantee: Callable[[ReleaseResult], str],
-    common: Callable[[ReleaseResult], str],
 ) -> str:
     """One row per release: its guarantee, the errors of the census's total and compared tables
     at the reconstruction's level and its programs', and the attack's figures."""
@@ -80,16 +74,16 @@ def summary_table(
         agreement = release.evaluation.reconstruction_agreement
         cells = (
             f"<b>{esc(release.title)}</b>",
-            guarantee(release),
-            common(release),
-            cell(release, view.unit, total) if total else _na(NO_TOTAL),
-            cell(release, view.unit, compared) if compared else _na(NO_COMPARED),
-            cell(release, view.program, compared) if compared else _na(NO_COMPARED),
+            guarantee_cell(release),
+            common_cell(release),
+            compared_cell(release, view.unit, total) if total else _na(NO_TOTAL),
+            compared_cell(release, view.unit, compared) if compared else _na(NO_COMPARED),
+            compared_cell(release, view.program, compared) if compared else _na(NO_COMPARED),
             records_shown(release, persons),
             pct(agreement.all.agree_agebin if isinstance(agreement, Agreement) else agreement),
-            f"{pct(_rate(census, 'putative_rate'))} / {pct(_rate(census, 'precision'))}",
-            f"{pct(_rate(commercial, 'putative_rate'))} / {pct(_rate(commercial, 'precision'))}",
-            pct(_rate(nonmodal, "precision")),
+            f"{pct(rate(census, 'putative_rate'))} / {pct(rate(census, 'precision'))}",
+            f"{pct(rate(commercial, 'putative_rate'))} / {pct(rate(commercial, 'precision'))}",
+            pct(rate(nonmodal, "precision")),
         )
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(column(header, source) for header, source in headers)
@@ -98,10 +92,6 @@ def summary_table(
 
 def _na(reason: str) -> str:
     return pct(NotMeasured(reason))
-
-
-def _rate(rates: LinkRates | NotMeasured, metric: str) -> Value:
-    return rates if isinstance(rates, NotMeasured) else getattr(rates, metric)
 
 
 def headline_note(view: CensusView, baselines: str) -> str:
@@ -142,9 +132,6 @@ def attack_sentence(results: ExperimentResult, view: CensusView) -> str:
 def charts(
     results: ExperimentResult,
     view: CensusView,
-    series: Callable[[Callable[[ReleaseResult], list[Value]]], dict[str, list[Value]]],
-    rates: Callable[[ReleaseResult, str, str, str], LinkRates | NotMeasured],
-    mae: Callable[[ReleaseResult, str, str], Value],
 ) -> list[str]:
     """The rates of the attack, and the errors of the compared and total tables by level."""
     out = [
@@ -153,12 +140,13 @@ def charts(
             bar_chart(
                 "Putative and confirmed rates (census / commercial attacker)",
                 ["census putative", "confirmed", "commercial putative", "confirmed"],
-                series(
+                by_setting(
+                    results,
                     lambda r: [
-                        _rate(rates(r, a, "reconstruction", "all"), k)
+                        rate(rates(r, a, "reconstruction", "all"), k)
                         for a in ("census", "commercial")
                         for k in ("putative_rate", "confirmed_rate")
-                    ]
+                    ],
                 ),
                 source=EVALUATION,
             ),
@@ -169,7 +157,7 @@ def charts(
             continue
 
         def by_level(release: ReleaseResult, table: str = table) -> list[Value]:
-            return [mae(release, level, table) for level in view.levels]
+            return [compared_mae(release, level, table) for level in view.levels]
 
         out.append(
             figure(
@@ -177,7 +165,7 @@ def charts(
                 line_chart(
                     f"MAE of {table} by level ({what}, withheld counted)",
                     list(view.levels),
-                    series(by_level),
+                    by_setting(results, by_level),
                     percent=False,
                     source=EVALUATION,
                 ),

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from sdclab.markup import EVALUATION, esc, pct, points, section
 from sdclab.report.charts import Axis, Reference, XYPoint, wants_log, xy_chart
-from sdclab.report.html import EVALUATION, esc, figure, pct, points, section
+from sdclab.report.html import figure
 from sdclab.results import (
     Choice,
     ExperimentResult,
