@@ -120,7 +120,8 @@ def test_a_table_withheld_whole_costs_its_counts_and_has_no_shown_figure() -> No
     import scipy.sparse as sp
 
     from sdclab.evaluation import _level_errors
-    from sdclab.results import NO_POSITIVE_SHOWN_CELLS, NO_SHOWN_CELLS, TableAccuracy
+    from sdclab.results import TableAccuracy
+    from sdclab.results.accuracy import NO_POSITIVE_SHOWN_CELLS, NO_SHOWN_CELLS
 
     truth = sp.csr_matrix(np.array([[0, 2, 15]]))
     published = sp.csr_matrix(np.array([[0, 0, 0]]))

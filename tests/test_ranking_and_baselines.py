@@ -130,7 +130,7 @@ def test_person_weighted_solvar() -> None:
 def test_a_release_not_reconstructed_has_no_naive_agreement_for_that_reason() -> None:
     from sdclab import api
     from sdclab.population.synth import synthesize
-    from sdclab.results import NO_RECONSTRUCTION
+    from sdclab.results.evaluation import NO_RECONSTRUCTION
 
     population = synthesize(1_000, seed=5)
     release = api.protect(population, "safetab_h", seed=1)

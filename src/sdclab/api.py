@@ -23,24 +23,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sdclab.errors import InputError
+from sdclab.figures import NotMeasured, Value, measured
 from sdclab.randomness import check_seed
-from sdclab.results import (
+from sdclab.results.accuracy import level_accuracies, table_accuracies
+from sdclab.results.agreement import Agreement
+from sdclab.results.evaluation import (
     NO_MICRODATA,
     NO_RECONSTRUCTION,
     NOT_GIVEN_BLOCK_ONLY,
-    Agreement,
     Evaluation,
-    NotMeasured,
-    ReconstructionFigures,
-    ReconstructionResult,
-    Reidentification,
-    Value,
-    VulnerableGroup,
-    level_accuracies,
-    measured,
     no_risk_analysis,
-    table_accuracies,
 )
+from sdclab.results.reconstruction import ReconstructionFigures, ReconstructionResult
+from sdclab.results.reidentification import Reidentification, VulnerableGroup
 
 if TYPE_CHECKING:  # the modules behind them load on first use: the command line starts quickly
     import polars as pl
@@ -514,7 +509,7 @@ def evaluation(
     reidentification of the reconstruction from the block tables alone, or why there is none)."""
     from sdclab import evaluation as ev
     from sdclab import protection
-    from sdclab.results import indicators_from, totals_from
+    from sdclab.results.accuracy import indicators_from, totals_from
 
     figures = ev.accuracy(release, truth)
     accuracy, additivity = table_accuracies(figures)
@@ -633,7 +628,7 @@ def _naive_agreement(
     from sdclab import evaluation as ev
     from sdclab import protection
     from sdclab.census.records import CensusRecords
-    from sdclab.results import NAIVE_IS_AWARE, NO_NAIVE
+    from sdclab.results.agreement import NAIVE_IS_AWARE, NO_NAIVE
 
     if naive is not None and isinstance(truth, CensusRecords):
         from sdclab.attacks.census_linkage import agreement
