@@ -12,7 +12,6 @@ from sdclab.figures import Value, fields_json
 from sdclab.results.figure import from_json
 
 NO_CHILDREN = "no parent cell whose children are all shown"
-
 NO_CELLS = "the table has no cell at this level"
 NO_SHOWN_CELLS = "every cell of the table is suppressed at this level"
 NO_POSITIVE_CELLS = "no cell has a positive true count"

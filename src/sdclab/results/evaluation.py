@@ -341,7 +341,3 @@ def _block_only(data: Any) -> Mapping[str, Reidentification | NotMeasured] | Not
         )
         for attacker, reid in data.items()
     }
-
-
-# ---------------------------------------------------------------------------------------------
-# Which figures are evaluation only

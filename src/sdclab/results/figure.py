@@ -82,8 +82,3 @@ def lookup(mapping: Mapping[str, T], key: str, what: str) -> T:
 def show_share(value: Value) -> str:
     """A share for a line of text (\"n/a\" when not measured)."""
     return "n/a" if isinstance(value, NotMeasured) else f"{value:.1%}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Reconstruction
-# ---------------------------------------------------------------------------------------------
