@@ -451,7 +451,7 @@ def _declared_microdata_agreement(
             if lacking
             else f"the release's person records are by {bottom}, the reconstruction's by {level}"
         )
-    return Agreement.from_dict(agreement(persons, truth))
+    return agreement(persons, truth)
 
 
 def evaluate(
@@ -558,7 +558,7 @@ def _microdata_agreement(release: Release, truth: Population) -> Agreement | Not
     if persons is not None and isinstance(truth, CensusRecords):
         microdata = _declared_microdata_agreement(persons, truth)
     elif persons is not None and ev.has_person_attributes(persons):
-        microdata = Agreement.from_dict(ev.agreement(persons, truth))
+        microdata = ev.agreement(persons, truth)
     elif persons is not None:
         lacking = sorted(set(ev.PERSON_ATTRIBUTES) - set(persons.columns))
         microdata = NotMeasured(
@@ -570,7 +570,7 @@ def _microdata_agreement(release: Release, truth: Population) -> Agreement | Not
 
 def _reconstruction_agreement(
     release: Release, truth: Population, reconstruction: ReconstructionResult | None
-) -> tuple[Agreement | NotMeasured, Value, Mapping[str, Any] | NotMeasured]:
+) -> tuple[Agreement | NotMeasured, Value, Mapping[str, Value] | NotMeasured]:
     """The reconstruction's agreement with the truth, its block sex × agebin agreement and its
     ranked precision, or why each is not measured (no reconstruction; a declared census has the
     agreement only)."""
@@ -579,22 +579,17 @@ def _reconstruction_agreement(
 
     recon_agreement: Agreement | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
     block_sex: Value = NotMeasured(NO_RECONSTRUCTION)
-    curve: Mapping[str, Any] | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
+    curve: Mapping[str, Value] | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
     if reconstruction is not None and isinstance(truth, CensusRecords):
         from sdclab.attacks.census_linkage import agreement
 
         us_only = f"measured on the US census's attributes, not census {release.census.name}'s"
         curve = NotMeasured(us_only)
         block_sex = NotMeasured(us_only)
-        recon_agreement = Agreement.from_dict(agreement(reconstruction.persons, truth))
+        recon_agreement = agreement(reconstruction.persons, truth)
     elif reconstruction is not None:
-        ranked = ev.ranked_precision(reconstruction.persons, truth)
-        curve = (
-            NotMeasured(str(ranked.get("not_applicable", ranked.get("not_measured"))))
-            if "precision" not in ranked
-            else dict(ranked["precision"])
-        )
-        recon_agreement = Agreement.from_dict(ev.agreement(reconstruction.persons, truth))
+        curve = ev.ranked_precision(reconstruction.persons, truth)
+        recon_agreement = ev.agreement(reconstruction.persons, truth)
         block_sex = measured(
             ev.block_agebin_agreement(reconstruction.persons, truth),
             "the release's tables do not determine sex or age",
@@ -633,9 +628,9 @@ def _naive_agreement(
     if naive is not None and isinstance(truth, CensusRecords):
         from sdclab.attacks.census_linkage import agreement
 
-        return Agreement.from_dict(agreement(naive.persons, truth))
+        return agreement(naive.persons, truth)
     if naive is not None:
-        return Agreement.from_dict(ev.agreement(naive.persons, truth))
+        return ev.agreement(naive.persons, truth)
     if reconstruction is None:
         return NotMeasured(NO_RECONSTRUCTION)
     exact = protection.get(release.mechanism).exact_tables

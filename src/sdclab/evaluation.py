@@ -10,9 +10,11 @@ import scipy.sparse as sp
 
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.catalog import CATALOG
+from sdclab.figures import NotMeasured, Value, measured
 from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.release import Release
+from sdclab.results.agreement import NO_TRUE_PERSON, Agreement, AgreementRates
 from sdclab.tables.definition import Part, TableDef, part_query
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
@@ -27,7 +29,7 @@ def size_class_label(low: int, high: int | None) -> str:
     return f"{low}+" if high is None else f"{low}-{high}"
 
 
-def _size_class(persons: pl.Expr) -> pl.Expr:
+def size_class_of(persons: pl.Expr) -> pl.Expr:
     """The block-size class label of a block population."""
     expr = pl.lit(None, dtype=pl.String)
     for low, high in reversed(BLOCK_SIZE_CLASSES):
@@ -41,7 +43,7 @@ def block_size_counts(truth: Population) -> dict[str, dict[str, int]]:
     sizes = (
         truth.persons.group_by("block")
         .len("persons")
-        .with_columns(_size_class(pl.col("persons")).alias("size_class"))
+        .with_columns(size_class_of(pl.col("persons")).alias("size_class"))
         .group_by("size_class")
         .agg(pl.len().alias("blocks"), pl.col("persons").sum())
     )
@@ -80,27 +82,25 @@ def unknown_attributes(records: pl.DataFrame) -> list[str]:
     return [a for a in schema.PERSON.names if records[a].null_count() == records.height]
 
 
-def not_applicable(records: pl.DataFrame, what: str) -> dict[str, Any] | None:
-    """Figures saying why ``what`` cannot be measured on records with unknown attributes."""
+def not_applicable(records: pl.DataFrame, what: str) -> NotMeasured | None:
+    """Why ``what`` cannot be measured on records with unknown attributes (None: it can)."""
     unknown = unknown_attributes(records)
     if not unknown:
         return None
-    return {
-        "not_applicable": f"{what} needs sex, age, race and Hispanic origin; the release's tables "
-        f"do not determine {', '.join(unknown)}",
-        "unknown_attributes": unknown,
-        "reconstructed_persons": records.height,
-    }
+    return NotMeasured(
+        f"{what} needs sex, age, race and Hispanic origin; the release's tables do not "
+        f"determine {', '.join(unknown)}"
+    )
 
 
-def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
+def agreement(reconstructed: pl.DataFrame, truth: Population) -> Agreement | NotMeasured:
     """One-to-one agreement of reconstructed with true records, by block-size class.
 
     Records are matched without replacement within each block: first on exact age (with sex,
     race and Hispanic origin), then the leftovers on the 38 agebins. The number of matches of a
     key is min(reconstructed, true) — what any one-to-one matching achieves at best.
     Records are never matched on an attribute they lack (null); when the release determines an
-    attribute for no record at all, the figures say why agreement is not applicable.
+    attribute for no record at all, agreement is not measured and says why.
     """
     unknown = not_applicable(reconstructed, "agreement with the truth")
     if unknown is not None:
@@ -127,9 +127,9 @@ def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
         )
         .join(binned, on="block", how="left")
         .fill_null(0)
-        .with_columns(size_class=_size_class(pl.col("persons")))
+        .with_columns(size_class=size_class_of(pl.col("persons")))
     )
-    return _agreement_figures(per_block, recon.height)
+    return agreement_by_size(per_block, recon.height)
 
 
 RANK_SHARES = (0.01, 0.05, 0.10, 0.25, 0.50, 1.00)
@@ -138,19 +138,20 @@ RANK_SHARES = (0.01, 0.05, 0.10, 0.25, 0.50, 1.00)
 
 def ranked_precision(
     reconstructed: pl.DataFrame, truth: Population, seed: int = 0
-) -> dict[str, Any]:
+) -> dict[str, Value] | NotMeasured:
     """Precision among the top k% of reconstructed records ranked by confidence (the share of
     further draws that hold them; ties in a seeded random order), for k in :data:`RANK_SHARES`.
 
     A record is right when it is matched one-to-one to a true person of its block, sex, agebin,
     race and Hispanic origin; within one such key the most confident records are matched first,
-    so the curve is what an attacker who trusts the recurring records would get.
+    so the curve is what an attacker who trusts the recurring records would get. Not measured,
+    with the reason, for records without the attributes or without confidence.
     """
     unknown = not_applicable(reconstructed, "ranked precision")
     if unknown is not None:
         return unknown
     if "confidence" not in reconstructed.columns:
-        return {"not_measured": "the reconstruction drew no further solutions to rank by"}
+        return NotMeasured("the reconstruction drew no further solutions to rank by")
     cols = list(PERSON_ATTRIBUTES)
     true = with_agebin(truth.persons.select(cols)).group_by([*KEY, "agebin"]).len("true")
     recon = with_agebin(
@@ -166,11 +167,13 @@ def ranked_precision(
     )
     right = ranked["right"].to_numpy()
     n = len(right)
-    curve = {
-        f"top_{share:.0%}": float(right[: max(1, int(np.ceil(share * n)))].mean()) if n else None
+    return {
+        f"top_{share:.0%}": measured(
+            float(right[: max(1, int(np.ceil(share * n)))].mean()) if n else None,
+            "no record ranked",
+        )
         for share in RANK_SHARES
     }
-    return {"records": n, "precision": curve}
 
 
 def _matched(recon: pl.DataFrame, true: pl.DataFrame, key: list[str]) -> pl.DataFrame:
@@ -191,29 +194,29 @@ def _leftovers(records: pl.DataFrame, exact: pl.DataFrame, name: str) -> pl.Data
     )
 
 
-def _agreement_figures(per_block: pl.DataFrame, reconstructed: int) -> dict[str, Any]:
-    def rates(frame: pl.DataFrame) -> dict[str, float | int]:
+def agreement_by_size(per_unit: pl.DataFrame, records: int) -> Agreement:
+    """The agreement of ``records`` records from the matches of each geounit (``persons``,
+    ``exact_matches``, ``agebin_matches``, ``size_class``): over all geounits and by class of
+    their true size (:data:`BLOCK_SIZE_CLASSES`)."""
+
+    def rates(frame: pl.DataFrame) -> AgreementRates:
         persons = int(frame["persons"].sum())
         exact = int(frame["exact_matches"].sum())
         binned = exact + int(frame["agebin_matches"].sum())
-        return {
-            "blocks": frame.height,
-            "persons": persons,
-            "agree_exact_age": exact / persons if persons else float("nan"),
-            "agree_agebin": binned / persons if persons else float("nan"),
-        }
+        return AgreementRates(
+            blocks=frame.height,
+            persons=persons,
+            agree_exact_age=exact / persons if persons else NotMeasured(NO_TRUE_PERSON),
+            agree_agebin=binned / persons if persons else NotMeasured(NO_TRUE_PERSON),
+        )
 
     by_class = {
         size_class_label(low, high): rates(
-            per_block.filter(pl.col("size_class") == size_class_label(low, high))
+            per_unit.filter(pl.col("size_class") == size_class_label(low, high))
         )
         for low, high in BLOCK_SIZE_CLASSES
     }
-    return {
-        "all": rates(per_block),
-        "reconstructed_persons": reconstructed,
-        "by_block_size": by_class,
-    }
+    return Agreement(all=rates(per_unit), by_block_size=by_class, records=records)
 
 
 def block_agebin_agreement(reconstructed: pl.DataFrame, truth: Population) -> float | None:

@@ -17,6 +17,9 @@ NAIVE_IS_AWARE = (
 )
 
 
+NO_TRUE_PERSON = "no true person in this group"
+
+
 @dataclass(frozen=True)
 class AgreementRates:
     """Share of true persons matched one-to-one by released or reconstructed records."""
@@ -28,12 +31,11 @@ class AgreementRates:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AgreementRates:
-        reason = "no true person in this group"
         return cls(
             blocks=int(data["blocks"]),
             persons=int(data["persons"]),
-            agree_exact_age=from_json(data["agree_exact_age"], reason),
-            agree_agebin=from_json(data["agree_agebin"], reason),
+            agree_exact_age=from_json(data["agree_exact_age"], NO_TRUE_PERSON),
+            agree_agebin=from_json(data["agree_agebin"], NO_TRUE_PERSON),
         )
 
     def to_dict(self) -> dict[str, Any]:
