@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from sdclab.errors import InputError
 from sdclab.figures import NotMeasured, Value, measured
 from sdclab.randomness import check_seed
-from sdclab.results.accuracy import level_accuracies, table_accuracies
 from sdclab.results.agreement import Agreement
 from sdclab.results.evaluation import (
     NO_MICRODATA,
@@ -511,8 +510,7 @@ def evaluation(
     from sdclab import protection
     from sdclab.results.accuracy import indicators_from, totals_from
 
-    figures = ev.accuracy(release, truth)
-    accuracy, additivity = table_accuracies(figures)
+    accuracy = ev.accuracy(release, truth)
     mechanism = protection.get(release.mechanism)
     microdata = _microdata_agreement(release, truth)
     recon_agreement, block_sex, curve = _reconstruction_agreement(release, truth, reconstruction)
@@ -520,8 +518,8 @@ def evaluation(
         mechanism=release.mechanism,
         card=release.card,
         accuracy=accuracy,
-        additivity=additivity,
-        by_level=level_accuracies(ev.summarise_accuracy(figures)),
+        additivity=ev.additivity(release),
+        by_level=ev.summarise_accuracy(accuracy),
         microdata_agreement=microdata,
         reconstruction=(
             NotMeasured(NO_RECONSTRUCTION)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,17 @@ from sdclab.figures import NotMeasured, Value, measured
 from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.release import Release
+from sdclab.results.accuracy import (
+    NO_CELLS,
+    NO_CELLS_OF_SIZE,
+    NO_CHILDREN,
+    NO_DISTRIBUTION,
+    NO_POSITIVE_CELLS,
+    NO_SHOWN_CELLS,
+    LevelAccuracy,
+    TableAccuracy,
+    no_nonempty_figure,
+)
 from sdclab.results.agreement import NO_TRUE_PERSON, Agreement, AgreementRates
 from sdclab.tables.definition import Part, TableDef, part_query
 from sdclab.tables.published import PublishedTable
@@ -242,8 +254,9 @@ CELL_SIZE_CLASSES = ((0, 0), (1, 9), (10, 99), (100, None))
 """Classes of a cell's true count for its errors (a cell of true count 0 is its own class)."""
 
 
-def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Any]]]:
-    """Error of every published table at every level against the exact tabulation of the truth.
+def accuracy(release: Release, truth: Population) -> dict[str, dict[str, TableAccuracy]]:
+    """Error of every published table at every level against the exact tabulation of the truth
+    (:func:`table_accuracy`), by table and level.
 
     Over every cell of all geounits of the level, zeros included, a withheld (suppressed) cell's
     error being its true count: mean absolute error, root mean squared error, bias (mean signed
@@ -254,41 +267,59 @@ def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[st
     count is positive: share with |relative error| above 10/50/100%; cells whose true count is 0
     but published otherwise; the mean total variation and Hellinger distance between each
     geounit's true and published distribution over the table's cells (a withheld cell read as
-    0); and the share of parent cells whose children do not add up to them.
+    0). Whether parent cells add up is :func:`additivity`.
     """
-    census = release.census
-    exact = tabulate(truth, [n for n in release.tables if n in census.tables])
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    exact = tabulate(truth, evaluated_tables(release))
+    out: dict[str, dict[str, TableAccuracy]] = {}
     for name, counts in exact.items():
         published = release.table(name)
-        table = census.table(name)
         out[name] = {}
-        for level in table.levels:
+        for level in release.census.table(name).levels:
             true = counts.counts[level][1]
             if true.shape != published.matrix(level).shape:
                 raise ValueError(
                     f"{name} at {level}: the population has {true.shape[0]} geounits, the "
                     f"release {published.matrix(level).shape[0]}: not the release's population"
                 )
-            out[name][level] = _level_errors(
-                published.matrix(level), published.suppressed(level), true
+            out[name][level] = table_accuracy(
+                name, level, published.matrix(level), published.suppressed(level), true
             )
-        out[name]["additivity"] = _additivity(published, release.geography)
     return out
 
 
-def _level_errors(
-    published: sp.csr_matrix, suppressed: sp.csr_matrix, true: sp.csr_matrix
-) -> dict[str, Any]:
-    """Errors over every cell, a withheld (suppressed) cell counted as what a user has of it —
-    nothing, so its error is its true count — and kept in every denominator: withholding a true
-    0 costs nothing, withholding a count costs that count. The mean absolute errors over the
-    shown cells alone are beside them (``*_shown``), with the share withheld.
+def evaluated_tables(release: Release) -> list[str]:
+    """The release's tables that its census defines: those whose accuracy is measured."""
+    return [n for n in release.tables if n in release.census.tables]
+
+
+def additivity(release: Release) -> dict[str, dict[str, Value]]:
+    """By table (:func:`evaluated_tables`) and parent level, the share of parent cells whose
+    children do not add up to them (:func:`_additivity`), or why none was compared."""
+    return {
+        name: {
+            parent: measured(share, NO_CHILDREN)
+            for parent, share in _additivity(release.table(name), release.geography).items()
+        }
+        for name in evaluated_tables(release)
+    }
+
+
+def table_accuracy(
+    table: str,
+    level: str,
+    published: sp.csr_matrix,
+    suppressed: sp.csr_matrix,
+    true: sp.csr_matrix,
+) -> TableAccuracy:
+    """Errors of ``table`` at ``level`` over every cell, a withheld (suppressed) cell counted as
+    what a user has of it — nothing, so its error is its true count — and kept in every
+    denominator: withholding a true 0 costs nothing, withholding a count costs that count. The
+    mean absolute errors over the shown cells alone are beside them (``*_shown``), with the
+    share withheld.
 
     ``published`` holds 0 at the ``suppressed`` cells; ``true`` is the exact tabulation."""
     n_cells = published.shape[0] * published.shape[1]
-    n_suppressed = suppressed.nnz
-    n_shown = n_cells - n_suppressed
+    n_shown = n_cells - suppressed.nnz
     released = published.astype(np.float64)
     released = released - released.multiply(suppressed)  # nothing is read from a withheld cell
     truth = sp.csr_matrix(true, dtype=np.float64)
@@ -306,48 +337,80 @@ def _level_errors(
     abs_error = np.abs(error.data)
     # cells published non-zero whose true count is 0
     false_positive = (released != 0).nnz - (released != 0).multiply(truth != 0).nnz
-    by_size = {}
-    for low, high in CELL_SIZE_CLASSES:
-        label = "0" if high == 0 else size_class_label(low, high)
-        if low == 0:  # the cells of true count 0 hold the error not on a positive cell
-            n_zero = n_cells - n_positive
-            zero_error = abs_error.sum() - np.abs(nonempty_error).sum()
-            by_size[label] = float(zero_error / n_zero) if n_zero else None
-            continue
-        inside = truth_values[positive] >= low
-        if high is not None:
-            inside &= truth_values[positive] <= high
-        by_size[label] = float(np.abs(nonempty_error[inside]).mean()) if inside.any() else None
     shown_abs = abs_error.sum() - withheld_error.sum()
     shown_nonempty_abs = np.abs(nonempty_error).sum() - withheld_error.sum()
-    return {
-        "cells": n_cells,
-        "shown_cells": n_shown,
-        "nonempty_cells": n_positive,
-        "nonempty_shown_cells": n_positive_shown,
-        "mae": float(abs_error.sum() / n_cells) if n_cells else None,
-        "rmse": float(np.sqrt((error.data**2).sum() / n_cells)) if n_cells else None,
-        "bias": float(error.data.sum() / n_cells) if n_cells else None,
-        "mae_nonempty": float(np.abs(nonempty_error).mean()) if n_positive else None,
-        "rmse_nonempty": float(np.sqrt((nonempty_error**2).mean())) if n_positive else None,
-        "bias_nonempty": float(nonempty_error.mean()) if n_positive else None,
-        "mae_shown": float(shown_abs / n_shown) if n_shown else None,
-        "mae_nonempty_shown": float(shown_nonempty_abs / n_positive_shown)
-        if n_positive_shown
-        else None,
-        **{f"mae_true_count_{k}": v for k, v in by_size.items()},
-        "max_abs_error": float(abs_error.max(initial=0.0)) if n_cells else None,
-        "negative_share": float((released.data < 0).sum() / n_shown) if n_shown else None,
-        "suppressed_share": n_suppressed / n_cells if n_cells else 0.0,
-        **{
-            f"share_rel_error_above_{int(t * 100)}pct": float((relative > t).sum() / n_positive)
-            if n_positive
-            else None
+
+    distances = _distances(released, truth)
+    return TableAccuracy(
+        table=table,
+        level=level,
+        cells=n_cells,
+        shown_cells=n_shown,
+        nonempty_cells=n_positive,
+        nonempty_shown_cells=n_positive_shown,
+        mae=_over(n_cells, NO_CELLS, lambda: abs_error.sum() / n_cells),
+        rmse=_over(n_cells, NO_CELLS, lambda: np.sqrt((error.data**2).sum() / n_cells)),
+        bias=_over(n_cells, NO_CELLS, lambda: error.data.sum() / n_cells),
+        mae_nonempty=_over(n_positive, NO_POSITIVE_CELLS, lambda: np.abs(nonempty_error).mean()),
+        rmse_nonempty=_over(
+            n_positive, NO_POSITIVE_CELLS, lambda: np.sqrt((nonempty_error**2).mean())
+        ),
+        bias_nonempty=_over(n_positive, NO_POSITIVE_CELLS, lambda: nonempty_error.mean()),
+        mae_shown=_over(n_shown, NO_SHOWN_CELLS, lambda: shown_abs / n_shown),
+        mae_nonempty_shown=_over(
+            n_positive_shown,
+            no_nonempty_figure(n_shown),
+            lambda: shown_nonempty_abs / n_positive_shown,
+        ),
+        mae_by_true_count=_error_by_true_count(
+            n_cells - n_positive, abs_error, nonempty_error, truth_values[positive]
+        ),
+        max_abs_error=_over(n_cells, NO_CELLS, lambda: abs_error.max(initial=0.0)),
+        negative_share=_over(n_shown, NO_SHOWN_CELLS, lambda: (released.data < 0).sum() / n_shown),
+        suppressed_share=suppressed.nnz / n_cells if n_cells else 0.0,
+        share_rel_error_above={
+            f"{int(t * 100)}pct": measured(
+                float((relative > t).sum() / n_positive) if n_positive else None,
+                NO_POSITIVE_CELLS,
+            )
             for t in RELATIVE_ERROR_THRESHOLDS
         },
-        "false_positive_cells": int(false_positive),
-        **_distances(released, truth),
-    }
+        false_positive_cells=int(false_positive),
+        distance_geounits=int(distances["distance_geounits"]),
+        tv_mean=measured(distances["tv_mean"], NO_DISTRIBUTION),
+        hellinger_mean=measured(distances["hellinger_mean"], NO_DISTRIBUTION),
+    )
+
+
+def _over(n: int, reason: str, figure: Callable[[], Any]) -> Value:
+    """``figure()``, a figure over ``n`` cells, or not measured for ``reason`` when there are
+    none (``figure`` is not called then: it would divide by 0)."""
+    return measured(float(figure()) if n else None, reason)
+
+
+def _error_by_true_count(
+    n_zero: int,
+    abs_error: np.ndarray,
+    nonempty_error: np.ndarray,
+    positive_truth: np.ndarray,
+) -> dict[str, Value]:
+    """The mean absolute error over the cells of each class of true count
+    (:data:`CELL_SIZE_CLASSES`): ``abs_error`` of every cell with an error, ``nonempty_error``
+    and ``positive_truth`` of the cells whose true count is positive, ``n_zero`` cells whose true
+    count is 0 (they hold the error not on a positive cell)."""
+    out: dict[str, Value] = {}
+    for low, high in CELL_SIZE_CLASSES:
+        label = "0" if high == 0 else size_class_label(low, high)
+        if low == 0:
+            zero_error = abs_error.sum() - np.abs(nonempty_error).sum()
+            out[label] = measured(float(zero_error / n_zero) if n_zero else None, NO_CELLS_OF_SIZE)
+            continue
+        inside = positive_truth >= low
+        if high is not None:
+            inside &= positive_truth <= high
+        mae = float(np.abs(nonempty_error[inside]).mean()) if inside.any() else None
+        out[label] = measured(mae, NO_CELLS_OF_SIZE)
+    return out
 
 
 def _distances(released: sp.csr_matrix, truth: sp.csr_matrix) -> dict[str, Any]:
@@ -534,14 +597,13 @@ def _cell_weights(table: TableDef, universe: dict[str, np.ndarray]) -> np.ndarra
 
 
 def summarise_accuracy(
-    figures: dict[str, dict[str, dict[str, Any]]],
-) -> dict[str, dict[str, float]]:
-    """Mean absolute error per level, averaged over the tables published at that level."""
+    accuracy: Mapping[str, Mapping[str, TableAccuracy]],
+) -> dict[str, LevelAccuracy]:
+    """Mean absolute error per level, averaged over the tables published at that level (those
+    with a cell there)."""
     by_level: dict[str, list[float]] = {}
-    for table in figures.values():
-        for level, values in table.items():
-            if level != "additivity" and values["mae"] is not None:
-                by_level.setdefault(level, []).append(values["mae"])
-    return {
-        level: {"mean_mae": float(np.mean(v)), "tables": len(v)} for level, v in by_level.items()
-    }
+    for levels in accuracy.values():
+        for level, table in levels.items():
+            if not isinstance(table.mae, NotMeasured):
+                by_level.setdefault(level, []).append(table.mae)
+    return {level: LevelAccuracy(level, float(np.mean(v)), len(v)) for level, v in by_level.items()}

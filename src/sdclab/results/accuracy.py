@@ -19,7 +19,7 @@ NO_POSITIVE_SHOWN_CELLS = "no shown cell has a positive true count"
 NO_CELLS_OF_SIZE = "no cell has a true count of this size"
 
 
-def _no_nonempty_figure(shown_cells: int) -> str:
+def no_nonempty_figure(shown_cells: int) -> str:
     """Why a figure over the non-empty shown cells is missing: none shown, or none non-empty."""
     return NO_POSITIVE_SHOWN_CELLS if shown_cells else NO_SHOWN_CELLS
 
@@ -80,7 +80,7 @@ class TableAccuracy:
     def from_dict(cls, table: str, level: str, data: Mapping[str, Any]) -> TableAccuracy:
         prefix = "share_rel_error_above_"
         by_count = "mae_true_count_"
-        nonempty = _no_nonempty_figure(int(data["shown_cells"]))
+        nonempty = no_nonempty_figure(int(data["shown_cells"]))
         return cls(
             table=table,
             level=level,
@@ -162,8 +162,9 @@ measured, with the reason, where a release does not publish the table there)."""
 def table_accuracies(
     figures: Mapping[str, Mapping[str, Any]],
 ) -> tuple[dict[str, dict[str, TableAccuracy]], dict[str, dict[str, Value]]]:
-    """Accuracy by table and level, and additivity by table and parent level, from their JSON
-    form (``accuracy`` of ``metrics.json``, or what :func:`sdclab.evaluation.accuracy` returns)."""
+    """Accuracy by table and level, and additivity by table and parent level, read back from
+    their JSON form (``accuracy`` of ``metrics.json``; a run has them from
+    :func:`sdclab.evaluation.accuracy` and :func:`sdclab.evaluation.additivity`)."""
     accuracy = {
         name: {
             level: TableAccuracy.from_dict(name, level, values)
@@ -180,6 +181,7 @@ def table_accuracies(
 
 
 def level_accuracies(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, LevelAccuracy]:
+    """Each level's mean accuracy read back from ``accuracy_by_level`` of ``metrics.json``."""
     return {
         level: LevelAccuracy(level, float(v["mean_mae"]), int(v["tables"]))
         for level, v in figures.items()
