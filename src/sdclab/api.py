@@ -508,7 +508,6 @@ def evaluation(
     reidentification of the reconstruction from the block tables alone, or why there is none)."""
     from sdclab import evaluation as ev
     from sdclab import protection
-    from sdclab.results.accuracy import indicators_from, totals_from
 
     accuracy = ev.accuracy(release, truth)
     mechanism = protection.get(release.mechanism)
@@ -532,8 +531,8 @@ def evaluation(
         diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else {},
         risk=risk,
         rank_curve=curve,
-        totals=totals_from(ev.geounit_totals(release, truth)),
-        indicators=indicators_from(ev.tract_indicators(release, truth)),
+        totals=ev.geounit_totals(release, truth),
+        indicators=ev.tract_indicators(release, truth),
         naive_agreement=_naive_agreement(release, truth, reconstruction, naive),
         block_only_reidentification=(
             NotMeasured(NOT_GIVEN_BLOCK_ONLY)

@@ -20,8 +20,12 @@ from sdclab.results.accuracy import (
     NO_CELLS_OF_SIZE,
     NO_CHILDREN,
     NO_DISTRIBUTION,
+    NO_GEOUNITS,
+    NO_INDICATOR,
     NO_POSITIVE_CELLS,
+    NO_POSITIVE_TOTAL,
     NO_SHOWN_CELLS,
+    RELATIVE_TOTAL_METRICS,
     LevelAccuracy,
     TableAccuracy,
     no_nonempty_figure,
@@ -482,7 +486,7 @@ TOTAL_SIZE_CLASSES = ((0, 0), *BLOCK_SIZE_CLASSES)
 """Classes of a geounit's true total for the detailed summary metrics."""
 
 
-def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Any]]]:
+def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Value]]]:
     """The Census Bureau's detailed summary metrics of geounit totals (P1), per level, over every
     geounit whose total is shown and by class of its true total: geounits, MAE, RMSE, bias (mean
     signed error), and over geounits with a positive true total MAPE and MALPE (mean absolute and
@@ -493,7 +497,7 @@ def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, d
         return {}
     exact = tabulate(truth, [name])[name]
     published = release.table(name)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, dict[str, Value]]] = {}
     for level in published.levels:
         shown = published.suppressed(level).toarray()[:, 0] == 0
         true = exact.counts[level][1].toarray()[:, 0].astype(np.float64)[shown]
@@ -513,12 +517,14 @@ def total_table(release: Release) -> str | None:
     return total.name if total is not None and total.name in release.tables else None
 
 
-def _total_errors(true: np.ndarray, error: np.ndarray) -> dict[str, Any]:
+def _total_errors(true: np.ndarray, error: np.ndarray) -> dict[str, Value]:
+    """The errors of the geounits' totals (``true``, ``error``: one per geounit), each not
+    measured where there is no geounit (or, for a relative one, none with a positive total)."""
     n = len(true)
     positive = true > 0
     relative = error[positive] / true[positive]
     some = bool(positive.any())
-    return {
+    figures = {
         "geounits": n,
         "mae": float(np.abs(error).mean()) if n else None,
         "rmse": float(np.sqrt((error**2).mean())) if n else None,
@@ -527,6 +533,10 @@ def _total_errors(true: np.ndarray, error: np.ndarray) -> dict[str, Any]:
         "malpe": float(100 * relative.mean()) if some else None,
         "share_off_5pct": float((np.abs(relative) > 0.05).mean()) if some else None,
         "share_off_10pct": float((np.abs(relative) > 0.10).mean()) if some else None,
+    }
+    return {
+        k: measured(v, NO_POSITIVE_TOTAL if k in RELATIVE_TOTAL_METRICS else NO_GEOUNITS)
+        for k, v in figures.items()
     }
 
 
@@ -549,7 +559,7 @@ TRACT_INDICATORS: dict[str, tuple[str, dict[str, np.ndarray], dict[str, np.ndarr
 masks (an empty mask: every person), as a user computes them from the published P12."""
 
 
-def tract_indicators(release: Release, truth: Population) -> dict[str, dict[str, Any]]:
+def tract_indicators(release: Release, truth: Population) -> dict[str, dict[str, Value]]:
     """Error of the key indicators per tract computed from the published P12 (sex by age)
     against the truth: over the tracts whose true denominator is positive, the mean absolute
     error and the bias; a tract whose published denominator is not positive, or that has a
@@ -578,8 +588,8 @@ def tract_indicators(release: Release, truth: Population) -> dict[str, dict[str,
         out[name] = {
             "tracts": int(counted.sum()),
             "undefined_tracts": int((counted & ~defined).sum()),
-            "mae": float(np.abs(error).mean()) if some else None,
-            "bias": float(error.mean()) if some else None,
+            "mae": measured(float(np.abs(error).mean()) if some else None, NO_INDICATOR),
+            "bias": measured(float(error.mean()) if some else None, NO_INDICATOR),
         }
     return out
 

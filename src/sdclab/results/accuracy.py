@@ -195,7 +195,8 @@ RELATIVE_TOTAL_METRICS = ("mape", "malpe", "share_off_5pct", "share_off_10pct")
 
 
 def totals_from(data: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Value]]]:
-    """The geounit-total metrics read back (None: no geounit of the class, or none positive)."""
+    """The geounit-total metrics read back from JSON (None: no geounit of the class, or none
+    positive)."""
     return {
         level: {
             size: {
@@ -215,7 +216,7 @@ NO_INDICATOR = (
 
 
 def indicators_from(data: Mapping[str, Any]) -> dict[str, dict[str, Value]]:
-    """The tract indicators read back (None: no tract with a published indicator)."""
+    """The tract indicators read back from JSON (None: no tract with a published indicator)."""
     return {
         name: {k: from_json(v, NO_INDICATOR) for k, v in metrics.items()}
         for name, metrics in data.items()
