@@ -13,8 +13,8 @@ The modules: :mod:`~sdclab.results.figure` (Figure, reading figures back, the sc
 :mod:`~sdclab.results.evaluation` (one release's Evaluation), :mod:`~sdclab.results.truth`
 (which figures are evaluation only), :mod:`~sdclab.results.experiment` (an experiment's
 results) and :mod:`~sdclab.results.decision` (the accuracy–risk frontier and the choose table,
-which read the result types; none of those imports it). This package re-exports their public
-names.
+which read the result types; none of those imports it at module level). This package
+re-exports their public names.
 """
 
 from sdclab.figures import (

@@ -1,7 +1,7 @@
 """The decision statistics of an experiment: the accuracy–risk frontier (its axes and one point
 per setting, from the replicate means) and the choose table (for each accuracy target, the
-protecting setting of least risk). They read :class:`ExperimentResult`; the result types never
-import them."""
+protecting setting of least risk). They read :class:`ExperimentResult`; no result type imports
+them at module level (:meth:`ExperimentResult.frontier` imports :func:`frontier` when called)."""
 
 from __future__ import annotations
 
