@@ -23,6 +23,7 @@ from typing import Any
 from sdclab import api
 from sdclab.attacks.reconstruction import reconstruct
 from sdclab.evaluation import agreement, ranked_precision
+from sdclab.figures import as_json
 from sdclab.population import Population
 from sdclab.release import Release
 
@@ -56,14 +57,14 @@ def attack(
     metrics = recon.metrics()
     figures: dict[str, Any] = {
         "seconds": round(seconds, 1),
-        "agreement_agebin": round(agreement(recon.persons, population)["all"]["agree_agebin"], 4),
+        "agreement_agebin": round(agreement(recon.persons, population).all.agree_agebin, 4),
         "statuses": metrics["statuses"],
         "time_limited_tracts": metrics["time_limited_tracts"],
         "variables": metrics["variables"],
         "constraints": metrics["constraints"],
     }
     if draws:
-        figures["precision"] = ranked_precision(recon.persons, population)["precision"]
+        figures["precision"] = as_json(ranked_precision(recon.persons, population))
     return figures
 
 

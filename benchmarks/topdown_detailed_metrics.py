@@ -16,6 +16,7 @@ import time
 
 from sdclab import api
 from sdclab.evaluation import geounit_totals
+from sdclab.figures import NotMeasured
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 BUREAU_MAE = {"county": 1.86, "tract": 1.94, "urban_block": 4.23, "rural_block": 1.61}
@@ -39,7 +40,7 @@ def main() -> None:
         figures[f"{level}_mae"] = round(totals[level]["all"]["mae"], 3)
         figures[f"{level}_rmse"] = round(totals[level]["all"]["rmse"], 3)
     figures["block_mae_by_size"] = {
-        size: (None if m["mae"] is None else round(m["mae"], 3), m["geounits"])
+        size: (None if isinstance(m["mae"], NotMeasured) else round(m["mae"], 3), m["geounits"])
         for size, m in totals["block"].items()
         if size != "all"
     }

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from sdclab import api
-from sdclab.evaluation import _level_errors
+from sdclab.evaluation import table_accuracy
 from sdclab.population.synth import synthesize
 
 
@@ -15,26 +15,26 @@ def test_errors_by_hand() -> None:
     truth = sp.csr_matrix(np.array([[0, 2, 15], [0, 0, 120]]))
     published = sp.csr_matrix(np.array([[1, 3, 15], [0, 2, 100]]))
     nothing = sp.csr_matrix((2, 3), dtype=np.int8)
-    e = _level_errors(published, nothing, truth)
-    assert e["mae"] == pytest.approx(24 / 6) and e["bias"] == pytest.approx(-16 / 6)
-    assert e["nonempty_cells"] == 3
-    assert e["mae_nonempty"] == pytest.approx(21 / 3)
-    assert e["bias_nonempty"] == pytest.approx(-19 / 3)
-    assert e["rmse_nonempty"] == pytest.approx(np.sqrt(401 / 3))
-    assert [e[f"mae_true_count_{k}"] for k in ("0", "1-9", "10-99", "100+")] == [1, 1, 0, 20]
+    e = table_accuracy("T", "block", published, nothing, truth)
+    assert e.mae == pytest.approx(24 / 6) and e.bias == pytest.approx(-16 / 6)
+    assert e.nonempty_cells == 3
+    assert e.mae_nonempty == pytest.approx(21 / 3)
+    assert e.bias_nonempty == pytest.approx(-19 / 3)
+    assert e.rmse_nonempty == pytest.approx(np.sqrt(401 / 3))
+    assert list(e.mae_by_true_count.items()) == [("0", 1), ("1-9", 1), ("10-99", 0), ("100+", 20)]
 
 
 def test_a_withheld_cell_counts_at_its_true_count() -> None:
     truth = sp.csr_matrix(np.array([[0, 2, 15, 0]]))
     published = sp.csr_matrix(np.array([[1, 7, 15, 0]]))  # 7: whatever a withheld cell holds
     suppressed = sp.csr_matrix(np.array([[0, 1, 0, 1]], dtype=np.int8))  # a withheld 2 and 0
-    e = _level_errors(published, suppressed, truth)
-    assert e["nonempty_cells"] == 2 and e["nonempty_shown_cells"] == 1
-    assert e["mae_true_count_1-9"] == 2  # the withheld 2 costs 2
-    assert e["mae_true_count_0"] == pytest.approx(1 / 2)  # the withheld 0 costs nothing
-    assert e["mae"] == pytest.approx(3 / 4) and e["mae_shown"] == pytest.approx(1 / 2)
-    assert e["mae_nonempty"] == pytest.approx(1) and e["mae_nonempty_shown"] == 0
-    assert e["share_rel_error_above_50pct"] == pytest.approx(1 / 2)
+    e = table_accuracy("T", "block", published, suppressed, truth)
+    assert e.nonempty_cells == 2 and e.nonempty_shown_cells == 1
+    assert e.mae_by_true_count["1-9"] == 2  # the withheld 2 costs 2
+    assert e.mae_by_true_count["0"] == pytest.approx(1 / 2)  # the withheld 0 costs nothing
+    assert e.mae == pytest.approx(3 / 4) and e.mae_shown == pytest.approx(1 / 2)
+    assert e.mae_nonempty == pytest.approx(1) and e.mae_nonempty_shown == 0
+    assert e.share_rel_error_above["50pct"] == pytest.approx(1 / 2)
 
 
 def test_the_cell_key_method_is_not_flattered_by_its_zeros() -> None:

@@ -119,14 +119,14 @@ def test_a_release_without_the_compared_tables_says_which_it_lacks(population) -
 def test_a_table_withheld_whole_costs_its_counts_and_has_no_shown_figure() -> None:
     import scipy.sparse as sp
 
-    from sdclab.evaluation import _level_errors
-    from sdclab.results import NO_POSITIVE_SHOWN_CELLS, NO_SHOWN_CELLS, TableAccuracy
+    from sdclab.evaluation import table_accuracy
+    from sdclab.results.accuracy import NO_POSITIVE_SHOWN_CELLS, NO_SHOWN_CELLS
 
     truth = sp.csr_matrix(np.array([[0, 2, 15]]))
     published = sp.csr_matrix(np.array([[0, 0, 0]]))
     for hidden, reason in (([1, 1, 1], NO_SHOWN_CELLS), ([0, 1, 1], NO_POSITIVE_SHOWN_CELLS)):
         suppressed = sp.csr_matrix(np.array([hidden], dtype=np.int8))
-        table = TableAccuracy.from_dict("P1", "block", _level_errors(published, suppressed, truth))
+        table = table_accuracy("P1", "block", published, suppressed, truth)
         assert table.mae_nonempty == pytest.approx(17 / 2) and table.mae == pytest.approx(17 / 3)
         assert isinstance(table.mae_nonempty_shown, NotMeasured)
         assert table.mae_nonempty_shown.reason == reason

@@ -19,7 +19,8 @@ from sdclab.errors import InputError
 from sdclab.experiment import NO_BLOCK_ONLY
 from sdclab.population.io import write_population
 from sdclab.release import write_release
-from sdclab.results import BLOCK_ONLY_FIELD, NotMeasured, Reidentification
+from sdclab.results import NotMeasured, Reidentification
+from sdclab.results.evaluation import BLOCK_ONLY_FIELD
 
 B = 10010001001001  # a block geocode as int
 

@@ -13,21 +13,21 @@ import sdclab
 from sdclab import protection
 from sdclab.cli import app
 from sdclab.diagnostics import SuppressionByLevel
-from sdclab.evaluation import accuracy, summarise_accuracy
+from sdclab.evaluation import accuracy, additivity, summarise_accuracy
 from sdclab.release import exact_release
-from sdclab.results import SCHEMA_VERSION, evaluation_only
+from sdclab.results import SCHEMA_VERSION, NotMeasured, evaluation_only
 
 
 def test_exact_release_has_no_error(small_population):
-    figures = accuracy(exact_release(small_population), small_population)
+    release = exact_release(small_population)
+    figures = accuracy(release, small_population)
     for table in figures.values():
-        for level, values in table.items():
-            if level == "additivity":
-                assert set(values.values()) == {0.0}
-            else:
-                assert values["mae"] == values["rmse"] == values["max_abs_error"] == 0
-                assert values["false_positive_cells"] == 0
-    assert {v["mean_mae"] for v in summarise_accuracy(figures).values()} == {0.0}
+        for values in table.values():
+            assert values.mae == values.rmse == values.max_abs_error == 0
+            assert values.false_positive_cells == 0
+    for shares in additivity(release).values():
+        assert set(shares.values()) == {0.0}
+    assert {v.mean_mae for v in summarise_accuracy(figures).values()} == {0.0}
 
 
 def test_known_perturbations_are_measured(tiny_population):
@@ -42,18 +42,18 @@ def test_known_perturbations_are_measured(tiny_population):
     counts["block"][row, 45] = 2
     nation = sp.csr_matrix(([True], ([0], [cell])), shape=(1, 46))
     changed = p12.with_counts(counts, {"nation": nation})
-    figures = accuracy(
-        replace(release, tables={**release.tables, "P12": changed}), tiny_population
-    )["P12"]
+    perturbed = replace(release, tables={**release.tables, "P12": changed})
+    figures = accuracy(perturbed, tiny_population)["P12"]
+    adds = additivity(perturbed)["P12"]
     n_cells = 4 * 46  # four blocks x 46 cells
-    assert figures["block"]["mae"] == pytest.approx(5 / n_cells)  # no block cell is suppressed
-    assert figures["block"]["max_abs_error"] == 3
-    assert figures["block"]["false_positive_cells"] == 1
-    assert figures["block"]["share_rel_error_above_100pct"] > 0
-    assert figures["nation"]["suppressed_share"] == pytest.approx(1 / 46)
-    assert figures["additivity"]["nation"] == 0.0  # the suppressed nation cell is not a violation
-    assert figures["additivity"]["block_group"] > 0  # block groups no longer add up
-    assert figures["tract"]["mae"] == 0
+    assert figures["block"].mae == pytest.approx(5 / n_cells)  # no block cell is suppressed
+    assert figures["block"].max_abs_error == 3
+    assert figures["block"].false_positive_cells == 1
+    assert figures["block"].share_rel_error_above["100pct"] > 0
+    assert figures["nation"].suppressed_share == pytest.approx(1 / 46)
+    assert adds["nation"] == 0.0  # the suppressed nation cell is not a violation
+    assert adds["block_group"] > 0  # block groups no longer add up
+    assert figures["tract"].mae == 0
 
 
 def test_evaluate_command(tmp_path):
@@ -81,13 +81,15 @@ def test_suppressed_cells_are_neither_exact_nor_violations(tiny_population):
     # every published block cell suppressed
     counts = {level: p12.matrix(level) for level in p12.levels}
     hidden = p12.with_counts(counts, {"block": p12.matrix("block") != 0})
-    figures = accuracy(replace(release, tables={"P12": hidden}), tiny_population)["P12"]
-    assert figures["block"]["suppressed_share"] == pytest.approx(p12.matrix("block").nnz / (4 * 46))
-    assert figures["block"]["mae_shown"] == 0  # the zeros that are shown are right
+    withheld = replace(release, tables={"P12": hidden})
+    figures = accuracy(withheld, tiny_population)["P12"]
+    assert figures["block"].suppressed_share == pytest.approx(p12.matrix("block").nnz / (4 * 46))
+    assert figures["block"].mae_shown == 0  # the zeros that are shown are right
     block = p12.matrix("block")
-    assert figures["block"]["mae"] == pytest.approx(block.sum() / (4 * 46))  # the withheld cost
-    assert figures["block"]["mae_nonempty"] == pytest.approx(block.sum() / block.nnz)
-    assert figures["additivity"]["block_group"] is None or figures["additivity"]["block_group"] == 0
+    assert figures["block"].mae == pytest.approx(block.sum() / (4 * 46))  # the withheld cost
+    assert figures["block"].mae_nonempty == pytest.approx(block.sum() / block.nnz)
+    block_group = additivity(withheld)["P12"]["block_group"]
+    assert isinstance(block_group, NotMeasured) or block_group == 0
 
 
 def test_diagnostics_are_the_mechanisms_figures_of_the_truth(tiny_population):

@@ -16,7 +16,7 @@ from sdclab.population.columns import RECORD_KEY
 from sdclab.population.synth import synthesize
 from sdclab.protection.cellkey import assign_record_keys
 from sdclab.release import RELEASE_FILE, write_release
-from sdclab.results import has_path
+from sdclab.results.truth import has_path
 from sdclab.tables.tabulate import tabulate
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "sdclab"

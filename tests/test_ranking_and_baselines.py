@@ -54,7 +54,7 @@ def test_ranked_precision_matches_the_most_confident_first() -> None:
             (block, 2, 40, 2, 0, 0.5),  # right
         ]
     ).with_columns(pl.col("block").cast(pl.String))
-    curve = ranked_precision(records, truth)["precision"]  # type: ignore[arg-type]
+    curve = ranked_precision(records, truth)  # type: ignore[arg-type]
     assert curve["top_25%"] == 1.0  # the single most confident record
     assert curve["top_50%"] == 0.5  # then the wrong-race one
     assert curve["top_100%"] == 0.5  # 2 of 4 records are right
@@ -64,7 +64,7 @@ def test_ranked_precision_needs_confidence() -> None:
     block = "010010001001000"
     truth = _Truth([(block, 1, 30, 1, 0)])
     records = _records([(block, 1, 30, 1, 0, 1.0)]).drop("confidence")
-    assert "not_measured" in ranked_precision(records, truth)  # type: ignore[arg-type]
+    assert isinstance(ranked_precision(records, truth), NotMeasured)  # type: ignore[arg-type]
 
 
 def _linkage(name: str, confirmed: int, records: int = 100) -> Linkage:
@@ -130,7 +130,7 @@ def test_person_weighted_solvar() -> None:
 def test_a_release_not_reconstructed_has_no_naive_agreement_for_that_reason() -> None:
     from sdclab import api
     from sdclab.population.synth import synthesize
-    from sdclab.results import NO_RECONSTRUCTION
+    from sdclab.results.evaluation import NO_RECONSTRUCTION
 
     population = synthesize(1_000, seed=5)
     release = api.protect(population, "safetab_h", seed=1)

@@ -190,9 +190,9 @@ def test_agreement_on_block_sex_agebin_is_total(synthetic):
     population, _, recon = synthetic
     assert block_agebin_agreement(recon.persons, population) == 1.0
     figures = agreement(recon.persons, population)
-    assert figures["all"]["persons"] == population.n_persons
-    assert 0.5 < figures["all"]["agree_agebin"] <= 1.0
-    assert figures["all"]["agree_exact_age"] <= figures["all"]["agree_agebin"]
+    assert figures.all.persons == population.n_persons
+    assert 0.5 < figures.all.agree_agebin <= 1.0
+    assert figures.all.agree_exact_age <= figures.all.agree_agebin
 
 
 def test_noisy_release_reconstructs_with_reported_deviation():

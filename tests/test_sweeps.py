@@ -20,13 +20,9 @@ from sdclab.experiment import (
     run_spec,
 )
 from sdclab.population.synth import GENERATOR_VERSION
-from sdclab.results import (
-    EVALUATION_ONLY,
-    TIDY_SCHEMA,
-    ExperimentResult,
-    metric_field,
-    metric_is_evaluation_only,
-)
+from sdclab.results import EVALUATION_ONLY, ExperimentResult
+from sdclab.results.experiment import TIDY_SCHEMA
+from sdclab.results.truth import metric_field, metric_is_evaluation_only
 
 
 def experiment(mechanisms: list[dict], persons: int = 200) -> dict:

@@ -23,24 +23,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sdclab.errors import InputError
-from sdclab.figures import measured
+from sdclab.figures import NotMeasured, Value, measured
 from sdclab.randomness import check_seed
-from sdclab.results import (
+from sdclab.results.agreement import Agreement
+from sdclab.results.evaluation import (
     NO_MICRODATA,
     NO_RECONSTRUCTION,
     NOT_GIVEN_BLOCK_ONLY,
-    Agreement,
     Evaluation,
-    NotMeasured,
-    ReconstructionFigures,
-    ReconstructionResult,
-    Reidentification,
-    Value,
-    VulnerableGroup,
-    level_accuracies,
     no_risk_analysis,
-    table_accuracies,
 )
+from sdclab.results.reconstruction import ReconstructionFigures, ReconstructionResult
+from sdclab.results.reidentification import Reidentification, VulnerableGroup
 
 if TYPE_CHECKING:  # the modules behind them load on first use: the command line starts quickly
     import polars as pl
@@ -456,7 +450,7 @@ def _declared_microdata_agreement(
             if lacking
             else f"the release's person records are by {bottom}, the reconstruction's by {level}"
         )
-    return Agreement.from_dict(agreement(persons, truth))
+    return agreement(persons, truth)
 
 
 def evaluate(
@@ -514,10 +508,8 @@ def evaluation(
     reidentification of the reconstruction from the block tables alone, or why there is none)."""
     from sdclab import evaluation as ev
     from sdclab import protection
-    from sdclab.results import indicators_from, totals_from
 
-    figures = ev.accuracy(release, truth)
-    accuracy, additivity = table_accuracies(figures)
+    accuracy = ev.accuracy(release, truth)
     mechanism = protection.get(release.mechanism)
     microdata = _microdata_agreement(release, truth)
     recon_agreement, block_sex, curve = _reconstruction_agreement(release, truth, reconstruction)
@@ -525,8 +517,8 @@ def evaluation(
         mechanism=release.mechanism,
         card=release.card,
         accuracy=accuracy,
-        additivity=additivity,
-        by_level=level_accuracies(ev.summarise_accuracy(figures)),
+        additivity=ev.additivity(release),
+        by_level=ev.summarise_accuracy(accuracy),
         microdata_agreement=microdata,
         reconstruction=(
             NotMeasured(NO_RECONSTRUCTION)
@@ -539,8 +531,8 @@ def evaluation(
         diagnostics=mechanism.diagnostics(truth, release) if mechanism.diagnostics else (),
         risk=risk,
         rank_curve=curve,
-        totals=totals_from(ev.geounit_totals(release, truth)),
-        indicators=indicators_from(ev.tract_indicators(release, truth)),
+        totals=ev.geounit_totals(release, truth),
+        indicators=ev.tract_indicators(release, truth),
         naive_agreement=_naive_agreement(release, truth, reconstruction, naive),
         block_only_reidentification=(
             NotMeasured(NOT_GIVEN_BLOCK_ONLY)
@@ -563,7 +555,7 @@ def _microdata_agreement(release: Release, truth: Population) -> Agreement | Not
     if persons is not None and isinstance(truth, CensusRecords):
         microdata = _declared_microdata_agreement(persons, truth)
     elif persons is not None and ev.has_person_attributes(persons):
-        microdata = Agreement.from_dict(ev.agreement(persons, truth))
+        microdata = ev.agreement(persons, truth)
     elif persons is not None:
         lacking = sorted(set(ev.PERSON_ATTRIBUTES) - set(persons.columns))
         microdata = NotMeasured(
@@ -575,7 +567,7 @@ def _microdata_agreement(release: Release, truth: Population) -> Agreement | Not
 
 def _reconstruction_agreement(
     release: Release, truth: Population, reconstruction: ReconstructionResult | None
-) -> tuple[Agreement | NotMeasured, Value, Mapping[str, Any] | NotMeasured]:
+) -> tuple[Agreement | NotMeasured, Value, Mapping[str, Value] | NotMeasured]:
     """The reconstruction's agreement with the truth, its block sex × agebin agreement and its
     ranked precision, or why each is not measured (no reconstruction; a declared census has the
     agreement only)."""
@@ -584,22 +576,17 @@ def _reconstruction_agreement(
 
     recon_agreement: Agreement | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
     block_sex: Value = NotMeasured(NO_RECONSTRUCTION)
-    curve: Mapping[str, Any] | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
+    curve: Mapping[str, Value] | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
     if reconstruction is not None and isinstance(truth, CensusRecords):
         from sdclab.attacks.census_linkage import agreement
 
         us_only = f"measured on the US census's attributes, not census {release.census.name}'s"
         curve = NotMeasured(us_only)
         block_sex = NotMeasured(us_only)
-        recon_agreement = Agreement.from_dict(agreement(reconstruction.persons, truth))
+        recon_agreement = agreement(reconstruction.persons, truth)
     elif reconstruction is not None:
-        ranked = ev.ranked_precision(reconstruction.persons, truth)
-        curve = (
-            NotMeasured(str(ranked.get("not_applicable", ranked.get("not_measured"))))
-            if "precision" not in ranked
-            else dict(ranked["precision"])
-        )
-        recon_agreement = Agreement.from_dict(ev.agreement(reconstruction.persons, truth))
+        curve = ev.ranked_precision(reconstruction.persons, truth)
+        recon_agreement = ev.agreement(reconstruction.persons, truth)
         block_sex = measured(
             ev.block_agebin_agreement(reconstruction.persons, truth),
             "the release's tables do not determine sex or age",
@@ -633,14 +620,14 @@ def _naive_agreement(
     from sdclab import evaluation as ev
     from sdclab import protection
     from sdclab.census.records import CensusRecords
-    from sdclab.results import NAIVE_IS_AWARE, NO_NAIVE
+    from sdclab.results.agreement import NAIVE_IS_AWARE, NO_NAIVE
 
     if naive is not None and isinstance(truth, CensusRecords):
         from sdclab.attacks.census_linkage import agreement
 
-        return Agreement.from_dict(agreement(naive.persons, truth))
+        return agreement(naive.persons, truth)
     if naive is not None:
-        return Agreement.from_dict(ev.agreement(naive.persons, truth))
+        return ev.agreement(naive.persons, truth)
     if reconstruction is None:
         return NotMeasured(NO_RECONSTRUCTION)
     exact = protection.get(release.mechanism).exact_tables

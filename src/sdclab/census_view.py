@@ -11,7 +11,8 @@ import polars as pl
 
 from sdclab.census.model import Census
 from sdclab.census.records import CensusRecords
-from sdclab.results import CensusView, NotMeasured, PopulationSummary
+from sdclab.figures import NotMeasured
+from sdclab.results.experiment import CensusView, PopulationSummary
 
 
 def census_view(census: Census) -> CensusView:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -10,9 +11,26 @@ import scipy.sparse as sp
 
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.catalog import CATALOG
+from sdclab.figures import NotMeasured, Value, measured
 from sdclab.geography import Geography
 from sdclab.population import Population
 from sdclab.release import Release
+from sdclab.results.accuracy import (
+    NO_CELLS,
+    NO_CELLS_OF_SIZE,
+    NO_CHILDREN,
+    NO_DISTRIBUTION,
+    NO_GEOUNITS,
+    NO_INDICATOR,
+    NO_POSITIVE_CELLS,
+    NO_POSITIVE_TOTAL,
+    NO_SHOWN_CELLS,
+    RELATIVE_TOTAL_METRICS,
+    LevelAccuracy,
+    TableAccuracy,
+    no_nonempty_figure,
+)
+from sdclab.results.agreement import NO_TRUE_PERSON, Agreement, AgreementRates
 from sdclab.tables.definition import Part, TableDef, part_query
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
@@ -27,7 +45,7 @@ def size_class_label(low: int, high: int | None) -> str:
     return f"{low}+" if high is None else f"{low}-{high}"
 
 
-def _size_class(persons: pl.Expr) -> pl.Expr:
+def size_class_of(persons: pl.Expr) -> pl.Expr:
     """The block-size class label of a block population."""
     expr = pl.lit(None, dtype=pl.String)
     for low, high in reversed(BLOCK_SIZE_CLASSES):
@@ -41,7 +59,7 @@ def block_size_counts(truth: Population) -> dict[str, dict[str, int]]:
     sizes = (
         truth.persons.group_by("block")
         .len("persons")
-        .with_columns(_size_class(pl.col("persons")).alias("size_class"))
+        .with_columns(size_class_of(pl.col("persons")).alias("size_class"))
         .group_by("size_class")
         .agg(pl.len().alias("blocks"), pl.col("persons").sum())
     )
@@ -80,27 +98,25 @@ def unknown_attributes(records: pl.DataFrame) -> list[str]:
     return [a for a in schema.PERSON.names if records[a].null_count() == records.height]
 
 
-def not_applicable(records: pl.DataFrame, what: str) -> dict[str, Any] | None:
-    """Figures saying why ``what`` cannot be measured on records with unknown attributes."""
+def not_applicable(records: pl.DataFrame, what: str) -> NotMeasured | None:
+    """Why ``what`` cannot be measured on records with unknown attributes (None: it can)."""
     unknown = unknown_attributes(records)
     if not unknown:
         return None
-    return {
-        "not_applicable": f"{what} needs sex, age, race and Hispanic origin; the release's tables "
-        f"do not determine {', '.join(unknown)}",
-        "unknown_attributes": unknown,
-        "reconstructed_persons": records.height,
-    }
+    return NotMeasured(
+        f"{what} needs sex, age, race and Hispanic origin; the release's tables do not "
+        f"determine {', '.join(unknown)}"
+    )
 
 
-def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
+def agreement(reconstructed: pl.DataFrame, truth: Population) -> Agreement | NotMeasured:
     """One-to-one agreement of reconstructed with true records, by block-size class.
 
     Records are matched without replacement within each block: first on exact age (with sex,
     race and Hispanic origin), then the leftovers on the 38 agebins. The number of matches of a
     key is min(reconstructed, true) — what any one-to-one matching achieves at best.
     Records are never matched on an attribute they lack (null); when the release determines an
-    attribute for no record at all, the figures say why agreement is not applicable.
+    attribute for no record at all, agreement is not measured and says why.
     """
     unknown = not_applicable(reconstructed, "agreement with the truth")
     if unknown is not None:
@@ -127,9 +143,9 @@ def agreement(reconstructed: pl.DataFrame, truth: Population) -> dict[str, Any]:
         )
         .join(binned, on="block", how="left")
         .fill_null(0)
-        .with_columns(size_class=_size_class(pl.col("persons")))
+        .with_columns(size_class=size_class_of(pl.col("persons")))
     )
-    return _agreement_figures(per_block, recon.height)
+    return agreement_by_size(per_block, recon.height)
 
 
 RANK_SHARES = (0.01, 0.05, 0.10, 0.25, 0.50, 1.00)
@@ -138,19 +154,20 @@ RANK_SHARES = (0.01, 0.05, 0.10, 0.25, 0.50, 1.00)
 
 def ranked_precision(
     reconstructed: pl.DataFrame, truth: Population, seed: int = 0
-) -> dict[str, Any]:
+) -> dict[str, Value] | NotMeasured:
     """Precision among the top k% of reconstructed records ranked by confidence (the share of
     further draws that hold them; ties in a seeded random order), for k in :data:`RANK_SHARES`.
 
     A record is right when it is matched one-to-one to a true person of its block, sex, agebin,
     race and Hispanic origin; within one such key the most confident records are matched first,
-    so the curve is what an attacker who trusts the recurring records would get.
+    so the curve is what an attacker who trusts the recurring records would get. Not measured,
+    with the reason, for records without the attributes or without confidence.
     """
     unknown = not_applicable(reconstructed, "ranked precision")
     if unknown is not None:
         return unknown
     if "confidence" not in reconstructed.columns:
-        return {"not_measured": "the reconstruction drew no further solutions to rank by"}
+        return NotMeasured("the reconstruction drew no further solutions to rank by")
     cols = list(PERSON_ATTRIBUTES)
     true = with_agebin(truth.persons.select(cols)).group_by([*KEY, "agebin"]).len("true")
     recon = with_agebin(
@@ -166,11 +183,13 @@ def ranked_precision(
     )
     right = ranked["right"].to_numpy()
     n = len(right)
-    curve = {
-        f"top_{share:.0%}": float(right[: max(1, int(np.ceil(share * n)))].mean()) if n else None
+    return {
+        f"top_{share:.0%}": measured(
+            float(right[: max(1, int(np.ceil(share * n)))].mean()) if n else None,
+            "no record ranked",
+        )
         for share in RANK_SHARES
     }
-    return {"records": n, "precision": curve}
 
 
 def _matched(recon: pl.DataFrame, true: pl.DataFrame, key: list[str]) -> pl.DataFrame:
@@ -191,29 +210,29 @@ def _leftovers(records: pl.DataFrame, exact: pl.DataFrame, name: str) -> pl.Data
     )
 
 
-def _agreement_figures(per_block: pl.DataFrame, reconstructed: int) -> dict[str, Any]:
-    def rates(frame: pl.DataFrame) -> dict[str, float | int]:
+def agreement_by_size(per_unit: pl.DataFrame, records: int) -> Agreement:
+    """The agreement of ``records`` records from the matches of each geounit (``persons``,
+    ``exact_matches``, ``agebin_matches``, ``size_class``): over all geounits and by class of
+    their true size (:data:`BLOCK_SIZE_CLASSES`)."""
+
+    def rates(frame: pl.DataFrame) -> AgreementRates:
         persons = int(frame["persons"].sum())
         exact = int(frame["exact_matches"].sum())
         binned = exact + int(frame["agebin_matches"].sum())
-        return {
-            "blocks": frame.height,
-            "persons": persons,
-            "agree_exact_age": exact / persons if persons else float("nan"),
-            "agree_agebin": binned / persons if persons else float("nan"),
-        }
+        return AgreementRates(
+            blocks=frame.height,
+            persons=persons,
+            agree_exact_age=exact / persons if persons else NotMeasured(NO_TRUE_PERSON),
+            agree_agebin=binned / persons if persons else NotMeasured(NO_TRUE_PERSON),
+        )
 
     by_class = {
         size_class_label(low, high): rates(
-            per_block.filter(pl.col("size_class") == size_class_label(low, high))
+            per_unit.filter(pl.col("size_class") == size_class_label(low, high))
         )
         for low, high in BLOCK_SIZE_CLASSES
     }
-    return {
-        "all": rates(per_block),
-        "reconstructed_persons": reconstructed,
-        "by_block_size": by_class,
-    }
+    return Agreement(all=rates(per_unit), by_block_size=by_class, records=records)
 
 
 def block_agebin_agreement(reconstructed: pl.DataFrame, truth: Population) -> float | None:
@@ -239,8 +258,9 @@ CELL_SIZE_CLASSES = ((0, 0), (1, 9), (10, 99), (100, None))
 """Classes of a cell's true count for its errors (a cell of true count 0 is its own class)."""
 
 
-def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Any]]]:
-    """Error of every published table at every level against the exact tabulation of the truth.
+def accuracy(release: Release, truth: Population) -> dict[str, dict[str, TableAccuracy]]:
+    """Error of every published table at every level against the exact tabulation of the truth
+    (:func:`table_accuracy`), by table and level.
 
     Over every cell of all geounits of the level, zeros included, a withheld (suppressed) cell's
     error being its true count: mean absolute error, root mean squared error, bias (mean signed
@@ -251,41 +271,59 @@ def accuracy(release: Release, truth: Population) -> dict[str, dict[str, dict[st
     count is positive: share with |relative error| above 10/50/100%; cells whose true count is 0
     but published otherwise; the mean total variation and Hellinger distance between each
     geounit's true and published distribution over the table's cells (a withheld cell read as
-    0); and the share of parent cells whose children do not add up to them.
+    0). Whether parent cells add up is :func:`additivity`.
     """
-    census = release.census
-    exact = tabulate(truth, [n for n in release.tables if n in census.tables])
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    exact = tabulate(truth, evaluated_tables(release))
+    out: dict[str, dict[str, TableAccuracy]] = {}
     for name, counts in exact.items():
         published = release.table(name)
-        table = census.table(name)
         out[name] = {}
-        for level in table.levels:
+        for level in release.census.table(name).levels:
             true = counts.counts[level][1]
             if true.shape != published.matrix(level).shape:
                 raise ValueError(
                     f"{name} at {level}: the population has {true.shape[0]} geounits, the "
                     f"release {published.matrix(level).shape[0]}: not the release's population"
                 )
-            out[name][level] = _level_errors(
-                published.matrix(level), published.suppressed(level), true
+            out[name][level] = table_accuracy(
+                name, level, published.matrix(level), published.suppressed(level), true
             )
-        out[name]["additivity"] = _additivity(published, release.geography)
     return out
 
 
-def _level_errors(
-    published: sp.csr_matrix, suppressed: sp.csr_matrix, true: sp.csr_matrix
-) -> dict[str, Any]:
-    """Errors over every cell, a withheld (suppressed) cell counted as what a user has of it —
-    nothing, so its error is its true count — and kept in every denominator: withholding a true
-    0 costs nothing, withholding a count costs that count. The mean absolute errors over the
-    shown cells alone are beside them (``*_shown``), with the share withheld.
+def evaluated_tables(release: Release) -> list[str]:
+    """The release's tables that its census defines: those whose accuracy is measured."""
+    return [n for n in release.tables if n in release.census.tables]
+
+
+def additivity(release: Release) -> dict[str, dict[str, Value]]:
+    """By table (:func:`evaluated_tables`) and parent level, the share of parent cells whose
+    children do not add up to them (:func:`_additivity`), or why none was compared."""
+    return {
+        name: {
+            parent: measured(share, NO_CHILDREN)
+            for parent, share in _additivity(release.table(name), release.geography).items()
+        }
+        for name in evaluated_tables(release)
+    }
+
+
+def table_accuracy(
+    table: str,
+    level: str,
+    published: sp.csr_matrix,
+    suppressed: sp.csr_matrix,
+    true: sp.csr_matrix,
+) -> TableAccuracy:
+    """Errors of ``table`` at ``level`` over every cell, a withheld (suppressed) cell counted as
+    what a user has of it — nothing, so its error is its true count — and kept in every
+    denominator: withholding a true 0 costs nothing, withholding a count costs that count. The
+    mean absolute errors over the shown cells alone are beside them (``*_shown``), with the
+    share withheld.
 
     ``published`` holds 0 at the ``suppressed`` cells; ``true`` is the exact tabulation."""
     n_cells = published.shape[0] * published.shape[1]
-    n_suppressed = suppressed.nnz
-    n_shown = n_cells - n_suppressed
+    n_shown = n_cells - suppressed.nnz
     released = published.astype(np.float64)
     released = released - released.multiply(suppressed)  # nothing is read from a withheld cell
     truth = sp.csr_matrix(true, dtype=np.float64)
@@ -303,48 +341,80 @@ def _level_errors(
     abs_error = np.abs(error.data)
     # cells published non-zero whose true count is 0
     false_positive = (released != 0).nnz - (released != 0).multiply(truth != 0).nnz
-    by_size = {}
-    for low, high in CELL_SIZE_CLASSES:
-        label = "0" if high == 0 else size_class_label(low, high)
-        if low == 0:  # the cells of true count 0 hold the error not on a positive cell
-            n_zero = n_cells - n_positive
-            zero_error = abs_error.sum() - np.abs(nonempty_error).sum()
-            by_size[label] = float(zero_error / n_zero) if n_zero else None
-            continue
-        inside = truth_values[positive] >= low
-        if high is not None:
-            inside &= truth_values[positive] <= high
-        by_size[label] = float(np.abs(nonempty_error[inside]).mean()) if inside.any() else None
     shown_abs = abs_error.sum() - withheld_error.sum()
     shown_nonempty_abs = np.abs(nonempty_error).sum() - withheld_error.sum()
-    return {
-        "cells": n_cells,
-        "shown_cells": n_shown,
-        "nonempty_cells": n_positive,
-        "nonempty_shown_cells": n_positive_shown,
-        "mae": float(abs_error.sum() / n_cells) if n_cells else None,
-        "rmse": float(np.sqrt((error.data**2).sum() / n_cells)) if n_cells else None,
-        "bias": float(error.data.sum() / n_cells) if n_cells else None,
-        "mae_nonempty": float(np.abs(nonempty_error).mean()) if n_positive else None,
-        "rmse_nonempty": float(np.sqrt((nonempty_error**2).mean())) if n_positive else None,
-        "bias_nonempty": float(nonempty_error.mean()) if n_positive else None,
-        "mae_shown": float(shown_abs / n_shown) if n_shown else None,
-        "mae_nonempty_shown": float(shown_nonempty_abs / n_positive_shown)
-        if n_positive_shown
-        else None,
-        **{f"mae_true_count_{k}": v for k, v in by_size.items()},
-        "max_abs_error": float(abs_error.max(initial=0.0)) if n_cells else None,
-        "negative_share": float((released.data < 0).sum() / n_shown) if n_shown else None,
-        "suppressed_share": n_suppressed / n_cells if n_cells else 0.0,
-        **{
-            f"share_rel_error_above_{int(t * 100)}pct": float((relative > t).sum() / n_positive)
-            if n_positive
-            else None
+
+    distances = _distances(released, truth)
+    return TableAccuracy(
+        table=table,
+        level=level,
+        cells=n_cells,
+        shown_cells=n_shown,
+        nonempty_cells=n_positive,
+        nonempty_shown_cells=n_positive_shown,
+        mae=_over(n_cells, NO_CELLS, lambda: abs_error.sum() / n_cells),
+        rmse=_over(n_cells, NO_CELLS, lambda: np.sqrt((error.data**2).sum() / n_cells)),
+        bias=_over(n_cells, NO_CELLS, lambda: error.data.sum() / n_cells),
+        mae_nonempty=_over(n_positive, NO_POSITIVE_CELLS, lambda: np.abs(nonempty_error).mean()),
+        rmse_nonempty=_over(
+            n_positive, NO_POSITIVE_CELLS, lambda: np.sqrt((nonempty_error**2).mean())
+        ),
+        bias_nonempty=_over(n_positive, NO_POSITIVE_CELLS, lambda: nonempty_error.mean()),
+        mae_shown=_over(n_shown, NO_SHOWN_CELLS, lambda: shown_abs / n_shown),
+        mae_nonempty_shown=_over(
+            n_positive_shown,
+            no_nonempty_figure(n_shown),
+            lambda: shown_nonempty_abs / n_positive_shown,
+        ),
+        mae_by_true_count=_error_by_true_count(
+            n_cells - n_positive, abs_error, nonempty_error, truth_values[positive]
+        ),
+        max_abs_error=_over(n_cells, NO_CELLS, lambda: abs_error.max(initial=0.0)),
+        negative_share=_over(n_shown, NO_SHOWN_CELLS, lambda: (released.data < 0).sum() / n_shown),
+        suppressed_share=suppressed.nnz / n_cells if n_cells else 0.0,
+        share_rel_error_above={
+            f"{int(t * 100)}pct": measured(
+                float((relative > t).sum() / n_positive) if n_positive else None,
+                NO_POSITIVE_CELLS,
+            )
             for t in RELATIVE_ERROR_THRESHOLDS
         },
-        "false_positive_cells": int(false_positive),
-        **_distances(released, truth),
-    }
+        false_positive_cells=int(false_positive),
+        distance_geounits=int(distances["distance_geounits"]),
+        tv_mean=measured(distances["tv_mean"], NO_DISTRIBUTION),
+        hellinger_mean=measured(distances["hellinger_mean"], NO_DISTRIBUTION),
+    )
+
+
+def _over(n: int, reason: str, figure: Callable[[], Any]) -> Value:
+    """``figure()``, a figure over ``n`` cells, or not measured for ``reason`` when there are
+    none (``figure`` is not called then: it would divide by 0)."""
+    return measured(float(figure()) if n else None, reason)
+
+
+def _error_by_true_count(
+    n_zero: int,
+    abs_error: np.ndarray,
+    nonempty_error: np.ndarray,
+    positive_truth: np.ndarray,
+) -> dict[str, Value]:
+    """The mean absolute error over the cells of each class of true count
+    (:data:`CELL_SIZE_CLASSES`): ``abs_error`` of every cell with an error, ``nonempty_error``
+    and ``positive_truth`` of the cells whose true count is positive, ``n_zero`` cells whose true
+    count is 0 (they hold the error not on a positive cell)."""
+    out: dict[str, Value] = {}
+    for low, high in CELL_SIZE_CLASSES:
+        label = "0" if high == 0 else size_class_label(low, high)
+        if low == 0:
+            zero_error = abs_error.sum() - np.abs(nonempty_error).sum()
+            out[label] = measured(float(zero_error / n_zero) if n_zero else None, NO_CELLS_OF_SIZE)
+            continue
+        inside = positive_truth >= low
+        if high is not None:
+            inside &= positive_truth <= high
+        mae = float(np.abs(nonempty_error[inside]).mean()) if inside.any() else None
+        out[label] = measured(mae, NO_CELLS_OF_SIZE)
+    return out
 
 
 def _distances(released: sp.csr_matrix, truth: sp.csr_matrix) -> dict[str, Any]:
@@ -416,7 +486,7 @@ TOTAL_SIZE_CLASSES = ((0, 0), *BLOCK_SIZE_CLASSES)
 """Classes of a geounit's true total for the detailed summary metrics."""
 
 
-def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Any]]]:
+def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, dict[str, Value]]]:
     """The Census Bureau's detailed summary metrics of geounit totals (P1), per level, over every
     geounit whose total is shown and by class of its true total: geounits, MAE, RMSE, bias (mean
     signed error), and over geounits with a positive true total MAPE and MALPE (mean absolute and
@@ -427,7 +497,7 @@ def geounit_totals(release: Release, truth: Population) -> dict[str, dict[str, d
         return {}
     exact = tabulate(truth, [name])[name]
     published = release.table(name)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, dict[str, Value]]] = {}
     for level in published.levels:
         shown = published.suppressed(level).toarray()[:, 0] == 0
         true = exact.counts[level][1].toarray()[:, 0].astype(np.float64)[shown]
@@ -447,12 +517,14 @@ def total_table(release: Release) -> str | None:
     return total.name if total is not None and total.name in release.tables else None
 
 
-def _total_errors(true: np.ndarray, error: np.ndarray) -> dict[str, Any]:
+def _total_errors(true: np.ndarray, error: np.ndarray) -> dict[str, Value]:
+    """The errors of the geounits' totals (``true``, ``error``: one per geounit), each not
+    measured where there is no geounit (or, for a relative one, none with a positive total)."""
     n = len(true)
     positive = true > 0
     relative = error[positive] / true[positive]
     some = bool(positive.any())
-    return {
+    figures = {
         "geounits": n,
         "mae": float(np.abs(error).mean()) if n else None,
         "rmse": float(np.sqrt((error**2).mean())) if n else None,
@@ -461,6 +533,10 @@ def _total_errors(true: np.ndarray, error: np.ndarray) -> dict[str, Any]:
         "malpe": float(100 * relative.mean()) if some else None,
         "share_off_5pct": float((np.abs(relative) > 0.05).mean()) if some else None,
         "share_off_10pct": float((np.abs(relative) > 0.10).mean()) if some else None,
+    }
+    return {
+        k: measured(v, NO_POSITIVE_TOTAL if k in RELATIVE_TOTAL_METRICS else NO_GEOUNITS)
+        for k, v in figures.items()
     }
 
 
@@ -483,7 +559,7 @@ TRACT_INDICATORS: dict[str, tuple[str, dict[str, np.ndarray], dict[str, np.ndarr
 masks (an empty mask: every person), as a user computes them from the published P12."""
 
 
-def tract_indicators(release: Release, truth: Population) -> dict[str, dict[str, Any]]:
+def tract_indicators(release: Release, truth: Population) -> dict[str, dict[str, Value]]:
     """Error of the key indicators per tract computed from the published P12 (sex by age)
     against the truth: over the tracts whose true denominator is positive, the mean absolute
     error and the bias; a tract whose published denominator is not positive, or that has a
@@ -512,8 +588,8 @@ def tract_indicators(release: Release, truth: Population) -> dict[str, dict[str,
         out[name] = {
             "tracts": int(counted.sum()),
             "undefined_tracts": int((counted & ~defined).sum()),
-            "mae": float(np.abs(error).mean()) if some else None,
-            "bias": float(error.mean()) if some else None,
+            "mae": measured(float(np.abs(error).mean()) if some else None, NO_INDICATOR),
+            "bias": measured(float(error.mean()) if some else None, NO_INDICATOR),
         }
     return out
 
@@ -531,14 +607,13 @@ def _cell_weights(table: TableDef, universe: dict[str, np.ndarray]) -> np.ndarra
 
 
 def summarise_accuracy(
-    figures: dict[str, dict[str, dict[str, Any]]],
-) -> dict[str, dict[str, float]]:
-    """Mean absolute error per level, averaged over the tables published at that level."""
+    accuracy: Mapping[str, Mapping[str, TableAccuracy]],
+) -> dict[str, LevelAccuracy]:
+    """Mean absolute error per level, averaged over the tables published at that level (those
+    with a cell there)."""
     by_level: dict[str, list[float]] = {}
-    for table in figures.values():
-        for level, values in table.items():
-            if level != "additivity" and values["mae"] is not None:
-                by_level.setdefault(level, []).append(values["mae"])
-    return {
-        level: {"mean_mae": float(np.mean(v)), "tables": len(v)} for level, v in by_level.items()
-    }
+    for levels in accuracy.values():
+        for level, table in levels.items():
+            if not isinstance(table.mae, NotMeasured):
+                by_level.setdefault(level, []).append(table.mae)
+    return {level: LevelAccuracy(level, float(np.mean(v)), len(v)) for level, v in by_level.items()}

@@ -19,7 +19,7 @@ from scipy import optimize
 
 from sdclab import protection
 from sdclab.errors import InputError
-from sdclab.results import NotMeasured
+from sdclab.figures import NotMeasured
 
 if TYPE_CHECKING:
     from sdclab.census.model import Census

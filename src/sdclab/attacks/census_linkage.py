@@ -31,6 +31,7 @@ from sdclab.attacks.linkage import AttackerParameters, Subsets, paired, rates, u
 from sdclab.census.model import Census
 from sdclab.census.records import CensusRecords
 from sdclab.errors import InputError
+from sdclab.results.agreement import Agreement
 
 GEOUNIT = "block"
 """The column of a record's geounit (at the reconstruction's level) in every frame here."""
@@ -293,12 +294,12 @@ def reidentify(
     return figures, links
 
 
-def agreement(reconstructed: pl.DataFrame, records: CensusRecords) -> dict[str, Any]:
-    """One-to-one agreement of reconstructed with true records, by geounit-size class, in the
-    form of :func:`sdclab.evaluation.agreement`: matched within each geounit first on every
+def agreement(reconstructed: pl.DataFrame, records: CensusRecords) -> Agreement:
+    """One-to-one agreement of reconstructed with true records, by geounit-size class, as
+    :func:`sdclab.evaluation.agreement` gives it: matched within each geounit first on every
     attribute, then the leftovers on the categories of the resolved ones (its ``agree_agebin``
     counts both passes: equal to ``agree_exact_age`` when no attribute is resolved)."""
-    from sdclab.evaluation import _agreement_figures, _size_class
+    from sdclab.evaluation import agreement_by_size, size_class_of
 
     census = records.census
     attributes = list(census.reconstruction.attributes)
@@ -327,10 +328,10 @@ def agreement(reconstructed: pl.DataFrame, records: CensusRecords) -> dict[str, 
         .fill_null(0)
         .with_columns(
             agebin_matches=pl.max_horizontal(pl.col("_binned") - pl.col("exact_matches"), 0),
-            size_class=_size_class(pl.col("persons")),
+            size_class=size_class_of(pl.col("persons")),
         )
     )
-    return _agreement_figures(per_unit, recon.height)
+    return agreement_by_size(per_unit, recon.height)
 
 
 def _count_matches(recon: pl.DataFrame, true: pl.DataFrame, key: list[str]) -> pl.DataFrame:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from sdclab.cli.core import app, progress, reports_input_errors
-from sdclab.results import NotMeasured
+from sdclab.figures import NotMeasured
 
 
 @app.command()
@@ -54,7 +54,7 @@ def release_lines(results: Any) -> list[str]:
     over non-empty cells (withheld ones counted), and the census attacker's headline risk; an ε
     with a qualifier ("within the PSA's invariants (…)") is marked * and the qualifier given
     after the lines."""
-    from sdclab.results import Reidentification
+    from sdclab.results.reidentification import Reidentification
 
     width = max(13, *(len(t) for t in results.releases))
     lines = [

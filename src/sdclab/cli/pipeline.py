@@ -21,7 +21,9 @@ from sdclab.cli.core import (
     reports_input_errors,
 )
 from sdclab.errors import InputError
-from sdclab.results import SCHEMA_VERSION, NotMeasured, ReconstructionResult, show_share
+from sdclab.figures import NotMeasured
+from sdclab.results.figure import SCHEMA_VERSION, show_share
+from sdclab.results.reconstruction import ReconstructionResult
 
 if TYPE_CHECKING:
     from sdclab.release import Release
@@ -85,7 +87,7 @@ def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
 def read_reidentification(file: Path) -> Any:
     """A reidentification's metrics.json as typed figures; a malformed file is an input error."""
     from sdclab.fileio import read_json_object
-    from sdclab.results import Reidentification
+    from sdclab.results.reidentification import Reidentification
 
     data = read_json_object(file)
     try:
@@ -433,7 +435,7 @@ def evaluate(
     from sdclab import api
     from sdclab.attacks.reconstruction_files import METRICS_FILE
     from sdclab.fileio import check_replaceable, output_directory, write_json
-    from sdclab.results import marked
+    from sdclab.results.truth import marked
 
     inputs = tuple(p for p in (release, truth, recon, reid) if p is not None)
     check_replaceable(out, EVALUATION_KIND, inputs)

@@ -29,7 +29,7 @@ from sdclab.fileio import (
 from sdclab.population.io import source_modes
 from sdclab.protection import MECHANISMS
 from sdclab.report import render_report
-from sdclab.results import ExperimentResult
+from sdclab.results.experiment import ExperimentResult
 from sdclab.version import __version__
 
 RESULTS_FILE = "results.json"

@@ -35,22 +35,16 @@ from sdclab.experiment.steps import (
     _make_vulnerable_group,
     read_vulnerable_group,
 )
+from sdclab.figures import NotMeasured
 from sdclab.fileio import Modes, read_json_object
 from sdclab.population import Population
 from sdclab.population.io import read_population
 from sdclab.randomness import drew_from_stream
 from sdclab.release import Release
-from sdclab.results import (
-    ExperimentResult,
-    NotMeasured,
-    PopulationSummary,
-    ReconstructionResult,
-    Reidentification,
-    ReleaseResult,
-    Sweep,
-    VulnerableGroup,
-    no_risk_analysis,
-)
+from sdclab.results.evaluation import no_risk_analysis
+from sdclab.results.experiment import ExperimentResult, PopulationSummary, ReleaseResult, Sweep
+from sdclab.results.reconstruction import ReconstructionResult
+from sdclab.results.reidentification import Reidentification, VulnerableGroup
 
 
 def progress(done: int, total: int, elapsed: float, title: str) -> str:

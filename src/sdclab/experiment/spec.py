@@ -36,7 +36,7 @@ from sdclab.population.synth import GENERATOR_VERSION, check_version
 from sdclab.population.synth_geography import GeographyCounts
 from sdclab.protection.base import EXPECTED, did_you_mean, shown
 from sdclab.randomness import MAX_SEED
-from sdclab.results import FrontierAxes, declared_axes
+from sdclab.results.decision import FrontierAxes, declared_axes
 
 MAX_POINTS = 100
 """Values of a range at most."""

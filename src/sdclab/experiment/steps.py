@@ -19,7 +19,8 @@ from sdclab.population.bootstrap import bootstrap
 from sdclab.population.io import read_population, write_population
 from sdclab.population.synth import build_report, synthesize
 from sdclab.release import Release, write_release
-from sdclab.results import ReconstructionResult, VulnerableGroup
+from sdclab.results.reconstruction import ReconstructionResult
+from sdclab.results.reidentification import VulnerableGroup
 
 
 def _make_population(spec: PopulationSpec, replicate: int, tmp: Path) -> None:
