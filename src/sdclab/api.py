@@ -439,7 +439,7 @@ def _declared_microdata_agreement(
 ) -> Agreement | NotMeasured:
     """A declared census's released person records against its true ones, matched as a
     reconstruction's are (each geounit of the reconstruction's level, its attributes)."""
-    from sdclab.attacks.census_linkage import agreement
+    from sdclab import evaluation as ev
 
     census = truth.census
     level, bottom = census.reconstruction.level, census.geography.levels[-1]
@@ -450,7 +450,7 @@ def _declared_microdata_agreement(
             if lacking
             else f"the release's person records are by {bottom}, the reconstruction's by {level}"
         )
-    return agreement(persons, truth)
+    return ev.census_agreement(persons, truth)
 
 
 def evaluate(
@@ -549,15 +549,16 @@ def _microdata_agreement(release: Release, truth: Population) -> Agreement | Not
     person records, or records without the attributes the agreement matches on)."""
     from sdclab import evaluation as ev
     from sdclab.census.records import CensusRecords
+    from sdclab.population.person_records import PERSON_ATTRIBUTES, has_person_attributes
 
     persons = release.person_microdata
     microdata: Agreement | NotMeasured = NotMeasured(NO_MICRODATA)
     if persons is not None and isinstance(truth, CensusRecords):
         microdata = _declared_microdata_agreement(persons, truth)
-    elif persons is not None and ev.has_person_attributes(persons):
+    elif persons is not None and has_person_attributes(persons):
         microdata = ev.agreement(persons, truth)
     elif persons is not None:
-        lacking = sorted(set(ev.PERSON_ATTRIBUTES) - set(persons.columns))
+        lacking = sorted(set(PERSON_ATTRIBUTES) - set(persons.columns))
         microdata = NotMeasured(
             f"the release's person records carry no {', '.join(lacking)} (agreement with the "
             "truth matches on block, sex, age, race and Hispanic origin)"
@@ -578,12 +579,10 @@ def _reconstruction_agreement(
     block_sex: Value = NotMeasured(NO_RECONSTRUCTION)
     curve: Mapping[str, Value] | NotMeasured = NotMeasured(NO_RECONSTRUCTION)
     if reconstruction is not None and isinstance(truth, CensusRecords):
-        from sdclab.attacks.census_linkage import agreement
-
         us_only = f"measured on the US census's attributes, not census {release.census.name}'s"
         curve = NotMeasured(us_only)
         block_sex = NotMeasured(us_only)
-        recon_agreement = agreement(reconstruction.persons, truth)
+        recon_agreement = ev.census_agreement(reconstruction.persons, truth)
     elif reconstruction is not None:
         curve = ev.ranked_precision(reconstruction.persons, truth)
         recon_agreement = ev.agreement(reconstruction.persons, truth)
@@ -623,9 +622,7 @@ def _naive_agreement(
     from sdclab.results.agreement import NAIVE_IS_AWARE, NO_NAIVE
 
     if naive is not None and isinstance(truth, CensusRecords):
-        from sdclab.attacks.census_linkage import agreement
-
-        return agreement(naive.persons, truth)
+        return ev.census_agreement(naive.persons, truth)
     if naive is not None:
         return ev.agreement(naive.persons, truth)
     if reconstruction is None:

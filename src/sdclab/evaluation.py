@@ -9,11 +9,18 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+from sdclab.attacks.census_linkage import GEOUNIT, truth_frame
+from sdclab.census.records import CensusRecords
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.figures import NotMeasured, Value, measured
 from sdclab.geography import Geography
 from sdclab.population import Population
+from sdclab.population.person_records import (
+    PERSON_ATTRIBUTES,
+    unknown_attributes,
+    with_agebin,
+)
 from sdclab.release import Release
 from sdclab.results.accuracy import (
     NO_CELLS,
@@ -31,27 +38,12 @@ from sdclab.results.accuracy import (
     no_nonempty_figure,
 )
 from sdclab.results.agreement import NO_TRUE_PERSON, Agreement, AgreementRates
+from sdclab.size_classes import BLOCK_SIZE_CLASSES, size_class_label, size_class_of
 from sdclab.tables.definition import Part, TableDef, part_query
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import tabulate
 
-BLOCK_SIZE_CLASSES = ((1, 9), (10, 49), (50, 99), (100, 249), (250, 499), (500, 999), (1000, None))
-"""Block population classes of the 2010 study."""
-
 KEY = ("block", "sex", "race", "hispanic")
-
-
-def size_class_label(low: int, high: int | None) -> str:
-    return f"{low}+" if high is None else f"{low}-{high}"
-
-
-def size_class_of(persons: pl.Expr) -> pl.Expr:
-    """The block-size class label of a block population."""
-    expr = pl.lit(None, dtype=pl.String)
-    for low, high in reversed(BLOCK_SIZE_CLASSES):
-        inside = persons >= low if high is None else persons.is_between(low, high)
-        expr = pl.when(inside).then(pl.lit(size_class_label(low, high))).otherwise(expr)
-    return expr
 
 
 def block_size_counts(truth: Population) -> dict[str, dict[str, int]]:
@@ -72,30 +64,6 @@ def block_size_counts(truth: Population) -> dict[str, dict[str, int]]:
             "persons": int(row["persons"]),
         }
     return out
-
-
-def with_agebin(frame: pl.DataFrame) -> pl.DataFrame:
-    """The frame with an ``agebin`` column (the 38 bins of P12 + P14) derived from ``age``
-    (null where age is)."""
-    bins = pl.Series(schema.agebin38(frame["age"].fill_null(0).to_numpy()), dtype=pl.Int16)
-    return frame.with_columns(agebin=pl.when(pl.col("age").is_not_null()).then(bins))
-
-
-PERSON_ATTRIBUTES = ("block", "sex", "age", "race", "hispanic")
-"""What :func:`agreement` matches released or reconstructed person records on."""
-
-
-def has_person_attributes(frame: pl.DataFrame) -> bool:
-    """Whether released person records carry what :func:`agreement` matches on."""
-    return set(PERSON_ATTRIBUTES) <= set(frame.columns)
-
-
-def unknown_attributes(records: pl.DataFrame) -> list[str]:
-    """Person attributes null in every record: those the attacked release does not determine
-    (sex and age for a PL 94-171 release). None of a frame without records."""
-    if not records.height:
-        return []
-    return [a for a in schema.PERSON.names if records[a].null_count() == records.height]
 
 
 def not_applicable(records: pl.DataFrame, what: str) -> NotMeasured | None:
@@ -617,3 +585,48 @@ def summarise_accuracy(
             if not isinstance(table.mae, NotMeasured):
                 by_level.setdefault(level, []).append(table.mae)
     return {level: LevelAccuracy(level, float(np.mean(v)), len(v)) for level, v in by_level.items()}
+
+
+def census_agreement(reconstructed: pl.DataFrame, records: CensusRecords) -> Agreement:
+    """One-to-one agreement of reconstructed with true records, by geounit-size class, as
+    :func:`agreement` gives it for the US census: matched within each geounit first on every
+    attribute, then the leftovers on the categories of the resolved ones (its ``agree_agebin``
+    counts both passes: equal to ``agree_exact_age`` when no attribute is resolved)."""
+    census = records.census
+    attributes = list(census.reconstruction.attributes)
+    category = {
+        a: np.argmax(census.attribute(a).breakdown(b).membership, axis=0)
+        for a, b in census.reconstruction.resolved.items()
+    }
+    codes = {a: list(census.attribute(a).codes) for a in category}
+
+    def coarse(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.with_columns(
+            pl.col(a).replace_strict(codes[a], category[a].tolist(), default=None) for a in category
+        )
+
+    key = [GEOUNIT, *attributes]
+    true = truth_frame(records).select(key)
+    recon = reconstructed.select(key)
+    exact = _count_matches(recon, true, key)
+    # the greedy second pass matches, per category key, min(reconstructed, true) in all
+    binned = _count_matches(coarse(recon), coarse(true), key) if category else exact
+    per_unit = (
+        true.group_by(GEOUNIT)
+        .len("persons")
+        .join(exact.group_by(GEOUNIT).agg(exact_matches=pl.col("_m").sum()), on=GEOUNIT, how="left")
+        .join(binned.group_by(GEOUNIT).agg(_binned=pl.col("_m").sum()), on=GEOUNIT, how="left")
+        .fill_null(0)
+        .with_columns(
+            agebin_matches=pl.max_horizontal(pl.col("_binned") - pl.col("exact_matches"), 0),
+            size_class=size_class_of(pl.col("persons")),
+        )
+    )
+    return agreement_by_size(per_unit, recon.height)
+
+
+def _count_matches(recon: pl.DataFrame, true: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """Per key: the most records a one-to-one matching pairs (null keys never match)."""
+    r = recon.drop_nulls(key).group_by(key).len("r")
+    t = true.drop_nulls(key).group_by(key).len("t")
+    return r.join(t, on=key, how="inner").with_columns(_m=pl.min_horizontal("r", "t"))

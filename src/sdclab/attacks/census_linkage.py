@@ -31,7 +31,6 @@ from sdclab.attacks.linkage import AttackerParameters, Subsets, paired, rates, u
 from sdclab.census.model import Census
 from sdclab.census.records import CensusRecords
 from sdclab.errors import InputError
-from sdclab.results.agreement import Agreement
 
 GEOUNIT = "block"
 """The column of a record's geounit (at the reconstruction's level) in every frame here."""
@@ -292,50 +291,3 @@ def reidentify(
         },
     }
     return figures, links
-
-
-def agreement(reconstructed: pl.DataFrame, records: CensusRecords) -> Agreement:
-    """One-to-one agreement of reconstructed with true records, by geounit-size class, as
-    :func:`sdclab.evaluation.agreement` gives it: matched within each geounit first on every
-    attribute, then the leftovers on the categories of the resolved ones (its ``agree_agebin``
-    counts both passes: equal to ``agree_exact_age`` when no attribute is resolved)."""
-    from sdclab.evaluation import agreement_by_size, size_class_of
-
-    census = records.census
-    attributes = list(census.reconstruction.attributes)
-    category = {
-        a: np.argmax(census.attribute(a).breakdown(b).membership, axis=0)
-        for a, b in census.reconstruction.resolved.items()
-    }
-    codes = {a: list(census.attribute(a).codes) for a in category}
-
-    def coarse(frame: pl.DataFrame) -> pl.DataFrame:
-        return frame.with_columns(
-            pl.col(a).replace_strict(codes[a], category[a].tolist(), default=None) for a in category
-        )
-
-    key = [GEOUNIT, *attributes]
-    true = truth_frame(records).select(key)
-    recon = reconstructed.select(key)
-    exact = _count_matches(recon, true, key)
-    # the greedy second pass matches, per category key, min(reconstructed, true) in all
-    binned = _count_matches(coarse(recon), coarse(true), key) if category else exact
-    per_unit = (
-        true.group_by(GEOUNIT)
-        .len("persons")
-        .join(exact.group_by(GEOUNIT).agg(exact_matches=pl.col("_m").sum()), on=GEOUNIT, how="left")
-        .join(binned.group_by(GEOUNIT).agg(_binned=pl.col("_m").sum()), on=GEOUNIT, how="left")
-        .fill_null(0)
-        .with_columns(
-            agebin_matches=pl.max_horizontal(pl.col("_binned") - pl.col("exact_matches"), 0),
-            size_class=size_class_of(pl.col("persons")),
-        )
-    )
-    return agreement_by_size(per_unit, recon.height)
-
-
-def _count_matches(recon: pl.DataFrame, true: pl.DataFrame, key: list[str]) -> pl.DataFrame:
-    """Per key: the most records a one-to-one matching pairs (null keys never match)."""
-    r = recon.drop_nulls(key).group_by(key).len("r")
-    t = true.drop_nulls(key).group_by(key).len("t")
-    return r.join(t, on=key, how="inner").with_columns(_m=pl.min_horizontal("r", "t"))

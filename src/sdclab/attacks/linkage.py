@@ -36,16 +36,12 @@ from sdclab.attacks.variability import proven_solvar_zero
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import truncate
 from sdclab.errors import InputError
-from sdclab.evaluation import (
-    BLOCK_SIZE_CLASSES,
-    size_class_label,
-    unknown_attributes,
-    with_agebin,
-)
 from sdclab.population import Population
+from sdclab.population.person_records import unknown_attributes, with_agebin
 from sdclab.protection.base import did_you_mean, problems
 from sdclab.randomness import make_rng
 from sdclab.release import Release, exact_release
+from sdclab.size_classes import BLOCK_SIZE_CLASSES, size_class_label
 from sdclab.tables.published import PublishedTable
 
 RACE_ETHNICITIES = 63 * 2

@@ -36,7 +36,6 @@ from sdclab.cell_model import CellBounds, bounds, table_columns
 from sdclab.census.model import cells_moved
 from sdclab.diagnostics import Diagnostics, LevelTails, NoiseTails, TailClass, TailCount
 from sdclab.errors import InputError
-from sdclab.evaluation import size_class_label
 from sdclab.population import Population
 from sdclab.privacy import Loss, person_guarantee
 from sdclab.protection import audit_plans
@@ -51,6 +50,7 @@ from sdclab.protection.base import (
 from sdclab.protection.checks import IMPOSSIBLE, counts_problem, laplace_reach, whole
 from sdclab.query_noise import LaplaceNoise
 from sdclab.release import Release, exact_release
+from sdclab.size_classes import size_class_label
 from sdclab.tables.definition import TableDef
 from sdclab.tables.published import PublishedTable
 from sdclab.tables.tabulate import TableCounts, tabulate

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sdclab.evaluation import BLOCK_SIZE_CLASSES, size_class_label
 from sdclab.markup import decimal, esc, pct
 from sdclab.results import (
     COMPARED_TABLES,
@@ -19,6 +18,7 @@ from sdclab.results import (
     Value,
     Variability,
 )
+from sdclab.size_classes import BLOCK_SIZE_CLASSES, size_class_label
 
 CLASSES = [size_class_label(lo, hi) for lo, hi in BLOCK_SIZE_CLASSES]
 
