@@ -1,4 +1,4 @@
-"""Forged releases are refused, not run: edited and digested again as release.py digests them.
+"""Forged releases are refused, not run: edited and digested again as sdclab.release digests them.
 
 The digests are plain SHA-256, so a forger can edit any file and record its new digest. Each case
 below does so, then runs a command as a user would; the command must refuse the release in one
@@ -57,7 +57,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def redigest(path: Path) -> None:
-    """Record every file's digest and release.json's own, as release.py computes them."""
+    """Record every file's digest and release.json's own, as sdclab.release computes them."""
     meta = json.loads((path / RELEASE_FILE).read_text())
     files = sorted(p for p in path.rglob("*") if p.is_file() and p.name != RELEASE_FILE)
     meta[DIGESTS_KEY]["files"] = {

@@ -15,6 +15,7 @@ from sdclab.api import read_release
 from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.errors import InputError
 from sdclab.release import exact_release, write_release
+from sdclab.release import writing as release_writing
 
 
 def test_exact_release_round_trip(tmp_path, small_population):
@@ -65,7 +66,7 @@ def test_failed_write_leaves_previous_release(tmp_path, tiny_population, monkeyp
     def broken(frame, path):
         raise OSError("disk full")
 
-    monkeypatch.setattr(release_module, "write_parquet", broken)
+    monkeypatch.setattr(release_writing, "write_parquet", broken)
     with pytest.raises(OSError):
         write_release(exact_release(tiny_population, ["P1", "P8"]), target)
     assert sorted(p.name for p in target.rglob("*")) == before

@@ -18,6 +18,7 @@ bound no longer binds (the optimum cannot change when a slack bound is lowered).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import clarabel
 import numpy as np
@@ -259,6 +260,220 @@ def _kkt_holds(p: FloatArray, base: FloatArray, tight: FloatArray, floor: BoolAr
     return bool(np.max(np.abs(columns @ multipliers + gradient)) <= 1e-9)
 
 
+@dataclass(frozen=True)
+class _RowConstraints:
+    """One row's constraints as the polish reads them: the equalities every point meets (sum 1,
+    mean 0 and, with ``equality``, variance V), the variance bound, the floors and the mono rows."""
+
+    squares: FloatArray
+    """v², the coefficients of the variance."""
+    variance: float
+    lb: FloatArray
+    mono_rows: FloatArray
+    equality: bool
+    scale: float
+    """max(1, V): the variance's slacks are relative to it."""
+    base: FloatArray
+    base_targets: FloatArray
+    pair: IntArray
+    """Mono row k is p_k − p_{k+1} ≤ 0."""
+
+
+def _row_constraints(
+    v: IntArray, variance: float, lb: FloatArray, mono_rows: FloatArray, equality: bool
+) -> _RowConstraints:
+    """The constraints of the row of noise values ``v``."""
+    vf = v.astype(np.float64)
+    w = vf**2
+    return _RowConstraints(
+        squares=w,
+        variance=variance,
+        lb=lb,
+        mono_rows=mono_rows,
+        equality=equality,
+        scale=max(1.0, variance),
+        base=np.vstack([np.ones(v.size), vf] + ([w] if equality else [])),
+        base_targets=np.array([1.0, 0.0] + ([variance] if equality else [])),
+        pair=np.arange(len(mono_rows)),
+    )
+
+
+@dataclass(frozen=True)
+class _Face:
+    """The inequalities held with equality: entries at their floor, mono pairs tied, and whether
+    the variance bound binds."""
+
+    floor: BoolArray
+    tied: BoolArray
+    var_tight: bool
+
+    @property
+    def key(self) -> tuple[bytes, bytes, bool]:
+        """The face as a hashable value (to notice cycling between faces)."""
+        return (self.floor.tobytes(), self.tied.tobytes(), self.var_tight)
+
+
+def _face_at(row: _RowConstraints, point: FloatArray) -> _Face:
+    """The constraints tight at ``point`` to within ``ACTIVE``."""
+    floor = point - row.lb <= ACTIVE
+    tied = (row.mono_rows @ point >= -ACTIVE) & ~(floor[row.pair] & floor[row.pair + 1])
+    var_tight = bool(not row.equality and row.variance - row.squares @ point <= ACTIVE * row.scale)
+    return _Face(floor, tied, var_tight)
+
+
+def _both_floor(row: _RowConstraints, face: _Face) -> BoolArray:
+    """The mono pairs whose two entries are both at their floor."""
+    return face.floor[row.pair] & face.floor[row.pair + 1]
+
+
+def _face_system(row: _RowConstraints, face: _Face) -> tuple[FloatArray, FloatArray]:
+    """The rows and right-hand sides of the face's equalities."""
+    matrix = np.vstack(
+        [row.base] + ([row.squares] if face.var_tight else []) + [row.mono_rows[face.tied]]
+    )
+    targets = np.concatenate(
+        [row.base_targets, [row.variance] if face.var_tight else [], np.zeros(int(face.tied.sum()))]
+    )
+    return matrix, targets
+
+
+def _face_optimum(
+    row: _RowConstraints, face: _Face, current: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+    """The entropy optimum on the face, from ``current``: the point, its multipliers and the
+    face's equalities; None when the face has no positive point."""
+    matrix, targets = _face_system(row, face)
+    free, lb = ~face.floor, row.lb
+    solved = _newton_on_face(
+        current[free], matrix[:, free], targets - matrix[:, face.floor] @ lb[face.floor]
+    )
+    if solved is None:
+        return None
+    p = lb.copy()
+    p[free], y = solved
+    return p, y, matrix
+
+
+def _violations(
+    row: _RowConstraints, face: _Face, p: FloatArray
+) -> tuple[BoolArray, BoolArray, bool]:
+    """The constraints off the face that ``p`` violates: entries below their floor, mono pairs
+    that climb, and the variance bound."""
+    low = ~face.floor & (p < row.lb)
+    climbing = ~face.tied & (row.mono_rows @ p > 1e-14) & ~_both_floor(row, face)
+    over = bool(
+        not row.equality
+        and not face.var_tight
+        and row.squares @ p > row.variance + 1e-13 * row.scale
+    )
+    return low, climbing, over
+
+
+def _step_to_blocking(
+    row: _RowConstraints, face: _Face, current: FloatArray, p: FloatArray
+) -> tuple[FloatArray, _Face]:
+    """The last feasible point on the segment from ``current`` (feasible) to ``p``, and the face
+    joined by the constraint that blocks the step there (the primal active-set step)."""
+    lb, mono_rows, w = row.lb, row.mono_rows, row.squares
+    step = p - current
+    ratios = [
+        np.where(~face.floor & (step < 0), (current - lb) / np.maximum(-step, 1e-300), np.inf),
+        np.where(
+            ~face.tied & ~_both_floor(row, face) & (mono_rows @ step > 0),
+            -(mono_rows @ current) / np.maximum(mono_rows @ step, 1e-300),
+            np.inf,
+        ),
+        np.array(
+            [(row.variance - w @ current) / (w @ step)]
+            if not row.equality and not face.var_tight and w @ step > 0
+            else [np.inf]
+        ),
+    ]
+    kind = int(np.argmin([r.min(initial=np.inf) for r in ratios]))
+    index = int(np.argmin(ratios[kind]))
+    moved = np.maximum(current + min(max(float(ratios[kind][index]), 0), 1) * step, lb)
+    floor, tied, var_tight = face.floor.copy(), face.tied.copy(), face.var_tight
+    if kind == 0:
+        floor[index] = True
+        moved[index] = lb[index]
+    elif kind == 1:
+        tied[index] = True
+    else:
+        var_tight = True
+    return moved, _Face(floor, tied, var_tight)
+
+
+def _multipliers(row: _RowConstraints, face: _Face, y: FloatArray) -> tuple[float, FloatArray]:
+    """The multipliers of the variance bound (0 when it does not bind) and of the tied mono rows,
+    read from those of the face's equalities."""
+    k = len(row.base)
+    y_var = float(y[k]) if face.var_tight else 0.0
+    return y_var, y[k + int(face.var_tight) :]
+
+
+def _floor_misfit(row: _RowConstraints, face: _Face, residual: FloatArray) -> float:
+    """How far non-negative multipliers of the floors (and of the mono rows between two floors)
+    fall short of cancelling ``residual`` at the entries on the floor (non-negative least
+    squares)."""
+    at_floor = np.flatnonzero(face.floor)
+    both = np.flatnonzero(_both_floor(row, face))
+    system = np.hstack([np.eye(at_floor.size), np.zeros((at_floor.size, both.size))])
+    position = np.searchsorted(at_floor, both)
+    system[position, at_floor.size + np.arange(both.size)] = -1.0
+    system[position + 1, at_floor.size + np.arange(both.size)] = 1.0
+    return optimize.nnls(system, residual[at_floor])[1] if at_floor.size else 0.0
+
+
+def _is_optimal(
+    row: _RowConstraints,
+    face: _Face,
+    p: FloatArray,
+    residual: FloatArray,
+    y_var: float,
+    y_mono: FloatArray,
+) -> bool:
+    """Whether the face optimum ``p`` meets the KKT conditions of the whole problem.
+
+    ∇f + Σ y a − Σ ν e_l + Σ μ (e_k − e_{k+1}) = 0 with ν, μ ≥ 0: the multipliers of the variance
+    and the tied mono rows are the face's, those of the floors (and of mono rows between two
+    floors) are fitted. Where the face is degenerate (more tight constraints than it needs, e.g.
+    a single feasible point) the face's multipliers are not unique, so all of them are fitted at
+    once.
+    """
+    stationary = np.max(np.abs(residual[~face.floor]), initial=0.0) <= 1e-9
+    if (
+        y_var >= -1e-9
+        and np.all(y_mono >= -1e-9)
+        and _floor_misfit(row, face, residual) <= 1e-9
+        and stationary
+    ):
+        return True
+    tight = row.mono_rows[face.tied | _both_floor(row, face)]
+    return _kkt_holds(
+        p, row.base, np.vstack([row.squares[None, :]] * face.var_tight + [tight]), face.floor
+    )
+
+
+def _released(face: _Face, y_var: float, y_mono: FloatArray, residual: FloatArray) -> _Face | None:
+    """The face without its tight constraint of most negative multiplier, or None when no
+    multiplier is negative."""
+    candidates = [(y_var, "var", 0)]
+    tied_rows = np.flatnonzero(face.tied)
+    candidates += [(float(m), "mono", int(t)) for t, m in zip(tied_rows, y_mono, strict=True)]
+    candidates += [(float(residual[r]), "floor", int(r)) for r in np.flatnonzero(face.floor)]
+    value, which, index = min(candidates)
+    if value >= -1e-9:
+        return None
+    floor, tied, var_tight = face.floor.copy(), face.tied.copy(), face.var_tight
+    if which == "var":
+        var_tight = False
+    elif which == "mono":
+        tied[index] = False
+    else:
+        floor[index] = False
+    return _Face(floor, tied, var_tight)
+
+
 def _polish(
     guess: FloatArray,
     v: IntArray,
@@ -280,107 +495,32 @@ def _polish(
     entropy improves from face to face (the primal active-set method). None if no certified
     optimum is reached.
     """
-    n = v.size
-    vf = v.astype(np.float64)
-    w = vf**2
-    scale = max(1.0, variance)
-    base = np.vstack([np.ones(n), vf] + ([w] if equality else []))
-    base_targets = np.array([1.0, 0.0] + ([variance] if equality else []))
-    pair = np.arange(len(mono_rows))  # mono row k is p_k − p_{k+1} ≤ 0
+    row = _row_constraints(v, variance, lb, mono_rows, equality)
     current = guess.copy()
-    floor = current - lb <= ACTIVE
-    tied = (mono_rows @ current >= -ACTIVE) & ~(floor[pair] & floor[pair + 1])
-    var_tight = bool(not equality and variance - w @ current <= ACTIVE * scale)
+    face = _face_at(row, current)
     released: set[tuple[bytes, bytes, bool]] = set()
-    for _ in range((4 if feasible else 2) * n + 10):
-        matrix = np.vstack([base] + ([w] if var_tight else []) + [mono_rows[tied]])
-        targets = np.concatenate(
-            [base_targets, [variance] if var_tight else [], np.zeros(int(tied.sum()))]
-        )
-        free = ~floor
-        solved = _newton_on_face(
-            current[free], matrix[:, free], targets - matrix[:, floor] @ lb[floor]
-        )
+    for _ in range((4 if feasible else 2) * v.size + 10):
+        solved = _face_optimum(row, face, current)
         if solved is None:
             return None
-        p = lb.copy()
-        p[free], y = solved
-        # primal feasibility: make violated constraints tight and solve again
-        both_floor = floor[pair] & floor[pair + 1]
-        low = free & (p < lb)
-        climbing = ~tied & (mono_rows @ p > 1e-14) & ~both_floor
-        over = bool(not equality and not var_tight and w @ p > variance + 1e-13 * scale)
-        if (low.any() or climbing.any() or over) and not feasible:
-            floor |= low
-            tied |= climbing
-            var_tight = var_tight or over
-            continue
-        if low.any() or climbing.any() or over:
-            step = p - current
-            ratios = [
-                np.where(free & (step < 0), (current - lb) / np.maximum(-step, 1e-300), np.inf),
-                np.where(
-                    ~tied & ~both_floor & (mono_rows @ step > 0),
-                    -(mono_rows @ current) / np.maximum(mono_rows @ step, 1e-300),
-                    np.inf,
-                ),
-                np.array(
-                    [(variance - w @ current) / (w @ step)]
-                    if not equality and not var_tight and w @ step > 0
-                    else [np.inf]
-                ),
-            ]
-            kind = int(np.argmin([r.min(initial=np.inf) for r in ratios]))
-            index = int(np.argmin(ratios[kind]))
-            current = np.maximum(current + min(max(float(ratios[kind][index]), 0), 1) * step, lb)
-            if kind == 0:
-                floor[index] = True
-                current[index] = lb[index]
-            elif kind == 1:
-                tied[index] = True
+        p, y, matrix = solved
+        low, climbing, over = _violations(row, face, p)
+        if low.any() or climbing.any() or over:  # primal feasibility: tighten, solve again
+            if feasible:
+                current, face = _step_to_blocking(row, face, current, p)
             else:
-                var_tight = True
+                face = _Face(face.floor | low, face.tied | climbing, face.var_tight or over)
             continue
         current = p
-        # dual feasibility: ∇f + Σ y a − Σ ν e_l + Σ μ (e_k − e_{k+1}) = 0 with ν, μ ≥ 0; the
-        # multipliers of variance and tied mono rows are in y, those of the floors (and of mono
-        # rows between two floors) are fitted by non-negative least squares
-        k = len(base)
-        y_var = float(y[k]) if var_tight else 0.0
-        y_mono = y[k + int(var_tight) :]
+        y_var, y_mono = _multipliers(row, face, y)
         residual = np.log(p) + 1.0 + matrix.T @ y
-        at_floor = np.flatnonzero(floor)
-        both = np.flatnonzero(both_floor)
-        system = np.hstack([np.eye(at_floor.size), np.zeros((at_floor.size, both.size))])
-        position = np.searchsorted(at_floor, both)
-        system[position, at_floor.size + np.arange(both.size)] = -1.0
-        system[position + 1, at_floor.size + np.arange(both.size)] = 1.0
-        misfit = optimize.nnls(system, residual[at_floor])[1] if at_floor.size else 0.0
-        stationary = np.max(np.abs(residual[free]), initial=0.0) <= 1e-9
-        if (y_var >= -1e-9 and np.all(y_mono >= -1e-9) and misfit <= 1e-9 and stationary) or (
-            # y is not unique where the face is degenerate (more tight constraints than it
-            # needs, e.g. a single feasible point): fit all the multipliers at once
-            _kkt_holds(
-                p, base, np.vstack([w[None, :]] * var_tight + [mono_rows[tied | both_floor]]), floor
-            )
-        ):
-            return _equalise(np.maximum(p, lb), tied)
-        # release the tight constraint with the most negative multiplier
-        candidates = [(y_var, "var", 0)]
-        tied_rows = np.flatnonzero(tied)
-        candidates += [(float(m), "mono", int(t)) for t, m in zip(tied_rows, y_mono, strict=True)]
-        candidates += [(float(residual[r]), "floor", int(r)) for r in at_floor]
-        value, which, index = min(candidates)
-        face = (floor.tobytes(), tied.tobytes(), var_tight)
-        if value >= -1e-9 or face in released:
+        if _is_optimal(row, face, p, residual, y_var, y_mono):
+            return _equalise(np.maximum(p, lb), face.tied)
+        smaller = _released(face, y_var, y_mono, residual)
+        if smaller is None or face.key in released:
             return None  # nothing to release, or cycling between faces
-        released.add(face)
-        if which == "var":
-            var_tight = False
-        elif which == "mono":
-            tied[index] = False
-        else:
-            floor[index] = False
+        released.add(face.key)
+        face = smaller
     return None
 
 

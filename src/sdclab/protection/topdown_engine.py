@@ -394,6 +394,166 @@ def _root_support(product: Product, top_units: IntArray) -> IntArray:
     return root_support
 
 
+@dataclass(frozen=True)
+class _RunInputs:
+    """What every problem of one run is made from: the tree with its bypassed chains, every
+    level's truth, the noise's entropy and where the run keeps its checkpoints."""
+
+    product: Product
+    strategy: Strategy
+    entropy: int = field(repr=False)  # never in a message or a log
+    keep_measurements: bool
+    levels: tuple[str, ...]
+    tree: Tree
+    truth: dict[str, sp.csr_matrix]
+    """Every level's true histograms (geounits × cells)."""
+    units: dict[str, IntArray]
+    """Every level's unit counts (geounits × 8)."""
+    children: dict[str, list[IntArray]]
+    codes: dict[str, npt.NDArray[np.int64]]
+    checkpoint: Path | None
+    identity: str | None
+    """What the outcomes depend on (:func:`run_identity`), with ``checkpoint`` only."""
+
+
+def _run_inputs(
+    population: Population,
+    product: Product,
+    strategy: Strategy,
+    rng: np.random.Generator,
+    keep_measurements: bool,
+    checkpoint: Path | None,
+) -> _RunInputs:
+    """The inputs of a run; its only draw from ``rng`` is the entropy of every geounit's stream."""
+    geography = population.geography
+    levels = geography.levels
+    tree = Tree.of(geography)
+    truth, units = _level_truth(population, product)
+    children = {level: tree.children(level) for level in levels[:-1]}
+    entropy = int(rng.integers(2**62)) << 64 | int(rng.integers(2**62))
+    return _RunInputs(
+        product=product,
+        strategy=strategy,
+        entropy=entropy,
+        keep_measurements=keep_measurements,
+        levels=levels,
+        tree=tree,
+        truth=truth,
+        units=units,
+        children=children,
+        codes={level: geography.codes(level) for level in levels},
+        checkpoint=checkpoint,
+        identity=(
+            None if checkpoint is None else run_identity(population, product, strategy, entropy)
+        ),
+    )
+
+
+def _child_spec(run: _RunInputs, level: str, unit: int) -> ChildSpec:
+    """What a worker needs to know of ``unit`` (at ``level``) and its bypassed chain."""
+    members = run.tree.chain(level, unit, run.children)
+    row = run.truth[level][unit]
+    return ChildSpec(
+        members=tuple((m.level, int(run.codes[run.levels[m.level]][m.unit])) for m in members),
+        cells=row.indices.astype(np.int64),
+        counts=row.data.astype(np.int64),
+        units=run.units[level][unit].astype(np.int64),
+        total=int(row.sum()) if level in run.product.invariant_levels else -1,
+    )
+
+
+def _task(
+    run: _RunInputs, head_level: str, support: IntArray, parent: IntArray | None, kids: list[int]
+) -> Task:
+    """The problem of the children ``kids`` (at ``head_level``) of one parent, on ``support``."""
+    product = run.product
+    return Task(
+        product=product.name if product.census is None else product,
+        strategy=run.strategy,
+        entropy=run.entropy,
+        head_level=head_level,
+        support=support,
+        parent=parent,
+        children=tuple(_child_spec(run, head_level, k) for k in kids),
+        keep_measurements=run.keep_measurements,
+    )
+
+
+def _level_checkpoint(run: _RunInputs, level: str) -> Checkpoint | None:
+    """The level's checkpoint, keyed by everything the level's outcomes depend on."""
+    if run.checkpoint is None or run.identity is None:  # (both or neither)
+        return None
+    key = hashlib.sha256(f"{run.identity}|{run.keep_measurements}|{level}".encode()).hexdigest()
+    return Checkpoint(Path(run.checkpoint) / level, key, Outcome)
+
+
+_Found = dict[str, dict[int, tuple[IntArray, IntArray]]]
+"""The histograms found so far: by level and geounit, its nonzero cells and their counts."""
+
+
+def _keep(
+    run: _RunInputs, found: _Found, level: str, unit: int, support: IntArray, counts: IntArray
+) -> None:
+    """Record a solved child's histogram for it and every unit of its bypassed chain."""
+    nonzero = counts > 0
+    for m in run.tree.chain(level, unit, run.children):
+        found[run.levels[m.level]][m.unit] = (support[nonzero], counts[nonzero])
+
+
+def _solve_roots(run: _RunInputs, found: _Found, records: list[dict[str, Any]]) -> int:
+    """Solve the top level's units (the US nation; a declared census's top units), each alone
+    with the whole histogram; the number of problems."""
+    top = run.levels[0]
+    roots = range(len(run.codes[top]))
+    root_support = _root_support(run.product, run.units[top])
+    outcomes = run_tasks(
+        solve_parent,
+        [_task(run, top, root_support, None, [u]) for u in roots],
+        1,
+        f"TopDown {top}: the root solve (the whole histogram at once)",
+        None,
+        [f"{top} {run.codes[top][u]}" for u in roots] if len(roots) > 1 else [top],
+        _level_checkpoint(run, top),
+    )
+    for u, root in zip(roots, outcomes, strict=True):
+        _keep(run, found, top, u, root_support, root.histograms[0])
+        _collect(records, root)
+    return len(roots)
+
+
+def _solve_level(
+    run: _RunInputs,
+    found: _Found,
+    records: list[dict[str, Any]],
+    level: str,
+    below: str,
+    workers: Executor | int | None,
+) -> int:
+    """Solve the children (at ``below``) of every unit of ``level`` that has more than one, one
+    problem per parent, under the parent's histogram; the number of problems."""
+    children = run.children[level]
+    parents = [u for u, kids in enumerate(children) if len(kids) > 1]
+    tasks = []
+    for u in parents:
+        support, counts = found[level][u]
+        tasks.append(_task(run, below, support, counts, children[u].tolist()))
+    sizes = [len(t.support) * len(t.children) for t in tasks]
+    outcomes = run_tasks(
+        solve_parent,
+        tasks,
+        1 if sum(sizes) < IN_PROCESS_VARIABLES else workers,
+        label=f"TopDown {below}",
+        sizes=sizes,
+        names=[f"{level} {run.codes[level][u]}" for u in parents],
+        checkpoint=_level_checkpoint(run, below),
+    )
+    for t, u, outcome in zip(tasks, parents, outcomes, strict=True):
+        for kid, histogram in zip(children[u], outcome.histograms, strict=True):
+            _keep(run, found, below, int(kid), t.support, histogram)
+        _collect(records, outcome)
+    return len(tasks)
+
+
 def topdown(
     population: Population,
     product: Product,
@@ -405,100 +565,24 @@ def topdown(
     checkpoint: Path | None = None,
 ) -> TopDownRun:
     """Run TopDown on ``population``; the output is fully determined by ``rng``'s state."""
-    geography = population.geography
-    levels = geography.levels
-    tree = Tree.of(geography)
-    truth, units = _level_truth(population, product)
-    children = {level: tree.children(level) for level in levels[:-1]}
-    entropy = int(rng.integers(2**62)) << 64 | int(rng.integers(2**62))
-    codes = {level: geography.codes(level) for level in levels}
-    found: dict[str, dict[int, tuple[IntArray, IntArray]]] = {level: {} for level in levels}
+    run = _run_inputs(population, product, strategy, rng, keep_measurements, checkpoint)
+    levels = run.levels
+    found: _Found = {level: {} for level in levels}
     records: list[dict[str, Any]] = []
     seconds: dict[str, float] = {}
     problems: dict[str, int] = {}
-
-    def child_spec(level: str, unit: int) -> ChildSpec:
-        members = tree.chain(level, unit, children)
-        row = truth[level][unit]
-        return ChildSpec(
-            members=tuple((m.level, int(codes[levels[m.level]][m.unit])) for m in members),
-            cells=row.indices.astype(np.int64),
-            counts=row.data.astype(np.int64),
-            units=units[level][unit].astype(np.int64),
-            total=int(row.sum()) if level in product.invariant_levels else -1,
-        )
-
-    def keep(level: str, unit: int, support: IntArray, counts: IntArray) -> None:
-        nonzero = counts > 0
-        for m in tree.chain(level, unit, children):
-            found[levels[m.level]][m.unit] = (support[nonzero], counts[nonzero])
-
-    def task(head_level: str, support: IntArray, parent: IntArray | None, kids: list[int]) -> Task:
-        return Task(
-            product=product.name if product.census is None else product,
-            strategy=strategy,
-            entropy=entropy,
-            head_level=head_level,
-            support=support,
-            parent=parent,
-            children=tuple(child_spec(head_level, k) for k in kids),
-            keep_measurements=keep_measurements,
-        )
-
     start = time.perf_counter()
-    top = levels[0]
-    roots = range(geography.n_units(top))  # the US nation; a declared census's top units
-    root_support = _root_support(product, units[top])
-
-    identity = None if checkpoint is None else run_identity(population, product, strategy, entropy)
-
-    def saved(level: str) -> Checkpoint | None:
-        """The level's checkpoint, keyed by everything the level's outcomes depend on."""
-        if checkpoint is None or identity is None:  # (both or neither)
-            return None
-        key = hashlib.sha256(f"{identity}|{keep_measurements}|{level}".encode()).hexdigest()
-        return Checkpoint(Path(checkpoint) / level, key, Outcome)
-
     with worker_pool(workers):  # one pool for every level that needs one
-        outcomes = run_tasks(
-            solve_parent,
-            [task(top, root_support, None, [u]) for u in roots],
-            1,
-            f"TopDown {top}: the root solve (the whole histogram at once)",
-            None,
-            [f"{top} {codes[top][u]}" for u in roots] if len(roots) > 1 else [top],
-            saved(top),
-        )
-        for u, root in zip(roots, outcomes, strict=True):
-            keep(top, u, root_support, root.histograms[0])
-            _collect(records, root)
-        seconds[top], problems[top] = time.perf_counter() - start, len(roots)
-
+        problems[levels[0]] = _solve_roots(run, found, records)
+        seconds[levels[0]] = time.perf_counter() - start
         for level, below in zip(levels[:-1], levels[1:], strict=True):
             start = time.perf_counter()
-            parents = [u for u, kids in enumerate(children[level]) if len(kids) > 1]
-            tasks = []
-            for u in parents:
-                support, counts = found[level][u]
-                tasks.append(task(below, support, counts, children[level][u].tolist()))
-            sizes = [len(t.support) * len(t.children) for t in tasks]
-            outcomes = run_tasks(
-                solve_parent,
-                tasks,
-                1 if sum(sizes) < IN_PROCESS_VARIABLES else workers,
-                label=f"TopDown {below}",
-                sizes=sizes,
-                names=[f"{level} {codes[level][u]}" for u in parents],
-                checkpoint=saved(below),
-            )
-            for t, u, outcome in zip(tasks, parents, outcomes, strict=True):
-                for kid, histogram in zip(children[level][u], outcome.histograms, strict=True):
-                    keep(below, int(kid), t.support, histogram)
-                _collect(records, outcome)
-            seconds[below], problems[below] = time.perf_counter() - start, len(tasks)
-
-    histograms = {level: _matrix(found[level], len(codes[level]), product) for level in levels}
-    measurements = _measurement_frame(records, product, geography) if keep_measurements else None
+            problems[below] = _solve_level(run, found, records, level, below, workers)
+            seconds[below] = time.perf_counter() - start
+    histograms = {level: _matrix(found[level], len(run.codes[level]), product) for level in levels}
+    measurements = (
+        _measurement_frame(records, product, population.geography) if keep_measurements else None
+    )
     return TopDownRun(product, histograms, measurements, seconds, problems)
 
 
