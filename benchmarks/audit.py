@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from sdclab import noise, protection
+from sdclab import protection
 from sdclab.attacks.audit import audit
+from sdclab.core import noise
 from sdclab.protection import gaussian
 
 CASES: list[tuple[str, dict[str, str], int, float | None]] = [

@@ -24,12 +24,12 @@ import polars as pl
 from cell_key_perturbation.create_perturbed_table import create_perturbed_table
 
 from sdclab.censuses.us2010.catalog import CATALOG, PERSON_TABLES
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.censuses.us2010.schema import PERSON
-from sdclab.population.synth import synthesize
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.tabulate import record_cells
 from sdclab.protection.cellkey import assign_record_keys, keyed_tables, perturb
 from sdclab.protection.ptable import ons_10_5_ptable
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import record_cells
 
 THRESHOLD = 10
 TARGET_RATIO = 10

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sdclab.census.declare import load_census
-from sdclab.census.records import encode_records, tabulate_records
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import encode_records, tabulate_records
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 TOPICS = {  # name: number of codes

@@ -25,8 +25,8 @@ from pathlib import Path
 from topdown_small import root_in_general_solvers  # this directory: the same peer
 
 from sdclab import protection
-from sdclab.experiment import DEMO, run_spec
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.pipeline.experiment import DEMO, run_spec
 
 TARGET_SECONDS = 15 * 60
 STEP = re.compile(r"^(?P<kind>[a-z_]+)(:\S+)?: (?P<seconds>[\d.]+) s$")

@@ -17,7 +17,7 @@ import numpy as np
 import opendp.prelude as dp
 from scipy import stats
 
-from sdclab import noise
+from sdclab.core import noise
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 TARGET_RATIO = 40

@@ -20,11 +20,11 @@ import sys
 import time
 from typing import Any
 
-from sdclab import api
 from sdclab.attacks.reconstruction import reconstruct
-from sdclab.evaluation import agreement, ranked_precision
-from sdclab.figures import as_json
-from sdclab.population import Population
+from sdclab.censuses.us2010.population import Population
+from sdclab.core.figures import as_json
+from sdclab.pipeline import api
+from sdclab.pipeline.evaluation import agreement, ranked_precision
 from sdclab.release import Release
 
 PERSONS = 50_000

@@ -1,7 +1,7 @@
 """Realism of the synthetic census against the 2010 attack paper: ours beside the paper's figures.
 
 For each size (default 50,000 and 1,000,000 persons, seed 2010) the script synthesizes the
-population and measures every figure of :mod:`sdclab.realism` — the proportional guesser's
+population and measures every figure of :mod:`sdclab.pipeline.realism` — the proportional guesser's
 expected precision on nonmodal persons, populated blocks, uniques on {block, sex, age},
 multiracial persons, the solvar-0 blocks and their persons from the exact release of the 34 tables
 and the drop when P8 and P10 are left out, and the diagnostics that explain them — each beside the
@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sdclab import realism
-from sdclab.population import Population
-from sdclab.population.synth import GENERATOR_VERSION, synthesize
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.synth import GENERATOR_VERSION, synthesize
+from sdclab.pipeline import realism
 
 SIZES = (50_000, 1_000_000)
 SEED = 2010

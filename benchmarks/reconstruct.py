@@ -20,9 +20,9 @@ from sdclab.attacks.reconstruction import reconstruct, solve_tract, stacked_quer
 from sdclab.attacks.variability import solution_variability, variability_summary
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.catalog import CATALOG
-from sdclab.evaluation import block_agebin_agreement
-from sdclab.optimize.highs import solve_mip
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core.optimize.highs import solve_mip
+from sdclab.pipeline.evaluation import block_agebin_agreement
 from sdclab.release import exact_release
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000

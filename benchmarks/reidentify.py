@@ -19,7 +19,7 @@ import polars as pl
 from sdclab.attacks.linkage import ATTACKER_PRESETS, attacker_file, confirm, link
 from sdclab.attacks.reconstruction import reconstruct
 from sdclab.censuses.us2010 import schema
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.release import exact_release
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000

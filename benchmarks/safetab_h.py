@@ -28,8 +28,8 @@ import polars as pl
 
 from sdclab import protection
 from sdclab.censuses.us2010.geography import geoid_strings
-from sdclab.population.synth import synthesize
-from sdclab.protection.safetab_groups import (
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.censuses.us2010.safetab_groups import (
     PRODUCTION_THRESHOLDS,
     REGION_TYPES,
     iterations,

@@ -18,8 +18,8 @@ import time
 
 from sdclab import protection
 from sdclab.attacks.reconstruction import reconstruct
-from sdclab.execution import Executor
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core.execution import Executor
 from sdclab.protection import topdown as topdown_module
 
 GOAL_SPEEDUP = 1.8

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from sdclab import protection
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.protection.households import Households
 from sdclab.protection.swapping import (
     PsaParameters,

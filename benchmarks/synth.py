@@ -14,7 +14,7 @@ import resource
 import sys
 import time
 
-from sdclab.population.synth import build_report, synthesize
+from sdclab.censuses.us2010.population.synth import build_report, synthesize
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 1

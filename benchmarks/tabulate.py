@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pandas_peer  # noqa: E402
 
 from sdclab.censuses.us2010.catalog import PERSON_TABLES
-from sdclab.population.synth import synthesize  # noqa: E402
-from sdclab.tables.published import PublishedTable  # noqa: E402
-from sdclab.tables.tabulate import tabulate  # noqa: E402
+from sdclab.censuses.us2010.population.synth import synthesize  # noqa: E402
+from sdclab.core.tables.published import PublishedTable  # noqa: E402
+from sdclab.core.tables.tabulate import tabulate  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 

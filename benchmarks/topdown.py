@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.protection.topdown_engine import topdown
 from sdclab.protection.topdown_strategy import PRODUCTS
 

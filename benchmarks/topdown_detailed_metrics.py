@@ -14,9 +14,9 @@ import json
 import sys
 import time
 
-from sdclab import api
-from sdclab.evaluation import geounit_totals
-from sdclab.figures import NotMeasured
+from sdclab.core.figures import NotMeasured
+from sdclab.pipeline import api
+from sdclab.pipeline.evaluation import geounit_totals
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 BUREAU_MAE = {"county": 1.86, "tract": 1.94, "urban_block": 4.23, "rural_block": 1.61}

@@ -4,8 +4,8 @@ A budget sweep runs TopDown many times on small populations, so what a run costs
 size matters (goals: 3,000 persons under 5 s, 50,000 under 20 s). Each size is run twice in this
 process, on the same population and noise seed: as sdclab runs it, and with the root's L2 pass
 sent to the general sparse solvers (OSQP, then Clarabel) instead of the structured interior point
-method of ``sdclab.optimize.root_qp`` — the peer, measured side by side. Both runs draw the same
-noisy measurements of the root; the roots' post-processed outputs differ within the solvers'
+method of ``sdclab.core.optimize.root_qp`` — the peer, measured side by side. Both runs draw the
+same noisy measurements of the root; the roots' post-processed outputs differ within the solvers'
 tolerances (the script prints the L2 objective each reached), and each level below is measured on
 the support of its parent's output, so those measurements may differ. Prints one JSON line.
 
@@ -24,9 +24,9 @@ from contextlib import contextmanager
 import numpy as np
 import polars as pl
 
-from sdclab.optimize import least_squares
-from sdclab.optimize.sibling_qp import NotConverged
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core.optimize import least_squares
+from sdclab.core.optimize.sibling_qp import NotConverged
 from sdclab.protection.topdown_engine import topdown
 from sdclab.protection.topdown_strategy import PRODUCTS
 

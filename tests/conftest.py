@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab.execution import _limit_blas, default_workers
-from sdclab.population import PERSONS, UNITS, Population
+from sdclab.censuses.us2010.population import PERSONS, UNITS, Population
+from sdclab.core.execution import _limit_blas, default_workers
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 
@@ -175,7 +175,7 @@ def wide_census(tmp_path):
     """A factory of declared censuses: ``topics`` attributes topic0… of ten codes each, a two-level
     geography (area > place, read from the records' columns), ``tables`` (name → cells) and the
     reconstruction solving ``solved`` (the attacker links on topic0)."""
-    from sdclab.census.declare import load_census
+    from sdclab.core.census.declare import load_census
 
     def make(topics: int, tables: dict[str, list[str]], solved: list[str]):
         codes = str([str(c) for c in range(10)])

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sdclab import accounting as acc
-from sdclab import noise
-from sdclab.accounting import SpecCard, no_protection_card
 from sdclab.cli import app
-from sdclab.errors import InputError
-from sdclab.privacy import Invariant, Loss, person_guarantee
+from sdclab.core import accounting as acc
+from sdclab.core import noise
+from sdclab.core.accounting import SpecCard, no_protection_card
+from sdclab.core.errors import InputError
+from sdclab.core.privacy import Invariant, Loss, person_guarantee
 from sdclab.protection import MECHANISMS, get, parse_settings
 
 BLOCKS = ("1. Domain", "2. Multiverse", "3. Input premetric", "4. Output premetric", "5. Budget")

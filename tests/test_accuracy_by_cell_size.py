@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sdclab import api
-from sdclab.evaluation import table_accuracy
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.pipeline import api
+from sdclab.pipeline.evaluation import table_accuracy
 
 
 def test_errors_by_hand() -> None:

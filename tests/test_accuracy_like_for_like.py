@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sdclab import api
-from sdclab.evaluation import _distances, tract_indicators
-from sdclab.population.synth import synthesize
-from sdclab.results import COMPARED_TABLES, NotMeasured
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.pipeline import api
+from sdclab.pipeline.evaluation import _distances, tract_indicators
+from sdclab.pipeline.results import COMPARED_TABLES, NotMeasured
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +119,8 @@ def test_a_release_without_the_compared_tables_says_which_it_lacks(population) -
 def test_a_table_withheld_whole_costs_its_counts_and_has_no_shown_figure() -> None:
     import scipy.sparse as sp
 
-    from sdclab.evaluation import table_accuracy
-    from sdclab.results.accuracy import NO_POSITIVE_SHOWN_CELLS, NO_SHOWN_CELLS
+    from sdclab.pipeline.evaluation import table_accuracy
+    from sdclab.pipeline.results.accuracy import NO_POSITIVE_SHOWN_CELLS, NO_SHOWN_CELLS
 
     truth = sp.csr_matrix(np.array([[0, 2, 15]]))
     published = sp.csr_matrix(np.array([[0, 0, 0]]))

@@ -12,7 +12,7 @@ import pytest
 
 import sdclab
 from sdclab import protection
-from sdclab.results import NotMeasured
+from sdclab.pipeline.results import NotMeasured
 
 FUNCTIONS = [
     "synthesize",

@@ -25,14 +25,14 @@ from sdclab.attacks.reconstruction import person_tables, reconstruct, stacked_qu
 from sdclab.attacks.reconstruction_files import read_reconstruction, write_reconstruction
 from sdclab.attacks.variability import attack
 from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.population.io import write_population
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.errors import InputError
-from sdclab.evaluation import agreement, block_agebin_agreement
-from sdclab.population.io import write_population
-from sdclab.population.synth import synthesize
+from sdclab.core.errors import InputError
+from sdclab.pipeline.evaluation import agreement, block_agebin_agreement
+from sdclab.pipeline.results import NotMeasured
 from sdclab.protection import run
 from sdclab.release import exact_release, write_release
-from sdclab.results import NotMeasured
 
 
 def rng(seed: int) -> np.random.Generator:

@@ -13,7 +13,6 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from sdclab import noise
 from sdclab.attacks.audit import (
     Claim,
     audit,
@@ -22,9 +21,10 @@ from sdclab.attacks.audit import (
     measure,
     rho_bound,
 )
+from sdclab.censuses.us2010.safetab_groups import PRODUCTION_THRESHOLDS, thresholds_data
 from sdclab.cli import app
+from sdclab.core import noise
 from sdclab.protection import gaussian
-from sdclab.protection.safetab_groups import PRODUCTION_THRESHOLDS, thresholds_data
 
 
 def half_noise(counts, p, rng):  # type: ignore[no-untyped-def]
@@ -142,7 +142,7 @@ def test_reported_probabilities_belong_to_their_datasets_in_both_orientations() 
 
 
 def test_settings_that_would_invalidate_an_audit_are_refused() -> None:
-    from sdclab.errors import InputError
+    from sdclab.core.errors import InputError
 
     with pytest.raises(InputError, match="no audit for mechanism 'cellkey'"):
         audit("cellkey")

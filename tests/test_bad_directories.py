@@ -26,13 +26,13 @@ import pytest
 from typer.testing import CliRunner
 
 from sdclab import protection
-from sdclab.api import read_release
 from sdclab.attacks.reconstruction import TractResult
 from sdclab.attacks.reconstruction_files import read_reconstruction
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.errors import InputError
-from sdclab.execution import Checkpoint, load_result, run_tasks, save_result
-from sdclab.population.synth import synthesize
+from sdclab.core.errors import InputError
+from sdclab.core.execution import Checkpoint, load_result, run_tasks, save_result
+from sdclab.pipeline.api import read_release
 from sdclab.release import exact_release, metadata_digest, write_release
 
 DATA = Path(__file__).parent / "data"

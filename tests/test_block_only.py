@@ -11,16 +11,16 @@ import pytest
 from typer.testing import CliRunner
 
 import sdclab
-from sdclab import api
 from sdclab.attacks.linkage import link
 from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.population.io import write_population
 from sdclab.cli import app
-from sdclab.errors import InputError
-from sdclab.experiment import NO_BLOCK_ONLY
-from sdclab.population.io import write_population
+from sdclab.core.errors import InputError
+from sdclab.pipeline import api
+from sdclab.pipeline.experiment import NO_BLOCK_ONLY
+from sdclab.pipeline.results import NotMeasured, Reidentification
+from sdclab.pipeline.results.evaluation import BLOCK_ONLY_FIELD
 from sdclab.release import write_release
-from sdclab.results import NotMeasured, Reidentification
-from sdclab.results.evaluation import BLOCK_ONLY_FIELD
 
 B = 10010001001001  # a block geocode as int
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import sdclab
-from sdclab.errors import InputError
+from sdclab.core.errors import InputError
 
 
 def test_a_huge_cell_key_threshold_is_reconstructed_without_scaling_with_it(tiny_population):

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sdclab import accounting
-from sdclab.budget import answer, cell_key_noise, noise_of
 from sdclab.censuses.us2010 import schema
 from sdclab.cli import app
-from sdclab.errors import InputError
+from sdclab.core import accounting
+from sdclab.core.errors import InputError
+from sdclab.pipeline.budget import answer, cell_key_noise, noise_of
 from sdclab.protection import get
 from sdclab.protection.ptable import create_ptable, ons_10_5_ptable
 from sdclab.protection.safetab_h import margin_of_error, rho_for_margin

@@ -9,16 +9,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sdclab import protection
-from sdclab.diagnostics import HiddenCells
-from sdclab.errors import InputError
-from sdclab.population.io import read_population, write_population
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.io import read_population, write_population
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core.diagnostics import HiddenCells
+from sdclab.core.errors import InputError
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.tabulate import tabulate
 from sdclab.protection.cellkey import assign_record_keys, keyed_tables, perturb
 from sdclab.protection.cellkey_ons import ons_perturbed_table
 from sdclab.protection.households import swap_units
 from sdclab.protection.ptable import create_ptable, ons_10_5_ptable, write_ptable
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import tabulate
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from sdclab import cellkey_analysis as ck
+from sdclab.core import cellkey_analysis as ck
 
 
 def symmetry_row(bound: int, variance: float) -> ck.Pmf:

@@ -11,11 +11,11 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab.census.declare import load_census
-from sdclab.census.records import read_records, tabulate_records
 from sdclab.censuses import census_named
 from sdclab.censuses.us2010.catalog import CATALOG
-from sdclab.errors import InputError
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import read_records, tabulate_records
+from sdclab.core.errors import InputError
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 
@@ -172,7 +172,7 @@ def by_geoid(counts, level: str):
 
 
 def census_records(census, frame):
-    from sdclab.census.records import encode_records
+    from sdclab.core.census.records import encode_records
 
     return encode_records(census, frame, "persons.csv")
 
@@ -308,7 +308,7 @@ def test_us2010_is_the_catalogue_and_each_table_counts_over_its_marginal_domain(
 
 
 def test_a_census_document_round_trips_with_its_digest(toyland):
-    from sdclab.census.document import from_document, to_document
+    from sdclab.core.census.document import from_document, to_document
 
     census = load_census(TOYLAND / "census.toml")
     again = from_document(json.loads(json.dumps(to_document(census))))
@@ -329,7 +329,7 @@ def test_a_census_document_round_trips_with_its_digest(toyland):
 
 def test_a_declared_census_is_released_written_and_read_back_with_its_census(tmp_path):
     from sdclab import protection
-    from sdclab.api import read_release
+    from sdclab.pipeline.api import read_release
     from sdclab.release import exact_release, write_release
 
     census = load_census(TOYLAND / "census.toml")
@@ -360,7 +360,7 @@ def test_a_declared_census_is_released_written_and_read_back_with_its_census(tmp
 
 
 def test_a_us_release_names_its_census():
-    from sdclab.population.synth import synthesize
+    from sdclab.censuses.us2010.population.synth import synthesize
     from sdclab.release import exact_release
 
     release = exact_release(synthesize(300, seed=1))
@@ -383,7 +383,7 @@ def test_the_command_line_tabulates_and_protects_a_declared_census(tmp_path):
     assert "budget: epsilon = 1 (pure DP)" in done.stdout
     done = sdclab("tabulate", persons, *census, "--tables", "T1,T3", "--out", "exact")
     assert done.returncode == 0, done.stderr
-    from sdclab.api import read_release
+    from sdclab.pipeline.api import read_release
 
     exact = read_release(tmp_path / "exact")
     assert list(exact.tables) == ["T1", "T3"] and exact.census.name == "toyland"
@@ -438,7 +438,7 @@ def test_a_declared_reconstruction_is_written_and_read_back_with_its_census(tmp_
     done = sdclab("reconstruct", "ck", "--out", "rc", "--node-limit", "2000", "--workers", "1")
     assert done.returncode == 0, done.stderr
     assert "in 4 districts" in done.stdout
-    from sdclab import api
+    from sdclab.pipeline import api
 
     rebuilt = api.read_reconstruction(tmp_path / "rc")
     assert rebuilt.persons.columns[:4] == ["block", "sex", "age", "country_of_birth"]
@@ -451,8 +451,8 @@ def test_a_declared_reconstruction_is_written_and_read_back_with_its_census(tmp_
 
 
 def test_a_declared_census_is_reidentified_on_its_quasi_identifiers(toyland):
-    from sdclab import api
-    from sdclab.results import NotMeasured
+    from sdclab.pipeline import api
+    from sdclab.pipeline.results import NotMeasured
 
     census = load_census(TOYLAND / "census.toml")
     records = read_records(census, TOYLAND / "persons.csv")
@@ -574,7 +574,7 @@ def test_a_declared_census_goes_from_the_command_line_to_its_evaluation(tmp_path
 
 @pytest.mark.parametrize("complementary", [False, True])
 def test_a_declared_census_is_suppressed_by_its_total_table(complementary, toyland):
-    from sdclab import api
+    from sdclab.pipeline import api
 
     census = load_census(TOYLAND / "census.toml")
     records = read_records(census, TOYLAND / "persons.csv")
@@ -633,7 +633,8 @@ def test_a_census_file_is_refused_where_sdclab_could_not_use_it(toyland, old, ne
 
 
 def test_what_a_declared_census_cannot_do_yet_is_refused_in_words(tmp_path):
-    from sdclab import api, protection
+    from sdclab import protection
+    from sdclab.pipeline import api
 
     census = load_census(TOYLAND / "census.toml")
     records = read_records(census, TOYLAND / "persons.csv")
@@ -648,7 +649,7 @@ def test_what_a_declared_census_cannot_do_yet_is_refused_in_words(tmp_path):
     with pytest.raises(InputError, match=r"variability: solution variability is measured"):
         api.reconstruct(release, workers=1, variability=True)
     # a reconstruction of another census than the release's is not scored
-    from sdclab.population.synth import synthesize
+    from sdclab.censuses.us2010.population.synth import synthesize
 
     us = synthesize(300, seed=1)
     us_release = api.tabulate(us)
@@ -680,8 +681,8 @@ def test_the_attacker_file_of_a_declared_census_has_the_presets_defects():
 
 
 def test_a_declared_reconstruction_with_a_stray_geounit_or_share_is_refused(tmp_path):
-    from sdclab import api
     from sdclab.attacks.reconstruction_files import write_reconstruction
+    from sdclab.pipeline import api
 
     census = load_census(TOYLAND / "census.toml")
     records = read_records(census, TOYLAND / "persons.csv")
@@ -700,8 +701,8 @@ def test_a_declared_reconstruction_with_a_stray_geounit_or_share_is_refused(tmp_
 
 
 def test_the_reconstruction_reads_every_table_published_at_its_level(toyland):
-    from sdclab import api
     from sdclab.attacks.reconstruction import attack_tables
+    from sdclab.pipeline import api
 
     edit(toyland / "census.toml", 'level = "village"', 'level = "district"')
     census = load_census(toyland / "census.toml")
@@ -714,7 +715,7 @@ def test_the_reconstruction_reads_every_table_published_at_its_level(toyland):
 
 
 def test_suppression_needs_the_total_at_every_level(toyland):
-    from sdclab import api
+    from sdclab.pipeline import api
 
     edit(
         toyland / "census.toml", 'title = "Population"', 'title = "Population"\nbottom = "district"'
@@ -727,7 +728,7 @@ def test_suppression_needs_the_total_at_every_level(toyland):
 def test_a_declared_census_travels_to_worker_processes_once():
     import pickle
 
-    from sdclab import api
+    from sdclab.pipeline import api
 
     census = load_census(TOYLAND / "census.toml")
     first, second = (pickle.loads(pickle.dumps(census)) for _ in range(2))
@@ -740,8 +741,8 @@ def test_a_declared_census_travels_to_worker_processes_once():
 
 
 def test_a_declared_release_whose_cells_exceed_its_total_is_refused(tmp_path):
-    from sdclab import api
-    from sdclab.api import read_release
+    from sdclab.pipeline import api
+    from sdclab.pipeline.api import read_release
     from sdclab.release import write_release
 
     census = load_census(TOYLAND / "census.toml")

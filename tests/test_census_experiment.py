@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sdclab.errors import InputError
-from sdclab.experiment import parse_experiment
-from sdclab.results import ExperimentResult
+from sdclab.core.errors import InputError
+from sdclab.pipeline.experiment import parse_experiment
+from sdclab.pipeline.results import ExperimentResult
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 EXPERIMENT = """
@@ -184,7 +184,7 @@ def test_a_us_only_setting_is_refused_in_one_line(tmp_path, old, new, message):
     assert old in EXPERIMENT
     experiment = write_experiment(tmp_path, EXPERIMENT.replace(old, new, 1))
     with pytest.raises(InputError, match=message) as refused:
-        from sdclab.experiment import load_experiment
+        from sdclab.pipeline.experiment import load_experiment
 
         load_experiment(experiment)
     assert "\n" not in str(refused.value)

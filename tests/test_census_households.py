@@ -9,10 +9,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import api
-from sdclab.census.declare import load_census
-from sdclab.census.records import read_records, tabulate_records
-from sdclab.errors import InputError
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import read_records, tabulate_records
+from sdclab.core.errors import InputError
+from sdclab.pipeline import api
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 
@@ -106,7 +106,7 @@ def test_one_person_may_change_their_household_record_in_any_way(with_tenure):
 
 
 def test_the_psa_swaps_a_declared_census_households_within_its_matching_areas(with_tenure):
-    from sdclab import accounting
+    from sdclab.core import accounting
 
     census = load_census(with_tenure / "census.toml")
     records = read_records(census, with_tenure / "persons.csv")
@@ -190,7 +190,7 @@ def test_a_household_attribute_needs_the_household_key(with_tenure):
 
 
 def test_records_of_a_census_document_without_its_household_key_are_refused(with_tenure):
-    from sdclab.census.document import from_document, to_document
+    from sdclab.core.census.document import from_document, to_document
 
     document = to_document(load_census(with_tenure / "census.toml"))
     document["household_key"] = None  # as a forged or hand-made release's census.json could say

@@ -12,10 +12,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import api, protection
-from sdclab.census.declare import load_census
-from sdclab.census.records import CensusRecords, read_records
-from sdclab.errors import InputError
+from sdclab import protection
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import CensusRecords, read_records
+from sdclab.core.errors import InputError
+from sdclab.pipeline import api
 from sdclab.protection.swapping import swap_population
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
@@ -156,8 +157,8 @@ def test_a_census_without_households_has_none_to_swap(tmp_path):
 
 
 def test_the_cell_key_method_swaps_a_declared_census_first(with_tenure):
+    from sdclab.core.randomness import make_rng
     from sdclab.protection.cellkey import assign_record_keys
-    from sdclab.randomness import make_rng
 
     records = toyland_records(with_tenure)
     chained = api.protect(records, "cellkey", seed=5, swap="swap-low")

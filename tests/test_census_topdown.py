@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import api
-from sdclab.census.declare import load_census
-from sdclab.census.records import read_records, tabulate_records
-from sdclab.errors import InputError
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import read_records, tabulate_records
+from sdclab.core.errors import InputError
+from sdclab.pipeline import api
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 
@@ -91,8 +91,8 @@ def test_the_measurements_are_those_of_the_strategy(records, release):
 def test_a_declared_topdown_release_reads_back_and_is_attacked_with_its_measurements(
     tmp_path, records, release
 ):
-    from sdclab.api import read_release
     from sdclab.attacks.reconstruction import used_measurements
+    from sdclab.pipeline.api import read_release
     from sdclab.release import write_release
 
     write_release(release, tmp_path / "release")
@@ -114,7 +114,7 @@ def test_a_declared_topdown_release_reads_back_and_is_attacked_with_its_measurem
 
 
 def test_a_forged_code_in_a_declared_mdf_is_refused(tmp_path, release):
-    from sdclab.api import read_release
+    from sdclab.pipeline.api import read_release
     from sdclab.release import write_release
 
     write_release(release, tmp_path / "release")
@@ -132,7 +132,7 @@ def test_a_histogram_too_large_to_measure_is_refused_in_words(wide_census):
     frame = pl.DataFrame({n: rng.integers(0, 10, 50).astype(str) for n in names}).with_columns(
         place=pl.Series(rng.integers(0, 4, 50).astype(str)), area=pl.lit("a")
     )
-    from sdclab.census.records import encode_records
+    from sdclab.core.census.records import encode_records
 
     wide = encode_records(census, frame, "wide.csv")
     with pytest.raises(InputError, match=r"has 10,000,000 cells, more than the 4,194,304"):
@@ -261,6 +261,6 @@ def test_a_topdown_workload_measures_and_publishes_its_own_tables(records, tmp_p
     with pytest.raises(
         InputError, match=r"tables: TopDown does not publish H1 \(a housing-unit table"
     ):
-        from sdclab.population.synth import synthesize
+        from sdclab.censuses.us2010.population.synth import synthesize
 
         api.protect(synthesize(300, seed=1), "topdown", seed=1, tables="P1,H1")

@@ -10,9 +10,11 @@ from typer.testing import CliRunner
 
 from sdclab import protection
 from sdclab.censuses.us2010.catalog import CATALOG
+from sdclab.censuses.us2010.population.io import write_population
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.population.io import write_population
-from sdclab.population.synth import synthesize
+from sdclab.core.tables.relations import partitions
+from sdclab.core.tables.tabulate import tabulate
 from sdclab.protection.cellkey import CellKeyParameters, assign_record_keys, published_ptable
 from sdclab.protection.cellkey_risk import (
     bound_disclosure,
@@ -24,8 +26,6 @@ from sdclab.protection.cellkey_risk import (
     repeated_queries,
     usable_tuples,
 )
-from sdclab.tables.relations import partitions
-from sdclab.tables.tabulate import tabulate
 
 
 @pytest.fixture(scope="module")

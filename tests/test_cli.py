@@ -8,9 +8,9 @@ import sys
 import polars as pl
 from typer.testing import CliRunner
 
-from sdclab.api import read_release
 from sdclab.cli import app
-from sdclab.fileio import OUTPUT_MARKER
+from sdclab.core.fileio import OUTPUT_MARKER
+from sdclab.pipeline.api import read_release
 
 runner = CliRunner()
 

@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 
-from sdclab.api import read_release
-from sdclab.population.io import read_population, write_population
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.io import read_population, write_population
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.pipeline.api import read_release
 
 SDCLAB = [sys.executable, "-m", "sdclab"]
 

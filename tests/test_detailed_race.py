@@ -14,16 +14,16 @@ from typer.testing import CliRunner
 
 from conftest import BLOCK_A, BLOCK_B, BLOCK_D, frame
 from sdclab.censuses.us2010 import schema
-from sdclab.cli import app
-from sdclab.errors import InputError
-from sdclab.population import PERSONS, UNITS, Population, synth, synth_geography
-from sdclab.population.columns import (
+from sdclab.censuses.us2010.population import PERSONS, UNITS, Population, synth, synth_geography
+from sdclab.censuses.us2010.population.columns import (
     DETAILED_RACE_ETHNICITY,
     DETAILED_RACE_ETHNICITY_COLUMNS,
     RACE_CODE_COLUMNS,
 )
-from sdclab.population.contract import detailed_codes_markdown
-from sdclab.population.io import read_population, validate, write_population
+from sdclab.censuses.us2010.population.contract import detailed_codes_markdown
+from sdclab.censuses.us2010.population.io import read_population, validate, write_population
+from sdclab.cli import app
+from sdclab.core.errors import InputError
 
 DOCS = Path(__file__).parents[1] / "docs"
 N_SYNTH = 200_000

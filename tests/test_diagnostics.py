@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sdclab.diagnostics import (
+from sdclab.core.diagnostics import (
     KINDS,
     GroupAccuracy,
     HiddenCells,
@@ -17,7 +17,7 @@ from sdclab.diagnostics import (
     read_diagnostics,
     sections,
 )
-from sdclab.figures import NotMeasured
+from sdclab.core.figures import NotMeasured
 
 CELLS = {
     "nonempty": 4,

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from sdclab.censuses.us2010.catalog import catalog_markdown
-from sdclab.population.contract import contract_markdown
+from sdclab.censuses.us2010.population.contract import contract_markdown
 
 DOCS = Path(__file__).parents[1] / "docs"
 

@@ -9,14 +9,15 @@ import polars as pl
 import pytest
 
 from conftest import random_population
-from sdclab import api, protection
-from sdclab.api import read_release
-from sdclab.digest import frames_digest
-from sdclab.errors import InputError
-from sdclab.population import Population
-from sdclab.population.io import read_population, write_population
+from sdclab import protection
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.io import read_population, write_population
+from sdclab.core.digest import frames_digest
+from sdclab.core.errors import InputError
+from sdclab.core.tables.tabulate import tabulate
+from sdclab.pipeline import api
+from sdclab.pipeline.api import read_release
 from sdclab.release import write_release
-from sdclab.tables.tabulate import tabulate
 
 # three blocks with no unit: two in tracts that have units, one in a tract of its own
 EMPTY = ["010010001001998", "010010002001999", "010010003001001"]

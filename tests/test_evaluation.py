@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 import sdclab
 from sdclab import protection
 from sdclab.cli import app
-from sdclab.diagnostics import SuppressionByLevel
-from sdclab.evaluation import accuracy, additivity, summarise_accuracy
+from sdclab.core.diagnostics import SuppressionByLevel
+from sdclab.pipeline.evaluation import accuracy, additivity, summarise_accuracy
+from sdclab.pipeline.results import SCHEMA_VERSION, NotMeasured, evaluation_only
 from sdclab.release import exact_release
-from sdclab.results import SCHEMA_VERSION, NotMeasured, evaluation_only
 
 
 def test_exact_release_has_no_error(small_population):

@@ -11,8 +11,8 @@ import cloudpickle
 import numpy as np
 import pytest
 
-from sdclab.errors import InputError
-from sdclab.execution import (
+from sdclab.core.errors import InputError
+from sdclab.core.execution import (
     Checkpoint,
     Executor,
     TaskFailed,
@@ -98,7 +98,7 @@ def test_the_local_cluster_listens_on_the_loopback_alone():
     """The scheduler, the workers and the dashboard (which has no authentication)."""
     import psutil
 
-    from sdclab.execution import dask_client
+    from sdclab.core.execution import dask_client
 
     def listening(process: psutil.Process) -> set[str]:
         return {
@@ -193,7 +193,7 @@ def test_checkpoint_keeps_finished_work_and_a_rerun_resumes(tmp_path, workers):
 
 UNGUARDED_SCRIPT = """
 import math
-from sdclab.execution import run_tasks
+from sdclab.core.execution import run_tasks
 
 print("main ran")
 print(run_tasks(math.factorial, [3, 4, 5, 6], workers=2))
@@ -224,7 +224,7 @@ def process_id(_: int) -> int:
 def test_a_worker_pool_serves_every_call_inside_it():
     """Inside ``worker_pool`` the calls share one pool (at most its 2 worker processes serve
     both); outside it each call starts its own, and the block leaves no pool open."""
-    from sdclab import execution
+    from sdclab.core import execution
 
     with worker_pool(2):
         first = set(run_tasks(process_id, list(range(8)), 2))
@@ -236,7 +236,7 @@ def test_a_worker_pool_serves_every_call_inside_it():
 
 
 def test_a_worker_pool_closes_when_its_block_fails():
-    from sdclab import execution
+    from sdclab.core import execution
 
     with pytest.raises(KeyError), worker_pool(2):
         run_tasks(process_id, list(range(4)), 2)

@@ -11,11 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from sdclab.attacks.reconstruction import NODE_LIMIT
+from sdclab.censuses.us2010.population.io import write_population
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.errors import InputError
-from sdclab.experiment import Experiment, load_experiment, run_spec
-from sdclab.population.io import write_population
-from sdclab.population.synth import synthesize
+from sdclab.core.errors import InputError
+from sdclab.pipeline.experiment import Experiment, load_experiment, run_spec
 
 TINY = """
 [population]
@@ -270,7 +270,7 @@ def test_copies_of_a_population_are_never_more_readable_than_it(tmp_path):
     ids=["0600-in-0700", "0640-in-0750", "0644-in-0711", "0644-in-0700", "0400-in-0500"],
 )
 def test_a_copy_allows_at_most_what_its_source_grants(tmp_path, directory, files, limit):
-    from sdclab.population.io import source_modes
+    from sdclab.censuses.us2010.population.io import source_modes
 
     pop = tmp_path / "pop"
     write_population(synthesize(100, seed=3), pop)
@@ -291,7 +291,7 @@ def test_a_run_ended_by_an_os_error_leaves_no_marker(tmp_path, monkeypatch, exis
     empty."""
     import errno
 
-    from sdclab.experiment import Runner
+    from sdclab.pipeline.experiment import Runner
 
     def fails(self):
         raise OSError(errno.EINVAL, "Invalid argument")

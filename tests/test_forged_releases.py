@@ -20,10 +20,11 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from sdclab import api, protection
+from sdclab import protection
 from sdclab.attacks.knowledge import cell_bounds
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.population.synth import synthesize
+from sdclab.pipeline import api
 from sdclab.protection.cellkey import CellKeyParameters
 from sdclab.protection.ptable import create_ptable, write_ptable
 from sdclab.protection.ptable_analysis import preimage_bounds

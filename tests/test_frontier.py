@@ -10,10 +10,10 @@ import statistics
 import pytest
 from scipy import stats
 
-from sdclab.experiment import REPORT_FILE, Experiment, ReportSpec, run_spec
-from sdclab.markup import decimal, pct
-from sdclab.report.charts import series_style
-from sdclab.results import (
+from sdclab.core.markup import decimal, pct
+from sdclab.pipeline.experiment import REPORT_FILE, Experiment, ReportSpec, run_spec
+from sdclab.pipeline.report.charts import series_style
+from sdclab.pipeline.results import (
     FrontierAxes,
     FrontierPoint,
     NotMeasured,
@@ -137,7 +137,7 @@ def test_no_zero_stands_for_a_figure_not_measured(swept) -> None:
 
 
 def test_formatting_of_zero_small_and_not_measured() -> None:
-    from sdclab.markup import points
+    from sdclab.core.markup import points
 
     assert points(0.0) == "0 pp" and points(-0.01) == "−<0.1 pp" and points(2.345) == "+2.3 pp"
     assert pct(0.0) == "0%" and pct(0.0004) == "<0.1%" and pct(-0.0004) == "−<0.1%"
@@ -216,8 +216,8 @@ def test_twelve_series_and_more_are_told_apart() -> None:
 def test_the_experiment_file_chooses_what_the_frontier_plots() -> None:
     from pathlib import Path
 
-    from sdclab.errors import InputError
-    from sdclab.experiment import parse_experiment
+    from sdclab.core.errors import InputError
+    from sdclab.pipeline.experiment import parse_experiment
 
     chosen = {**SWEEP, "report": {"accuracy": "accuracy.tv_mean", "level": "block", "table": "P12"}}
     axes = parse_experiment(chosen, "exp.toml", Path(".")).report.axes()
@@ -267,8 +267,8 @@ TIME_LIMIT = "Time limit reached"
 def test_a_tract_stopped_at_its_time_limit_is_flagged(swept) -> None:
     from dataclasses import replace
 
-    from sdclab.report.risk import time_limited
-    from sdclab.results import ReconstructionFigures
+    from sdclab.pipeline.report.risk import time_limited
+    from sdclab.pipeline.results import ReconstructionFigures
 
     results, _ = swept
     release = results["cellkey#1"]
@@ -292,7 +292,7 @@ def test_a_tract_stopped_at_its_time_limit_is_flagged(swept) -> None:
 
 
 def test_a_log_axis_draws_zero_on_its_own_floor_tick() -> None:
-    from sdclab.report.charts import Axis, XYPoint, xy_chart
+    from sdclab.pipeline.report.charts import Axis, XYPoint, xy_chart
 
     points = [XYPoint(1, 0), XYPoint(2, 0.1), XYPoint(3, 0.26), XYPoint(4, 159)]
     svg = xy_chart("t", {"a": points}, Axis("x"), Axis("y", log=True))
@@ -307,7 +307,7 @@ def test_a_log_axis_draws_zero_on_its_own_floor_tick() -> None:
 
 
 def test_a_line_against_the_budget_joins_only_points_that_differ_in_their_budget() -> None:
-    from sdclab.report.frontier import _budget_lines
+    from sdclab.pipeline.report.frontier import _budget_lines
 
     def point(setting: str, entry: str, epsilon: float, varied: dict) -> FrontierPoint:
         mean = ReplicateMean(1.0, 1, None, None)
@@ -330,7 +330,7 @@ def test_a_line_against_the_budget_joins_only_points_that_differ_in_their_budget
 
 
 def test_the_detail_charts_show_one_series_per_setting(swept) -> None:
-    from sdclab.report.reading import by_setting, compared_mae
+    from sdclab.pipeline.report.reading import by_setting, compared_mae
 
     results, report = swept
     maes = by_setting(results, lambda r: [compared_mae(r, "tract")])
@@ -353,7 +353,7 @@ def test_the_psa_s_epsilon_says_whose_invariants_it_holds_within(swept) -> None:
     from dataclasses import replace
 
     from sdclab.cli import release_lines
-    from sdclab.report.frontier import choose_section
+    from sdclab.pipeline.report.frontier import choose_section
 
     results, report = swept
     points = {p.setting: p for p in results.frontier(ALL_PERSONS)}
@@ -395,7 +395,7 @@ def suppressed(tmp_path_factory):
 
 
 def test_the_withheld_share_is_of_what_the_frontier_plots(suppressed) -> None:
-    from sdclab.report.frontier import _withheld
+    from sdclab.pipeline.report.frontier import _withheld
 
     results = suppressed
     (point,) = results.frontier()
@@ -416,7 +416,7 @@ def test_the_withheld_share_is_of_what_the_frontier_plots(suppressed) -> None:
 
 
 def test_the_frontier_takes_its_axes_as_keywords() -> None:
-    from sdclab.results import with_axes
+    from sdclab.pipeline.results import with_axes
 
     axes = with_axes(FrontierAxes(), level="block", persons="nonmodal", attacker="commercial")
     assert axes.level == "block"

@@ -28,12 +28,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from sdclab.api import read_release
-from sdclab.errors import InputError
-from sdclab.experiment import Experiment, load_experiment
-from sdclab.population import PERSONS, UNITS, Population
-from sdclab.population.columns import with_optional
-from sdclab.population.io import read_population
+from sdclab.censuses.us2010.population import PERSONS, UNITS, Population
+from sdclab.censuses.us2010.population.columns import with_optional
+from sdclab.censuses.us2010.population.io import read_population
+from sdclab.core.errors import InputError
+from sdclab.pipeline.api import read_release
+from sdclab.pipeline.experiment import Experiment, load_experiment
 from sdclab.protection import MECHANISMS
 from sdclab.release import Release, exact_release, write_release
 

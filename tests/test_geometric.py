@@ -8,10 +8,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from sdclab import noise, protection
-from sdclab.cellkey_analysis import geometric_tail, laplace_tail
+from sdclab import protection
 from sdclab.censuses.us2010.catalog import CATALOG
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core import noise
+from sdclab.core.cellkey_analysis import geometric_tail, laplace_tail
+from sdclab.core.tables.tabulate import tabulate
 from sdclab.protection.geometric import (
     GeometricParameters,
     allocation,
@@ -19,7 +21,6 @@ from sdclab.protection.geometric import (
     sensitivity,
     summed_laplace_pmf,
 )
-from sdclab.tables.tabulate import tabulate
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def test_an_epsilon_the_exact_sampler_cannot_take_is_refused_in_words():
     """An ε of 31 significant digits makes noise scales whose numerators pass 2^62: refused when
     the parameters are read (it was an internal error when drawing)."""
     from sdclab import protection
-    from sdclab.errors import InputError
+    from sdclab.core.errors import InputError
 
     geometric = protection.get("geometric")
     with pytest.raises(InputError, match="too many significant digits") as err:

@@ -18,11 +18,11 @@ from sdclab.attacks.linkage import (
     reidentify,
 )
 from sdclab.attacks.reconstruction import reconstruct
+from sdclab.censuses.us2010.population import PERSONS, UNITS, Population
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.population import PERSONS, UNITS, Population
-from sdclab.population.synth import synthesize
+from sdclab.pipeline.results import Linkage, Reidentification
 from sdclab.release import exact_release
-from sdclab.results import Linkage, Reidentification
 
 B = 10010001001001  # a block geocode as int
 

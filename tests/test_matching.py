@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from sdclab import accounting
-from sdclab.errors import InputError
-from sdclab.experiment import parse_experiment
-from sdclab.matching import common_epsilon, match, rho_for_epsilon, unmatchable
+from sdclab.core import accounting
+from sdclab.core.errors import InputError
+from sdclab.pipeline.experiment import parse_experiment
+from sdclab.pipeline.matching import common_epsilon, match, rho_for_epsilon, unmatchable
 
 
 @pytest.mark.parametrize(

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from sdclab import protection
-from sdclab.api import read_release
 from sdclab.attacks.knowledge import cell_bounds
-from sdclab.census.declare import load_census
-from sdclab.census.records import read_records
 from sdclab.censuses import is_built_in
-from sdclab.errors import InputError
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import read_records
+from sdclab.core.errors import InputError
+from sdclab.pipeline.api import read_release
 from sdclab.protection.cellkey import assign_record_keys
 from sdclab.release import write_release
 

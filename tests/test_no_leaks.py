@@ -12,12 +12,12 @@ import polars as pl
 import pytest
 
 from sdclab import protection
-from sdclab.population.columns import RECORD_KEY
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.columns import RECORD_KEY
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core.tables.tabulate import tabulate
+from sdclab.pipeline.results.truth import has_path
 from sdclab.protection.cellkey import assign_record_keys
 from sdclab.release import RELEASE_FILE, write_release
-from sdclab.results.truth import has_path
-from sdclab.tables.tabulate import tabulate
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "sdclab"
 QUICK = {
@@ -260,8 +260,8 @@ def _toml_entries(table: str, entries: list[dict]) -> str:
 def test_releases_record_the_content_of_setting_files_never_their_paths(small, tmp_path):
     """An attacker is entitled to a strategy, an iteration mapping or a p-table, not to where the
     agency keeps them; execution settings (workers, checkpoint) stay out of the release."""
-    from sdclab.api import read_release
-    from sdclab.protection import safetab_groups
+    from sdclab.censuses.us2010 import safetab_groups
+    from sdclab.pipeline.api import read_release
     from sdclab.protection.ptable import ons_10_5_ptable, write_ptable
     from sdclab.protection.topdown_strategy import PRODUCTS, strategy_data
 
@@ -327,7 +327,7 @@ def test_releases_record_the_content_of_setting_files_never_their_paths(small, t
 
 
 def test_whether_a_release_drew_from_its_stream_is_read_off_its_record():
-    from sdclab.randomness import drew_from_stream
+    from sdclab.core.randomness import drew_from_stream
 
     assert drew_from_stream({"source": "seed"}) and drew_from_stream({"source": "os-entropy"})
     assert drew_from_stream({"source": "the population's record_key column and seed"})
@@ -338,7 +338,7 @@ def test_whether_a_release_drew_from_its_stream_is_read_off_its_record():
 def test_the_record_says_whether_the_stream_was_drawn_from(small):
     """The randomness record carries a boolean, so that no reader parses its source text: a
     mechanism's own source may end in words that look like the stream's."""
-    from sdclab.randomness import drew_from_stream, release_randomness
+    from sdclab.core.randomness import drew_from_stream, release_randomness
 
     own = {"source": "keys chosen by the agency and seed", "fit_for_publication": True}
     assert not drew_from_stream(release_randomness(own, 1, drew=False))

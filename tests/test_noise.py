@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sdclab import noise
+from sdclab.core import noise
 
 P_MIN = 1e-4
 """Fixed seeds make every test deterministic; this is the significance level it was checked at."""

@@ -13,7 +13,6 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab import api
 from sdclab.attacks.knowledge import cell_bounds, measured_query, measurement_bounds
 from sdclab.attacks.noise_aware import ColumnSpace, Rows
 from sdclab.attacks.reconstruction import (
@@ -25,13 +24,14 @@ from sdclab.attacks.reconstruction import (
     tract_problems,
 )
 from sdclab.censuses.us2010 import schema
-from sdclab.population import Population
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core.randomness import make_rng
+from sdclab.pipeline import api
 from sdclab.protection import swapping
 from sdclab.protection.cellkey import assign_record_keys, has_keys
 from sdclab.protection.ptable import create_ptable, ons_10_5_ptable
 from sdclab.protection.ptable_analysis import preimage_range
-from sdclab.randomness import make_rng
 from sdclab.release import Release, exact_release
 
 SEED = 11
@@ -283,7 +283,7 @@ def test_unknown_noise_is_refused_in_words(population: Population) -> None:
     release = exact_release(population)
     from dataclasses import replace
 
-    from sdclab.errors import InputError
+    from sdclab.core.errors import InputError
 
     with pytest.raises(InputError, match="no model of this mechanism's noise"):
         cell_bounds(replace(release, mechanism="mystery"), ["P1"], "block", np.zeros((1, 1)))
@@ -390,7 +390,7 @@ def test_a_tract_whose_blocks_hold_no_row_is_solved(tract_cell, persons) -> None
     warmed on the block rows holds pairs but no row, and must neither fail nor run unbounded
     (a tract cell whose cost falls with its count bounds the pairs from the start)."""
     from sdclab.attacks.noise_aware import solve_priced
-    from sdclab.optimize.highs import Limits
+    from sdclab.core.optimize.highs import Limits
 
     block = (np.zeros(2), np.full(2, np.inf), np.zeros(2), np.zeros(2), np.zeros(2))
     low, high, weight, target, above = (np.r_[b, t] for b, t in zip(block, tract_cell, strict=True))

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sdclab import fileio
-from sdclab.api import read_release
+from sdclab.censuses.us2010.population.io import read_population, write_population
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.errors import InputError
-from sdclab.population.io import read_population, write_population
-from sdclab.population.synth import synthesize
+from sdclab.core import fileio
+from sdclab.core.errors import InputError
+from sdclab.pipeline.api import read_release
 
 
 def run(*args: str):
@@ -158,7 +158,7 @@ def test_replacing_an_output_exchanges_it_in_one_step(tmp_path, monkeypatch):
 KILLED_WRITER = """
 import os, sys
 from pathlib import Path
-from sdclab import fileio
+from sdclab.core import fileio
 target, where = Path(sys.argv[1]), sys.argv[2]
 if where == "fallback":
     fileio.exchange = lambda a, b: False
@@ -202,7 +202,7 @@ def test_a_writer_killed_while_replacing_leaves_a_complete_output(where, tmp_pat
 LIVE_WRITER = """
 import sys
 from pathlib import Path
-from sdclab import fileio
+from sdclab.core import fileio
 with fileio.atomic_directory(Path(sys.argv[1])) as tmp:
     print(tmp, flush=True)
     sys.stdin.readline()  # writing, until told to finish
@@ -246,7 +246,7 @@ def test_tabulate_killed_mid_replace_leaves_no_exact_tables_behind(made, tmp_pat
 
 
 def test_a_run_refused_for_bad_input_leaves_nothing(made, tmp_path):
-    from sdclab.population import Population
+    from sdclab.censuses.us2010.population import Population
 
     pop = read_population(made / "pop")
     group_quarters = pop.units.filter(pop.units["unit_type"] > 0)

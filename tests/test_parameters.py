@@ -13,15 +13,15 @@ import pytest
 from pydantic import Field
 
 from sdclab import protection
-from sdclab.errors import InputError
-from sdclab.protection import MECHANISMS
-from sdclab.protection.base import Mechanism, Parameters
-from sdclab.protection.safetab_groups import (
+from sdclab.censuses.us2010.safetab_groups import (
     PRODUCTION_THRESHOLDS,
     default_groups,
     groups_data,
     thresholds_data,
 )
+from sdclab.core.errors import InputError
+from sdclab.protection import MECHANISMS
+from sdclab.protection.base import Mechanism, Parameters
 from sdclab.protection.topdown_strategy import PRODUCTS, strategy_data
 
 # ---------------------------------------------------------------------------------------------

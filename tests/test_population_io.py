@@ -1,4 +1,5 @@
-"""Tests for sdclab.population.io: the bad-input corpus, good inputs, writing, robustness, CLI."""
+"""Tests for sdclab.censuses.us2010.population.io: the bad-input corpus, good inputs, writing,
+robustness, CLI."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import sdclab
-from sdclab.errors import InputError
-from sdclab.fileio import OUTPUT_MARKER
-from sdclab.findings import MAX_SHOWN
-from sdclab.population import PERSONS, UNITS, Population, synth, synth_geography
-from sdclab.population import io as population_io
-from sdclab.population.columns import STATE_CODES
-from sdclab.population.io import read_population, validate, write_population
+from sdclab.censuses.us2010.population import PERSONS, UNITS, Population, synth, synth_geography
+from sdclab.censuses.us2010.population import io as population_io
+from sdclab.censuses.us2010.population.columns import STATE_CODES
+from sdclab.censuses.us2010.population.io import read_population, validate, write_population
+from sdclab.core.errors import InputError
+from sdclab.core.fileio import OUTPUT_MARKER
+from sdclab.core.findings import MAX_SHOWN
 
 DATA = Path(__file__).parent / "data"
 BAD_CASES = sorted(p for p in (DATA / "bad" / "population").iterdir() if p.is_dir())

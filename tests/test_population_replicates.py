@@ -12,17 +12,17 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab.experiment import (
+from sdclab.censuses.us2010.population.bootstrap import bootstrap
+from sdclab.censuses.us2010.population.io import write_population
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.pipeline.experiment import (
     REPORT_FILE,
     RESULTS_FILE,
     Experiment,
     population_seed,
     run_spec,
 )
-from sdclab.population.bootstrap import bootstrap
-from sdclab.population.io import write_population
-from sdclab.population.synth import synthesize
-from sdclab.results import ExperimentResult
+from sdclab.pipeline.results import ExperimentResult
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,11 @@ from fractions import Fraction
 import pytest
 from typer.testing import CliRunner
 
-from sdclab import accounting, protection
+from sdclab import protection
 from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.cli import app
-from sdclab.privacy import (
+from sdclab.core import accounting
+from sdclab.core.privacy import (
     Guarantee,
     Loss,
     add_remove_to_replace,
@@ -22,8 +23,8 @@ from sdclab.privacy import (
     group,
     person_guarantee,
 )
+from sdclab.pipeline.results import NotMeasured
 from sdclab.protection import geometric
-from sdclab.results import NotMeasured
 
 DELTA = 1e-10
 
@@ -170,7 +171,7 @@ def test_spec_json_gives_measure_unit_relation_invariants_and_the_common_figure(
 
 @pytest.mark.parametrize("name", sorted(protection.MECHANISMS))
 def test_every_card_survives_json(name):
-    from sdclab.accounting import SpecCard
+    from sdclab.core.accounting import SpecCard
 
     entry = protection.get(name)
     settings = {"psa": {"largest_group": "100"}, "gaussian": {"rho": "0.5"}}.get(name, {})

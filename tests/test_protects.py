@@ -12,11 +12,11 @@ import polars as pl
 import pytest
 
 from sdclab import protection
-from sdclab.api import read_release
-from sdclab.errors import InputError
-from sdclab.population import Population
-from sdclab.population.columns import RECORD_KEY
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.columns import RECORD_KEY
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core.errors import InputError
+from sdclab.pipeline.api import read_release
 from sdclab.protection import safetab_h
 from sdclab.protection.cellkey import assign_record_keys
 from sdclab.protection.ptable import OnsPTable, PTable, ons_10_5_ptable, write_ptable

@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 from scipy.optimize import brentq, nnls, root
 
-from sdclab.errors import InputError
-from sdclab.optimize import ptable_solver
-from sdclab.optimize.ptable_solver import FLOOR, build_row
+from sdclab.core.errors import InputError
+from sdclab.core.optimize import ptable_solver
+from sdclab.core.optimize.ptable_solver import FLOOR, build_row
 from sdclab.protection.ptable import (
     OnsPTable,
     PTable,

@@ -9,10 +9,10 @@ import pytest
 from sdclab.attacks.linkage import BASELINE_TABLES, population_uniques, random_draw_records
 from sdclab.attacks.reconstruction import record_confidence
 from sdclab.attacks.variability import values_by_person
-from sdclab.evaluation import ranked_precision
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.pipeline.evaluation import ranked_precision
+from sdclab.pipeline.results import HeadlineRisk, Linkage, LinkRates, NotMeasured, Reidentification
 from sdclab.release import exact_release
-from sdclab.results import HeadlineRisk, Linkage, LinkRates, NotMeasured, Reidentification
 
 
 def test_confidence_is_the_share_of_draws_holding_each_copy() -> None:
@@ -128,9 +128,9 @@ def test_person_weighted_solvar() -> None:
 
 
 def test_a_release_not_reconstructed_has_no_naive_agreement_for_that_reason() -> None:
-    from sdclab import api
-    from sdclab.population.synth import synthesize
-    from sdclab.results.evaluation import NO_RECONSTRUCTION
+    from sdclab.censuses.us2010.population.synth import synthesize
+    from sdclab.pipeline import api
+    from sdclab.pipeline.results.evaluation import NO_RECONSTRUCTION
 
     population = synthesize(1_000, seed=5)
     release = api.protect(population, "safetab_h", seed=1)

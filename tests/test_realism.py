@@ -1,4 +1,4 @@
-"""The realism figures (sdclab.realism) on populations small enough to count by hand."""
+"""The realism figures (sdclab.pipeline.realism) on populations small enough to count by hand."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 
 from conftest import frame
-from sdclab import realism
 from sdclab.attacks.linkage import ATTACKER_PRESETS, attacker_file, breakdowns
-from sdclab.population import PERSONS, UNITS, Population
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population import PERSONS, UNITS, Population
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.pipeline import realism
 
 X, Y, Z = "010010001001001", "010010001001002", "010010001001003"
 

@@ -16,12 +16,12 @@ from sdclab.attacks.reconstruction import reconstruct, stacked_query
 from sdclab.attacks.variability import solution_variability
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.catalog import PERSON_TABLES
+from sdclab.censuses.us2010.population import PERSONS, UNITS, Population
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.evaluation import agreement, block_agebin_agreement
-from sdclab.execution import Executor
-from sdclab.fileio import OUTPUT_MARKER
-from sdclab.population import PERSONS, UNITS, Population
-from sdclab.population.synth import synthesize
+from sdclab.core.execution import Executor
+from sdclab.core.fileio import OUTPUT_MARKER
+from sdclab.pipeline.evaluation import agreement, block_agebin_agreement
 from sdclab.release import exact_release
 
 BLOCK = "010010001001001"
@@ -215,7 +215,7 @@ def test_results_do_not_depend_on_the_number_of_workers_or_the_executor():
 
 
 def test_release_without_block_tables_is_an_input_error():
-    from sdclab.errors import InputError
+    from sdclab.core.errors import InputError
 
     release = exact_release(one_block_population([(1, 30, 1, 0)]), ["PCT12", "H1"])
     with pytest.raises(InputError, match="no block-level person table"):
@@ -255,14 +255,14 @@ def test_variability_is_not_applicable_to_least_deviation_tracts():
 
 
 def test_no_tasks_with_several_workers():
-    from sdclab.execution import run_tasks
+    from sdclab.core.execution import run_tasks
 
     assert run_tasks(abs, [], 2, "nothing", []) == []
 
 
 def test_reconstruction_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     import sdclab.attacks.reconstruction as rec
-    from sdclab.execution import TaskFailed
+    from sdclab.core.execution import TaskFailed
 
     population = synthesize(9_000, seed=6)
     release = exact_release(population)

@@ -13,7 +13,7 @@ from sdclab import protection
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.censuses.us2010.geography import LEVELS
-from sdclab.tables.relations import (
+from sdclab.core.tables.relations import (
     PublishedCells,
     geounit_offsets,
     is_partition,
@@ -21,7 +21,7 @@ from sdclab.tables.relations import (
     partitions,
     total_cells,
 )
-from sdclab.tables.tabulate import tabulate
+from sdclab.core.tables.tabulate import tabulate
 
 PERSON_SCHEMA_TABLES = [t for t in CATALOG.values() if t.schema is schema.PERSON]
 

@@ -11,9 +11,9 @@ import pytest
 import scipy.sparse as sp
 
 from sdclab import release as release_module
-from sdclab.api import read_release
 from sdclab.censuses.us2010.catalog import CATALOG
-from sdclab.errors import InputError
+from sdclab.core.errors import InputError
+from sdclab.pipeline.api import read_release
 from sdclab.release import exact_release, write_release
 from sdclab.release import writing as release_writing
 

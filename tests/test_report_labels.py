@@ -9,11 +9,11 @@ from html.parser import HTMLParser
 
 import pytest
 
-from sdclab.experiment import REPORT_FILE, RESULTS_FILE, Experiment, run_spec
-from sdclab.markup import CARD, EVALUATION, RELEASE, SOURCES
-from sdclab.report import render_report
-from sdclab.report.summary import SUMMARY_COLUMNS
-from sdclab.results import (
+from sdclab.core.markup import CARD, EVALUATION, RELEASE, SOURCES
+from sdclab.pipeline.experiment import REPORT_FILE, RESULTS_FILE, Experiment, run_spec
+from sdclab.pipeline.report import render_report
+from sdclab.pipeline.report.summary import SUMMARY_COLUMNS
+from sdclab.pipeline.results import (
     EVALUATION_ONLY,
     TRUTH_BASED_FIELDS,
     ExperimentResult,

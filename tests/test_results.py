@@ -6,8 +6,8 @@ import polars as pl
 import pytest
 
 from sdclab.attacks.variability import NO_EXACT_TRACT, proven_solvar_zero, variability_summary
-from sdclab.optimize.highs import NODE_LIMIT_STATUS, OPTIMAL_STATUS
-from sdclab.results import SCHEMA_VERSION, ExperimentResult, NotMeasured, Variability
+from sdclab.core.optimize.highs import NODE_LIMIT_STATUS, OPTIMAL_STATUS
+from sdclab.pipeline.results import SCHEMA_VERSION, ExperimentResult, NotMeasured, Variability
 
 
 def test_no_exactly_solved_block_gives_no_solvar_share_rather_than_zero() -> None:

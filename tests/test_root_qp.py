@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sdclab.optimize import least_squares, root_qp
-from sdclab.optimize.least_squares import _solve_generic, sibling_pass, solve_l2
-from sdclab.optimize.parent_problem import ParentProblem
-from sdclab.optimize.sibling_qp import NotConverged
+from sdclab.core.optimize import least_squares, root_qp
+from sdclab.core.optimize.least_squares import _solve_generic, sibling_pass, solve_l2
+from sdclab.core.optimize.parent_problem import ParentProblem
+from sdclab.core.optimize.sibling_qp import NotConverged
 
 
 def root_problem(seed: int, n: int = 240, persons: int = 60, lower: int = 1) -> ParentProblem:

@@ -9,12 +9,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdclab import accounting, protection
-from sdclab.api import read_release
+from sdclab import protection
 from sdclab.censuses.us2010 import schema
-from sdclab.errors import InputError
-from sdclab.population.synth import synthesize
-from sdclab.protection.safetab_groups import Group, default_groups, iterations, stability
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.censuses.us2010.safetab_groups import Group, default_groups, iterations, stability
+from sdclab.core import accounting
+from sdclab.core.errors import InputError
+from sdclab.pipeline.api import read_release
 from sdclab.protection.safetab_h import (
     SafeTabHParameters,
     margin_coverage,
@@ -244,7 +245,7 @@ THETA = (1, 2, 3)
 
 
 def _crossing_thresholds() -> list[dict]:
-    from sdclab.protection.safetab_groups import PRODUCTION_THRESHOLDS, thresholds_data
+    from sdclab.censuses.us2010.safetab_groups import PRODUCTION_THRESHOLDS, thresholds_data
 
     table = dict(PRODUCTION_THRESHOLDS)
     for region in ("USA", "STATE", "COUNTY", "TRACT"):

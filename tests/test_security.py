@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import sdclab.randomness as randomness
+import sdclab.core.randomness as randomness
 from sdclab import protection
+from sdclab.censuses.us2010.population.io import write_population
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.errors import InputError
-from sdclab.population.io import write_population
-from sdclab.population.synth import synthesize
+from sdclab.core.errors import InputError
 from sdclab.protection.cellkey import assign_record_keys
 from sdclab.protection.topdown_engine import topdown
 from sdclab.protection.topdown_strategy import PRODUCTION, PRODUCTS
@@ -229,7 +229,7 @@ def _key_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("key", ["", "short key"])
 def test_an_empty_or_short_key_is_refused(key, monkeypatch):
-    from sdclab.digest import digest_key
+    from sdclab.core.digest import digest_key
 
     monkeypatch.setenv("SDCLAB_DIGEST_KEY", key)
     with pytest.raises(InputError, match="empty|too short"):
@@ -237,7 +237,7 @@ def test_an_empty_or_short_key_is_refused(key, monkeypatch):
 
 
 def test_an_empty_or_unreadable_key_file_is_refused(tmp_path, monkeypatch):
-    from sdclab.digest import digest_key, key_file
+    from sdclab.core.digest import digest_key, key_file
 
     monkeypatch.delenv("SDCLAB_DIGEST_KEY")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -255,7 +255,7 @@ def test_an_empty_or_unreadable_key_file_is_refused(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("key", ["0" * 32, "ab" * 32, "abcdefg" * 10])
 def test_a_degenerate_key_is_refused(key, monkeypatch, tmp_path):
-    from sdclab.digest import digest_key
+    from sdclab.core.digest import digest_key
 
     monkeypatch.setenv("SDCLAB_DIGEST_KEY", key)  # 32 zeros used to be taken
     with pytest.raises(InputError, match=r"has only [1-7] distinct bytes? .* at least 8 distinct"):
@@ -267,7 +267,7 @@ def test_a_degenerate_key_is_refused(key, monkeypatch, tmp_path):
 
 
 def test_a_key_file_that_is_no_regular_file_or_too_large_is_refused(tmp_path, monkeypatch):
-    from sdclab.digest import digest_key, key_file
+    from sdclab.core.digest import digest_key, key_file
 
     monkeypatch.delenv("SDCLAB_DIGEST_KEY")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -289,7 +289,7 @@ def test_a_key_file_that_is_no_regular_file_or_too_large_is_refused(tmp_path, mo
 
 
 def test_concurrent_first_runs_agree_on_one_complete_key(tmp_path):
-    code = "from sdclab.digest import digest_key; print(digest_key().decode())"
+    code = "from sdclab.core.digest import digest_key; print(digest_key().decode())"
     env = _key_env(tmp_path)
     runs = [
         subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
@@ -307,7 +307,7 @@ def test_concurrent_first_runs_agree_on_one_complete_key(tmp_path):
 
 
 def test_a_setting_naming_a_fifo_or_a_huge_file_is_refused_at_once(tmp_path):
-    from sdclab import fileio
+    from sdclab.core import fileio
 
     fifo = tmp_path / "strategy.toml"
     os.mkfifo(fifo)  # opening it for reading would block until a writer came

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sdclab.optimize import sibling_qp
-from sdclab.optimize.least_squares import _solve_generic, by_type, sibling_pass, solve_l2
-from sdclab.optimize.parent_problem import ParentProblem
-from sdclab.optimize.sibling_qp import KKT_TOLERANCE, polish, project_cells, solve_sibling_qp
+from sdclab.core.optimize import sibling_qp
+from sdclab.core.optimize.least_squares import _solve_generic, by_type, sibling_pass, solve_l2
+from sdclab.core.optimize.parent_problem import ParentProblem
+from sdclab.core.optimize.sibling_qp import KKT_TOLERANCE, polish, project_cells, solve_sibling_qp
 
 
 def random_problem(seed: int, children: int = 4, n: int = 30) -> ParentProblem:

@@ -20,11 +20,12 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab import api, protection
+from sdclab import protection
 from sdclab.attacks.reconstruction import solve_tract, tract_problems
-from sdclab.errors import InputError
-from sdclab.optimize.highs import Limits, solve_mip
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core.errors import InputError
+from sdclab.core.optimize.highs import Limits, solve_mip
+from sdclab.pipeline import api
 
 
 def market_split(rows: int = 5, columns: int = 50, seed: int = 0) -> dict:
@@ -102,8 +103,8 @@ def test_a_measurement_of_variance_0_is_refused_before_solving() -> None:
 WORKERS_SCRIPT = """
 from functools import partial
 import numpy as np, scipy.sparse as sp
-from sdclab.execution import run_tasks
-from sdclab.optimize.highs import solve_mip
+from sdclab.core.execution import run_tasks
+from sdclab.core.optimize.highs import solve_mip
 rows, columns = 5, 50
 a = np.random.default_rng(0).integers(0, 100, size=(rows, columns))
 d = a.sum(axis=1) // 2
@@ -218,7 +219,7 @@ def test_a_reused_instance_gets_its_seconds_for_each_run():
     import highspy
     import numpy as np
 
-    from sdclab.optimize.highs import quiet_highs, run
+    from sdclab.core.optimize.highs import quiet_highs, run
 
     highs = quiet_highs()
     highs.addVar(0.0, 5.0)

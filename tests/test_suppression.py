@@ -9,18 +9,18 @@ import pytest
 import scipy.sparse as sp
 
 from conftest import frame, random_population
-from sdclab.api import read_release
 from sdclab.censuses.us2010.catalog import CATALOG
-from sdclab.diagnostics import CellShares, PairShare, SuppressionByLevel
-from sdclab.errors import InputError
-from sdclab.optimize import exposure
-from sdclab.optimize.highs import solve_mip
-from sdclab.population import PERSONS, UNITS, Population
+from sdclab.censuses.us2010.population import PERSONS, UNITS, Population
+from sdclab.core.diagnostics import CellShares, PairShare, SuppressionByLevel
+from sdclab.core.errors import InputError
+from sdclab.core.optimize import exposure
+from sdclab.core.optimize.highs import solve_mip
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.relations import PublishedCells
+from sdclab.core.tables.tabulate import tabulate
+from sdclab.pipeline.api import read_release
 from sdclab.protection import suppression
 from sdclab.release import Release, write_release
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.relations import PublishedCells
-from sdclab.tables.tabulate import tabulate
 
 BG1 = "010010001001"  # state 01, county 001, tract 000100, block group 1: blocks BG1 + "xxx"
 BG2 = "010010001002"

@@ -14,17 +14,18 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import random_population
-from sdclab import accounting, protection
+from sdclab import protection
+from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.population.synth import synthesize
+from sdclab.core import accounting
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.tabulate import TableCounts, tabulate
 from sdclab.protection.households import Households, Swapped
 from sdclab.protection.swapping import (
     psa_partners,
     psa_swap,
     swap_population,
 )
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import TableCounts, tabulate
 
 
 @pytest.fixture(scope="module")

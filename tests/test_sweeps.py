@@ -11,18 +11,18 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from sdclab.errors import InputError
-from sdclab.experiment import (
+from sdclab.censuses.us2010.population.synth import GENERATOR_VERSION
+from sdclab.core.errors import InputError
+from sdclab.pipeline.experiment import (
     MechanismSpec,
     parse_experiment,
     progress,
     replicate_seed,
     run_spec,
 )
-from sdclab.population.synth import GENERATOR_VERSION
-from sdclab.results import EVALUATION_ONLY, ExperimentResult
-from sdclab.results.experiment import TIDY_SCHEMA
-from sdclab.results.truth import metric_field, metric_is_evaluation_only
+from sdclab.pipeline.results import EVALUATION_ONLY, ExperimentResult
+from sdclab.pipeline.results.experiment import TIDY_SCHEMA
+from sdclab.pipeline.results.truth import metric_field, metric_is_evaluation_only
 
 
 def experiment(mechanisms: list[dict], persons: int = 200) -> dict:
@@ -251,7 +251,7 @@ def test_identical_replicates_are_named_and_not_counted_as_draws(swept) -> None:
 
 
 def test_a_swept_value_cannot_leave_the_steps_directory(tmp_path) -> None:
-    from sdclab.experiment import Step
+    from sdclab.pipeline.experiment import Step
 
     made = Step("release:td@strategy=../../x/y.toml", "abc").directory(tmp_path)
     assert made.parent == tmp_path / "steps" and made.name.endswith("-abc")

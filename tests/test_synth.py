@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from sdclab.censuses.us2010 import schema
-from sdclab.population import (
+from sdclab.censuses.us2010.population import (
     PERSONS,
     UNITS,
     Population,
@@ -23,7 +23,7 @@ from sdclab.population import (
     synth_race,
     synth_targets,
 )
-from sdclab.population.columns import DETAILED_RACE_ETHNICITY
+from sdclab.censuses.us2010.population.columns import DETAILED_RACE_ETHNICITY
 
 N_MARGINALS = synth_targets.TOLERANCE_N_PERSONS
 SEED = 20100401
@@ -490,7 +490,7 @@ def test_tracts_are_diverse_or_dominated_by_a_large_group_in_fixed_proportions()
 
 
 def test_small_populations_can_have_several_tracts_counties_and_states() -> None:
-    from sdclab.population.synth_geography import GeographyCounts
+    from sdclab.censuses.us2010.population.synth_geography import GeographyCounts
 
     population = synth.synthesize(3_000, 5, GeographyCounts(tracts=6, counties=3, states=2))
     summary = population.geography.summary
@@ -512,8 +512,8 @@ def test_small_populations_can_have_several_tracts_counties_and_states() -> None
     ],
 )
 def test_geography_counts_the_population_cannot_hold_are_refused_in_words(counts, message) -> None:
-    from sdclab import api
-    from sdclab.errors import InputError
+    from sdclab.core.errors import InputError
+    from sdclab.pipeline import api
 
     with pytest.raises(InputError, match=message):
         api.synthesize(3_000, seed=1, **counts)
@@ -531,14 +531,14 @@ def test_geography_counts_the_population_cannot_hold_are_refused_in_words(counts
 def test_counts_beyond_the_geocodes_are_refused_before_any_work(n, counts, message) -> None:
     """More counties than a state's codes hold, more tracts than a county's, or block groups
     too large for their block numbers: refused by the check, not found mid-run."""
-    from sdclab.population.synth_geography import GeographyCounts
+    from sdclab.censuses.us2010.population.synth_geography import GeographyCounts
 
     with pytest.raises(ValueError, match=message):
         GeographyCounts(**counts).check(n)
 
 
 def test_a_capped_allocation_keeps_every_group_within_its_cap() -> None:
-    from sdclab.population.synth_geography import _allocate
+    from sdclab.censuses.us2010.population.synth_geography import _allocate
 
     rng = np.random.default_rng(0)
     weight = np.array([1000.0, 1.0, 1.0, 1.0])  # the first group would take nearly all
@@ -550,7 +550,7 @@ def test_a_capped_allocation_keeps_every_group_within_its_cap() -> None:
 
 
 def test_more_counties_than_one_state_holds_are_made_across_states() -> None:
-    from sdclab.population.synth_geography import GeographyCounts
+    from sdclab.censuses.us2010.population.synth_geography import GeographyCounts
 
     counts = GeographyCounts(tracts=600, counties=600, states=2)
     summary = synth.synthesize(60_000, 1, counts).geography.summary
@@ -560,8 +560,8 @@ def test_more_counties_than_one_state_holds_are_made_across_states() -> None:
 def test_a_tract_swallowed_by_a_large_unit_is_an_error_in_words() -> None:
     """At 100 persons a tract, a facility of hundreds can hold every person of a tract, which
     then has no household; the seed that does it is named, not a traceback."""
-    from sdclab.errors import InputError
-    from sdclab.population.synth_geography import GeographyCounts
+    from sdclab.censuses.us2010.population.synth_geography import GeographyCounts
+    from sdclab.core.errors import InputError
 
     counts = GeographyCounts(tracts=600, counties=300)
     with pytest.raises(InputError, match="tracts 600: this seed makes 599.*another seed"):
@@ -576,8 +576,8 @@ def test_synth_command_and_experiments_take_the_geography_counts(tmp_path) -> No
     from typer.testing import CliRunner
 
     from sdclab.cli import app
-    from sdclab.errors import InputError
-    from sdclab.experiment import PopulationSpec, parse_experiment
+    from sdclab.core.errors import InputError
+    from sdclab.pipeline.experiment import PopulationSpec, parse_experiment
 
     out = tmp_path / "pop"
     args = [
@@ -621,7 +621,7 @@ def test_synth_command_and_experiments_take_the_geography_counts(tmp_path) -> No
 def test_the_counts_asked_for_are_made_whatever_the_seed(n, counts) -> None:
     """Heavy-tailed block capacities once left a small tract without a block (seed 14 made 3
     of the demo's 4 tracts): every block group now ends a block."""
-    from sdclab.population.synth_geography import GeographyCounts
+    from sdclab.censuses.us2010.population.synth_geography import GeographyCounts
 
     for seed in range(12):
         summary = synth.synthesize(n, seed, GeographyCounts(**counts)).geography.summary

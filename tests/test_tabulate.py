@@ -13,8 +13,8 @@ from conftest import BLOCK_A, BLOCK_B, BLOCK_C, BLOCK_D, random_population
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.catalog import CATALOG, PERSON_TABLES
 from sdclab.censuses.us2010.geography import GEOID_LENGTH, LEVELS
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import tabulate
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import pandas_peer  # noqa: E402

@@ -9,20 +9,20 @@ import polars as pl
 import pytest
 import scipy.sparse as sp
 
-from sdclab import accounting
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import LEVELS, geoid_strings
-from sdclab.execution import Executor
-from sdclab.optimize.least_squares import TOLERANCE, solve_l2
-from sdclab.optimize.parent_problem import ParentProblem, check_solution
-from sdclab.optimize.rounding import round_l1
-from sdclab.population import Population
-from sdclab.population.synth import synthesize
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.synth import synthesize
+from sdclab.core import accounting
+from sdclab.core.execution import Executor
+from sdclab.core.optimize.least_squares import TOLERANCE, solve_l2
+from sdclab.core.optimize.parent_problem import ParentProblem, check_solution
+from sdclab.core.optimize.rounding import round_l1
+from sdclab.core.tables.tabulate import block_histogram
 from sdclab.protection import run
 from sdclab.protection.topdown import product_tables
 from sdclab.protection.topdown_engine import topdown, unit_counts
 from sdclab.protection.topdown_strategy import DHC_DEFAULT, PRODUCTION, PRODUCTS, Strategy
-from sdclab.tables.tabulate import block_histogram
 
 # ---------------------------------------------------------------------------------------------
 # Hand-made parents
@@ -106,8 +106,8 @@ def test_a_large_root_falls_back_straight_to_the_interior_point_method(monkeypat
     """When the root's structured solver fails, the general solvers take the root: above
     ROOT_OSQP_MAX_VARIABLES it skips OSQP (which stalls on the dhc nation); below it, and for any
     problem with a parent, OSQP runs first. The optimum is the same."""
-    from sdclab.optimize import least_squares
-    from sdclab.optimize.sibling_qp import NotConverged
+    from sdclab.core.optimize import least_squares
+    from sdclab.core.optimize.sibling_qp import NotConverged
 
     def fails(qp):
         raise NotConverged("forced")
@@ -357,7 +357,7 @@ def test_tables_the_products_determine():
 def test_product_tables_equal_the_exact_tabulation(states):
     """Tabulating the true product histogram through the derived matrices reproduces the
     catalogue's own tables: the matrices are right, not just shaped right."""
-    from sdclab.tables.tabulate import tabulate
+    from sdclab.core.tables.tabulate import tabulate
 
     exact = tabulate(states)
     for name in ("pl94", "dhc"):
@@ -372,7 +372,7 @@ def test_product_tables_equal_the_exact_tabulation(states):
 
 
 def test_release_through_the_registry(states, tmp_path):
-    from sdclab.api import read_release
+    from sdclab.pipeline.api import read_release
     from sdclab.release import write_release
 
     release = run("topdown", states, {"product": "pl94"}, seed=11)
@@ -407,7 +407,7 @@ def test_dhc_card_converts_to_the_quoted_epsilon():
 
 
 def test_strategy_file(tmp_path):
-    from sdclab.errors import InputError
+    from sdclab.core.errors import InputError
     from sdclab.protection.topdown_strategy import load_strategy
 
     lines = ["rho = '1/2'", "[level_shares]"]
@@ -428,7 +428,7 @@ def test_strategy_file(tmp_path):
 
 def test_topdown_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     import sdclab.protection.topdown_engine as td
-    from sdclab.execution import TaskFailed
+    from sdclab.core.execution import TaskFailed
 
     population = two_state_population(3_000, seed=9)
     args = (population, PRODUCTS["pl94"], PRODUCTION)

@@ -7,8 +7,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from sdclab import accounting
 from sdclab.censuses.us2010 import schema
+from sdclab.core import accounting
 from sdclab.protection.topdown_strategy import (
     PL94_QUERIES,
     PRODUCTION,

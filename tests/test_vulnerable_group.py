@@ -9,7 +9,6 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import frame
-from sdclab import api
 from sdclab.attacks.linkage import (
     ATTACKER_PRESETS,
     attacker_file,
@@ -17,10 +16,11 @@ from sdclab.attacks.linkage import (
     vulnerable_persons,
 )
 from sdclab.attacks.reconstruction_files import write_reconstruction
+from sdclab.censuses.us2010.population import PERSONS, UNITS, Population
+from sdclab.censuses.us2010.population.io import write_population
 from sdclab.cli import app
-from sdclab.errors import InputError
-from sdclab.population import PERSONS, UNITS, Population
-from sdclab.population.io import write_population
+from sdclab.core.errors import InputError
+from sdclab.pipeline import api
 from sdclab.release import write_release
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from sdclab import api
-from sdclab.api import read_release
-from sdclab.census.declare import load_census
-from sdclab.census.records import read_records
-from sdclab.errors import InputError
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import read_records
+from sdclab.core.errors import InputError
+from sdclab.pipeline import api
+from sdclab.pipeline.api import read_release
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 
@@ -46,7 +46,7 @@ def test_a_geometric_workload_splits_its_budget_over_its_own_tables(records, tmp
 
 
 def test_a_us_workload_keeps_the_census_cards_numbers_for_its_tables():
-    from sdclab.population.synth import synthesize
+    from sdclab.censuses.us2010.population.synth import synthesize
 
     population = synthesize(300, seed=1)
     release = api.protect(population, "geometric", seed=1, tables=("P1", "P12"), epsilon=4)

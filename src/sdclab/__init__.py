@@ -8,10 +8,13 @@ The functions here are the whole public API; see ``docs/python.md``.
 
 from typing import TYPE_CHECKING, Any
 
-from sdclab.version import __version__
+from sdclab.core.version import __version__
 
 if TYPE_CHECKING:
-    from sdclab.api import (
+    from sdclab.attacks.audit import AuditResult
+    from sdclab.censuses.us2010.population import Population
+    from sdclab.core.errors import InputError
+    from sdclab.pipeline.api import (
         MechanismInfo,
         ParameterInfo,
         audit,
@@ -29,12 +32,8 @@ if TYPE_CHECKING:
         write_population,
         write_release,
     )
-    from sdclab.attacks.audit import AuditResult
-    from sdclab.errors import InputError
-    from sdclab.experiment import run_experiment
-    from sdclab.population import Population
-    from sdclab.release import Release
-    from sdclab.results import (
+    from sdclab.pipeline.experiment import run_experiment
+    from sdclab.pipeline.results import (
         Evaluation,
         ExperimentResult,
         Figure,
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
         Reidentification,
         VulnerableGroup,
     )
+    from sdclab.release import Release
 
 __all__ = [
     "AuditResult",
@@ -80,10 +80,10 @@ __all__ = [
 
 _HOMES = {
     "AuditResult": "sdclab.attacks.audit",
-    "InputError": "sdclab.errors",
-    "Population": "sdclab.population",
+    "InputError": "sdclab.core.errors",
+    "Population": "sdclab.censuses.us2010.population",
     "Release": "sdclab.release",
-    "run_experiment": "sdclab.experiment",
+    "run_experiment": "sdclab.pipeline.experiment",
     **dict.fromkeys(
         (
             "Evaluation",
@@ -95,11 +95,11 @@ _HOMES = {
             "Reidentification",
             "VulnerableGroup",
         ),
-        "sdclab.results",
+        "sdclab.pipeline.results",
     ),
 }
-"""Where each exported name is defined (the functions: :mod:`sdclab.api`, but
-:func:`~sdclab.experiment.run_experiment`)."""
+"""Where each exported name is defined (the functions: :mod:`sdclab.pipeline.api`, but
+:func:`~sdclab.pipeline.experiment.run_experiment`)."""
 
 
 def __getattr__(name: str) -> Any:
@@ -109,7 +109,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'sdclab' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(_HOMES.get(name, "sdclab.api")), name)
+    value = getattr(importlib.import_module(_HOMES.get(name, "sdclab.pipeline.api")), name)
     globals()[name] = value
     return value
 

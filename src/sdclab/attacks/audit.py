@@ -30,8 +30,8 @@ import numpy.typing as npt
 from scipy import stats
 
 from sdclab import protection
-from sdclab.arrays import FloatArray, IntArray
-from sdclab.errors import InputError
+from sdclab.core.arrays import FloatArray, IntArray
+from sdclab.core.errors import InputError
 from sdclab.protection.audit_plans import MAX_TRIALS, Claim
 
 ALPHA = 0.05

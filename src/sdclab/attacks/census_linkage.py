@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from sdclab.arrays import IntArray
 from sdclab.attacks.linkage import AttackerParameters, Subsets, paired, rates, unpaired
-from sdclab.census.model import Census
-from sdclab.census.records import CensusRecords
-from sdclab.errors import InputError
+from sdclab.core.arrays import IntArray
+from sdclab.core.census.model import Census
+from sdclab.core.census.records import CensusRecords
+from sdclab.core.errors import InputError
 
 GEOUNIT = "block"
 """The column of a record's geounit (at the reconstruction's level) in every frame here."""

@@ -2,7 +2,7 @@
 
 The noise-aware reconstruction (docs/reconstruction.md) reads a release and nothing else: its
 tables, the parameters it records and what its mechanism publishes about its noise. From them
-each mechanism's model (its ``cell_model`` role, :mod:`sdclab.cell_model`) gives,
+each mechanism's model (its ``cell_model`` role, :mod:`sdclab.core.cell_model`) gives,
 for every published cell, the range its true count must lie in (``low``..``high``: what the
 mechanism could have turned into the published value) and the cost
 per unit of the distance between the true count and the published one (``weight``: the negative
@@ -41,14 +41,14 @@ import polars as pl
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from sdclab.arrays import BoolArray, FloatArray, IntArray
-from sdclab.cell_model import CellBounds, bounds
 from sdclab.censuses.us2010 import schema
-from sdclab.errors import InputError
+from sdclab.core.arrays import BoolArray, FloatArray, IntArray
+from sdclab.core.cell_model import CellBounds, bounds
+from sdclab.core.errors import InputError
 from sdclab.release import Release
 
 if TYPE_CHECKING:
-    from sdclab.census.model import Census
+    from sdclab.core.census.model import Census
 
 
 def cell_bounds(
@@ -172,7 +172,7 @@ def _grouped(name: str, touched: sp.csr_matrix) -> MeasuredQuery:
 
 def exact_variance(sigma2: pl.Series) -> FloatArray:
     """The exact variance of N_Z(0, σ²) for every stated σ² (below σ² when σ is small)."""
-    from sdclab.accounting import discrete_gaussian_variance
+    from sdclab.core.accounting import discrete_gaussian_variance
 
     distinct, index = np.unique(sigma2.to_numpy(), return_inverse=True)
     return np.array([discrete_gaussian_variance(float(v)) for v in distinct])[index]

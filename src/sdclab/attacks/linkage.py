@@ -31,18 +31,18 @@ import numpy.typing as npt
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sdclab.arrays import IntArray
 from sdclab.attacks.variability import proven_solvar_zero
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import truncate
-from sdclab.errors import InputError
-from sdclab.population import Population
-from sdclab.population.person_records import unknown_attributes, with_agebin
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.person_records import unknown_attributes, with_agebin
+from sdclab.core.arrays import IntArray
+from sdclab.core.errors import InputError
+from sdclab.core.randomness import make_rng
+from sdclab.core.size_classes import BLOCK_SIZE_CLASSES, size_class_label
+from sdclab.core.tables.published import PublishedTable
 from sdclab.protection.base import did_you_mean, problems
-from sdclab.randomness import make_rng
 from sdclab.release import Release, exact_release
-from sdclab.size_classes import BLOCK_SIZE_CLASSES, size_class_label
-from sdclab.tables.published import PublishedTable
 
 RACE_ETHNICITIES = 63 * 2
 """Race (63) × Hispanic origin: 126 combinations, one of them modal in a block."""

@@ -24,8 +24,8 @@ solved over the pairs priced in (price-and-branch). An elastic slack of a large 
 range that excludes 0 keeps every restricted program feasible; at the optimum it is 0 unless
 the release contradicts its noise model, and its total is reported.
 
-Every solve stops at the tract's :class:`~sdclab.optimize.highs.Limits`: the pricing rounds take
-at most :data:`PRICING_SHARE` of its time, the integer program the rest (at least
+Every solve stops at the tract's :class:`~sdclab.core.optimize.highs.Limits`: the pricing rounds
+take at most :data:`PRICING_SHARE` of its time, the integer program the rest (at least
 :data:`MINIMUM_SOLVE`), and the further draws what is left (at least :data:`MINIMUM_SOLVE` in
 all). A solve stopped by wall time makes the outcome depend on the machine's speed and load:
 :attr:`Priced.time_limited` says so.
@@ -41,9 +41,9 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.attacks.knowledge import CellBounds
-from sdclab.optimize.highs import (
+from sdclab.core.arrays import BoolArray, FloatArray, IntArray
+from sdclab.core.optimize.highs import (
     INF,
     TIME_LIMIT_STATUS,
     Limits,

@@ -38,7 +38,6 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab.arrays import BoolArray, FloatArray, IntArray
 from sdclab.attacks.knowledge import (
     CellBounds,
     cell_bounds,
@@ -61,14 +60,15 @@ from sdclab.attacks.reconstruction_files import (
     WRITTEN_AS,
     Reconstruction,
 )
-from sdclab.census.model import Census
 from sdclab.censuses import is_built_in
 from sdclab.censuses.us2010.catalog import CATALOG, PERSON_TABLES
-from sdclab.digest import frames_digest
-from sdclab.domain import Attribute
-from sdclab.errors import InputError
-from sdclab.execution import Checkpoint, Executor, run_tasks
-from sdclab.optimize.highs import (
+from sdclab.core.arrays import BoolArray, FloatArray, IntArray
+from sdclab.core.census.model import Census
+from sdclab.core.digest import frames_digest
+from sdclab.core.domain import Attribute
+from sdclab.core.errors import InputError
+from sdclab.core.execution import Checkpoint, Executor, run_tasks
+from sdclab.core.optimize.highs import (
     INF,
     TIME_LIMIT_STATUS,
     Limits,

@@ -3,7 +3,7 @@
 A reconstruction directory holds persons.parquet (one row per reconstructed person: its geounit
 in column ``block`` and its attributes), tracts.parquet (one row per program), metrics.json,
 optionally solvar.parquet and, for a declared census, census.json. Every file is user input when
-read: checked before use, a problem is one :class:`~sdclab.errors.InputError` naming the file.
+read: checked before use, a problem is one :class:`~sdclab.core.errors.InputError` naming the file.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from sdclab.arrays import IntArray
-from sdclab.census.document import from_document, to_document
-from sdclab.census.model import Census
 from sdclab.censuses import is_built_in
 from sdclab.censuses.us2010 import schema
-from sdclab.errors import InputError
-from sdclab.fileio import (
+from sdclab.core.arrays import IntArray
+from sdclab.core.census.document import from_document, to_document
+from sdclab.core.census.model import Census
+from sdclab.core.errors import InputError
+from sdclab.core.fileio import (
     output_directory,
     read_input_parquet,
     read_json_object,

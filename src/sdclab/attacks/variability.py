@@ -31,7 +31,6 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab.arrays import FloatArray, IntArray
 from sdclab.attacks.reconstruction import (
     class_query,
     column_minimum,
@@ -42,9 +41,10 @@ from sdclab.attacks.reconstruction import (
 )
 from sdclab.attacks.reconstruction_files import Reconstruction
 from sdclab.censuses.us2010.geography import geoid_strings, parse_geoids
-from sdclab.execution import Executor, run_tasks
-from sdclab.figures import NotMeasured, as_json
-from sdclab.optimize.highs import (
+from sdclab.core.arrays import FloatArray, IntArray
+from sdclab.core.execution import Executor, run_tasks
+from sdclab.core.figures import NotMeasured, as_json
+from sdclab.core.optimize.highs import (
     INF,
     OPTIMAL_STATUS,
     Limits,

@@ -10,9 +10,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sdclab.census.document import from_document
-from sdclab.census.model import Census, to_document
-from sdclab.errors import InputError
+from sdclab.core.census.document import from_document
+from sdclab.core.census.model import Census, to_document
+from sdclab.core.errors import InputError
 
 BUILT_IN: dict[str, Callable[[], Census]] = {}
 """Each built-in census's name and the function that builds it."""
@@ -38,7 +38,7 @@ def census_named(name_or_file: str | Path) -> Census:
             f"unknown census {str(name_or_file)!r}: expected a built-in one ({known}) or a census "
             "file (.toml)"
         )
-    from sdclab.census.declare import load_census  # reads files: only when a file is named
+    from sdclab.core.census.declare import load_census  # reads files: only when a file is named
 
     return load_census(path, reserved=BUILT_IN)
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from typer.core import TyperGroup
 
-from sdclab.errors import DISK_FULL, InputError, escape_control
+from sdclab.core.errors import DISK_FULL, InputError, escape_control
 
 
 class OneLineErrors(TyperGroup):

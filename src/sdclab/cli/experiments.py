@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from sdclab.cli.core import app, progress, reports_input_errors
-from sdclab.figures import NotMeasured
+from sdclab.core.figures import NotMeasured
 
 
 @app.command()
@@ -22,7 +22,7 @@ def run(
     ],
 ) -> None:
     """Run an experiment: protect, attack, evaluate; write results.json and report.html."""
-    from sdclab.experiment import load_experiment, run_spec
+    from sdclab.pipeline.experiment import load_experiment, run_spec
 
     spec = load_experiment(experiment)
     start = time.perf_counter()
@@ -39,7 +39,7 @@ def demo(
 ) -> None:
     """The built-in study: every mechanism on 4,000 synthetic persons, swept and replicated,
     attacked (5 to 11 minutes on 2 cores)."""
-    from sdclab.experiment import DEMO, run_spec
+    from sdclab.pipeline.experiment import DEMO, run_spec
 
     start = time.perf_counter()
     results = run_spec(DEMO, out, progress, source="the built-in demo (sdclab demo)")
@@ -54,7 +54,7 @@ def release_lines(results: Any) -> list[str]:
     over non-empty cells (withheld ones counted), and the census attacker's headline risk; an ε
     with a qualifier ("within the PSA's invariants (…)") is marked * and the qualifier given
     after the lines."""
-    from sdclab.results.reidentification import Reidentification
+    from sdclab.pipeline.results.reidentification import Reidentification
 
     width = max(13, *(len(t) for t in results.releases))
     lines = [

@@ -78,8 +78,8 @@ def budget(
     needs; for the cell key method, which has no budget, the noise of one cell."""
     import json
 
-    from sdclab import budget as budgets
     from sdclab.censuses import census_named
+    from sdclab.pipeline import budget as budgets
     from sdclab.protection import parse_settings
 
     chosen = None if census is None else census_named(census)
@@ -184,8 +184,8 @@ def show_census(
     census: Annotated[str, typer.Argument(help="A built-in census (us2010) or a census file.")],
 ) -> None:
     """Print a census: its attributes and breakdowns, geographies, tables and attack settings."""
-    from sdclab.census.show import describe
     from sdclab.censuses import census_named
+    from sdclab.core.census.show import describe
 
     for line in describe(census_named(census)):
         typer.echo(line)
@@ -200,7 +200,8 @@ def list_mechanisms(
     """List every mechanism with its parameters: defaults, units and what each means."""
     import json
 
-    from sdclab import api, protection
+    from sdclab import protection
+    from sdclab.pipeline import api
 
     found = [api.describe(protection.get(name))] if name is not None else api.mechanisms()
     if as_json:

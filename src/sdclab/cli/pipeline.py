@@ -20,10 +20,10 @@ from sdclab.cli.core import (
     app,
     reports_input_errors,
 )
-from sdclab.errors import InputError
-from sdclab.figures import NotMeasured
-from sdclab.results.figure import SCHEMA_VERSION, show_share
-from sdclab.results.reconstruction import ReconstructionResult
+from sdclab.core.errors import InputError
+from sdclab.core.figures import NotMeasured
+from sdclab.pipeline.results.figure import SCHEMA_VERSION, show_share
+from sdclab.pipeline.results.reconstruction import ReconstructionResult
 
 if TYPE_CHECKING:
     from sdclab.release import Release
@@ -69,14 +69,14 @@ def option(name: str) -> str:
 def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
     """The ``--truth`` population, refused unless it is the one ``release`` was made from."""
     from sdclab.censuses import us2010
-    from sdclab.digest import check_same_input
-    from sdclab.population.io import read_population
+    from sdclab.censuses.us2010.population.io import read_population
+    from sdclab.core.digest import check_same_input
 
     population: Any
     if release.census is us2010.census():
         population = read_population(truth)
     else:  # a declared census: its persons' file, read against the release's census
-        from sdclab.census.records import read_records
+        from sdclab.core.census.records import read_records
 
         population = read_records(release.census, truth)
     what = f"--truth {truth} and release {release_path}"
@@ -86,8 +86,8 @@ def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
 
 def read_reidentification(file: Path) -> Any:
     """A reidentification's metrics.json as typed figures; a malformed file is an input error."""
-    from sdclab.fileio import read_json_object
-    from sdclab.results.reidentification import Reidentification
+    from sdclab.core.fileio import read_json_object
+    from sdclab.pipeline.results.reidentification import Reidentification
 
     data = read_json_object(file)
     try:
@@ -124,12 +124,12 @@ def synth(
     ] = None,
 ) -> None:
     """Generate a seeded synthetic census population (persons, units, blocks, synth.json)."""
-    from sdclab import api
-    from sdclab.fileio import check_replaceable
-    from sdclab.population.io import POPULATION_KIND, write_population
-    from sdclab.population.synth import GENERATOR_VERSION, build_report
-    from sdclab.population.synth_geography import GeographyCounts
-    from sdclab.randomness import check_seed
+    from sdclab.censuses.us2010.population.io import POPULATION_KIND, write_population
+    from sdclab.censuses.us2010.population.synth import GENERATOR_VERSION, build_report
+    from sdclab.censuses.us2010.population.synth_geography import GeographyCounts
+    from sdclab.core.fileio import check_replaceable
+    from sdclab.core.randomness import check_seed
+    from sdclab.pipeline import api
 
     start = time.perf_counter()
     check_seed(seed)
@@ -157,8 +157,8 @@ def tabulate(
     census: CensusOption = None,
 ) -> None:
     """Write the exact, unprotected tables of a population (mechanism 'none')."""
-    from sdclab import api
-    from sdclab.fileio import check_replaceable
+    from sdclab.core.fileio import check_replaceable
+    from sdclab.pipeline import api
     from sdclab.release import RELEASE_KIND, write_release
 
     names = parse_table_list(tables, census)
@@ -181,9 +181,10 @@ def protect(
     census: CensusOption = None,
 ) -> None:
     """Protect a population with a mechanism and write the release (tables, microdata, card)."""
-    from sdclab import api, protection
+    from sdclab import protection
     from sdclab.censuses import census_named
-    from sdclab.fileio import check_replaceable
+    from sdclab.core.fileio import check_replaceable
+    from sdclab.pipeline import api
     from sdclab.release import RELEASE_KIND, write_release
 
     params = protection.parse_settings(settings or [])
@@ -266,10 +267,10 @@ def reconstruct(
     knowledge: KnowledgeOption = Knowledge.published,
 ) -> None:
     """Reconstruct block-level person records from a release alone."""
-    from sdclab import api
     from sdclab.attacks.reconstruction import DRAWS
     from sdclab.attacks.reconstruction_files import RECONSTRUCTION_KIND
-    from sdclab.fileio import check_replaceable
+    from sdclab.core.fileio import check_replaceable
+    from sdclab.pipeline import api
 
     check_replaceable(out, RECONSTRUCTION_KIND, (release,))
     api.check_reconstruction(  # as api.reconstruct checks them, before the release is read
@@ -367,10 +368,10 @@ def reidentify(
     ] = None,
 ) -> None:
     """Link reconstructed records to an attacker's file; score them and the MDG/PRG baselines."""
-    from sdclab import api
     from sdclab.attacks.linkage import attacker_parameters
     from sdclab.attacks.reconstruction_files import METRICS_FILE, attacked_release
-    from sdclab.fileio import check_replaceable, output_directory, write_json, write_parquet
+    from sdclab.core.fileio import check_replaceable, output_directory, write_json, write_parquet
+    from sdclab.pipeline import api
     from sdclab.protection import check_seed, parse_settings
 
     overrides = parse_settings(settings or [])
@@ -432,10 +433,10 @@ def evaluate(
     reid: Annotated[Path | None, typer.Option(help="Reidentification results.")] = None,
 ) -> None:
     """Accuracy of a release against the truth, and the risk measured by the attacks on it."""
-    from sdclab import api
     from sdclab.attacks.reconstruction_files import METRICS_FILE
-    from sdclab.fileio import check_replaceable, output_directory, write_json
-    from sdclab.results.truth import marked
+    from sdclab.core.fileio import check_replaceable, output_directory, write_json
+    from sdclab.pipeline import api
+    from sdclab.pipeline.results.truth import marked
 
     inputs = tuple(p for p in (release, truth, recon, reid) if p is not None)
     check_replaceable(out, EVALUATION_KIND, inputs)
@@ -467,9 +468,10 @@ def ckm_risk(
 ) -> None:
     """The cell key method's risk analyses: noise-bound disclosure from additive tuples, tuples
     whose truth is pinned, redundant representations and the averaging attack."""
-    from sdclab import api, protection
+    from sdclab import protection
     from sdclab.attacks.reconstruction_files import METRICS_FILE
-    from sdclab.fileio import check_replaceable, output_directory, write_json
+    from sdclab.core.fileio import check_replaceable, output_directory, write_json
+    from sdclab.pipeline import api
 
     inputs = tuple(p for p in (release, truth) if p is not None)
     check_replaceable(out, CKM_RISK_KIND, inputs)
@@ -523,8 +525,8 @@ def audit(
 ) -> None:
     """Privacy audit: run the mechanism many times on neighbouring datasets and bound its privacy
     loss from below (Clopper–Pearson), beside the card's claim. Exit 3 if the bound exceeds it."""
-    from sdclab import api
-    from sdclab.fileio import check_output_file, write_output_file
+    from sdclab.core.fileio import check_output_file, write_output_file
+    from sdclab.pipeline import api
     from sdclab.protection import check_seed, parse_settings
 
     check_seed(seed)

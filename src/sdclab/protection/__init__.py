@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sdclab.errors import InputError
-from sdclab.population import Population
+from sdclab.censuses.us2010.population import Population
+from sdclab.core.errors import InputError
 from sdclab.protection import (
     cellkey,
     cellkey_risk,  # noqa: F401 (defines the cell key method's risk analysis)

@@ -14,9 +14,9 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from sdclab.arrays import FloatArray
-from sdclab.population import Population
-from sdclab.population.io import validate
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.io import validate
+from sdclab.core.arrays import FloatArray
 from sdclab.release import Release
 
 

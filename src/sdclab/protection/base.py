@@ -47,21 +47,21 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from sdclab.accounting import SpecCard
-from sdclab.errors import InputError
-from sdclab.figures import as_json
-from sdclab.randomness import check_seed
+from sdclab.core.accounting import SpecCard
+from sdclab.core.errors import InputError
+from sdclab.core.figures import as_json
+from sdclab.core.randomness import check_seed
 from sdclab.release import Artifact, ArtifactCheck
 
 if TYPE_CHECKING:
-    from sdclab.cell_model import CellModel
-    from sdclab.census.model import Census
-    from sdclab.diagnostics import Diagnostics
-    from sdclab.population import Population
+    from sdclab.censuses.us2010.population import Population
+    from sdclab.core.cell_model import CellModel
+    from sdclab.core.census.model import Census
+    from sdclab.core.diagnostics import Diagnostics
+    from sdclab.core.query_noise import QueryNoise
+    from sdclab.core.tables.definition import TableDef
     from sdclab.protection.audit_plans import Trials
-    from sdclab.query_noise import QueryNoise
     from sdclab.release import Protection, Release
-    from sdclab.tables.definition import TableDef
 
 P = TypeVar("P", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -252,7 +252,7 @@ class Mechanism(Generic[P]):
     diagnostics: Callable[[Population, Release], tuple[Diagnostics, ...]] | None = None
     """Evaluation only: the mechanism's own figures about a release that need the confidential
     population it was made from (never written into the release), each a kind of
-    :mod:`sdclab.diagnostics` that renders its own section of the report."""
+    :mod:`sdclab.core.diagnostics` that renders its own section of the report."""
     risk_analysis: Callable[[Release, Population | None], dict[str, Any]] | None = None
     """The mechanism's own disclosure-risk analysis of a release (the cell key method's)."""
     audit_plan: Callable[[Mapping[str, Any], int, int], Trials] | None = None
@@ -272,7 +272,7 @@ class Mechanism(Generic[P]):
     the exact ones (a p-table whose noise can be undone, a constant record key), or None; part
     of :meth:`protection`."""
     cell_model: CellModel | None = None
-    """The attacker's model of its published cells (:mod:`sdclab.cell_model`): the
+    """The attacker's model of its published cells (:mod:`sdclab.core.cell_model`): the
     range of each true count and the cost of the distance from the published one, from the
     release alone; None for a mechanism the noise-aware attack cannot model."""
     example: Mapping[str, str] = field(default_factory=dict)
@@ -367,7 +367,7 @@ class Mechanism(Generic[P]):
         """
         from dataclasses import replace
 
-        from sdclab.randomness import (
+        from sdclab.core.randomness import (
             make_rng,
             release_randomness,
             stream_position,
@@ -416,8 +416,8 @@ class Mechanism(Generic[P]):
         seed, a checkpoint without a seed, overlapping one of ``inputs`` (the directories the run
         reads or writes) or that is not a checkpoint directory. The command line and experiments
         call it before reading the population; :meth:`run` calls it with the population's own
-        :attr:`~sdclab.population.Population.sources`."""
-        from sdclab.fileio import check_checkpoint_directory
+        :attr:`~sdclab.censuses.us2010.population.Population.sources`."""
+        from sdclab.core.fileio import check_checkpoint_directory
 
         if self.protect is None:
             raise InputError(
@@ -440,7 +440,7 @@ class Mechanism(Generic[P]):
     def exact_tables(self) -> bool:
         """Whether its tables are exact tabulations of the records it publishes from (the
         confidential ones or the swapped ones): its cell model is :func:`.cell_model.exact`."""
-        from sdclab.cell_model import exact
+        from sdclab.core.cell_model import exact
 
         return self.cell_model is exact
 

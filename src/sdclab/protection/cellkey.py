@@ -28,18 +28,21 @@ import numpy as np
 import polars as pl
 from pydantic import Field, model_validator
 
-from sdclab.accounting import SpecCard
-from sdclab.arrays import FloatArray, IntArray
-from sdclab.cell_model import CellBounds, bounds
-from sdclab.census.model import Census, cells_moved
-from sdclab.census.records import CensusRecords
-from sdclab.diagnostics import Diagnostics, HiddenCells
-from sdclab.errors import InputError
-from sdclab.figures import NotMeasured
-from sdclab.geography import Geography
-from sdclab.population import Population
-from sdclab.population.columns import RECORD_KEY
-from sdclab.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.columns import RECORD_KEY
+from sdclab.core.accounting import SpecCard
+from sdclab.core.arrays import FloatArray, IntArray
+from sdclab.core.cell_model import CellBounds, bounds
+from sdclab.core.census.model import Census, cells_moved
+from sdclab.core.census.records import CensusRecords
+from sdclab.core.diagnostics import Diagnostics, HiddenCells
+from sdclab.core.errors import InputError
+from sdclab.core.figures import NotMeasured
+from sdclab.core.geography import Geography
+from sdclab.core.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.relations import coverage
+from sdclab.core.tables.tabulate import TableCounts, tabulate
 from sdclab.protection import swapping
 from sdclab.protection.base import Mechanism, NoisePublication, Unit, WorkloadParameters
 from sdclab.protection.checks import counts_problem
@@ -59,9 +62,6 @@ from sdclab.protection.ptable_analysis import (
     smallest_shown,
 )
 from sdclab.release import Release, artifact_file
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.relations import coverage
-from sdclab.tables.tabulate import TableCounts, tabulate
 
 AnyPTable = PTable | OnsPTable
 
@@ -743,7 +743,7 @@ def one_cell_noise(p: CellKeyParameters, count: int | None) -> dict[str, Any]:
     on the card: of a large count (the symmetry row, or an ONS table's rows over one period of
     counts), or of ``count``. Every table at every level takes its noise from the same p-table.
     The method has no budget: the card's reason is stated instead."""
-    from sdclab.accounting import margin_of_error
+    from sdclab.core.accounting import margin_of_error
     from sdclab.protection.ptable import large_count_noise
 
     ptable = p.table()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from sdclab.errors import InputError
+from sdclab.core.errors import InputError
 from sdclab.protection.ptable import OnsPTable, pcv
 
 ONS_KEY_SPACE = 4096

@@ -17,7 +17,7 @@ partition of it by the cells of a table (found from the query matrices: the tabl
 meet the statistic must lie inside it and cover it) at its own level or any level below.
 
 The cells, the tuples (the geography relations with c parts) and the partitions are those of
-:mod:`sdclab.tables.relations`, shared with complementary suppression.
+:mod:`sdclab.core.tables.relations`, shared with complementary suppression.
 """
 
 from __future__ import annotations
@@ -29,11 +29,14 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from sdclab import cellkey_analysis as ck
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.catalog import CATALOG
-from sdclab.errors import InputError
-from sdclab.population import Population
+from sdclab.censuses.us2010.population import Population
+from sdclab.core import cellkey_analysis as ck
+from sdclab.core.errors import InputError
+from sdclab.core.tables.definition import TableDef
+from sdclab.core.tables.relations import PublishedCells, partitions
+from sdclab.core.tables.tabulate import tabulate
 from sdclab.protection import cellkey
 from sdclab.protection.cellkey import (
     AnyPTable,
@@ -45,9 +48,6 @@ from sdclab.protection.cellkey import (
 )
 from sdclab.protection.ptable import OnsPTable, large_count_noise, symmetry_row
 from sdclab.release import Release
-from sdclab.tables.definition import TableDef
-from sdclab.tables.relations import PublishedCells, partitions
-from sdclab.tables.tabulate import tabulate
 
 IntArray = npt.NDArray[np.int64]
 ATTACK_TARGETS = ("P1", "P8", "P12", "P14")
@@ -73,7 +73,7 @@ class Tuples:
     cell: IntArray
     members: IntArray
     """The numbers of the tuple's cells (children, then parent) in the release's
-    :class:`~sdclab.tables.relations.PublishedCells`."""
+    :class:`~sdclab.core.tables.relations.PublishedCells`."""
 
 
 def geographic_tuples(release: Release, components: int = 2) -> Tuples:

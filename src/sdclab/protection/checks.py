@@ -17,7 +17,7 @@ A noise without a bound (discrete Laplace, discrete Gaussian) is taken to stay w
 (:func:`laplace_reach`, :func:`gaussian_reach`), beyond which a draw has a probability below
 :data:`IMPOSSIBLE`. So a count no real release holds is refused before an attack sizes its work by
 it. (These floating-point bounds judge values read from a file; the exact samplers in
-:mod:`sdclab.noise` use none.)
+:mod:`sdclab.core.noise` use none.)
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from sdclab.arrays import BoolArray, FloatArray
-from sdclab.census.model import Census
+from sdclab.core.arrays import BoolArray, FloatArray
+from sdclab.core.census.model import Census
+from sdclab.core.tables.definition import TableDef
 from sdclab.release import Release
-from sdclab.tables.definition import TableDef
 
 TrueRange = Callable[[str, str, FloatArray], tuple[FloatArray, FloatArray]]
 """(table, level, published counts) → the least and the greatest count of records each could

@@ -15,9 +15,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field, model_validator
 
-from sdclab import accounting, noise
-from sdclab.accounting import SpecCard
-from sdclab.privacy import Loss, person_guarantee
+from sdclab.core import accounting, noise
+from sdclab.core.accounting import SpecCard
+from sdclab.core.privacy import Loss, person_guarantee
 from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,

@@ -29,15 +29,20 @@ import polars as pl
 import scipy.sparse as sp
 from pydantic import Field, model_validator
 
-from sdclab import accounting, noise
-from sdclab.accounting import SpecCard
-from sdclab.arrays import FloatArray
-from sdclab.cell_model import CellBounds, bounds, table_columns
-from sdclab.census.model import cells_moved
-from sdclab.diagnostics import Diagnostics, LevelTails, NoiseTails, TailClass, TailCount
-from sdclab.errors import InputError
-from sdclab.population import Population
-from sdclab.privacy import Loss, person_guarantee
+from sdclab.censuses.us2010.population import Population
+from sdclab.core import accounting, noise
+from sdclab.core.accounting import SpecCard
+from sdclab.core.arrays import FloatArray
+from sdclab.core.cell_model import CellBounds, bounds, table_columns
+from sdclab.core.census.model import cells_moved
+from sdclab.core.diagnostics import Diagnostics, LevelTails, NoiseTails, TailClass, TailCount
+from sdclab.core.errors import InputError
+from sdclab.core.privacy import Loss, person_guarantee
+from sdclab.core.query_noise import LaplaceNoise
+from sdclab.core.size_classes import size_class_label
+from sdclab.core.tables.definition import TableDef
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.tabulate import TableCounts, tabulate
 from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,
@@ -48,15 +53,10 @@ from sdclab.protection.base import (
     decimal_text,
 )
 from sdclab.protection.checks import IMPOSSIBLE, counts_problem, laplace_reach, whole
-from sdclab.query_noise import LaplaceNoise
 from sdclab.release import Release, exact_release
-from sdclab.size_classes import size_class_label
-from sdclab.tables.definition import TableDef
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import TableCounts, tabulate
 
 if TYPE_CHECKING:
-    from sdclab.census.model import Census
+    from sdclab.core.census.model import Census
 
 PERSON_SHARE = Fraction(675, 1000)
 """Share of each level's budget for person tables in the 2020-style split (the Census Bureau's

@@ -9,10 +9,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sdclab.arrays import IntArray
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import truncate
-from sdclab.population import Population
+from sdclab.censuses.us2010.population import Population
+from sdclab.core.arrays import IntArray
 
 
 @dataclass(frozen=True)

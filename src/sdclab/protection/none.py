@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from sdclab import cell_model
-from sdclab.accounting import SpecCard, no_protection_card
-from sdclab.population import Population
+from sdclab.censuses.us2010.population import Population
+from sdclab.core import cell_model
+from sdclab.core.accounting import SpecCard, no_protection_card
 from sdclab.protection.base import Mechanism, NoisePublication, WorkloadParameters
 from sdclab.protection.checks import exact_tables
 from sdclab.release import EXACT_TABULATION, Release, exact_release

@@ -11,7 +11,7 @@ contributors always get the same noise. Two formats are supported:
   1..js, a 1e-8 floor, an optional lower bound ``pstay`` on p(i → i) that is relaxed in steps of
   0.05 until the variance reaches V, and (``mono``) probabilities non-decreasing up to v = 0. Row
   i_max (the symmetry row) serves every n ≥ i_max. Each row is solved exactly by
-  :mod:`sdclab.optimize.ptable_solver`.
+  :mod:`sdclab.core.optimize.ptable_solver`.
 * **ONS format** (cell_key_perturbation): a pvalue for every (pcv, ckey) with integer cell keys
   ckey ∈ 0..K−1 and pcv the count folded onto 1..750 (:func:`pcv`).
 
@@ -34,10 +34,10 @@ import numpy.typing as npt
 import polars as pl
 from scipy import optimize
 
-from sdclab.arrays import FloatArray, IntArray
-from sdclab.errors import InputError
-from sdclab.fileio import atomic_file, read_settings_file
-from sdclab.optimize.ptable_solver import FLOOR, build_row
+from sdclab.core.arrays import FloatArray, IntArray
+from sdclab.core.errors import InputError
+from sdclab.core.fileio import atomic_file, read_settings_file
+from sdclab.core.optimize.ptable_solver import FLOOR, build_row
 
 DIGITS = 8
 """Decimals the interval bounds are rounded to."""
@@ -400,7 +400,7 @@ def to_ons(table: PTable, key_space: int = 256) -> OnsPTable:
 
 def _read_strings(path: Path) -> pl.DataFrame:
     """The CSV file as string columns, or an InputError naming the file (a regular file of at
-    most :data:`sdclab.fileio.SETTINGS_FILE_LIMIT` bytes)."""
+    most :data:`sdclab.core.fileio.SETTINGS_FILE_LIMIT` bytes)."""
     data = read_settings_file(Path(path), "p-table file")
     try:
         text = data.decode("utf-8-sig")

@@ -12,8 +12,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from sdclab.arrays import BoolArray, FloatArray, IntArray
-from sdclab.errors import InputError
+from sdclab.core.arrays import BoolArray, FloatArray, IntArray
+from sdclab.core.errors import InputError
 from sdclab.protection.ptable import ONS_PCV_MAX, OnsPTable, PTable, pcv
 
 ONS_DELTA_MAX = 1000

@@ -15,8 +15,9 @@ a level, its stability, computed from the iteration mapping), and the coarser ce
 variant are derived by summation. T01001 is an input: exact (an assumption the card states) or
 noisy from a simple SafeTab-P-like release whose budget the card adds.
 
-The groups, thresholds and membership are :mod:`sdclab.protection.safetab_groups`; the variants,
-the true group histograms and the published frames :mod:`sdclab.protection.safetab_tables`.
+The groups, thresholds and membership are :mod:`sdclab.censuses.us2010.safetab_groups`; the
+variants, the true group histograms and the published frames
+:mod:`sdclab.protection.safetab_tables`.
 """
 
 from __future__ import annotations
@@ -31,27 +32,10 @@ import numpy as np
 import polars as pl
 from pydantic import Field, model_validator
 
-from sdclab import accounting, noise
-from sdclab.accounting import SpecCard
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import parse_geoids
-from sdclab.diagnostics import Diagnostics, GroupAccuracy, GroupLevelAccuracy
-from sdclab.errors import InputError
-from sdclab.figures import NotMeasured
-from sdclab.geography import Geography
-from sdclab.population import Population
-from sdclab.privacy import Guarantee, Invariant, Loss, Number, Relation, group
-from sdclab.protection import audit_plans
-from sdclab.protection.base import (
-    Mechanism,
-    NoisePublication,
-    Parameters,
-    Unit,
-    check_budget_range,
-    decimal_text,
-)
-from sdclab.protection.checks import gaussian_reach
-from sdclab.protection.safetab_groups import (
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.safetab_groups import (
     PRODUCTION_THRESHOLDS,
     REGION_TYPES,
     Group,
@@ -65,6 +49,24 @@ from sdclab.protection.safetab_groups import (
     stability,
     thresholds_data,
 )
+from sdclab.core import accounting, noise
+from sdclab.core.accounting import SpecCard
+from sdclab.core.diagnostics import Diagnostics, GroupAccuracy, GroupLevelAccuracy
+from sdclab.core.errors import InputError
+from sdclab.core.figures import NotMeasured
+from sdclab.core.geography import Geography
+from sdclab.core.privacy import Guarantee, Invariant, Loss, Number, Relation, group
+from sdclab.core.query_noise import GaussianNoise
+from sdclab.protection import audit_plans
+from sdclab.protection.base import (
+    Mechanism,
+    NoisePublication,
+    Parameters,
+    Unit,
+    check_budget_range,
+    decimal_text,
+)
+from sdclab.protection.checks import gaussian_reach
 from sdclab.protection.safetab_tables import (
     GROUP_SCHEMA,
     GROUP_TOTALS_SCHEMA,
@@ -77,7 +79,6 @@ from sdclab.protection.safetab_tables import (
     variant,
     variant_frame,
 )
-from sdclab.query_noise import GaussianNoise
 from sdclab.release import Release, frame_problem, geoid_problem
 
 

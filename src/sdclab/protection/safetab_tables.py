@@ -12,14 +12,14 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab.arrays import IntArray
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import LEVELS, geoid_strings
-from sdclab.geography import Geography
-from sdclab.population import Population
-from sdclab.protection.safetab_groups import REGION_TYPES, Group, iterations, person_codes
-from sdclab.tables.definition import Dimension, Part, TableDef
-from sdclab.tables.tabulate import level_step, record_cells
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.safetab_groups import REGION_TYPES, Group, iterations, person_codes
+from sdclab.core.arrays import IntArray
+from sdclab.core.geography import Geography
+from sdclab.core.tables.definition import Dimension, Part, TableDef
+from sdclab.core.tables.tabulate import level_step, record_cells
 
 # The measured cells of every variant (cell code → HOUSEHOLD_TYPE or tenure codes) and the
 # derived cells (cell code → measured or derived cells summed); docs/safetab_h.md, *Variants*.

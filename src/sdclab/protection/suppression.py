@@ -37,38 +37,38 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field, model_validator
 
-from sdclab.accounting import SpecCard
-from sdclab.arrays import BoolArray, FloatArray, IntArray
-from sdclab.cell_model import CellBounds, bounds, table_columns
-from sdclab.census.model import Census
 from sdclab.censuses.us2010 import schema
-from sdclab.diagnostics import (
+from sdclab.censuses.us2010.population import Population
+from sdclab.core.accounting import SpecCard
+from sdclab.core.arrays import BoolArray, FloatArray, IntArray
+from sdclab.core.cell_model import CellBounds, bounds, table_columns
+from sdclab.core.census.model import Census
+from sdclab.core.diagnostics import (
     CellShares,
     Diagnostics,
     LevelSuppression,
     PairShare,
     SuppressionByLevel,
 )
-from sdclab.errors import InputError
-from sdclab.figures import NotMeasured, Value
-from sdclab.geography import Geography
-from sdclab.optimize.exposure import (
+from sdclab.core.errors import InputError
+from sdclab.core.figures import NotMeasured, Value
+from sdclab.core.geography import Geography
+from sdclab.core.optimize.exposure import (
     Engine,
     choose_complements,
     lp_fixed,
     network_fixed,
     propagated_fixed,
 )
-from sdclab.population import Population
-from sdclab.privacy import Invariant, no_guarantee
+from sdclab.core.privacy import Invariant, no_guarantee
+from sdclab.core.randomness import deterministic_record
+from sdclab.core.tables.definition import TableDef
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.relations import PublishedCells, coverage, is_partition, possible_cells
+from sdclab.core.tables.tabulate import TableCounts, tabulate
 from sdclab.protection.base import Mechanism, NoisePublication, Unit, WorkloadParameters
 from sdclab.protection.checks import counts_problem, whole
-from sdclab.randomness import deterministic_record
 from sdclab.release import Release
-from sdclab.tables.definition import TableDef
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.relations import PublishedCells, coverage, is_partition, possible_cells
-from sdclab.tables.tabulate import TableCounts, tabulate
 
 REDISTRICTING = ("P1", "P8", "P9", "P10", "P11")
 """The redistricting tables of the 2010 study (P1, P8–P11); the diagnostics count them apart."""
@@ -392,13 +392,13 @@ PROTECTS = (
 )
 """What complementary suppression guarantees, as the release notes state it."""
 
-# The cells of a relation system are a :class:`~sdclab.tables.relations.PublishedCells` of the
+# The cells of a relation system are a :class:`~sdclab.core.tables.relations.PublishedCells` of the
 # exact tabulation (values: the true counts); the relations a user knows are its geography
 # relations (parent = sum of children for every table and cell) and, for the tables that
 # partition all persons, its partition relations of the totals (P1 = sum of each such table's
 # cells at every geounit). Every cell has at most one +1 and one −1 among the geography rows (it
 # is a parent once and a child once): they form a network, which
-# :func:`sdclab.optimize.exposure.network_fixed` exploits.
+# :func:`sdclab.core.optimize.exposure.network_fixed` exploits.
 
 
 @dataclass(frozen=True)
@@ -424,7 +424,7 @@ class Knowledge:
     """Upper bound for cells with no other bound (the number of persons + 1: above every truth,
     so it never makes a cell exact that is not)."""
     tiny: BoolArray
-    """Geounits (all levels, numbered as :func:`sdclab.tables.relations.geounit_offsets`)
+    """Geounits (all levels, numbered as :func:`sdclab.core.tables.relations.geounit_offsets`)
     suppressed for their size."""
     persons: IntArray
     """P1 of every geounit."""

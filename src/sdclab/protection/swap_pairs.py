@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import polars as pl
 
-from sdclab.arrays import FloatArray, IntArray
+from sdclab.core.arrays import FloatArray, IntArray
 
 RETRIES = 3
 """How many scopes an unpaired candidate tries in all before it is passed over."""

@@ -29,15 +29,15 @@ import numpy.typing as npt
 import polars as pl
 from pydantic import Field, ValidationInfo, model_validator
 
-from sdclab import accounting, cell_model, noise
-from sdclab.accounting import SpecCard
-from sdclab.arrays import BoolArray, IntArray
-from sdclab.census.records import CensusRecords
 from sdclab.censuses import is_built_in
 from sdclab.censuses.us2010 import schema
-from sdclab.errors import InputError
-from sdclab.population import Population
-from sdclab.privacy import Guarantee, Invariant, Loss, no_guarantee
+from sdclab.censuses.us2010.population import Population
+from sdclab.core import accounting, cell_model, noise
+from sdclab.core.accounting import SpecCard
+from sdclab.core.arrays import BoolArray, IntArray
+from sdclab.core.census.records import CensusRecords
+from sdclab.core.errors import InputError
+from sdclab.core.privacy import Guarantee, Invariant, Loss, no_guarantee
 from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.checks import exact_tables

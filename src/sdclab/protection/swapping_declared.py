@@ -21,18 +21,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sdclab.accounting import SpecCard
-from sdclab.arrays import FloatArray, IntArray
-from sdclab.census.model import Census
-from sdclab.census.records import CensusRecords
-from sdclab.errors import InputError
-from sdclab.privacy import Invariant, no_guarantee
+from sdclab.core.accounting import SpecCard
+from sdclab.core.arrays import FloatArray, IntArray
+from sdclab.core.census.model import Census
+from sdclab.core.census.records import CensusRecords
+from sdclab.core.errors import InputError
+from sdclab.core.privacy import Invariant, no_guarantee
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.tabulate import tabulate
 from sdclab.protection.base import NoisePublication
 from sdclab.protection.households import Swapped
 from sdclab.protection.swap_pairs import Candidates, group_ids, pair_targeted, swap_figures
 from sdclab.release import Release
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import tabulate
 
 
 class SwapParameters(Protocol):

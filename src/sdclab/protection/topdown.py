@@ -26,17 +26,20 @@ import polars as pl
 import scipy.sparse as sp
 from pydantic import Field, model_validator
 
-from sdclab import accounting, cell_model
-from sdclab.arrays import IntArray
 from sdclab.censuses import is_built_in
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import LEVELS, FipsGeography, geoid_strings
-from sdclab.domain import Schema
-from sdclab.errors import InputError
-from sdclab.execution import Executor
-from sdclab.geography import Geography
-from sdclab.noise import SIGMA2_RANGE
-from sdclab.population import Population
+from sdclab.censuses.us2010.population import Population
+from sdclab.core import accounting, cell_model
+from sdclab.core.arrays import IntArray
+from sdclab.core.domain import Schema
+from sdclab.core.errors import InputError
+from sdclab.core.execution import Executor
+from sdclab.core.geography import Geography
+from sdclab.core.noise import SIGMA2_RANGE
+from sdclab.core.query_noise import MEASUREMENT_CAVEAT, TABLE_CAVEAT, Answering, GaussianNoise
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.tabulate import up_the_levels
 from sdclab.protection import audit_plans
 from sdclab.protection.base import (
     Mechanism,
@@ -58,13 +61,10 @@ from sdclab.protection.topdown_strategy import (
     strategy_data,
     topdown_card,
 )
-from sdclab.query_noise import MEASUREMENT_CAVEAT, TABLE_CAVEAT, Answering, GaussianNoise
 from sdclab.release import MDF_ARTIFACT, Release, frame_problem, geoid_problem
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import up_the_levels
 
 if TYPE_CHECKING:
-    from sdclab.census.model import Census
+    from sdclab.core.census.model import Census
 
 
 class TopDownParameters(WorkloadParameters):
@@ -275,7 +275,7 @@ def tabulate_run(
 ) -> dict[str, PublishedTable]:
     """Every table the product determines, at each of its levels."""
     from sdclab.censuses.us2010.catalog import CATALOG
-    from sdclab.tables.tabulate import TableCounts
+    from sdclab.core.tables.tabulate import TableCounts
 
     if product.census is not None:
         return census_tables(product, histograms[geography.levels[-1]], geography)

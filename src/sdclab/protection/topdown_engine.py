@@ -4,10 +4,11 @@
    noise, σ² = 1/ρ_{q,L} (bounded neighbours).
 2. Post-process top-down: the root (the nation) is solved alone under its invariant total; then,
    level by level, each parent's children are solved jointly — a multi-pass weighted L2 step
-   (:mod:`sdclab.optimize.least_squares`) and a multi-pass L1 rounder
-   (:mod:`sdclab.optimize.rounding`) — so that they are non-negative integers summing exactly to the
-   parent and satisfying the invariants (state totals) and constraints (hhgq bounds from the block
-   facility counts, no minors in nursing facilities). Every solution is checked before it is used.
+   (:mod:`sdclab.core.optimize.least_squares`) and a multi-pass L1 rounder
+   (:mod:`sdclab.core.optimize.rounding`) — so that they are non-negative integers summing exactly
+   to the parent and satisfying the invariants (state totals) and constraints (hhgq bounds from the
+   block facility counts, no minors in nursing facilities). Every solution is checked before it is
+   used.
 The run returns every level's histograms and the noisy measurements; the output made of them (the
 MDF, the tables, the release) is :mod:`sdclab.protection.topdown`'s.
 
@@ -39,18 +40,18 @@ import numpy.typing as npt
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab import accounting
-from sdclab.arrays import IntArray
 from sdclab.censuses.us2010.geography import LEVELS
-from sdclab.execution import Checkpoint, Executor, run_tasks, worker_pool
-from sdclab.geography import Geography
-from sdclab.noise import discrete_gaussian
-from sdclab.optimize.least_squares import solve_l2
-from sdclab.optimize.parent_problem import ParentProblem, check_solution
-from sdclab.optimize.rounding import round_l1
-from sdclab.population import Population
+from sdclab.censuses.us2010.population import Population
+from sdclab.core import accounting
+from sdclab.core.arrays import IntArray
+from sdclab.core.execution import Checkpoint, Executor, run_tasks, worker_pool
+from sdclab.core.geography import Geography
+from sdclab.core.noise import discrete_gaussian
+from sdclab.core.optimize.least_squares import solve_l2
+from sdclab.core.optimize.parent_problem import ParentProblem, check_solution
+from sdclab.core.optimize.rounding import round_l1
+from sdclab.core.tables.tabulate import block_histogram
 from sdclab.protection.topdown_strategy import PRODUCTS, Product, Strategy
-from sdclab.tables.tabulate import block_histogram
 
 UNIT_CAP = 99_999
 """Most persons one housing unit or facility may hold (production's cap)."""

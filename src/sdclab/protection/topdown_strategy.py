@@ -29,19 +29,19 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from sdclab import accounting
-from sdclab.accounting import SpecCard
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import LEVELS
-from sdclab.domain import Schema
-from sdclab.errors import InputError
-from sdclab.fileio import read_toml
-from sdclab.privacy import Invariant, Loss, person_guarantee
+from sdclab.core import accounting
+from sdclab.core.accounting import SpecCard
+from sdclab.core.domain import Schema
+from sdclab.core.errors import InputError
+from sdclab.core.fileio import read_toml
+from sdclab.core.privacy import Invariant, Loss, person_guarantee
 
 if TYPE_CHECKING:
-    from sdclab.census.model import Census
+    from sdclab.core.census.model import Census
 from sdclab.censuses.us2010.catalog import HISPANIC, P12_AGE, RACE_DETAILED, SEXES
-from sdclab.tables.definition import Dimension, Part, all_codes, part_query
+from sdclab.core.tables.definition import Dimension, Part, all_codes, part_query
 
 HHGQ = all_codes(schema.UNIT_TYPE)
 VOTING_AGE = all_codes(schema.VOTING_AGE_ATTR)

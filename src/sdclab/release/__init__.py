@@ -14,7 +14,7 @@ artifacts/<NAME>.parquet   what else the mechanism publishes, each declared by i
 ```
 A release never holds confidential values unless its mechanism is ``none``, whose card says so.
 
-In memory a table is a :class:`~sdclab.tables.published.PublishedTable`: count matrices and
+In memory a table is a :class:`~sdclab.core.tables.published.PublishedTable`: count matrices and
 suppressed-cell masks by level. The long form above is written by :func:`write_release` and read
 by :func:`read_release` only.
 

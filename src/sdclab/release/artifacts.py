@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from sdclab.geography import Geography
+from sdclab.core.geography import Geography
 
 ArtifactCheck = Callable[[pl.DataFrame, Geography], "str | None"]
 """A problem of an artifact's frame read from a release (its columns, types, geounits), or

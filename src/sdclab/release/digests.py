@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sdclab.errors import InputError
+from sdclab.core.errors import InputError
 from sdclab.release.model import RELEASE_FILE
 
 DIGESTS_KEY = "digests"

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sdclab.accounting import SpecCard
-from sdclab.census.document import from_document
-from sdclab.errors import InputError
-from sdclab.fileio import json_safe, read_json_object
+from sdclab.core.accounting import SpecCard
+from sdclab.core.census.document import from_document
+from sdclab.core.errors import InputError
+from sdclab.core.fileio import json_safe, read_json_object
 from sdclab.release.model import (
     CENSUS_FILE,
     FORMAT_VERSION,
@@ -23,7 +23,7 @@ from sdclab.release.model import (
 )
 
 if TYPE_CHECKING:
-    from sdclab.census.model import Census
+    from sdclab.core.census.model import Census
 
 
 _REQUIRED_KEYS = {

@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
-from sdclab.accounting import SpecCard
-from sdclab.errors import InputError
-from sdclab.geography import Geography
-from sdclab.population import Population
+from sdclab.censuses.us2010.population import Population
+from sdclab.core.accounting import SpecCard
+from sdclab.core.errors import InputError
+from sdclab.core.geography import Geography
+from sdclab.core.tables.definition import TableDef
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.version import __version__
 from sdclab.release.artifacts import Artifact
-from sdclab.tables.definition import TableDef
-from sdclab.tables.published import PublishedTable
-from sdclab.version import __version__
 
 if TYPE_CHECKING:
-    from sdclab.census.model import Census
+    from sdclab.core.census.model import Census
 
 
 class ReleaseMechanism(Protocol):

@@ -12,13 +12,15 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab.accounting import SpecCard
-from sdclab.census.records import geography_from_frame
 from sdclab.censuses import is_built_in
 from sdclab.censuses.us2010.geography import GEOID_LENGTH, FipsGeography
-from sdclab.errors import InputError
-from sdclab.fileio import read_input_parquet
-from sdclab.geography import Geography
+from sdclab.core.accounting import SpecCard
+from sdclab.core.census.records import geography_from_frame
+from sdclab.core.errors import InputError
+from sdclab.core.fileio import read_input_parquet
+from sdclab.core.geography import Geography
+from sdclab.core.tables.definition import TableDef
+from sdclab.core.tables.published import LONG_SCHEMA, PublishedTable
 from sdclab.release.artifacts import artifact_file, valid_geoids
 from sdclab.release.digests import changed_files, unrecorded_files
 from sdclab.release.metadata import check_metadata, load_metadata, read_census
@@ -31,17 +33,15 @@ from sdclab.release.model import (
     Release,
     ReleaseMechanism,
 )
-from sdclab.tables.definition import TableDef
-from sdclab.tables.published import LONG_SCHEMA, PublishedTable
 
 if TYPE_CHECKING:
-    from sdclab.census.model import Census
+    from sdclab.core.census.model import Census
 
 
 def read_release(path: Path, mechanisms: Mechanisms) -> Release:
     """Read and check a release directory made by one of ``mechanisms`` (the registry,
-    :data:`sdclab.protection.MECHANISMS`; :func:`sdclab.api.read_release` passes it); anything
-    malformed is an :class:`InputError`.
+    :data:`sdclab.protection.MECHANISMS`; :func:`sdclab.pipeline.api.read_release` passes it);
+    anything malformed is an :class:`InputError`.
 
     The content is checked first, then the digests recorded in release.json: a file that does not
     match them was changed after the release was written. When the content is also malformed, its
@@ -75,7 +75,7 @@ def _read_content(path: Path, meta: dict[str, Any], mechanisms: Mechanisms) -> R
     }
     microdata = None
     if meta["microdata"]:
-        from sdclab.population.io import validate
+        from sdclab.censuses.us2010.population.io import validate
 
         microdata = validate(
             read_input_parquet(path / "microdata" / "persons.parquet"),

@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from sdclab.accounting import SpecCard, no_protection_card
-from sdclab.population import Population
-from sdclab.population.columns import DATA_DEFINED, RECORD_KEY
-from sdclab.randomness import exact_record
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.columns import DATA_DEFINED, RECORD_KEY
+from sdclab.core.accounting import SpecCard, no_protection_card
+from sdclab.core.randomness import exact_record
+from sdclab.core.tables.published import PublishedTable
+from sdclab.core.tables.tabulate import tabulate
 from sdclab.release.model import EXACT_TABULATION, Protection, Release
-from sdclab.tables.published import PublishedTable
-from sdclab.tables.tabulate import tabulate
 
 
 def exact_release(population: Population, names: Sequence[str] | None = None) -> Release:

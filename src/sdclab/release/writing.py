@@ -8,11 +8,11 @@ from pathlib import Path
 
 import polars as pl
 
-from sdclab.census.document import to_document
-from sdclab.census.records import DeclaredGeography, geography_frame
 from sdclab.censuses import is_built_in
-from sdclab.fileio import json_safe, output_directory, write_json, write_parquet
-from sdclab.geography import Geography
+from sdclab.core.census.document import to_document
+from sdclab.core.census.records import DeclaredGeography, geography_frame
+from sdclab.core.fileio import json_safe, output_directory, write_json, write_parquet
+from sdclab.core.geography import Geography
 from sdclab.release.artifacts import artifact_file
 from sdclab.release.digests import DIGEST_ALGORITHM, DIGESTS_KEY, file_digest, metadata_digest
 from sdclab.release.model import CENSUS_FILE, GEOGRAPHY_FILE, RELEASE_FILE, RELEASE_KIND, Release

@@ -1,4 +1,4 @@
-"""The US 2010 census: the census sdclab was built on, as a :class:`~sdclab.census.Census`.
+"""The US 2010 census: the census sdclab was built on, as a :class:`~sdclab.core.census.Census`.
 
 Its attributes, FIPS geography (nation, state, county, tract, block group, block) and SF1 table
 catalogue are those of this package's :mod:`.schema`, :mod:`.geography` and :mod:`.catalog`;
@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from sdclab.census.model import (
+from sdclab.censuses.us2010 import schema
+from sdclab.censuses.us2010.catalog import CATALOG, RACE_TALLY
+from sdclab.censuses.us2010.geography import LEVELS
+from sdclab.core.census.model import (
     Attribute,
     Breakdown,
     Census,
@@ -22,20 +25,17 @@ from sdclab.census.model import (
     HouseholdChange,
     Reconstruction,
 )
-from sdclab.censuses.us2010 import schema
-from sdclab.censuses.us2010.catalog import CATALOG, RACE_TALLY
-from sdclab.censuses.us2010.geography import LEVELS
-from sdclab.domain import Attribute as DomainAttribute
+from sdclab.core.domain import Attribute as DomainAttribute
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from sdclab.arrays import IntArray
+    from sdclab.core.arrays import IntArray
 
 
 class UsRecords(Protocol):
     """What :func:`record_columns` reads of a US population (a
-    :class:`~sdclab.population.Population`)."""
+    :class:`~sdclab.censuses.us2010.population.Population`)."""
 
     @property
     def persons(self) -> pl.DataFrame: ...

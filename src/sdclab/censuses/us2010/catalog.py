@@ -1,5 +1,5 @@
 """The US 2010 census's table catalogue: the SF1 tables sdclab publishes, declared as data
-(:mod:`sdclab.tables.definition`).
+(:mod:`sdclab.core.tables.definition`).
 
 Adding a table is adding an entry to :data:`CATALOG`.
 """
@@ -12,7 +12,7 @@ import numpy as np
 
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import LEVELS
-from sdclab.tables.definition import (
+from sdclab.core.tables.definition import (
     Dimension,
     Mask,
     Part,

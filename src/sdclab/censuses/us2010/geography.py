@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from sdclab.geography import Geography
+from sdclab.core.geography import Geography
 
 LEVELS = ("nation", "state", "county", "tract", "block_group", "block")
 """Geography levels from the top down."""

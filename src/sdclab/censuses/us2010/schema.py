@@ -1,7 +1,7 @@
 """The US 2010 census's attributes, code lists, age recodes and histogram domains (schemas).
 
 Every attribute has contiguous integer codes (docs/data.md, *Population*); a schema is an ordered
-product of them (:class:`sdclab.domain.Schema`).
+product of them (:class:`sdclab.core.domain.Schema`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from itertools import combinations
 import numpy as np
 import numpy.typing as npt
 
-from sdclab.arrays import IntArray
-from sdclab.domain import Attribute, Edit, Schema
+from sdclab.core.arrays import IntArray
+from sdclab.core.domain import Attribute, Edit, Schema
 
 # ---------------------------------------------------------------------------------------------
 # Code lists (docs/data.md, *Population*)
@@ -68,9 +68,9 @@ HOUSEHOLD_TYPE_LABELS = {
     5: "non-family, householder not living alone",
 }
 """HOUSEHOLD_TYPE of SafeTab-H (occupied housing units), derived from the relationships in the unit
-by :attr:`sdclab.population.contract.Population.household_type`; 0 there means no household
-(vacant housing unit or group-quarters facility). A spouse *or unmarried partner* (relationship 1)
-makes a married-couple family: the contract has one code for both."""
+by :attr:`sdclab.censuses.us2010.population.contract.Population.household_type`; 0 there means no
+household (vacant housing unit or group-quarters facility). A spouse *or unmarried partner*
+(relationship 1) makes a married-couple family: the contract has one code for both."""
 
 VOTING_AGE = 18
 

@@ -1,0 +1,174 @@
+"""A table declared as data and compiled to a linear query over its census's domain.
+
+A table is one or more *parts*. A part is the cross product of *dimensions* (each a 0/1 membership
+matrix from the dimension's categories to an attribute's codes) restricted to a *universe* (a 0/1
+mask per attribute). Because the domain is a product of attributes, a part's query matrix is the
+Kronecker product of one small matrix per attribute — the same construction TopDown and HDMM use
+for marginal workloads. Tabulation is then ``histogram @ query.T``; no group-by code is written
+per table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, reduce
+from itertools import product
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from sdclab.core.domain import Attribute, Schema
+
+Mask = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """Categories of a table along one attribute: ``membership[k, j]`` = 1 if code j counts in k.
+
+    A record may count in several categories (race tallies), in one (a recode), or in none (a code
+    outside the table's cells).
+    """
+
+    attribute: str
+    labels: tuple[str, ...]
+    membership: npt.NDArray[np.int8]
+
+    def __post_init__(self) -> None:
+        if self.membership.shape[0] != len(self.labels):
+            raise ValueError(f"dimension on {self.attribute}: labels and membership rows differ")
+
+
+@dataclass(frozen=True)
+class Part:
+    """A block of cells: the cross product of ``dimensions`` within ``universe``."""
+
+    dimensions: tuple[Dimension, ...] = ()
+    universe: Mapping[str, Mask] = field(default_factory=dict)
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A published table: universe, cells, publication levels and its query matrix."""
+
+    name: str
+    title: str
+    universe: str
+    schema: Schema
+    parts: tuple[Part, ...]
+    top: str
+    """The highest level the table is published at."""
+    bottom: str
+    """The lowest level the table is published at."""
+    hierarchy: tuple[str, ...]
+    """The levels of the geography the table is published on, from the top down."""
+    records: str = "persons"
+    """What the table counts: ``"persons"`` or ``"households"`` (households or housing units)."""
+
+    def __post_init__(self) -> None:
+        for end in (self.top, self.bottom):
+            if end not in self.hierarchy:
+                levels = ", ".join(self.hierarchy)
+                raise ValueError(f"table {self.name}: unknown level {end!r}; levels: {levels}")
+        if self.hierarchy.index(self.top) > self.hierarchy.index(self.bottom):
+            raise ValueError(f"table {self.name}: level {self.top!r} is below {self.bottom!r}")
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """The levels the table is published at, from ``top`` down to ``bottom``."""
+        i, j = self.hierarchy.index(self.top), self.hierarchy.index(self.bottom)
+        return self.hierarchy[i : j + 1]
+
+    @cached_property
+    def cell_labels(self) -> list[str]:
+        """One label per cell: the part's label and each dimension's category, first slowest."""
+        labels: list[str] = []
+        for part in self.parts:
+            for names in product(*(d.labels for d in part.dimensions)):
+                labels.append(" / ".join(filter(None, (part.label, *names))) or "total")
+        return labels
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.cell_labels)
+
+    @cached_property
+    def crossed(self) -> tuple[str, ...]:
+        """The attributes the table's cells depend on (crossed or restricted), in schema order."""
+        used = {d.attribute for p in self.parts for d in p.dimensions}
+        used |= {name for p in self.parts for name in p.universe}
+        return tuple(name for name in self.schema.names if name in used)
+
+    @cached_property
+    def marginal(self) -> Schema:
+        """The domain of the attributes the table crosses: all it needs to be counted."""
+        return self.schema.restricted(
+            f"{self.schema.name}:{'×'.join(self.crossed) or 'total'}", self.crossed
+        )
+
+    @cached_property
+    def marginal_query(self) -> sp.csr_matrix:
+        """Sparse 0/1 matrix cells × cells of :attr:`marginal` (int64 entries)."""
+        blocks = [part_query(self.marginal, part) for part in self.parts]
+        return sp.vstack(blocks, format="csr").astype(np.int64)
+
+    def query_on(self, domain: Schema) -> sp.csr_matrix:
+        """The table's query over another domain that holds every attribute it crosses."""
+        if domain == self.schema:
+            return self.query
+        return sp.vstack([part_query(domain, p) for p in self.parts], format="csr").astype(np.int64)
+
+    @cached_property
+    def query(self) -> sp.csr_matrix:
+        """Sparse 0/1 matrix cells × domain cells of :attr:`schema` (int64 entries)."""
+        blocks = [part_query(self.schema, part) for part in self.parts]
+        return sp.vstack(blocks, format="csr").astype(np.int64)
+
+
+def part_query(domain: Schema, part: Part) -> sp.csr_matrix:
+    """Kronecker product over the schema's attributes, rows put back in declared dimension order."""
+    dims = {d.attribute: d for d in part.dimensions}
+    unknown = set(dims) | set(part.universe)
+    unknown -= set(domain.names)
+    if unknown:
+        raise ValueError(f"schema {domain.name!r} has no attribute(s) {sorted(unknown)}")
+    factors = []
+    for attr in domain.attributes:
+        mask = part.universe.get(attr.name, np.ones(attr.size, dtype=bool))
+        base = dims[attr.name].membership if attr.name in dims else np.ones((1, attr.size), np.int8)
+        factors.append(sp.csr_matrix(base * mask[None, :].astype(np.int8)))
+    if not factors:  # a domain of no attribute has one cell: the total
+        return sp.csr_matrix(np.ones((1, 1), dtype=np.int8))
+    query = reduce(lambda a, b: sp.kron(a, b, format="csr"), factors)
+    if not part.dimensions:
+        return query
+    # Kronecker rows run over the dimensions in schema order; the table lists them as declared.
+    declared = [d.attribute for d in part.dimensions]
+    sizes = {d.attribute: len(d.labels) for d in part.dimensions}
+    grid = np.indices([sizes[n] for n in declared]).reshape(len(declared), -1)
+    position = dict(zip(declared, grid, strict=True))
+    in_schema_order = [n for n in domain.names if n in sizes]
+    rows = np.ravel_multi_index(
+        [position[n] for n in in_schema_order], [sizes[n] for n in in_schema_order]
+    )
+    return query[rows]
+
+
+def codes_mask(attr: Attribute, keep: Callable[[npt.NDArray[np.int64]], Mask]) -> Mask:
+    """Boolean mask over an attribute's codes."""
+    return np.asarray(keep(attr.codes), dtype=bool)
+
+
+def categories(attr: Attribute, codes: Sequence[int], labels: Sequence[str]) -> Dimension:
+    """A dimension with one category per listed code."""
+    m = np.zeros((len(codes), attr.size), dtype=np.int8)
+    m[np.arange(len(codes)), attr.position(codes)] = 1
+    return Dimension(attr.name, tuple(labels), m)
+
+
+def all_codes(attr: Attribute) -> Dimension:
+    """One category per code of the attribute, labelled as in the schema."""
+    return categories(attr, attr.codes.tolist(), attr.labels)

@@ -1,0 +1,167 @@
+"""Records → exact tables, as sparse matrix products.
+
+Each record is encoded as a flat domain cell of its table's schema, a sparse ``blocks × domain``
+histogram is built once per schema, every table is ``histogram @ query.T`` at block level, and the
+levels above are sums over children (``aggregation @ block_counts``). Nothing here loops over
+records or cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import scipy.sparse as sp
+
+from sdclab.core.domain import Schema
+from sdclab.core.geography import Geography
+from sdclab.core.tables.definition import TableDef
+
+
+class RecordKind(Protocol):
+    """An attribute of a census as tabulation sees it: the records it describes."""
+
+    @property
+    def records(self) -> str: ...
+
+
+class TabulatedCensus(Protocol):
+    """What tabulation reads of a census (:class:`sdclab.core.census.model.Census`): its attributes'
+    kinds of records and its tables by name."""
+
+    @property
+    def attributes(self) -> Mapping[str, RecordKind]: ...
+    def select(self, names: Sequence[str] | None = None) -> list[TableDef]: ...
+
+
+class Records(Protocol):
+    """What tabulation reads of a census's records (a US population or a declared census's
+    records): each attribute's codes and each record's block, for persons or households."""
+
+    @property
+    def census(self) -> TabulatedCensus: ...
+    @property
+    def geography(self) -> Geography: ...
+    def geography_of(self, table: TableDef) -> Geography: ...
+    def columns(self, records: str) -> Mapping[str, npt.NDArray[np.int64]]: ...
+    def block_index(
+        self, records: str, geography: Geography | None = None
+    ) -> npt.NDArray[np.int64]: ...
+
+
+def record_cells(population: Records, domain: Schema) -> npt.NDArray[np.int64]:
+    """Flat domain cell of every record of the population for ``domain``."""
+    return domain.cell_index(population.columns(record_kind(population.census, domain)))
+
+
+def record_kind(census: TabulatedCensus, domain: Schema) -> str:
+    """What the records of ``domain`` are: ``"households"`` when every attribute of the domain is
+    a household attribute of ``census``, else ``"persons"`` (a person domain may cross the
+    household a person lives in)."""
+    attributes = census.attributes
+    households = all(
+        name in attributes and attributes[name].records == "households" for name in domain.names
+    )
+    return "households" if households and domain.names else "persons"
+
+
+def record_blocks(population: Records, domain: Schema) -> npt.NDArray[np.int64]:
+    """Block index of every record of ``domain`` (households for a domain of household
+    attributes, else persons)."""
+    return population.block_index(record_kind(population.census, domain))
+
+
+def block_histogram(
+    population: Records,
+    domain: Schema,
+    weights: npt.NDArray[np.int64] | npt.NDArray[np.complex128] | None = None,
+) -> sp.csr_matrix:
+    """Sparse ``blocks × domain`` matrix of record counts (or of sums of per-record ``weights``,
+    aligned with the domain's records: units for the unit and household schemas, else
+    persons)."""
+    cells = record_cells(population, domain)
+    blocks = record_blocks(population, domain)
+    shape = (population.geography.n_blocks, domain.size)
+    data = np.ones(len(cells), dtype=np.int64) if weights is None else weights
+    return sp.csr_matrix((data, (blocks, cells)), shape=shape)
+
+
+@dataclass(frozen=True)
+class TableCounts:
+    """One table at every level it is published: geounit codes and a geounits × cells matrix."""
+
+    table: TableDef
+    counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]]
+    geoids: dict[str, pl.Series]
+    """Geoid strings of each level's geounits (shared by all tables of one tabulation)."""
+
+    def at(self, level: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(geounit codes, dense counts) at ``level``."""
+        codes, matrix = self.counts[level]
+        return codes, matrix.toarray()
+
+
+def tabulate_histograms(
+    geography: Geography,
+    histograms: dict[str, sp.csr_matrix],
+    tables: Sequence[TableDef],
+) -> dict[str, TableCounts]:
+    """Every table at each of its levels from per-schema block histograms."""
+    geoids = {level: geography.geoids(level) for level in geography.levels}
+    return {
+        table.name: up_the_levels(
+            geography, table, (histograms[table.schema.name] @ table.query.T).tocsr(), geoids
+        )
+        for table in tables
+    }
+
+
+def up_the_levels(
+    geography: Geography,
+    table: TableDef,
+    block_counts: sp.csr_matrix,
+    geoids: dict[str, pl.Series],
+) -> TableCounts:
+    """A table at each of its levels from its ``blocks × cells`` counts, each level summed from
+    the one below (fewer non-zeros than from the blocks)."""
+    levels = geography.levels
+    current = block_counts
+    counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {
+        levels[-1]: (geography.blocks, current)
+    }
+    for level in reversed(levels[levels.index(table.top) : -1]):
+        current = (level_step(geography, level) @ current).tocsr()
+        counts[level] = (geography.codes(level), current)
+    return TableCounts(table, {level: counts[level] for level in table.levels}, geoids)
+
+
+def level_step(geography: Geography, level: str) -> sp.csr_matrix:
+    """0/1 matrix geounits(level) × geounits(the level below): sums children into parents."""
+    return geography.containment(level, geography.below(level))
+
+
+def tabulate(
+    population: Records,
+    names: Sequence[str] | None = None,
+    weights: Mapping[str, npt.NDArray[np.int64] | npt.NDArray[np.complex128]] | None = None,
+) -> dict[str, TableCounts]:
+    """Exact tables of a population (every table of its census when ``names`` is None), each
+    counted over the marginal domain of the attributes it crosses; with ``weights`` (one per
+    record, by kind of record: persons, households), sums of the weights instead of counts."""
+    out = {}
+    for table in population.census.select(names):
+        geography = population.geography_of(table)
+        geoids = {level: geography.geoids(level) for level in geography.levels}
+        cells = table.marginal.cell_index(population.columns(table.records))
+        blocks = population.block_index(table.records, geography)
+        data = np.ones(len(blocks), np.int64) if weights is None else weights[table.records]
+        histogram = sp.csr_matrix(
+            (data, (blocks, cells)), shape=(geography.n_blocks, table.marginal.size)
+        )
+        block_counts = (histogram @ table.marginal_query.T).tocsr()
+        out[table.name] = up_the_levels(geography, table, block_counts, geoids)
+    return out
