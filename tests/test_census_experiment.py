@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import sdclab
 from sdclab.core.errors import InputError
 from sdclab.pipeline.experiment import parse_experiment
 from sdclab.pipeline.results import ExperimentResult
@@ -94,7 +95,9 @@ def test_a_declared_census_experiment_runs_to_its_results(ran):
     # the noisier geometric release is the less accurate on the census's compared table
     frontier = {
         p.setting: p
-        for p in results.frontier(accuracy="accuracy.mae_nonempty", table="T3", level="district")
+        for p in sdclab.frontier(
+            results, accuracy="accuracy.mae_nonempty", table="T3", level="district"
+        )
     }
     assert (
         frontier["geometric@epsilon=1"].accuracy.mean

@@ -10,6 +10,7 @@ import statistics
 import pytest
 from scipy import stats
 
+import sdclab
 from sdclab.core.markup import decimal, pct
 from sdclab.pipeline.experiment import REPORT_FILE, Experiment, ReportSpec, run_spec
 from sdclab.pipeline.report.charts import series_style
@@ -59,7 +60,7 @@ def swept(tmp_path_factory):
 
 def test_one_point_per_setting_with_replicate_means_and_intervals(swept) -> None:
     results, _ = swept
-    points = {p.setting: p for p in results.frontier(ALL_PERSONS)}
+    points = {p.setting: p for p in sdclab.frontier(results, ALL_PERSONS)}
     assert list(points) == [
         "none",
         "geometric@epsilon=4",
@@ -90,11 +91,11 @@ def test_one_point_per_setting_with_replicate_means_and_intervals(swept) -> None
 def test_another_accuracy_figure_can_be_chosen(swept) -> None:
     results, _ = swept
     axes = FrontierAxes(accuracy="accuracy.tv_mean", level="block", table="P12")
-    point = next(p for p in results.frontier(axes) if p.setting == "cellkey")
+    point = next(p for p in sdclab.frontier(results, axes) if p.setting == "cellkey")
     tvs = [results[t].evaluation.table("P12", "block").tv_mean for t in point.releases]
     assert point.accuracy.mean == pytest.approx(statistics.mean(tvs))
     with pytest.raises(ValueError, match="name the table"):
-        results.frontier(FrontierAxes(accuracy="accuracy.tv_mean", level="block"))
+        sdclab.frontier(results, FrontierAxes(accuracy="accuracy.tv_mean", level="block"))
 
 
 def _section(report: str, title: str) -> str:
@@ -356,7 +357,7 @@ def test_the_psa_s_epsilon_says_whose_invariants_it_holds_within(swept) -> None:
     from sdclab.pipeline.report.frontier import choose_section
 
     results, report = swept
-    points = {p.setting: p for p in results.frontier(ALL_PERSONS)}
+    points = {p.setting: p for p in sdclab.frontier(results, ALL_PERSONS)}
     psa = points["psa"]
     assert psa.qualifier == (
         f"{PSA_LABEL} (households by size in every block, every statistic of each state and above)"
@@ -398,7 +399,7 @@ def test_the_withheld_share_is_of_what_the_frontier_plots(suppressed) -> None:
     from sdclab.pipeline.report.frontier import _withheld
 
     results = suppressed
-    (point,) = results.frontier()
+    (point,) = sdclab.frontier(results)
     evaluation = results[point.releases[0]].evaluation
 
     def label(accuracy: str, level: str = "block", table: str | None = None) -> str:

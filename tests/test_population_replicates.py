@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+import sdclab
 from sdclab.censuses.us2010.population.bootstrap import bootstrap
 from sdclab.censuses.us2010.population.io import write_population
 from sdclab.censuses.us2010.population.synth import synthesize
@@ -83,7 +84,7 @@ def test_every_release_runs_on_every_population(replicated) -> None:
     (second,) = results.population_replicates
     assert second.source["seed"] == population_seed(11, 2) != 11
     assert second.uniques != results.population.uniques  # another synthetic population
-    point = next(p for p in results.frontier() if p.setting == "suppress")
+    point = next(p for p in sdclab.frontier(results) if p.setting == "suppress")
     assert point.accuracy.n == 2 and point.accuracy.low is not None  # an interval of two draws
     again = ExperimentResult.from_dict(json.loads((out / RESULTS_FILE).read_text()))
     assert again.population_replicates == results.population_replicates

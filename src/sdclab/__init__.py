@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         Reidentification,
         VulnerableGroup,
     )
+    from sdclab.pipeline.results.decision import frontier
     from sdclab.release import Release
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "__version__",
     "audit",
     "evaluate",
+    "frontier",
     "mechanisms",
     "protect",
     "read_population",
@@ -84,6 +86,7 @@ _HOMES = {
     "Population": "sdclab.censuses.us2010.population",
     "Release": "sdclab.release",
     "run_experiment": "sdclab.pipeline.experiment",
+    "frontier": "sdclab.pipeline.results.decision",
     **dict.fromkeys(
         (
             "Evaluation",

@@ -27,6 +27,7 @@ from sdclab.pipeline.results import (
     NotMeasured,
     Reidentification,
 )
+from sdclab.pipeline.results.decision import frontier
 
 
 def _legend(results: ExperimentResult) -> str:
@@ -119,7 +120,7 @@ def render_report(results: ExperimentResult, axes: FrontierAxes | None = None) -
         f"{esc(r.evaluation.card.render())}</pre></details>"
         for t, r in releases.items()
     )
-    points = results.frontier(axes)  # once: the three sections share it
+    points = frontier(results, axes)  # once: the three sections share it
     body = f"""{frontier_section(results, axes, points)}
 {choose_section(results, axes, points)}
 {budget_section(results, axes, points)}

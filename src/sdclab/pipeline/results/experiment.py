@@ -19,8 +19,6 @@ from sdclab.pipeline.results.truth import EVALUATION_ONLY, marked, metric_is_eva
 if TYPE_CHECKING:
     import polars as pl
 
-    from sdclab.pipeline.results.decision import FrontierAxes, FrontierPoint
-
 
 @dataclass(frozen=True)
 class Sweep:
@@ -334,30 +332,6 @@ class ExperimentResult:
     def settings(self) -> dict[str, list[str]]:
         """Each setting's independent replicates (titles), in the experiment's order."""
         return _by_setting(self.releases)
-
-    def frontier(
-        self,
-        axes: FrontierAxes | None = None,
-        *,
-        accuracy: str | None = None,
-        level: str | None = None,
-        table: str | None = None,
-        attacker: str | None = None,
-        persons: str | None = None,
-    ) -> list[FrontierPoint]:
-        """One point per setting on the accuracy–risk plane: :func:`.decision.frontier`
-        (imported on use: the decision statistics read these types, never the reverse)."""
-        from sdclab.pipeline.results.decision import frontier
-
-        return frontier(
-            self,
-            axes,
-            accuracy=accuracy,
-            level=level,
-            table=table,
-            attacker=attacker,
-            persons=persons,
-        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``results.json``."""
