@@ -19,7 +19,7 @@ from sdclab.core.tables.published import PublishedTable
 from sdclab.core.tables.relations import PublishedCells
 from sdclab.core.tables.tabulate import tabulate
 from sdclab.pipeline.api import read_release
-from sdclab.protection import suppression
+from sdclab.protection import suppression, suppression_rules
 from sdclab.release import Release, write_release
 
 BG1 = "010010001001"  # state 01, county 001, tract 000100, block group 1: blocks BG1 + "xxx"
@@ -88,7 +88,7 @@ def test_a_block_under_min_persons_has_every_person_table_suppressed(rules_relea
             continue
         small = cells(rules_release, name, "block", BG1 + "001")
         kept = cells(rules_release, name, "block", BG1 + "002")
-        if suppression.is_person_table(table):
+        if suppression_rules.is_person_table(table):
             assert small == dict.fromkeys(range(table.n_cells)), name  # every cell, null
             assert None not in kept.values(), name
         else:
@@ -217,11 +217,11 @@ def test_parameters_card_and_entry():
 
 
 def test_tables_are_classified_from_their_query_matrices():
-    adult = {n for n, t in CATALOG.items() if suppression.is_adult_table(t)}
-    partition = {n for n, t in CATALOG.items() if suppression.partitions_persons(t)}
+    adult = {n for n, t in CATALOG.items() if suppression_rules.is_adult_table(t)}
+    partition = {n for n, t in CATALOG.items() if suppression_rules.partitions_persons(t)}
     assert adult == {"P10", "P11"}
     assert partition == {"P1", *PARTITION}
-    assert not any(suppression.is_person_table(CATALOG[n]) for n in ("H1", "H3", "H4", "H13"))
+    assert not any(suppression_rules.is_person_table(CATALOG[n]) for n in ("H1", "H3", "H4", "H13"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def feasible_intervals(release, population: Population, min_persons: int = 15):
     """
     blocks = population.persons["block"].to_list()
     exact = tabulate(population)
-    names = [n for n, t in CATALOG.items() if suppression.is_person_table(t)]
+    names = [n for n, t in CATALOG.items() if suppression_rules.is_person_table(t)]
     index: dict[tuple[str, str, str, int], int] = {}
     for name in names:
         table = CATALOG[name]
@@ -396,7 +396,7 @@ def test_complements_leave_no_positive_primary_cell_recoverable(make, key):
     tables = tabulate(population)
     _, found = suppression.complementary_suppression(
         tables,
-        suppression.primary_plan(tables, params),
+        suppression_rules.primary_plan(tables, params),
         params,
         population.geography,
         np.random.default_rng(suppression.INTERNAL_SEED),
