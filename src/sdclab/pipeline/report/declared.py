@@ -134,24 +134,7 @@ def charts(
     view: CensusView,
 ) -> list[str]:
     """The rates of the attack, and the errors of the compared and total tables by level."""
-    out = [
-        figure(
-            EVALUATION,
-            bar_chart(
-                "Putative and confirmed rates (census / commercial attacker)",
-                ["census putative", "confirmed", "commercial putative", "confirmed"],
-                by_setting(
-                    results,
-                    lambda r: [
-                        rate(rates(r, a, "reconstruction", "all"), k)
-                        for a in ("census", "commercial")
-                        for k in ("putative_rate", "confirmed_rate")
-                    ],
-                ),
-                source=EVALUATION,
-            ),
-        )
-    ]
+    out = [rates_chart(results)]
     for table, what in ((view.compared, "non-empty cells"), (view.total, "populated geounits")):
         if table is None:
             continue
@@ -172,3 +155,24 @@ def charts(
             )
         )
     return out
+
+
+def rates_chart(results: ExperimentResult) -> str:
+    """The putative and confirmed rates of the reconstruction against both attackers (the same
+    chart for any census)."""
+    return figure(
+        EVALUATION,
+        bar_chart(
+            "Putative and confirmed rates (census / commercial attacker)",
+            ["census putative", "confirmed", "commercial putative", "confirmed"],
+            by_setting(
+                results,
+                lambda r: [
+                    rate(rates(r, a, "reconstruction", "all"), k)
+                    for a in ("census", "commercial")
+                    for k in ("putative_rate", "confirmed_rate")
+                ],
+            ),
+            source=EVALUATION,
+        ),
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from sdclab.censuses.us2010.geography import LEVELS
 from sdclab.core.markup import EVALUATION, RELEASE
 from sdclab.pipeline.report import declared
-from sdclab.pipeline.report.charts import PRG_LABEL, bar_chart, line_chart
+from sdclab.pipeline.report.charts import PRG_LABEL, line_chart
 from sdclab.pipeline.report.html import figure
 from sdclab.pipeline.report.reading import (
     CLASSES,
@@ -33,7 +33,7 @@ def all_charts(results: ExperimentResult) -> list[str]:
         return declared.charts(results, results.census)
     return [
         *_precision_charts(results),
-        _rates_chart(results),
+        declared.rates_chart(results),
         _mae_chart(results, "P12", "MAE of P12 (non-empty cells, withheld ones counted)"),
         _mae_chart(results, "P1", "MAE of totals (P1, populated geounits, withheld ones counted)"),
         _solvar_chart(results),
@@ -81,26 +81,6 @@ def _precision_series(results: ExperimentResult, attacker: str, prefix: str) -> 
             series[f"{PRG_LABEL} of {title})"] = guess
             break
     return series
-
-
-def _rates_chart(results: ExperimentResult) -> str:
-    """The putative and confirmed rates of the reconstruction against both attackers."""
-    return figure(
-        EVALUATION,
-        bar_chart(
-            "Putative and confirmed rates (census / commercial attacker)",
-            ["census putative", "confirmed", "commercial putative", "confirmed"],
-            by_setting(
-                results,
-                lambda r: [
-                    rate(rates(r, a, "reconstruction", "all"), k)
-                    for a in ("census", "commercial")
-                    for k in ("putative_rate", "confirmed_rate")
-                ],
-            ),
-            source=EVALUATION,
-        ),
-    )
 
 
 def _mae_chart(results: ExperimentResult, table: str, what: str) -> str:
