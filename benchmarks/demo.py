@@ -1,8 +1,8 @@
 """The demo sweep's cost: `sdclab demo` end to end on 2 cores (goal: at most 15 minutes).
 
-Runs the built-in demo (``experiment.DEMO``: 4,000 persons, 48 releases — 24 on each of two
-populations —, every one attacked) into
-a fresh directory and reports its wall time and the seconds of each kind of step. Then the peer,
+Runs the built-in demo (``experiment.DEMO``: 4,000 persons, 48 releases: 24 on each of two
+populations, every one attacked) into a fresh directory and reports its wall time and the seconds
+of each kind of step. Then the peer,
 measured in the same run: each of the demo's TopDown releases protected again twice on the same
 population and seed, as sdclab runs it and with the root's L2 pass sent to the general sparse
 solvers (OSQP, then Clarabel) instead of the structured interior point method — the TopDown cost
