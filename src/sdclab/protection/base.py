@@ -316,12 +316,13 @@ class Mechanism(Generic[P]):
         (:attr:`unprotected`), else the rule every release follows — a release whose every table
         equals the exact tabulation at every level, no cell withheld, protects nothing."""
         from sdclab.release import Protection, publishes_exact_tables
+        from sdclab.release.model import EXACT_TABLES
 
         reason = None
         if self.unprotected is not None:
             reason = self.unprotected(population, params, release)
         if reason is None and publishes_exact_tables(release, population):
-            reason = "every published table equals the exact tabulation, no cell withheld"
+            reason = EXACT_TABLES
         return Protection(reason is None, reason)
 
     def publishes(self, name: str, meaning: str) -> Callable[[ArtifactCheck], ArtifactCheck]:

@@ -58,6 +58,10 @@ MDF_ARTIFACT = "mdf"
 """The artifact of a histogram mechanism's person records (TopDown's Microdata Detail File)."""
 
 
+EXACT_TABLES = "every published table equals the exact tabulation, no cell withheld"
+"""Why a release that publishes the exact tables protects nothing (its verdict's reason)."""
+
+
 @dataclass(frozen=True)
 class Protection:
     """Whether a release protects the population it was made from, and if not, why.
