@@ -270,22 +270,21 @@ def pair_records(
             break
         used[active] = True  # reserved: not a donor for anyone this round
         paired = np.zeros(active.size, dtype=bool)
-        for level, unit in enumerate(households.units):
-            for group in groups[level]:
-                for _ in range(RETRIES):
-                    mine = np.flatnonzero((households.level[active] == level) & ~paired)
-                    pool = np.flatnonzero(~used)
-                    if not mine.size or not pool.size:
-                        break
-                    i, j = pair_within(group[active[mine]], group[pool], rng)
-                    a, d = active[mine[i]], pool[j]
-                    elsewhere = unit[a] != unit[d]
-                    used[d[elsewhere]] = True
-                    paired[mine[i[elsewhere]]] = True
-                    pairs.append((a[elsewhere], d[elsewhere]))
-                    done += int(elsewhere.sum())
-                    if elsewhere.all():
-                        break
+        for tier in (True, False):  # the risky households take their donors first
+            ours = households.high[active] == tier
+            for level, unit in enumerate(households.units):
+                for group in groups[level]:
+                    found = _pair_profile(
+                        active,
+                        ours & (households.level[active] == level),
+                        paired,
+                        used,
+                        group,
+                        unit,
+                        rng,
+                    )
+                    pairs.append(found)
+                    done += len(found[0])
         left = active[~paired]
         attempts[left] += 1
         waiting = left[attempts[left] < RETRIES]
@@ -293,3 +292,32 @@ def pair_records(
     if not pairs:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate([a for a, _ in pairs]), np.concatenate([d for _, d in pairs])
+
+
+def _pair_profile(
+    active: IntArray,
+    eligible: BoolArray,
+    paired: BoolArray,
+    used: BoolArray,
+    group: IntArray,
+    unit: IntArray,
+    rng: np.random.Generator,
+) -> tuple[IntArray, IntArray]:
+    """Pairs of the ``eligible`` unpaired active households with free donors of the same
+    ``group`` in another ``unit`` (RETRIES draws at most); marks them paired and used."""
+    initiators, donors = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for _ in range(RETRIES):
+        mine = np.flatnonzero(eligible & ~paired)
+        pool = np.flatnonzero(~used)
+        if not mine.size or not pool.size:
+            break
+        i, j = pair_within(group[active[mine]], group[pool], rng)
+        a, d = active[mine[i]], pool[j]
+        elsewhere = unit[a] != unit[d]
+        used[d[elsewhere]] = True
+        paired[mine[i[elsewhere]]] = True
+        initiators.append(a[elsewhere])
+        donors.append(d[elsewhere])
+        if elsewhere.all():
+            break
+    return np.concatenate(initiators), np.concatenate(donors)
