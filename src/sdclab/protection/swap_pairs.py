@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import polars as pl
 
-from sdclab.core.arrays import FloatArray, IntArray
+from sdclab.core.arrays import BoolArray, FloatArray, IntArray
 
 RETRIES = 3
 """How many scopes an unpaired candidate tries in all before it is passed over."""
@@ -143,13 +143,18 @@ def pair_targeted(
 
 
 def swap_figures(
-    initiators: IntArray, donors: IntArray, risk: FloatArray, params: Targeting
+    initiators: IntArray,
+    donors: IntArray,
+    risk: FloatArray,
+    params: Targeting,
+    high: BoolArray | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The swap's publishable notes (parameters and invariants) and its confidential
-    diagnostics: what moved, and how the risky households fared (evaluation only)."""
+    diagnostics: what moved, and how the risky (``high``, default: risk at or above the
+    threshold) households fared (evaluation only)."""
     n = len(risk)
     moved = 2 * len(initiators)
-    high = risk >= float(params.risk_threshold)
+    high = risk >= float(params.risk_threshold) if high is None else high
     swapped = np.zeros(n, dtype=bool)
     swapped[np.concatenate([initiators, donors])] = True
     notes = {"households": n, "target_swap_rate": float(params.rate)}

@@ -457,6 +457,20 @@ class SwapParameters(Parameters):
     matching_attributes: tuple[str, ...] | None = None
     """a declared census: the household attributes a donor shares besides the size key (default:
     every household attribute of the census; the US census's is the number of adults)"""
+    risk_levels: tuple[str, ...] | None = None
+    """a declared census, targeted record swapping: the levels at each of which risk is counted (the
+    hierarchy); a household at risk at some level swaps with a donor in another unit of the
+    highest such level (default: risk_level alone, donors as matching_level says)"""
+    k_anonymity: Annotated[int | None, Unit("persons")] = Field(None, ge=1)
+    """a declared census: a household is at risk at a level when a member's risk combination is
+    seen fewer than k times in their unit of it (default: risk ≥ risk_threshold)"""
+    similar: tuple[str, ...] | None = None
+    """a declared census: the ordered similarity profile a donor shares (size or household
+    attributes), dropping its last variable while no donor is found (default: size and
+    matching_attributes, all of them)"""
+    carry_along: tuple[str, ...] | None = None
+    """a declared census: household attributes of the place, exchanged between partners with
+    their units (default: none)"""
 
     US_SETTINGS: ClassVar[frozenset[str]] = frozenset(
         {"same_tract", "same_county", "same_state", "risk_keys"}
@@ -488,7 +502,10 @@ class SwapParameters(Parameters):
     def recorded(self) -> dict[str, Any]:
         data = super().recorded()
         if self._census is not None:
-            return data | declared_recorded(self)
+            declared = data | declared_recorded(self)  # settings not given and not defaulted: out
+            return {
+                k: v for k, v in declared.items() if k not in DECLARED_SETTINGS or v is not None
+            }
         return {k: v for k, v in data.items() if k not in DECLARED_SETTINGS}
 
     @property

@@ -31,6 +31,17 @@ from sdclab.core.tables.published import PublishedTable
 from sdclab.core.tables.tabulate import tabulate
 from sdclab.protection.base import NoisePublication
 from sdclab.protection.households import Swapped
+from sdclab.protection.record_swapping import (
+    SIZE,
+    TRS_SETTINGS,
+    RecordSwap,
+    exact_depth,
+    pair_records,
+    record_candidates,
+    record_swap_caveats,
+    record_swap_recorded,
+    record_swap_settings,
+)
 from sdclab.protection.swap_pairs import Candidates, group_ids, pair_targeted, swap_figures
 from sdclab.release import Release
 
@@ -47,6 +58,10 @@ class SwapParameters(Protocol):
     risk_level: str | None
     matching_level: str | None
     matching_attributes: tuple[str, ...] | None
+    risk_levels: tuple[str, ...] | None
+    k_anonymity: int | None
+    similar: tuple[str, ...] | None
+    carry_along: tuple[str, ...] | None
 
     @property
     def census(self) -> Census: ...
@@ -54,7 +69,7 @@ class SwapParameters(Protocol):
 
 
 DECLARED_SETTINGS = frozenset(
-    {"risk_variables", "risk_level", "matching_level", "matching_attributes"}
+    {"risk_variables", "risk_level", "matching_level", "matching_attributes", *TRS_SETTINGS}
 )
 """Targeted swapping's settings named in a declared census's terms (refused for the US census,
 whose constants are risk_keys and the same_tract / same_county / same_state scopes)."""
@@ -76,6 +91,8 @@ class DeclaredSwap:
     risk_level: str
     matching_level: str
     matching_attributes: tuple[str, ...]
+    record_swap: RecordSwap | None = None
+    """targeted record swapping's settings (None: none given, the declared swap as before)"""
 
 
 def declared_preset(name: str, census: Census) -> dict[str, str]:
@@ -122,18 +139,20 @@ def declared_settings(params: SwapParameters) -> DeclaredSwap:
             f"matching_attributes: expected household attributes of census {census.name} "
             f"({', '.join(own) or 'it declares none'}), got {foreign[0]!r}"
         )
-    return DeclaredSwap(tuple(risk_variables), risk_level, matching_level, tuple(matching))
+    trs = record_swap_settings(params, census, risk_level, tuple(matching))
+    return DeclaredSwap(tuple(risk_variables), risk_level, matching_level, tuple(matching), trs)
 
 
 def declared_recorded(params: SwapParameters) -> dict[str, Any]:
     """The declared settings as a release records them: each given or its default."""
     chosen = declared_settings(params)
-    return {
+    recorded = {
         "risk_variables": list(chosen.risk_variables),
         "risk_level": chosen.risk_level,
         "matching_level": chosen.matching_level,
         "matching_attributes": list(chosen.matching_attributes),
     }
+    return record_swap_recorded(recorded, chosen.record_swap, params.similar is not None)
 
 
 def declared_household_risk(records: CensusRecords, chosen: DeclaredSwap) -> FloatArray:
@@ -149,9 +168,12 @@ def declared_household_risk(records: CensusRecords, chosen: DeclaredSwap) -> Flo
     return risk
 
 
-def relocated(records: CensusRecords, partner: IntArray) -> CensusRecords:
+def relocated(
+    records: CensusRecords, partner: IntArray, carried: tuple[str, ...] = ()
+) -> CensusRecords:
     """The records with each household in the units of household ``partner[h]``, in every
-    geography: its attributes and its persons' travel with it."""
+    geography: its attributes and its persons' travel with it, except the ``carried`` household
+    attributes, which belong to the place: it takes its partner's."""
     assert records.households is not None
     blocks = {
         name: records.block_index("households", records.geographies[name])[partner][
@@ -159,7 +181,8 @@ def relocated(records: CensusRecords, partner: IntArray) -> CensusRecords:
         ]
         for name in records.blocks
     }
-    return replace(records, blocks=blocks)
+    own = {a: v[partner] if a in carried else v for a, v in records.household_attributes.items()}
+    return replace(records, blocks=blocks, household_attributes=own)
 
 
 def declared_swap(
@@ -174,20 +197,30 @@ def declared_swap(
         )
     chosen = declared_settings(params)
     n = records.n_households
-    home = records.block_index("households")
-    risk = declared_household_risk(records, chosen)
-    candidates = Candidates(
-        risk,
-        np.bincount(records.households, minlength=n),
-        home,
-        (records.geography.block_codes_at(chosen.matching_level)[home],),
-        tuple(records.household_attributes[a] for a in chosen.matching_attributes),
-    )
-    initiators, donors = pair_targeted(candidates, (Fraction(1),), params, rng)
+    trs = chosen.record_swap
+    if trs is None:
+        home = records.block_index("households")
+        risk = declared_household_risk(records, chosen)
+        candidates = Candidates(
+            risk,
+            np.bincount(records.households, minlength=n),
+            home,
+            (records.geography.block_codes_at(chosen.matching_level)[home],),
+            tuple(records.household_attributes[a] for a in chosen.matching_attributes),
+        )
+        initiators, donors = pair_targeted(candidates, (Fraction(1),), params, rng)
+        high = risk >= float(params.risk_threshold)
+    else:
+        found = record_candidates(
+            records, trs, chosen.risk_variables, chosen.matching_level, params, rng
+        )
+        initiators, donors = pair_records(found, params, rng)
+        risk, high = found.risk, found.high
     partner = np.arange(n, dtype=np.int64)
     partner[initiators], partner[donors] = donors, initiators
-    notes, diagnostics = swap_figures(initiators, donors, risk, params)
-    return Swapped(relocated(records, partner), notes, diagnostics)  # type: ignore[arg-type]
+    notes, diagnostics = swap_figures(initiators, donors, risk, params, high)
+    carried = () if trs is None else trs.carry_along
+    return Swapped(relocated(records, partner, carried), notes, diagnostics)  # type: ignore[arg-type]
 
 
 def swapped_tables_release(
@@ -225,14 +258,20 @@ def declared_swap_card(params: SwapParameters, name: str) -> SpecCard:
     chosen = declared_settings(params)
     bottom = census.geography.bottom
     kept = ([] if params.noisy_size_key else ["size"]) + list(chosen.matching_attributes)
+    trs = chosen.record_swap
+    within = f"each {chosen.matching_level} and above"
+    if trs is not None:
+        kept = [a for a in trs.similar[:1] if a != SIZE or not params.noisy_size_key]
+        kept += [a for a in trs.carry_along if a not in kept]
+        depth = exact_depth(trs, census.geography.levels, chosen.matching_level)
+        within = (
+            "the whole census" if depth < 0 else f"each {census.geography.levels[depth]} and above"
+        )
     invariants = [
-        Invariant(
-            "every statistic (households move within it)", f"each {chosen.matching_level} and above"
-        ),
+        Invariant("every statistic (households move within it)", within),
         Invariant("the number of households", f"every {bottom}"),
         *([Invariant(f"households by {' and by '.join(kept)}", f"every {bottom}")] if kept else []),
     ]
-    key = "household size" + (" (noised ±1)" if params.noisy_size_key else "")
     others = [g for g in census.geographies if g != census.geography.name]
     return SpecCard(
         mechanism=name,
@@ -249,12 +288,11 @@ def declared_swap_card(params: SwapParameters, name: str) -> SpecCard:
             f"target swap rate {float(params.rate):g} (share of households that move; both "
             "partners count); the achieved rate, below the target when too few donors match, "
             "depends on the data and is not published",
-            f"a person's risk is 1 / (persons in their {chosen.risk_level} sharing their "
-            f"{', '.join(chosen.risk_variables) or 'unit alone'}); households with a member of "
-            f"risk at least {float(params.risk_threshold):g} are swapped first",
-            f"each selected household exchanges places with a donor in another {bottom} of the "
-            f"same {chosen.matching_level}; matching key {key}"
-            + "".join(f" and {a}" for a in chosen.matching_attributes),
+            *(
+                _risk_and_donors(chosen, params)
+                if trs is None
+                else record_swap_caveats(trs, chosen, params)
+            ),
             "A household moves whole: its persons and its household attributes travel with it"
             + (
                 f"; it takes its partner's units in every geography, and the invariants are "
@@ -264,6 +302,19 @@ def declared_swap_card(params: SwapParameters, name: str) -> SpecCard:
             )
             + ".",
         ),
+    )
+
+
+def _risk_and_donors(chosen: DeclaredSwap, params: SwapParameters) -> tuple[str, str]:
+    """The card's words on the risk and the donors of the declared swap."""
+    key = "household size" + (" (noised ±1)" if params.noisy_size_key else "")
+    return (
+        f"a person's risk is 1 / (persons in their {chosen.risk_level} sharing their "
+        f"{', '.join(chosen.risk_variables) or 'unit alone'}); households with a member of "
+        f"risk at least {float(params.risk_threshold):g} are swapped first",
+        f"each selected household exchanges places with a donor in another "
+        f"{params.census.geography.bottom} of the same {chosen.matching_level}; matching key {key}"
+        + "".join(f" and {a}" for a in chosen.matching_attributes),
     )
 
 

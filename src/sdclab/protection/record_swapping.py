@@ -1,0 +1,323 @@
+"""Targeted record swapping over a declared census, as European offices ran it for 2021
+(sdcMicro's recordSwap; docs/swapping.md, *Targeted record swapping*).
+
+Its settings extend the declared census's targeted swapping (:mod:`.swapping_declared`):
+``risk_levels`` (risk counted at each level of a hierarchy; a household at risk swaps across the
+highest level where it is), ``k_anonymity`` (at risk: a member's combination seen fewer than k
+times there), ``similar`` (an ordered similarity profile a donor shares, its last variable
+dropped while no donor is found) and ``carry_along`` (household attributes of the place,
+exchanged with the units). When none is given, the declared swap draws as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Protocol
+
+import numpy as np
+
+from sdclab.core.arrays import BoolArray, FloatArray, IntArray
+from sdclab.core.census.model import Census
+from sdclab.core.census.records import CensusRecords
+from sdclab.protection.swap_pairs import RETRIES, Targeting, group_ids, pair_within, size_key
+
+TRS_SETTINGS = ("risk_levels", "k_anonymity", "similar", "carry_along")
+"""The targeted record swapping settings of a declared census (none given: the declared swap)."""
+
+SIZE = "size"
+"""The name of the household's size in a similarity profile."""
+
+
+class RecordSwapParameters(Protocol):
+    """What targeted record swapping reads of the swap's parameters."""
+
+    risk_level: str | None
+    matching_attributes: tuple[str, ...] | None
+    risk_levels: tuple[str, ...] | None
+    k_anonymity: int | None
+    similar: tuple[str, ...] | None
+    carry_along: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class RecordSwap:
+    """Targeted record swapping's settings, checked against the census."""
+
+    levels: tuple[str, ...]
+    """the levels risk is counted at, top-down (given, or the risk level alone)"""
+    hierarchy: bool
+    """true: a household swaps across the highest level where it is at risk (risk_levels given)"""
+    k_anonymity: int | None
+    similar: tuple[str, ...]
+    """the similarity profile, first variable first; it falls back by dropping the last"""
+    carry_along: tuple[str, ...]
+
+    @property
+    def profiles(self) -> tuple[tuple[str, ...], ...]:
+        """The profiles tried in turn: the whole one, then without its last variable, and so on
+        down to its first variable alone."""
+        return tuple(self.similar[:m] for m in range(len(self.similar), 0, -1))
+
+
+def record_swap_settings(
+    params: RecordSwapParameters, census: Census, risk_level: str, matching: tuple[str, ...]
+) -> RecordSwap | None:
+    """The record swapping settings, or None when none is given; a wrong one is a ValueError
+    naming it and what was expected."""
+    if all(getattr(params, s) is None for s in TRS_SETTINGS):
+        return None
+    levels = census.geography.levels
+    if params.risk_levels is not None and params.risk_level is not None:
+        raise ValueError("risk_levels: give risk_level or risk_levels, not both")
+    given = params.risk_levels if params.risk_levels is not None else (risk_level,)
+    wrong = [v for v in given if v not in levels] or ([] if given else [""])
+    if wrong:
+        raise ValueError(f"risk_levels: expected some of {', '.join(levels)}, got {wrong[0]!r}")
+    own = [a.name for a in census.attributes.values() if a.records == "households"]
+    if params.similar is not None and params.matching_attributes is not None:
+        raise ValueError("similar: give matching_attributes or similar, not both")
+    similar = (SIZE, *matching) if params.similar is None else params.similar
+    wrong = [v for v in similar if v not in (SIZE, *own)] or ([] if similar else [""])
+    if wrong:
+        raise ValueError(
+            f"similar: expected {SIZE} or household attributes of census {census.name} "
+            f"({', '.join(own) or 'it declares none'}), got {wrong[0]!r}"
+        )
+    carry = params.carry_along or ()
+    wrong = [v for v in carry if v not in own]
+    if wrong:
+        raise ValueError(
+            f"carry_along: expected household attributes of census {census.name} "
+            f"({', '.join(own) or 'it declares none'}), got {wrong[0]!r}"
+        )
+    ordered = tuple(v for v in levels if v in given)
+    return RecordSwap(
+        ordered, params.risk_levels is not None, params.k_anonymity, tuple(similar), tuple(carry)
+    )
+
+
+def record_swap_recorded(
+    recorded: dict[str, Any], chosen: RecordSwap | None, similar_given: bool
+) -> dict[str, Any]:
+    """The declared settings as recorded, with record swapping's when some were given: each
+    given or its default, and never two that exclude each other (risk_levels replaces
+    risk_level, similar replaces matching_attributes)."""
+    if chosen is None:
+        return recorded
+    recorded = recorded | {"k_anonymity": chosen.k_anonymity, "carry_along": [*chosen.carry_along]}
+    if chosen.hierarchy:
+        recorded = {k: v for k, v in recorded.items() if k != "risk_level"}
+        recorded["risk_levels"] = list(chosen.levels)
+    if similar_given:
+        recorded = {k: v for k, v in recorded.items() if k != "matching_attributes"}
+        recorded["similar"] = list(chosen.similar)
+    return recorded
+
+
+def exact_depth(chosen: RecordSwap, levels: tuple[str, ...], matching_level: str) -> int:
+    """The deepest level whose every area keeps all its statistics: the matching level, or the
+    one above the highest risk level when households swap across it (−1: the census alone)."""
+    depth = levels.index(matching_level)
+    if chosen.hierarchy:
+        depth = min(depth, levels.index(chosen.levels[0]) - 1)
+    return depth
+
+
+def record_swap_caveats(chosen: RecordSwap, declared: Any, params: Any) -> tuple[str, ...]:
+    """What the card says of the risk, the donors and the carried-along attributes
+    (``declared``: the swap's other settings, as ``DeclaredSwap`` holds them)."""
+    rule = (
+        f"a member's combination seen fewer than {chosen.k_anonymity} times in their unit"
+        if chosen.k_anonymity
+        else f"a member of risk at least {float(params.risk_threshold):g} there"
+    )
+    bottom = params.census.geography.bottom
+    where = (
+        "exchanges places with a donor in another unit of the highest level where it is at risk "
+        f"(within the unit above, or within its {declared.matching_level} if narrower; a "
+        f"household at risk nowhere: another {bottom} of its {declared.matching_level})"
+        if chosen.hierarchy
+        else f"exchanges places with a donor in another {bottom} of the same "
+        f"{declared.matching_level}"
+    )
+    noisy = params.noisy_size_key
+    profile = ", ".join(f"{v} (noised ±1)" if v == SIZE and noisy else v for v in chosen.similar)
+    carried = ", ".join(chosen.carry_along)
+    return (
+        f"targeted record swapping: a person's risk is 1 / (persons in their unit sharing their "
+        f"{', '.join(declared.risk_variables) or 'unit alone'}), counted in each "
+        f"{', '.join(chosen.levels)}; a household is at risk at a level with {rule}, and "
+        "households at risk somewhere are swapped first",
+        f"each selected household {where}; the donor shares the similarity profile {profile}, "
+        "or while none is found the profile without its last variable, down to its first alone",
+        *(
+            [f"carried along (they belong to the place: partners exchange them): {carried}"]
+            if carried
+            else []
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class RecordCandidates:
+    """What record swapping's pairing reads, one entry per household (levels top-down)."""
+
+    risk: FloatArray
+    """the household's largest member risk over the levels (1 / count)"""
+    high: BoolArray
+    """at risk at some level: swapped first"""
+    level: IntArray
+    """index into ``units`` of the level the household swaps across"""
+    units: tuple[IntArray, ...]
+    """each household's unit at each swap level: a donor lives in another one"""
+    scopes: tuple[IntArray, ...]
+    """each household's area in which a donor is sought, for each swap level"""
+    profiles: tuple[tuple[IntArray, ...], ...]
+    """the similarity profiles' columns, the whole profile first"""
+
+
+def household_levels(
+    records: CensusRecords, chosen: RecordSwap, variables: tuple[str, ...], threshold: float
+) -> tuple[FloatArray, BoolArray, IntArray]:
+    """Each household's risk (its members' largest 1 / count over the levels), whether it is at
+    risk at some level, and the depth of the highest level where it is (the bottom if none)."""
+    assert records.households is not None
+    levels = records.census.geography.levels
+    columns = records.columns("persons")
+    block = records.block_index("persons")
+    n = records.n_households
+    risk, high = np.zeros(n), np.zeros(n, dtype=bool)
+    depth = np.full(n, len(levels) - 1, dtype=np.int64)
+    for level in reversed(chosen.levels):  # bottom-up: the highest risky level is set last
+        unit = records.geography.block_codes_at(level)[block]
+        group = group_ids(unit, *(columns[v] for v in variables))
+        fewest = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(fewest, records.households, np.bincount(group)[group])
+        level_risk = 1.0 / fewest
+        at_risk = fewest < chosen.k_anonymity if chosen.k_anonymity else level_risk >= threshold
+        if chosen.hierarchy:
+            depth[at_risk] = levels.index(level)
+        high |= at_risk
+        risk = np.maximum(risk, level_risk)
+    return risk, high, depth
+
+
+def record_candidates(
+    records: CensusRecords,
+    chosen: RecordSwap,
+    variables: tuple[str, ...],
+    matching_level: str,
+    params: Targeting,
+    rng: np.random.Generator,
+) -> RecordCandidates:
+    """The households' risk, swap levels, donor areas and similarity profiles (the size key
+    drawn, noised if asked, as the declared swap draws it)."""
+    assert records.households is not None
+    levels = records.census.geography.levels
+    risk, high, depth = household_levels(records, chosen, variables, float(params.risk_threshold))
+    home = records.block_index("households")
+    swap_depths = np.sort(np.unique(depth))
+    match = levels.index(matching_level)
+    units, scopes = [], []
+    for d in swap_depths.tolist():
+        units.append(records.geography.block_codes_at(levels[d])[home])
+        scope = min(match, d - 1)
+        whole = np.zeros(len(home), dtype=np.int64)
+        scopes.append(whole if scope < 0 else records.geography.block_codes_at(levels[scope])[home])
+    size = np.bincount(records.households, minlength=records.n_households)
+    key = {SIZE: size_key(size, params.noisy_size_key, rng), **records.household_attributes}
+    return RecordCandidates(
+        risk,
+        high,
+        np.searchsorted(swap_depths, depth),
+        tuple(units),
+        tuple(scopes),
+        tuple(tuple(key[v] for v in profile) for profile in chosen.profiles),
+    )
+
+
+def pair_records(
+    households: RecordCandidates, params: Targeting, rng: np.random.Generator
+) -> tuple[IntArray, IntArray]:
+    """(initiators, donors): which households exchange places.
+
+    As the declared swap pairs (:func:`~sdclab.protection.swap_pairs.pair_targeted`: high-risk
+    households first, in random order, then the others, round(rate·n/2) pairs), but each
+    household seeks its donor in another unit of its swap level within its area, top-down, and
+    on each similarity profile in turn (whole first): a household left unpaired on a profile
+    (after RETRIES draws) tries the next, shorter one.
+    """
+    n = len(households.risk)
+    target = round(Fraction(params.rate) * n / 2)
+    priority = np.lexsort((rng.permutation(n), ~households.high))
+    groups = [
+        [group_ids(scope, *profile) for profile in households.profiles]
+        for scope in households.scopes
+    ]
+    used = np.zeros(n, dtype=bool)
+    attempts = np.zeros(n, dtype=np.int64)
+    pairs: list[tuple[IntArray, IntArray]] = []
+    done, pointer, waiting = 0, 0, np.zeros(0, dtype=np.int64)
+    for _ in range(params.max_rounds):
+        rest = priority[pointer:]
+        free = np.flatnonzero(~used[rest])
+        take = max(target - done - len(waiting), 0)
+        fresh = rest[free[:take]]
+        pointer += int(free[take - 1]) + 1 if 0 < take <= len(free) else len(rest) * (take > 0)
+        active = np.concatenate([waiting, fresh])
+        if not active.size or done >= target:
+            break
+        used[active] = True  # reserved: not a donor for anyone this round
+        paired = np.zeros(active.size, dtype=bool)
+        for tier in (True, False):  # the risky households take their donors first
+            ours = households.high[active] == tier
+            for level, unit in enumerate(households.units):
+                for group in groups[level]:
+                    found = _pair_profile(
+                        active,
+                        ours & (households.level[active] == level),
+                        paired,
+                        used,
+                        group,
+                        unit,
+                        rng,
+                    )
+                    pairs.append(found)
+                    done += len(found[0])
+        left = active[~paired]
+        attempts[left] += 1
+        waiting = left[attempts[left] < RETRIES]
+        used[left[attempts[left] >= RETRIES]] = False  # given up: free to be someone's donor
+    if not pairs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate([a for a, _ in pairs]), np.concatenate([d for _, d in pairs])
+
+
+def _pair_profile(
+    active: IntArray,
+    eligible: BoolArray,
+    paired: BoolArray,
+    used: BoolArray,
+    group: IntArray,
+    unit: IntArray,
+    rng: np.random.Generator,
+) -> tuple[IntArray, IntArray]:
+    """Pairs of the ``eligible`` unpaired active households with free donors of the same
+    ``group`` in another ``unit`` (RETRIES draws at most); marks them paired and used."""
+    initiators, donors = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for _ in range(RETRIES):
+        mine = np.flatnonzero(eligible & ~paired)
+        pool = np.flatnonzero(~used)
+        if not mine.size or not pool.size:
+            break
+        i, j = pair_within(group[active[mine]], group[pool], rng)
+        a, d = active[mine[i]], pool[j]
+        elsewhere = unit[a] != unit[d]
+        used[d[elsewhere]] = True
+        paired[mine[i[elsewhere]]] = True
+        initiators.append(a[elsewhere])
+        donors.append(d[elsewhere])
+        if elsewhere.all():
+            break
+    return np.concatenate(initiators), np.concatenate(donors)

@@ -1,0 +1,315 @@
+"""Targeted record swapping over a declared census (sdcMicro's recordSwap in the census's
+terms): risk at each level of the hierarchy, the k-anonymity rule, risky households first,
+similarity profiles with fallback, carried-along place attributes, refusals and seeding."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from sdclab import protection
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import CensusRecords, read_records
+from sdclab.core.errors import InputError
+from sdclab.pipeline import api
+from sdclab.protection.record_swapping import household_levels, pair_records, record_candidates
+from sdclab.protection.swapping import swap_population
+from sdclab.protection.swapping_declared import declared_settings
+
+TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
+
+HOUSEHOLD_ATTRIBUTES = """
+[attributes.tenure]
+records = "households"
+codes = ["own", "rent"]
+
+[attributes.locality]
+records = "households"
+codes = ["small", "large"]
+"""
+
+
+def declare(folder: Path, persons: pl.DataFrame | None = None) -> CensusRecords:
+    """Toyland with two household attributes (tenure: the household's; locality: its place's),
+    over its own persons or the ``persons`` given."""
+    shutil.copytree(TOYLAND, folder)
+    text = (folder / "census.toml").read_text()
+    head, tail = text.split("[geographies.admin]", 1)
+    (folder / "census.toml").write_text(
+        head + HOUSEHOLD_ATTRIBUTES + "\n[geographies.admin]" + tail
+    )
+    if persons is None:
+        persons = pl.read_csv(folder / "persons.csv", infer_schema=False)
+        number = persons["household_id"].str.slice(1).cast(pl.Int64)
+        persons = persons.with_columns(
+            tenure=pl.when(number % 2 == 0).then(pl.lit("own")).otherwise(pl.lit("rent")),
+            locality=pl.when(pl.col("village") < "V150")
+            .then(pl.lit("small"))
+            .otherwise(pl.lit("large")),
+        )
+    persons.write_csv(folder / "persons.csv")
+    return read_records(load_census(folder / "census.toml"), folder / "persons.csv")
+
+
+@pytest.fixture
+def toyland(tmp_path: Path) -> CensusRecords:
+    return declare(tmp_path / "toyland")
+
+
+def parse(records: CensusRecords, **settings: str):
+    return protection.get("swap").parse(settings, records.census)
+
+
+def partners(before: CensusRecords, after: CensusRecords) -> np.ndarray:
+    """partner[h]: the household whose bottom unit h now has (itself when it did not move;
+    partners exchange units, so within a pair this is exact)."""
+    was, now = before.block_index("households"), after.block_index("households")
+    moved = np.flatnonzero(was != now)
+    partner = np.arange(before.n_households)
+    for h in moved:  # a test oracle over a handful of households, not the method
+        candidates = moved[(was[moved] == now[h]) & (now[moved] == was[h])]
+        partner[h] = candidates[0]
+    return partner
+
+
+def toyland_counts(persons: pl.DataFrame, level: str) -> pl.DataFrame:
+    """Each household's fewest persons sharing a member's sex and age in its unit of ``level``."""
+    units = pl.read_csv(TOYLAND / "units.csv")
+    district = units.filter(pl.col("level") == "village").select(village="code", district="parent")
+    region = units.filter(pl.col("level") == "district").select(district="code", region="parent")
+    frame = persons.join(district, on="village").join(region, on="district")
+    counted = frame.with_columns(n=pl.len().over(level, "sex", "age"))
+    return counted.group_by("household_id").agg(fewest=pl.col("n").min()).sort("household_id")
+
+
+def test_a_household_unique_in_its_region_is_at_risk_there_and_swaps_across_regions(toyland):
+    persons = pl.read_csv(TOYLAND / "persons.csv", infer_schema=False)
+    region = toyland_counts(persons, "region")["fewest"].to_numpy()
+    village = toyland_counts(persons, "village")["fewest"].to_numpy()
+    # counts only grow with the area: unique in the region means unique in the village too,
+    # but not the other way round; both kinds exist in toyland
+    assert ((region == 1) <= (village == 1)).all()
+    unique_region = np.flatnonzero(region == 1)
+    unique_village_only = np.flatnonzero((village == 1) & (region > 1))
+    assert unique_region.size and unique_village_only.size
+    hierarchy = parse(toyland, risk_levels="region,district,village", k_anonymity="2")
+    chosen = declared_settings(hierarchy).record_swap
+    assert chosen is not None
+    risk, high, depth = household_levels(toyland, chosen, ("sex", "age"), 1.0)
+    np.testing.assert_array_equal(high, village < 2)
+    np.testing.assert_array_equal(risk, 1.0 / village)  # the largest 1 / count: the village's
+    assert (depth[unique_region] == 0).all()  # at risk at region level: swapped across regions
+    assert (depth[unique_village_only] > 0).all()
+    # without region among the levels, the same household is at risk at the village only
+    village_only = declared_settings(parse(toyland, risk_levels="village", k_anonymity="2"))
+    assert village_only.record_swap is not None
+    _, high_v, depth_v = household_levels(toyland, village_only.record_swap, ("sex", "age"), 1.0)
+    assert high_v[unique_region].all() and (depth_v == 2).all()
+    # the swap itself: every region-unique household that moved went to the other region
+    after = swap_population(toyland, hierarchy, np.random.default_rng(4)).population
+    regions = toyland.geography.block_codes_at("region")
+    was = regions[toyland.block_index("households")]
+    now = regions[after.block_index("households")]
+    home = toyland.block_index("households") != after.block_index("households")
+    assert home[unique_region].any() and (was != now)[unique_region[home[unique_region]]].all()
+
+
+def test_every_household_at_risk_is_swapped_before_any_other(toyland):
+    params = parse(
+        toyland,
+        rate="0.3",
+        risk_variables="country_of_birth",
+        risk_levels="district,village",
+        k_anonymity="3",
+        matching_level="region",  # donors from a whole region: never short of them
+        similar="tenure,size",
+    )
+    chosen = declared_settings(params)
+    assert chosen.record_swap is not None
+    found = record_candidates(
+        toyland,
+        chosen.record_swap,
+        chosen.risk_variables,
+        "region",
+        params,
+        np.random.default_rng(0),
+    )
+    n, high = toyland.n_households, found.high
+    target = round(0.3 * n / 2)
+    assert 0 < high.sum() < target  # every risky household fits in the pairs asked
+    for seed in range(5):
+        found = record_candidates(
+            toyland,
+            chosen.record_swap,
+            chosen.risk_variables,
+            "region",
+            params,
+            np.random.default_rng(seed),
+        )
+        initiators, donors = pair_records(found, params, np.random.default_rng(seed))
+        moved = np.zeros(n, dtype=bool)
+        moved[np.concatenate([initiators, donors])] = True
+        assert moved[high].all()
+    # more risky households than pairs: only risky households initiate
+    many = parse(toyland, rate="0.1", risk_variables="age", k_anonymity="3")
+    chosen = declared_settings(many)
+    assert chosen.record_swap is not None
+    found = record_candidates(
+        toyland,
+        chosen.record_swap,
+        chosen.risk_variables,
+        "district",
+        many,
+        np.random.default_rng(1),
+    )
+    assert found.high.sum() > round(0.1 * n / 2)
+    initiators, _ = pair_records(found, many, np.random.default_rng(1))
+    assert len(initiators) == round(0.1 * n / 2) and found.high[initiators].all()
+
+
+def hand_made(tmp_path: Path, with_exact_donor: bool) -> CensusRecords:
+    """One risky household (H1: the only woman of Kettle, alone, owner, small place) and donors
+    in Ashby: H2 alone but renting, H3 two owners; and, if asked, H4 alone and owning."""
+    rows = [
+        ("P1", "H1", "V100", "2", "40", "own", "small"),
+        ("P2", "H2", "V107", "1", "40", "rent", "large"),
+        ("P3", "H3", "V107", "1", "40", "own", "large"),
+        ("P4", "H3", "V107", "1", "41", "own", "large"),
+        ("P5", "H5", "V128", "1", "41", "rent", "small"),
+        ("P6", "H5", "V128", "1", "42", "rent", "small"),
+    ] + ([("P7", "H4", "V135", "1", "40", "own", "large")] if with_exact_donor else [])
+    columns = ["person_id", "household_id", "village", "sex", "age", "tenure", "locality"]
+    frame = pl.DataFrame(rows, schema=columns, orient="row").with_columns(
+        country_of_birth=pl.lit("ASI")
+    )
+    return declare(tmp_path / f"hand{with_exact_donor}", frame)
+
+
+@pytest.mark.parametrize("with_exact_donor", [True, False])
+def test_partners_agree_on_the_whole_profile_when_they_can_and_fall_back_when_not(
+    tmp_path, with_exact_donor
+):
+    records = hand_made(tmp_path, with_exact_donor)
+    settings = {
+        "rate": "0.5",
+        "risk_variables": "sex",
+        "risk_levels": "district",
+        "k_anonymity": "2",
+        "similar": "size,tenure",
+        "carry_along": "locality",
+    }
+    ids = ["H1", "H2", "H3", "H5"] + (["H4"] if with_exact_donor else [])
+    number = {h: i for i, h in enumerate(sorted(ids))}
+    for seed in range(10):
+        swapped = swap_population(records, parse(records, **settings), np.random.default_rng(seed))
+        partner = partners(records, swapped.population)
+        assert swapped.diagnostics["pairs"] == 1
+        # H1 at risk in its district: a donor in another district, alone; owning too if any
+        expected = "H4" if with_exact_donor else "H2"
+        assert partner[number["H1"]] == number[expected]
+        # carried along: H1 now has its partner's place attribute, tenure is its own
+        after = swapped.population.household_attributes
+        before = records.household_attributes
+        np.testing.assert_array_equal(after["locality"], before["locality"][partner])
+        np.testing.assert_array_equal(after["tenure"], before["tenure"])
+
+
+def test_carried_attributes_stay_with_the_places(toyland):
+    params = parse(toyland, rate="0.4", similar="size", carry_along="locality", k_anonymity="2")
+    swapped = swap_population(toyland, params, np.random.default_rng(2))
+    after = swapped.population
+
+    def by_village(records: CensusRecords, attribute: str) -> list[tuple[int, int]]:
+        village = records.block_index("households").tolist()
+        return sorted(zip(village, records.household_attributes[attribute].tolist(), strict=True))
+
+    assert swapped.diagnostics["moved"] > 0
+    assert by_village(after, "locality") == by_village(toyland, "locality")  # with the places
+    assert by_village(after, "tenure") != by_village(toyland, "tenure")  # with the households
+    release = api.protect(
+        toyland, "swap", seed=2, rate="0.4", similar="size", carry_along="locality", k_anonymity="2"
+    )
+    assert release.parameters["carry_along"] == ["locality"]
+    assert (
+        release.parameters["similar"] == ["size"]
+        and "matching_attributes" not in release.parameters
+    )
+    assert any("carried along" in c and "locality" in c for c in release.card.caveats)
+    assert "households by size and by locality (every village)" in [
+        i.text() for i in release.card.guarantee.invariants
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"risk_levels": "region,town"},
+            r"risk_levels: expected some of region, district, village, got 'town'",
+        ),
+        (
+            {"similar": "size,colour"},
+            r"similar: expected size or household attributes .*got 'colour'",
+        ),
+        ({"carry_along": "sex"}, r"carry_along: expected household attributes .*got 'sex'"),
+        ({"k_anonymity": "0"}, r"k_anonymity"),
+        ({"risk_levels": "region", "risk_level": "village"}, r"risk_levels: give risk_level or"),
+        ({"similar": "size", "matching_attributes": "tenure"}, r"similar: give matching_attrib"),
+    ],
+)
+def test_a_bad_record_swapping_setting_is_one_line_naming_it(toyland, settings, message):
+    with pytest.raises(InputError, match=message) as refused:
+        api.protect(toyland, "swap", seed=1, **settings)
+    assert "\n" not in str(refused.value)
+
+
+def test_the_record_swapping_settings_are_refused_for_the_us_census():
+    swap = protection.get("swap")
+    for setting in ("risk_levels", "k_anonymity", "similar", "carry_along"):
+        with pytest.raises(InputError, match=rf"{setting}: a setting for a declared census"):
+            swap.parse({setting: "1"})
+    assert not {"risk_levels", "k_anonymity", "similar", "carry_along"} & set(
+        swap.parse({}).recorded()
+    )
+
+
+def test_seeded_runs_are_identical_and_recorded_settings_reproduce_them(toyland):
+    settings = {
+        "rate": "0.3",
+        "risk_levels": "region,village",
+        "k_anonymity": "2",
+        "similar": "size,tenure",
+        "carry_along": "locality",
+        "noisy_size_key": "true",
+    }
+    first = api.protect(toyland, "swap", seed=9, **settings)
+    again = api.protect(toyland, "swap", seed=9, **settings)
+    replayed = api.protect(
+        toyland,
+        "swap",
+        seed=9,
+        **{
+            k: v if isinstance(v, str) else ",".join(v) if isinstance(v, list) else str(v).lower()
+            for k, v in first.parameters.items()
+        },
+    )
+    for other in (again, replayed):
+        assert other.parameters == first.parameters
+        for name, table in first.tables.items():
+            for level in table.levels:
+                assert (first.table(name).matrix(level) != other.table(name).matrix(level)).nnz == 0
+    one = swap_population(toyland, parse(toyland, **settings), np.random.default_rng(9))
+    two = swap_population(toyland, parse(toyland, **settings), np.random.default_rng(9))
+    np.testing.assert_array_equal(
+        one.population.block_index("households"), two.population.block_index("households")
+    )
+    assert one.diagnostics == two.diagnostics
+
+
+def test_without_the_new_settings_the_declared_swap_is_unchanged(toyland):
+    """The record swapping settings absent: today's draws and records (none recorded)."""
+    plain = api.protect(toyland, "swap", seed=3, rate="0.2")
+    assert not {"risk_levels", "k_anonymity", "similar", "carry_along"} & set(plain.parameters)
+    assert declared_settings(parse(toyland, rate="0.2")).record_swap is None
