@@ -197,10 +197,12 @@ class CensusRecords:
 
 
 def read_records(census: Census, file: Path) -> CensusRecords:
-    """The persons' file (CSV or Parquet) of ``census``, checked against its declaration."""
+    """The persons' file (CSV, separated by ',' or ';', or Parquet) of ``census``, checked against
+    its declaration."""
     file = Path(file)
     csv = file.suffix.lower() == ".csv"
-    frame = read_csv(file, record_columns(census)) if csv else _read_parquet(file)
+    expected = record_columns(census)
+    frame = read_csv(file, expected, semicolons=True) if csv else _read_parquet(file)
     return replace(encode_records(census, frame, file.name), sources=(file.absolute(),))
 
 
