@@ -58,3 +58,112 @@ def test_bad_input_separated_by_semicolons_names_file_row_and_column(toyland):
     persons.write_text("\n".join([*lines[:3], lines[3] + ";extra", *lines[4:]]) + "\n")
     with pytest.raises(InputError, match=r"semicolons.csv.* row 3 has 7 fields \(expected 6"):
         read_records(census, persons)
+
+
+MAPPING = """
+[columns]
+sex = "sex_code"
+village = "gemeinde"
+household_id = "hh"
+
+[recode.sex]
+m = "1"
+f = "2"
+"""
+
+
+def office_layout(toyland: Path, separator: str = ",") -> Path:
+    """Toyland's persons with renamed columns and sex written m/f, and its mapping file."""
+    frame = pl.read_csv(toyland / "persons.csv", infer_schema=False)
+    frame = frame.rename({"sex": "sex_code", "village": "gemeinde", "household_id": "hh"})
+    frame = frame.with_columns(pl.col("sex_code").replace({"1": "m", "2": "f"}))
+    frame.write_csv(toyland / "office.csv", separator=separator)
+    (toyland / "mapping.toml").write_text(MAPPING)
+    return toyland / "office.csv"
+
+
+@pytest.mark.parametrize("separator", [",", ";"])
+def test_renamed_columns_and_recoded_sex_read_to_the_same_records(toyland, separator):
+    census = census_named(toyland / "census.toml")
+    expected = read_records(census, toyland / "persons.csv")
+    office = office_layout(toyland, separator)
+    assert f"{separator}sex_code{separator}" in office.read_text().splitlines()[0]
+    assert {"m", "f"} <= set(pl.read_csv(office, separator=separator)["sex_code"])
+    read = read_records(census, office, mapping=toyland / "mapping.toml")
+    same_records(read, expected)
+    assert (toyland / "mapping.toml").absolute() in read.sources
+    with pytest.raises(InputError, match=r"^office.csv: no column 'sex' \(the census declares"):
+        read_records(census, office)  # without the mapping, the file is not the census's
+
+
+def test_a_parquet_file_takes_a_mapping_too(toyland):
+    census = census_named(toyland / "census.toml")
+    expected = read_records(census, toyland / "persons.csv")
+    pl.read_csv(office_layout(toyland), infer_schema=False).write_parquet(toyland / "office.pq")
+    same_records(read_records(census, toyland / "office.pq", toyland / "mapping.toml"), expected)
+
+
+def test_a_code_the_recode_does_not_list_passes_through_and_is_checked(toyland):
+    census = census_named(toyland / "census.toml")
+    office = office_layout(toyland)
+    lines = office.read_text().splitlines()
+    # codes already the census's pass through unchanged
+    office.write_text("\n".join([lines[0], *(line.replace(",m,", ",1,") for line in lines[1:])]))
+    same_records(
+        read_records(census, office, toyland / "mapping.toml"),
+        read_records(census, toyland / "persons.csv"),
+    )
+    office.write_text("\n".join([lines[0], lines[1].replace(",m,", ",x,"), *lines[2:]]))
+    with pytest.raises(InputError, match=r"^office.csv: row 2, column 'sex': unknown code 'x'"):
+        read_records(census, office, toyland / "mapping.toml")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            'sex = "sex_code"',
+            'gender = "sex_code"',
+            "mapping.toml: columns.gender: not an attribute, level or household key of census "
+            "toyland (known: sex, age, country_of_birth, region, district, village, household_id)",
+        ),
+        (
+            'village = "gemeinde"',
+            'municipality = "gemeinde"',
+            "mapping.toml: columns.municipality: not an attribute, level or household key",
+        ),
+        (
+            'village = "gemeinde"',
+            'village = "commune"',
+            "mapping.toml: columns.village: office.csv has no column 'commune'",
+        ),
+        (
+            'household_id = "hh"',
+            'household_id = "sex_code"',
+            "mapping.toml: columns.household_id: column 'sex_code' is already given for sex",
+        ),
+        ('hh"', 'hh"\nage = 3', "mapping.toml: columns.age: expected the data file's column"),
+        (
+            'f = "2"',
+            'f = "3"',
+            "mapping.toml: recode.sex.f: '3' is not a code of sex (expected one of 1, 2)",
+        ),
+        (
+            "[recode.sex]",
+            "[recode.gender]",
+            "mapping.toml: recode.gender: not an attribute of census toyland (known: sex, age, ",
+        ),
+        ("[recode.sex]", "[recodes.sex]", "mapping.toml: unknown key 'recodes' (a mapping file"),
+        ("[columns]", "columns = 1\n[x]", "mapping.toml: unknown key 'x'"),
+        ("[columns]", "[columns", "mapping.toml: the mapping file is not valid TOML"),
+    ],
+)
+def test_each_mistake_of_a_mapping_file_is_refused_in_one_line(toyland, old, new, message):
+    census = census_named(toyland / "census.toml")
+    office = office_layout(toyland)
+    mapping = toyland / "mapping.toml"
+    assert old in MAPPING
+    mapping.write_text(MAPPING.replace(old, new, 1))
+    with pytest.raises(InputError) as info:
+        read_records(census, office, mapping)
+    assert message in info.value.one_line() and "\n" not in info.value.one_line()
