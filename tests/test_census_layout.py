@@ -114,7 +114,15 @@ def test_a_code_the_recode_does_not_list_passes_through_and_is_checked(toyland):
         read_records(census, toyland / "persons.csv"),
     )
     office.write_text("\n".join([lines[0], lines[1].replace(",m,", ",x,"), *lines[2:]]))
-    with pytest.raises(InputError, match=r"^office.csv: row 2, column 'sex': unknown code 'x'"):
+    with pytest.raises(
+        InputError, match=r"^office.csv: row 2, column 'sex_code' \(sex\): unknown code 'x'"
+    ):
+        read_records(census, office, toyland / "mapping.toml")
+    # a renamed level's unknown unit is named by the file's column too
+    office.write_text("\n".join([*lines[:2], lines[2].replace(",V100,", ",V101,"), *lines[3:]]))
+    with pytest.raises(
+        InputError, match=r"^office.csv: row 3, column 'gemeinde' \(village\): unknown code 'V101'"
+    ):
         read_records(census, office, toyland / "mapping.toml")
 
 

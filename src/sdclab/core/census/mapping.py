@@ -14,7 +14,8 @@ The file is TOML with two tables, both optional::
 ``columns`` names the column of the data file that holds an attribute, a level of a geography or
 the household key (a name not listed keeps the census's own); ``recode`` turns an attribute's codes
 as the file writes them into the census's. A code not listed passes through unchanged and is then
-checked like every other value (a code the census does not list is refused with its row).
+checked like every other value (a code the census does not list is refused with its row, and the
+column as the data file names it).
 """
 
 from __future__ import annotations
@@ -67,6 +68,17 @@ class ColumnMapping:
             if codes and attribute in frame.columns
         ]
         return frame.with_columns(recoded) if recoded else frame
+
+    def in_file_terms(self, error: InputError) -> InputError:
+        """``error``, raised reading the renamed columns, naming the column as the data file
+        does (and the census's name for it)."""
+        text = str(error)
+        for key, column in self.columns.items():
+            said = f"column {key!r}"
+            if said in text:
+                renamed = text.replace(said, f"column {column!r} ({key})", 1)
+                return InputError(renamed, error.details)
+        return error
 
 
 def read_mapping(census: Census, file: Path) -> ColumnMapping:

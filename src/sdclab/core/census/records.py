@@ -212,7 +212,12 @@ def read_records(census: Census, file: Path, mapping: Path | None = None) -> Cen
     if layout is not None:
         frame = layout.apply(frame, file.name)
     sources = (file, *(() if mapping is None else (Path(mapping),)))
-    records = encode_records(census, frame, file.name)
+    try:
+        records = encode_records(census, frame, file.name)
+    except InputError as error:
+        if layout is None:
+            raise
+        raise layout.in_file_terms(error) from None
     return replace(records, sources=tuple(p.absolute() for p in sources))
 
 
