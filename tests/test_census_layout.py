@@ -2,6 +2,8 @@
 mapping file that names the file's columns and recodes its codes."""
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -175,3 +177,39 @@ def test_each_mistake_of_a_mapping_file_is_refused_in_one_line(toyland, old, new
     with pytest.raises(InputError) as info:
         read_records(census, office, mapping)
     assert message in info.value.one_line() and "\n" not in info.value.one_line()
+
+
+def test_the_command_line_and_the_api_take_a_mapping(toyland):
+    from sdclab.pipeline import api
+
+    def sdclab(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sdclab", *args], capture_output=True, text=True, cwd=toyland
+        )
+
+    office = office_layout(toyland, ";")
+    census = ["--census", "census.toml"]
+    done = sdclab("tabulate", office.name, *census, "--mapping", "mapping.toml", "--out", "exact")
+    assert done.returncode == 0, done.stderr
+    exact = api.tabulate(
+        read_records(census_named(toyland / "census.toml"), TOYLAND / "persons.csv")
+    )
+    mapped = api.read_release(toyland / "exact")
+    assert mapped.input_digest == exact.input_digest
+    for name, table in exact.tables.items():
+        for level in table.levels:
+            assert (mapped.table(name).matrix(level) != table.matrix(level)).nnz == 0
+    # the truth of an evaluation is read with the mapping too, and refused without it
+    done = sdclab(
+        "evaluate", "exact", "--truth", office.name, "--out", "ev", "--mapping", "mapping.toml"
+    )
+    assert done.returncode == 0, done.stderr
+    done = sdclab("evaluate", "exact", "--truth", office.name, "--out", "ev2")
+    assert done.returncode == 2 and "office.csv: no column 'sex'" in done.stderr
+    # the API: a declared census's persons with their mapping; none for the US population
+    read = api.read_population(
+        office, census=toyland / "census.toml", mapping=toyland / "mapping.toml"
+    )
+    assert read.digest == exact.input_digest
+    with pytest.raises(InputError, match="^mapping: a mapping file names the columns and codes"):
+        api.read_population(toyland, mapping=toyland / "mapping.toml")
