@@ -1,6 +1,7 @@
 """A declared census's persons in the office's own layout: a CSV file separated by ';', and a
 mapping file that names the file's columns and recodes its codes."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -213,3 +214,78 @@ def test_the_command_line_and_the_api_take_a_mapping(toyland):
     assert read.digest == exact.input_digest
     with pytest.raises(InputError, match="^mapping: a mapping file names the columns and codes"):
         api.read_population(toyland, mapping=toyland / "mapping.toml")
+
+
+EXPERIMENT = """
+[population]
+census = "census.toml"
+path = "office.csv"
+mapping = "mapping.toml"
+
+[[mechanisms]]
+name = "geometric"
+seed = 2
+
+[attacks]
+reconstruct = false
+"""
+
+
+def test_an_experiment_reads_its_persons_with_the_mapping(toyland):
+    import sdclab
+    from sdclab.pipeline.experiment import load_experiment
+
+    office_layout(toyland, ";")
+    (toyland / "exp.toml").write_text(EXPERIMENT)
+    spec = load_experiment(toyland / "exp.toml").population
+    assert spec.mapping == str((toyland / "mapping.toml").resolve())
+    assert spec.source()["mapping"] == spec.mapping
+    results = sdclab.run_experiment(toyland / "exp.toml", toyland / "out")
+    assert results.population.persons == 297
+    # the same release as from the census's own file, without a mapping
+    (toyland / "own.toml").write_text(
+        EXPERIMENT.replace('path = "office.csv"\nmapping = "mapping.toml"', 'path = "persons.csv"')
+    )
+    own = sdclab.run_experiment(toyland / "own.toml", toyland / "own")
+    assert results.releases["geometric"].to_dict() == own.releases["geometric"].to_dict()
+    # a changed mapping file is a changed population (its steps are not reused)
+    assert load_experiment(toyland / "exp.toml").population.digested()["mapping"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('mapping = "mapping.toml"', 'mapping = "missing.toml"', "population.mapping: "),
+        (
+            'census = "census.toml"\npath = "office.csv"',
+            "persons = 1000",  # a synthetic US population
+            "mapping: a mapping file names the columns and codes of a declared census's",
+        ),
+    ],
+)
+def test_an_experiment_refuses_a_mapping_it_cannot_use(toyland, old, new, message):
+    from sdclab.pipeline.experiment import load_experiment
+
+    office_layout(toyland)
+    (toyland / "mapping.toml").write_text(MAPPING.replace('f = "2"', 'f = "3"'))
+    (toyland / "exp.toml").write_text(EXPERIMENT)
+    with pytest.raises(InputError, match=r"exp.toml: population.mapping: mapping.toml: recode"):
+        load_experiment(toyland / "exp.toml")
+    (toyland / "exp.toml").write_text(EXPERIMENT.replace(old, new))
+    with pytest.raises(InputError, match=message):
+        load_experiment(toyland / "exp.toml")
+
+
+def test_the_guide_s_mapping_file_reads_the_office_s_layout(toyland):
+    # the mapping shown in docs/census.md is one that works
+    page = (Path(__file__).parents[1] / "docs" / "census.md").read_text()
+    blocks = re.findall(r"^```toml\n(.*?)^```$", page, flags=re.S | re.M)
+    shown = [block for block in blocks if "[recode." in block]
+    assert len(shown) == 1
+    office = office_layout(toyland, ";")
+    (toyland / "mapping.toml").write_text(shown[0])
+    census = census_named(toyland / "census.toml")
+    same_records(
+        read_records(census, office, toyland / "mapping.toml"),
+        read_records(census, toyland / "persons.csv"),
+    )
