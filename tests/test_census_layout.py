@@ -214,6 +214,19 @@ def test_the_command_line_and_the_api_take_a_mapping(toyland):
     assert read.digest == exact.input_digest
     with pytest.raises(InputError, match="^mapping: a mapping file names the columns and codes"):
         api.read_population(toyland, mapping=toyland / "mapping.toml")
+    done = sdclab("ckm-risk", "exact", "--mapping", "mapping.toml", "--out", "risk")
+    assert done.returncode == 2 and "--mapping names the columns and codes of the" in done.stderr
+
+
+def test_a_mapping_for_the_truth_of_a_us_release_is_refused(toyland):
+    from types import SimpleNamespace
+
+    from sdclab.censuses import us2010
+    from sdclab.cli.pipeline import read_truth
+
+    release = SimpleNamespace(census=us2010.census())
+    with pytest.raises(InputError, match="^--mapping: a mapping file names the columns and codes"):
+        read_truth(toyland, release, toyland, toyland / "mapping.toml")
 
 
 EXPERIMENT = """
@@ -234,6 +247,7 @@ reconstruct = false
 def test_an_experiment_reads_its_persons_with_the_mapping(toyland):
     import sdclab
     from sdclab.pipeline.experiment import load_experiment
+    from sdclab.pipeline.experiment.cache import _file_digest
 
     office_layout(toyland, ";")
     (toyland / "exp.toml").write_text(EXPERIMENT)
@@ -249,7 +263,9 @@ def test_an_experiment_reads_its_persons_with_the_mapping(toyland):
     own = sdclab.run_experiment(toyland / "own.toml", toyland / "own")
     assert results.releases["geometric"].to_dict() == own.releases["geometric"].to_dict()
     # a changed mapping file is a changed population (its steps are not reused)
-    assert load_experiment(toyland / "exp.toml").population.digested()["mapping"]
+    before = _file_digest(spec)
+    (toyland / "mapping.toml").write_text(MAPPING.replace("[columns]", "[columns]  # renamed"))
+    assert _file_digest(spec) != before
 
 
 @pytest.mark.parametrize(

@@ -490,6 +490,8 @@ def ckm_risk(
     from sdclab.core.fileio import check_replaceable, output_directory, write_json
     from sdclab.pipeline import api
 
+    if truth is None and mapping is not None:
+        raise InputError("--mapping names the columns and codes of the --truth file: give --truth")
     inputs = given(release, truth, mapping)
     check_replaceable(out, CKM_RISK_KIND, inputs)
     rel = api.read_release(release)
@@ -499,8 +501,6 @@ def ckm_risk(
             f"{release}: a {rel.mechanism} release; ckm-risk needs a release of a mechanism with "
             "a risk analysis of its own (cellkey)"
         )
-    if truth is None and mapping is not None:
-        raise InputError("--mapping: names the columns of the --truth file; give --truth")
     truth_read = read_truth(truth, rel, release, mapping) if truth is not None else None
     figures = analyse(rel, truth_read)
     with output_directory(out, CKM_RISK_KIND, inputs) as tmp:
