@@ -758,11 +758,3 @@ def test_a_declared_release_whose_cells_exceed_its_total_is_refused(tmp_path):
         InputError, match=r"T3.parquet: village V107, cell 0: .* more than T1 there"
     ):
         read_release(tmp_path / "release")
-
-
-def test_a_declared_census_file_separated_by_semicolons_is_refused_in_one_line(toyland):
-    persons = toyland / "persons.csv"
-    persons.write_text(persons.read_text().replace(",", ";"))
-    census = census_named(toyland / "census.toml")
-    with pytest.raises(InputError, match=r"persons.csv: the header reads as 1 column.*';' as its"):
-        read_records(census, persons)

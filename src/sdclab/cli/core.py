@@ -143,6 +143,13 @@ PopulationArgument = Annotated[
         help="Population directory (persons + units); with --census, the persons' file."
     ),
 ]
+MappingOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="With --census (or --truth of a declared census's release): a mapping file naming "
+        "the persons' file's columns and codes (docs/census.md)."
+    ),
+]
 CensusOption = Annotated[
     str | None,
     typer.Option(help="The census: us2010 (default) or a census file (docs/census.md)."),

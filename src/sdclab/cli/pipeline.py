@@ -12,6 +12,7 @@ import typer
 
 from sdclab.cli.core import (
     CensusOption,
+    MappingOption,
     MechanismOption,
     OutOption,
     PopulationArgument,
@@ -66,22 +67,31 @@ def option(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def read_truth(truth: Path, release: Any, release_path: Path) -> Any:
-    """The ``--truth`` population, refused unless it is the one ``release`` was made from."""
+def read_truth(truth: Path, release: Any, release_path: Path, mapping: Path | None = None) -> Any:
+    """The ``--truth`` population (of a declared census: read with the ``--mapping`` file, if
+    given), refused unless it is the one ``release`` was made from."""
     from sdclab.censuses import us2010
     from sdclab.censuses.us2010.population.io import read_population
     from sdclab.core.digest import check_same_input
+    from sdclab.pipeline.api import NO_MAPPING
 
     population: Any
     if release.census is us2010.census():
+        if mapping is not None:
+            raise InputError(f"--{NO_MAPPING}")
         population = read_population(truth)
     else:  # a declared census: its persons' file, read against the release's census
         from sdclab.core.census.records import read_records
 
-        population = read_records(release.census, truth)
+        population = read_records(release.census, truth, mapping)
     what = f"--truth {truth} and release {release_path}"
     check_same_input(release.input_digest, *population.frames, what=what)
     return population
+
+
+def given(*paths: Path | None) -> tuple[Path, ...]:
+    """The input files and directories given (an output may replace none of them)."""
+    return tuple(p for p in paths if p is not None)
 
 
 def read_reidentification(file: Path) -> Any:
@@ -155,6 +165,7 @@ def tabulate(
         str | None, typer.Option(help="Comma-separated table names (default: all).")
     ] = None,
     census: CensusOption = None,
+    mapping: MappingOption = None,
 ) -> None:
     """Write the exact, unprotected tables of a population (mechanism 'none')."""
     from sdclab.core.fileio import check_replaceable
@@ -162,8 +173,9 @@ def tabulate(
     from sdclab.release import RELEASE_KIND, write_release
 
     names = parse_table_list(tables, census)
-    check_replaceable(out, RELEASE_KIND, (population,))
-    release = api.tabulate(api.read_population(population, census=census), tables=names)
+    check_replaceable(out, RELEASE_KIND, given(population, mapping))
+    pop = api.read_population(population, census=census, mapping=mapping)
+    release = api.tabulate(pop, tables=names)
     write_release(release, out)  # apart from the population it was made from
     typer.echo(f"wrote {len(release.tables)} exact tables to {out} (not fit for publication)")
 
@@ -179,6 +191,7 @@ def protect(
         int | None, typer.Option(help="Seed (reproducible, not fit for publication).")
     ] = None,
     census: CensusOption = None,
+    mapping: MappingOption = None,
 ) -> None:
     """Protect a population with a mechanism and write the release (tables, microdata, card)."""
     from sdclab import protection
@@ -191,9 +204,9 @@ def protect(
     entry = protection.get(mechanism)
     parsed = entry.parse(params, census_named(census or "us2010"))  # before any reading
     protection.check_seed(seed)
-    check_replaceable(out, RELEASE_KIND, (population,))
+    check_replaceable(out, RELEASE_KIND, given(population, mapping))
     entry.check_run(parsed, seed, (population, out))  # as api.protect checks it, and the output
-    pop = api.read_population(population, census=census)
+    pop = api.read_population(population, census=census, mapping=mapping)
     start = time.perf_counter()
     release = api.protect(pop, mechanism, seed=seed, **params)
     write_release(release, out)  # apart from the population it was made from
@@ -366,6 +379,7 @@ def reidentify(
             "sdclab reconstruct --variability): scores the population's fixed vulnerable group."
         ),
     ] = None,
+    mapping: MappingOption = None,
 ) -> None:
     """Link reconstructed records to an attacker's file; score them and the MDG/PRG baselines."""
     from sdclab.attacks.linkage import attacker_parameters
@@ -377,17 +391,18 @@ def reidentify(
     overrides = parse_settings(settings or [])
     attacker_parameters(attacker, overrides)  # bad parameters fail before any reading
     check_seed(seed)
-    inputs = (recon, truth) if vulnerable is None else (recon, truth, vulnerable)
+    inputs = given(recon, truth, vulnerable, mapping)
     check_replaceable(out, REIDENTIFICATION_KIND, inputs)
     reconstruction = api.read_reconstruction(recon)
     if release is None:
         release = attacked_release(recon)
     rel = api.read_release(release)
-    population = read_truth(truth, rel, release)
+    population = read_truth(truth, rel, release, mapping)
     group = None
     if vulnerable is not None:
         exact = attacked_release(vulnerable, NO_EXACT_RELEASE)
-        read_truth(truth, api.read_release(exact), exact)  # the exact release of this population
+        # the exact release of this population
+        read_truth(truth, api.read_release(exact), exact, mapping)
         group = api.vulnerable_group(population, reconstruction=api.read_reconstruction(vulnerable))
     result = api.reidentify(
         reconstruction,
@@ -431,6 +446,7 @@ def evaluate(
     out: OutOption,
     recon: Annotated[Path | None, typer.Option(help="Reconstruction of this release.")] = None,
     reid: Annotated[Path | None, typer.Option(help="Reidentification results.")] = None,
+    mapping: MappingOption = None,
 ) -> None:
     """Accuracy of a release against the truth, and the risk measured by the attacks on it."""
     from sdclab.attacks.reconstruction_files import METRICS_FILE
@@ -438,10 +454,10 @@ def evaluate(
     from sdclab.pipeline import api
     from sdclab.pipeline.results.truth import marked
 
-    inputs = tuple(p for p in (release, truth, recon, reid) if p is not None)
+    inputs = given(release, truth, recon, reid, mapping)
     check_replaceable(out, EVALUATION_KIND, inputs)
     rel = api.read_release(release)
-    population = read_truth(truth, rel, release)
+    population = read_truth(truth, rel, release, mapping)
     # every input is read and checked before anything is computed
     reconstruction = api.read_reconstruction(recon) if recon is not None else None
     links = read_reidentification(reid / METRICS_FILE) if reid is not None else None
@@ -465,6 +481,7 @@ def ckm_risk(
         Path | None,
         typer.Option("--truth", help="The confidential population (evaluation only)."),
     ] = None,
+    mapping: MappingOption = None,
 ) -> None:
     """The cell key method's risk analyses: noise-bound disclosure from additive tuples, tuples
     whose truth is pinned, redundant representations and the averaging attack."""
@@ -473,7 +490,9 @@ def ckm_risk(
     from sdclab.core.fileio import check_replaceable, output_directory, write_json
     from sdclab.pipeline import api
 
-    inputs = tuple(p for p in (release, truth) if p is not None)
+    if truth is None and mapping is not None:
+        raise InputError("--mapping names the columns and codes of the --truth file: give --truth")
+    inputs = given(release, truth, mapping)
     check_replaceable(out, CKM_RISK_KIND, inputs)
     rel = api.read_release(release)
     analyse = protection.get(rel.mechanism).risk_analysis
@@ -482,7 +501,8 @@ def ckm_risk(
             f"{release}: a {rel.mechanism} release; ckm-risk needs a release of a mechanism with "
             "a risk analysis of its own (cellkey)"
         )
-    figures = analyse(rel, read_truth(truth, rel, release) if truth is not None else None)
+    truth_read = read_truth(truth, rel, release, mapping) if truth is not None else None
+    figures = analyse(rel, truth_read)
     with output_directory(out, CKM_RISK_KIND, inputs) as tmp:
         write_json(
             {"schema_version": SCHEMA_VERSION, "release": str(release), **figures},

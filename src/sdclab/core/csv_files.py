@@ -41,9 +41,12 @@ CR_PROBE_BYTES = 1 << 16
 """How much of a CSV file is read to tell CR-only line endings from LF or CRLF ones."""
 
 
-def read_csv(file: Path, expected: Collection[str] = ()) -> pl.DataFrame:
+def read_csv(
+    file: Path, expected: Collection[str] = (), *, semicolons: bool = False
+) -> pl.DataFrame:
     """Read a UTF-8 CSV file with every column as text; a malformed file names its first bad row.
-    ``expected``: column names the file should hold, to tell a file separated by semicolons."""
+    ``expected``: column names the file should hold, to tell a file separated by semicolons; such
+    a file is refused in one line unless ``semicolons``, then read with ';' as its delimiter."""
     try:
         source = csv_source(file)
         header = header_names(source)
@@ -51,28 +54,45 @@ def read_csv(file: Path, expected: Collection[str] = ()) -> pl.DataFrame:
         raise input_error(f"{file} is a directory (expected a CSV file)") from None
     except OSError as err:
         raise input_error(f"cannot read {file}: {err.strerror or err}") from None
+    delimiter = ","
+    if header is not None and semicolon_separated(header, expected):
+        if not semicolons:
+            refuse_semicolons(header, file.name)
+        delimiter = ";"
+        header = header_names(source, delimiter)
     if header is not None:
-        check_semicolons(header, file.name, expected)
         check_header(header, f"{file.name} header").raise_if_any()
     try:
-        frame = pl.read_csv(source, infer_schema=False, empty_string_is_null=False)
+        frame = pl.read_csv(
+            source, infer_schema=False, empty_string_is_null=False, separator=delimiter
+        )
     except OSError as err:
         raise input_error(f"cannot read {file}: {err.strerror or err}") from None
     except (PolarsError, PanicException) as err:
-        scan_csv(source, file.name, flag_quotes=True).raise_if_any()
+        scan_csv(source, file.name, flag_quotes=True, delimiter=delimiter).raise_if_any()
         raise input_error(f"{file.name} is not a readable CSV file ({first_line(err)})") from None
     if may_have_short_rows(frame):
-        field_counts(source, file.name, len(frame.columns), frame.height).raise_if_any()
+        counted = field_counts(source, file.name, len(frame.columns), frame.height, delimiter)
+        counted.raise_if_any()
     return frame
 
 
-def check_semicolons(header: Sequence[str], name: str, expected: Collection[str]) -> None:
-    """Refuse a CSV file separated by semicolons (as spreadsheets write CSV where the decimal mark
-    is a comma): its header, split at commas, names fewer ``expected`` columns than split at ';'."""
+def semicolon_separated(header: Sequence[str], expected: Collection[str]) -> bool:
+    """Whether a CSV file is separated by semicolons (as spreadsheets write CSV where the decimal
+    mark is a comma): its header, split at commas, names fewer ``expected`` columns than split
+    at ';'."""
     by_comma = sum(field.strip() in expected for field in header)
     by_semicolon = sum(part.strip() in expected for field in header for part in field.split(";"))
-    if by_semicolon <= by_comma:
-        return
+    return by_semicolon > by_comma
+
+
+def check_semicolons(header: Sequence[str], name: str, expected: Collection[str]) -> None:
+    """Refuse a CSV file separated by semicolons (:func:`semicolon_separated`)."""
+    if semicolon_separated(header, expected):
+        refuse_semicolons(header, name)
+
+
+def refuse_semicolons(header: Sequence[str], name: str) -> None:
     shown = show(",".join(header), quote=True)
     columns = "1 column" if len(header) == 1 else f"{len(header)} columns"
     raise input_error(
@@ -97,13 +117,13 @@ def open_binary(source: CsvSource) -> IO[bytes]:
     return BytesIO(source) if isinstance(source, bytes) else source.open("rb")
 
 
-def header_names(source: CsvSource) -> list[str] | None:
+def header_names(source: CsvSource, delimiter: str = ",") -> list[str] | None:
     """The column names as the header line writes them, or None if it is not UTF-8 (the reader
     then reports that). Blank lines before the header are skipped, as polars does; stray quotes
     are read leniently (only repeated names are looked for here)."""
     try:
         with open_binary(source) as raw:
-            for record in csv.reader(utf8_lines(raw), strict=False):
+            for record in csv.reader(utf8_lines(raw), strict=False, delimiter=delimiter):
                 if record:
                     return record
     except (BadUtf8, csv.Error):
@@ -130,10 +150,12 @@ def check_header(columns: Sequence[str], place: str) -> Findings:
     return single(0, f"{place}: column {listed} appears more than once")
 
 
-def field_counts(source: CsvSource, name: str, n_fields: int, n_rows: int) -> Findings:
+def field_counts(
+    source: CsvSource, name: str, n_fields: int, n_rows: int, delimiter: str = ","
+) -> Findings:
     """Every data row must have as many fields as the header (polars pads short rows silently).
 
-    Fast path: when the file has no quote characters, a row's fields are its commas plus one, so
+    Fast path: when the file has no quote characters, a row's fields are its delimiters plus one, so
     the check is a vectorised count over the file's lines. Otherwise the file is streamed through
     :mod:`csv`.
     """
@@ -144,9 +166,9 @@ def field_counts(source: CsvSource, name: str, n_fields: int, n_rows: int) -> Fi
         or lines.item(0, "line") == ""
         or lines.get_column("line").str.contains('"', literal=True).any()
     ):
-        return scan_csv(source, name, flag_quotes=False)
+        return scan_csv(source, name, flag_quotes=False, delimiter=delimiter)
     counted = lines.with_row_index(ROW).with_columns(
-        (pl.col("line").str.count_matches(",", literal=True) + 1).alias("fields")
+        (pl.col("line").str.count_matches(delimiter, literal=True) + 1).alias("fields")
     )
     rule = Rule(
         bad=(pl.col(ROW) > 0) & (pl.col("fields") != n_fields),
@@ -203,7 +225,7 @@ def utf8_lines(raw: IO[bytes]) -> Iterator[str]:
         yield text
 
 
-def scan_csv(source: CsvSource, name: str, *, flag_quotes: bool) -> Findings:
+def scan_csv(source: CsvSource, name: str, *, flag_quotes: bool, delimiter: str = ",") -> Findings:
     """Stream a CSV file through :mod:`csv` to find bad encoding, quoting and field counts.
 
     Rows are numbered as polars numbers them: blank lines before the header are skipped, later
@@ -215,7 +237,8 @@ def scan_csv(source: CsvSource, name: str, *, flag_quotes: bool) -> Findings:
     row = 0
     try:
         with open_binary(source) as raw:
-            for record in csv.reader(utf8_lines(raw), strict=True):
+            reader = csv.reader(utf8_lines(raw), strict=True, delimiter=delimiter)
+            for record in reader:
                 if header is None:
                     header = record or None
                     continue
@@ -226,7 +249,7 @@ def scan_csv(source: CsvSource, name: str, *, flag_quotes: bool) -> Findings:
                     found = found + _quote_problem(name, row, record, header)
     except BadUtf8 as bad:
         found = found + single(
-            0, utf8_text(name, row + 1 if header else None, bad, header), row + 1
+            0, utf8_text(name, row + 1 if header else None, bad, header, delimiter), row + 1
         )
     except csv.Error as err:
         found = found + single(0, f"{where(name, row + 1)}: {csv_error_text(err)}", row + 1)
@@ -266,19 +289,22 @@ def csv_error_text(err: csv.Error) -> str:
     return f"malformed CSV ({message})"
 
 
-def utf8_text(name: str, row: int | None, bad: BadUtf8, header: list[str] | None) -> str:
+def utf8_text(
+    name: str, row: int | None, bad: BadUtf8, header: list[str] | None, delimiter: str = ","
+) -> str:
     """Message for a line that is not UTF-8, naming the column when it can be found."""
     byte = bad.line[bad.error.start : bad.error.start + 1].hex()
-    place = f"{name} header" if row is None else where(name, row, _bad_column(bad.line, header))
+    column = _bad_column(bad.line, header, delimiter)
+    place = f"{name} header" if row is None else where(name, row, column)
     return f"{place}: not valid UTF-8 (byte 0x{byte}); save the file as UTF-8"
 
 
-def _bad_column(line: bytes, header: list[str] | None) -> str | None:
+def _bad_column(line: bytes, header: list[str] | None, delimiter: str = ",") -> str | None:
     """The header name of the field holding the first undecodable byte, if it can be told."""
     if not header:
         return None
     try:
-        fields = next(csv.reader([line.decode("utf-8", "replace")]))
+        fields = next(csv.reader([line.decode("utf-8", "replace")], delimiter=delimiter))
     except (csv.Error, StopIteration):
         return None
     for column, value in zip(header, fields, strict=False):

@@ -77,18 +77,32 @@ def synthesize(
     return generate(persons, seed, geography, version)
 
 
-def read_population(path: str | Path, *, census: str | Path | None = None) -> Population:
+def read_population(
+    path: str | Path, *, census: str | Path | None = None, mapping: str | Path | None = None
+) -> Population:
     """The population in directory ``path`` (persons and units, Parquet or CSV), validated; for
     a census other than the US 2010 one (a built-in name or a census file, docs/census.md), the
-    persons' file ``path`` (CSV or Parquet) checked against that census."""
+    persons' file ``path`` (CSV separated by ',' or ';', or Parquet) checked against that census,
+    its columns and codes named by the mapping file ``mapping`` if given."""
     from sdclab.censuses.us2010.population.io import read_population as read
 
     if census is None or str(census) == "us2010":
+        if mapping is not None:
+            raise InputError(NO_MAPPING)
         return read(Path(path))
     from sdclab.censuses import census_named
     from sdclab.core.census.records import read_records
 
-    return read_records(census_named(census), Path(path))  # type: ignore[return-value]
+    records = read_records(
+        census_named(census), Path(path), None if mapping is None else Path(mapping)
+    )
+    return records  # type: ignore[return-value]
+
+
+NO_MAPPING = (
+    "mapping: a mapping file names the columns and codes of a declared census's persons' file "
+    "(the US 2010 population has its own layout, docs/data.md)"
+)
 
 
 def write_population(population: Population, path: str | Path) -> None:

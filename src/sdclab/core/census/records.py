@@ -20,6 +20,7 @@ import numpy.typing as npt
 import polars as pl
 
 from sdclab.core.arrays import IntArray
+from sdclab.core.census.mapping import census_columns, read_mapping
 from sdclab.core.census.model import Census, Hierarchy
 from sdclab.core.csv_files import read_csv
 from sdclab.core.digest import frames_digest
@@ -196,20 +197,34 @@ class CensusRecords:
         return frames_digest(*self.frames)
 
 
-def read_records(census: Census, file: Path) -> CensusRecords:
-    """The persons' file (CSV or Parquet) of ``census``, checked against its declaration."""
+def read_records(census: Census, file: Path, mapping: Path | None = None) -> CensusRecords:
+    """The persons' file (CSV, separated by ',' or ';', or Parquet) of ``census``, checked against
+    its declaration; ``mapping``: a mapping file (:mod:`sdclab.core.census.mapping`) for a file
+    that names its columns and writes its codes its own way."""
     file = Path(file)
-    csv = file.suffix.lower() == ".csv"
-    frame = read_csv(file, record_columns(census)) if csv else _read_parquet(file)
-    return replace(encode_records(census, frame, file.name), sources=(file.absolute(),))
+    layout = None if mapping is None else read_mapping(census, mapping)
+    expected = record_columns(census)
+    if file.suffix.lower() == ".csv":
+        columns = expected if layout is None else layout.file_columns(expected)
+        frame = read_csv(file, columns, semicolons=True)
+    else:
+        frame = _read_parquet(file)
+    if layout is not None:
+        frame = layout.apply(frame, file.name)
+    sources = (file, *(() if mapping is None else (Path(mapping),)))
+    try:
+        records = encode_records(census, frame, file.name)
+    except InputError as error:
+        if layout is None:
+            raise
+        raise layout.in_file_terms(error) from None
+    return replace(records, sources=tuple(p.absolute() for p in sources))
 
 
 def record_columns(census: Census) -> tuple[str, ...]:
     """The columns a census's persons' file holds: every attribute, every level of every
     geography and the household key."""
-    levels = (level for h in census.geographies.values() for level in h.levels)
-    key = () if census.household_key is None else (census.household_key,)
-    return (*census.attributes, *levels, *key)
+    return census_columns(census)
 
 
 def _read_parquet(file: Path) -> pl.DataFrame:

@@ -54,8 +54,10 @@ def _settings_files_digest(settings: dict[str, Any]) -> dict[str, str]:
 
 
 def _file_digest(spec: PopulationSpec) -> str:
-    """SHA-256 of a declared census's persons' file."""
+    """SHA-256 of a declared census's persons' file (and of its mapping file, if any)."""
     digest = hashlib.sha256()
+    if spec.mapping is not None:
+        digest.update(read_settings_file(Path(spec.mapping), "mapping file"))
     try:
         with Path(str(spec.path)).open("rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):

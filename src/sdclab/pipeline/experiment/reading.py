@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from sdclab.censuses import BUILT_IN, census_named
 from sdclab.censuses.us2010.population.io import TABLES, table_file
+from sdclab.core.census.mapping import read_mapping
 from sdclab.core.census.model import Census
 from sdclab.core.errors import InputError
 from sdclab.core.fileio import read_toml
@@ -84,6 +85,13 @@ def _declared_census(population: dict[str, Any], source: str, base: Path) -> Cen
                 f"{source}: population.path: {population['path']} is not a file (census "
                 f"{census.name}'s persons, CSV or Parquet)"
             )
+    mapping = population.get("mapping")
+    if isinstance(mapping, str):
+        population["mapping"] = str((base / mapping).resolve())
+        try:
+            read_mapping(census, Path(population["mapping"]))
+        except InputError as exc:
+            raise InputError(f"{source}: population.mapping: {exc}") from None
     return census
 
 

@@ -135,7 +135,9 @@ class Runner:
         spec = self.experiment.population
         if self.declared:
             digest = _digest("population", spec.digested(), self.census.digest, _file_digest(spec))
-            return api.read_population(str(spec.path), census=self.census_file), digest
+            mapping = spec.mapping
+            read = api.read_population(str(spec.path), census=self.census_file, mapping=mapping)
+            return read, digest
         parts = (spec.digested(), _directory_digest(spec.path))
         further = (replicate,) if replicate > 1 else ()
         digest = _digest("population", *parts, *further)

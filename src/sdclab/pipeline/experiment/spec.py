@@ -66,6 +66,8 @@ class PopulationSpec(_Strict):
     census: str | None = None
     """A census file (docs/census.md) or a built-in census's name; with a census other than the
     US 2010 one, ``path`` is its persons' file (CSV or Parquet)."""
+    mapping: str | None = None
+    """With a declared census: the mapping file naming its persons' file's columns and codes."""
     tracts: int | None = Field(None, ge=1)
     counties: int | None = Field(None, ge=1)
     states: int | None = Field(None, ge=1)
@@ -91,7 +93,8 @@ class PopulationSpec(_Strict):
         """Where the population came from: a directory, or the synthetic generator's settings
         (a seed is not recorded for a population that was read, since none made it)."""
         if self.declared:
-            return {"census": self.census, "path": self.path}
+            mapping = {} if self.mapping is None else {"mapping": self.mapping}
+            return {"census": self.census, "path": self.path, **mapping}
         if self.path is not None:
             bootstrap = {"replicates": self.replicates, "seed": self.seed}
             return {"path": self.path, **(bootstrap if self.replicates > 1 else {})}
@@ -112,7 +115,7 @@ class PopulationSpec(_Strict):
             for k, v in self.model_dump().items()
             if (k not in GEOGRAPHY or k in given)
             and k != "replicates"
-            and (k != "census" or self.census is not None)
+            and (k not in ("census", "mapping") or v is not None)
         }
 
     @property
@@ -122,6 +125,11 @@ class PopulationSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> PopulationSpec:
+        if self.mapping is not None and not self.declared:
+            raise ValueError(
+                "mapping: a mapping file names the columns and codes of a declared census's "
+                "persons' file (give census, a census file, and path)"
+            )
         if self.declared and self.path is None:
             raise ValueError("census: give path, the census's persons' file")
         if self.declared and self.replicates > 1:
