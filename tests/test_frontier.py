@@ -114,7 +114,7 @@ def test_the_report_opens_with_the_frontier_and_the_choose_table(swept) -> None:
     nav = report[report.index('<nav class="contents">') : report.index("</nav>")]
     assert all(f'href="#{h}"' in nav for h in headings)
     frontier = _section(report, "Accuracy and risk: the frontier")
-    assert "exact release" in frontier and "best baseline" in frontier
+    assert ">exact release</text>" in frontier and ">best baseline</text>" in frontier
     assert "ε=8" in frontier and "ε=32" in frontier  # geometric at ε = 4 and 16 per record
     assert "safetab_h</b>: the release publishes no P12" in frontier
     choose_table = _section(report, "Choose a method")

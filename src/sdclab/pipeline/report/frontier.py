@@ -19,7 +19,6 @@ from sdclab.pipeline.results import (
     candidates,
     choose,
 )
-from sdclab.release.model import EXACT_TABLES
 
 FRONTIER_NOTE = (
     "<p>One point per release setting: its replicates' mean, with their 95% t-interval as bars "
@@ -216,7 +215,8 @@ def frontier_section(
     }
     series = {k: v for k, v in series.items() if v}
     references = [Reference(0.0, "best baseline")] if axes.headline else []
-    exact = [p for p in placed if not p.protects and p.why_not == EXACT_TABLES]
+    # the exact release: protects nothing and errs nowhere on the plotted accuracy
+    exact = [p for p in placed if not p.protects and _mean(p.accuracy) == 0]
     if exact:
         references.append(Reference(_mean(exact[0].risk), "exact release"))
     accuracies = [_mean(p.accuracy) for p in placed]
