@@ -14,6 +14,7 @@ import sdclab
 from sdclab.core.markup import decimal, pct
 from sdclab.pipeline.experiment import REPORT_FILE, Experiment, ReportSpec, run_spec
 from sdclab.pipeline.report.charts import series_style
+from sdclab.pipeline.report.frontier import exact_release
 from sdclab.pipeline.results import (
     FrontierAxes,
     FrontierPoint,
@@ -428,3 +429,30 @@ def test_the_frontier_takes_its_axes_as_keywords() -> None:
         with_axes(FrontierAxes(), accuracy="accuracy.mae")
     with pytest.raises(ValueError, match="persons 'everyone'"):
         with_axes(FrontierAxes(), persons="everyone")
+
+
+def _point(
+    setting: str, mechanism: str, error: float, protects: bool, why: str | None
+) -> FrontierPoint:
+    def mean(value: float) -> ReplicateMean:
+        return ReplicateMean(value, 1, None, None)
+
+    return FrontierPoint(
+        setting,
+        setting,
+        mechanism,
+        1.0,
+        (setting,),
+        mean(error),
+        mean(0.3),
+        protects=protects,
+        why_not=why,
+    )
+
+
+def test_the_exact_release_is_the_setting_that_protects_nothing_and_errs_nowhere() -> None:
+    noisy_unprotected = _point("ckm-invertible", "cellkey", 0.8, False, "the p-table can be undone")
+    exact = _point("reference", "exact-under-another-name", 0.0, False, "an exact tabulation")
+    protected = _point("geometric", "geometric", 0.0, True, None)
+    assert exact_release([noisy_unprotected, protected, exact]) is exact
+    assert exact_release([noisy_unprotected, protected]) is None

@@ -51,6 +51,12 @@ NO_CHOICE = (
 )
 
 
+def exact_release(placed: list[FrontierPoint]) -> FrontierPoint | None:
+    """The setting the frontier marks as the exact release: the first that protects nothing and
+    errs nowhere on the plotted accuracy (whatever its mechanism is called)."""
+    return next((p for p in placed if not p.protects and _mean(p.accuracy) == 0), None)
+
+
 def _mean(value: ReplicateMean | NotMeasured) -> float:
     assert isinstance(value, ReplicateMean)
     return value.mean
@@ -215,10 +221,9 @@ def frontier_section(
     }
     series = {k: v for k, v in series.items() if v}
     references = [Reference(0.0, "best baseline")] if axes.headline else []
-    # the exact release: protects nothing and errs nowhere on the plotted accuracy
-    exact = [p for p in placed if not p.protects and _mean(p.accuracy) == 0]
-    if exact:
-        references.append(Reference(_mean(exact[0].risk), "exact release"))
+    exact = exact_release(placed)
+    if exact is not None:
+        references.append(Reference(_mean(exact.risk), "exact release"))
     accuracies = [_mean(p.accuracy) for p in placed]
     chart = xy_chart(
         "Accuracy against the headline risk" if axes.headline else "Accuracy against the risk",
