@@ -431,7 +431,7 @@ def test_the_frontier_takes_its_axes_as_keywords() -> None:
         with_axes(FrontierAxes(), persons="everyone")
 
 
-def _point(
+def _placed_point(
     setting: str, mechanism: str, error: float, protects: bool, why: str | None
 ) -> FrontierPoint:
     def mean(value: float) -> ReplicateMean:
@@ -451,8 +451,12 @@ def _point(
 
 
 def test_the_exact_release_is_the_setting_that_protects_nothing_and_errs_nowhere() -> None:
-    noisy_unprotected = _point("ckm-invertible", "cellkey", 0.8, False, "the p-table can be undone")
-    exact = _point("reference", "exact-under-another-name", 0.0, False, "an exact tabulation")
-    protected = _point("geometric", "geometric", 0.0, True, None)
+    noisy_unprotected = _placed_point(
+        "ckm-invertible", "cellkey", 0.8, False, "the p-table can be undone"
+    )
+    exact = _placed_point(
+        "reference", "exact-under-another-name", 0.0, False, "an exact tabulation"
+    )
+    protected = _placed_point("geometric", "geometric", 0.0, True, None)
     assert exact_release([noisy_unprotected, protected, exact]) is exact
     assert exact_release([noisy_unprotected, protected]) is None
