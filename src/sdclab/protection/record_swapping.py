@@ -20,7 +20,15 @@ import numpy as np
 from sdclab.core.arrays import BoolArray, FloatArray, IntArray
 from sdclab.core.census.model import Census
 from sdclab.core.census.records import CensusRecords
-from sdclab.protection.swap_pairs import RETRIES, Targeting, group_ids, pair_within, size_key
+from sdclab.protection.swap_pairs import (
+    RETRIES,
+    Pairs,
+    Targeting,
+    group_ids,
+    pair_in_rounds,
+    pair_within,
+    size_key,
+)
 
 TRS_SETTINGS = ("risk_levels", "k_anonymity", "similar", "carry_along")
 """The targeted record swapping settings of a declared census (none given: the declared swap)."""
@@ -255,43 +263,28 @@ def pair_records(
         [group_ids(scope, *profile) for profile in households.profiles]
         for scope in households.scopes
     ]
-    used = np.zeros(n, dtype=bool)
-    attempts = np.zeros(n, dtype=np.int64)
-    pairs: list[tuple[IntArray, IntArray]] = []
-    done, pointer, waiting = 0, 0, np.zeros(0, dtype=np.int64)
-    for _ in range(params.max_rounds):
-        rest = priority[pointer:]
-        free = np.flatnonzero(~used[rest])
-        take = max(target - done - len(waiting), 0)
-        fresh = rest[free[:take]]
-        pointer += int(free[take - 1]) + 1 if 0 < take <= len(free) else len(rest) * (take > 0)
-        active = np.concatenate([waiting, fresh])
-        if not active.size or done >= target:
-            break
-        used[active] = True  # reserved: not a donor for anyone this round
+
+    def pair_round(active: IntArray, used: BoolArray) -> tuple[BoolArray, list[Pairs]]:
         paired = np.zeros(active.size, dtype=bool)
+        found: list[Pairs] = []
         for tier in (True, False):  # the risky households take their donors first
             ours = households.high[active] == tier
             for level, unit in enumerate(households.units):
                 for group in groups[level]:
-                    found = _pair_profile(
-                        active,
-                        ours & (households.level[active] == level),
-                        paired,
-                        used,
-                        group,
-                        unit,
-                        rng,
+                    found.append(
+                        _pair_profile(
+                            active,
+                            ours & (households.level[active] == level),
+                            paired,
+                            used,
+                            group,
+                            unit,
+                            rng,
+                        )
                     )
-                    pairs.append(found)
-                    done += len(found[0])
-        left = active[~paired]
-        attempts[left] += 1
-        waiting = left[attempts[left] < RETRIES]
-        used[left[attempts[left] >= RETRIES]] = False  # given up: free to be someone's donor
-    if not pairs:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate([a for a, _ in pairs]), np.concatenate([d for _, d in pairs])
+        return paired, found
+
+    return pair_in_rounds(priority, target, params.max_rounds, pair_round)
 
 
 def _pair_profile(

@@ -8,6 +8,7 @@ and pairing are the same draws in the same order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -105,22 +106,11 @@ def pair_targeted(
     groups = [group_ids(area, key, *households.alike) for area in households.scopes]
     p = np.array([float(w) for w in weights])
     p = p / p.sum()
-    used = np.zeros(n, dtype=bool)
-    attempts = np.zeros(n, dtype=np.int64)
-    pairs: list[tuple[IntArray, IntArray]] = []
-    done, pointer, waiting = 0, 0, np.zeros(0, dtype=np.int64)
-    for _ in range(params.max_rounds):
-        rest = priority[pointer:]
-        free = np.flatnonzero(~used[rest])
-        take = max(target - done - len(waiting), 0)
-        fresh = rest[free[:take]]
-        pointer += int(free[take - 1]) + 1 if 0 < take <= len(free) else len(rest) * (take > 0)
-        active = np.concatenate([waiting, fresh])
-        if not active.size or done >= target:
-            break
-        used[active] = True  # reserved: not a donor for anyone this round
+
+    def pair_round(active: IntArray, used: BoolArray) -> tuple[BoolArray, list[Pairs]]:
         scope = rng.choice(len(groups), size=active.size, p=p)
         paired = np.zeros(active.size, dtype=bool)
+        found: list[Pairs] = []
         for s, group in enumerate(groups):
             mine = np.flatnonzero((scope == s) & ~paired)
             pool = np.flatnonzero(~used)
@@ -131,8 +121,45 @@ def pair_targeted(
             elsewhere = households.unit[a] != households.unit[d]
             used[d[elsewhere]] = True
             paired[mine[i[elsewhere]]] = True
-            pairs.append((a[elsewhere], d[elsewhere]))
-            done += int(elsewhere.sum())
+            found.append((a[elsewhere], d[elsewhere]))
+        return paired, found
+
+    return pair_in_rounds(priority, target, params.max_rounds, pair_round)
+
+
+Pairs = tuple[IntArray, IntArray]
+"""(initiators, donors) of some pairs."""
+
+
+def pair_in_rounds(
+    priority: IntArray,
+    target: int,
+    max_rounds: int,
+    pair_round: Callable[[IntArray, BoolArray], tuple[BoolArray, list[Pairs]]],
+) -> Pairs:
+    """Pairs made round by round: each round takes, in ``priority`` order, as many free
+    candidates as pairs are still wanted besides those waiting from earlier rounds, reserves
+    them (no one's donor this round) and lets ``pair_round(active, used)`` pair them (it marks
+    the donors it takes as used and says which candidates it paired). A candidate left unpaired
+    waits for the next round (RETRIES attempts in all), then is freed to be a donor; the rounds
+    stop at ``target`` pairs, with no candidate left, or after ``max_rounds``."""
+    used = np.zeros(len(priority), dtype=bool)
+    attempts = np.zeros(len(priority), dtype=np.int64)
+    pairs: list[Pairs] = []
+    done, pointer, waiting = 0, 0, np.zeros(0, dtype=np.int64)
+    for _ in range(max_rounds):
+        rest = priority[pointer:]
+        free = np.flatnonzero(~used[rest])
+        take = max(target - done - len(waiting), 0)
+        fresh = rest[free[:take]]
+        pointer += int(free[take - 1]) + 1 if 0 < take <= len(free) else len(rest) * (take > 0)
+        active = np.concatenate([waiting, fresh])
+        if not active.size or done >= target:
+            break
+        used[active] = True  # reserved: not a donor for anyone this round
+        paired, found = pair_round(active, used)
+        pairs.extend(found)
+        done += sum(len(a) for a, _ in found)
         left = active[~paired]
         attempts[left] += 1
         waiting = left[attempts[left] < RETRIES]
