@@ -203,7 +203,7 @@ def read_records(census: Census, file: Path, mapping: Path | None = None) -> Cen
     that names its columns and writes its codes its own way."""
     file = Path(file)
     layout = None if mapping is None else read_mapping(census, mapping)
-    expected = record_columns(census)
+    expected = census_columns(census)
     if file.suffix.lower() == ".csv":
         columns = expected if layout is None else layout.file_columns(expected)
         frame = read_csv(file, columns, semicolons=True)
@@ -219,12 +219,6 @@ def read_records(census: Census, file: Path, mapping: Path | None = None) -> Cen
             raise
         raise layout.in_file_terms(error) from None
     return replace(records, sources=tuple(p.absolute() for p in sources))
-
-
-def record_columns(census: Census) -> tuple[str, ...]:
-    """The columns a census's persons' file holds: every attribute, every level of every
-    geography and the household key."""
-    return census_columns(census)
 
 
 def _read_parquet(file: Path) -> pl.DataFrame:
