@@ -22,6 +22,12 @@ from sdclab.core.arrays import BoolArray, FloatArray, IntArray
 RETRIES = 3
 """How many scopes an unpaired candidate tries in all before it is passed over."""
 
+DATA_DEPENDENT_SELECTION = (
+    "households are selected by their risk, computed from the confidential data, so the "
+    "selection itself depends on the data (data-dependent design)"
+)
+"""Why targeted swapping has no formal guarantee (its card's words, for any census)."""
+
 
 class Targeting(Protocol):
     """The settings selection and pairing read (the swap's parameters, whatever the census)."""

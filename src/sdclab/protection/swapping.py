@@ -42,7 +42,13 @@ from sdclab.protection import audit_plans
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.checks import exact_tables
 from sdclab.protection.households import Households, Swapped, swap_units
-from sdclab.protection.swap_pairs import Candidates, group_ids, pair_targeted, swap_figures
+from sdclab.protection.swap_pairs import (
+    DATA_DEPENDENT_SELECTION,
+    Candidates,
+    group_ids,
+    pair_targeted,
+    swap_figures,
+)
 from sdclab.protection.swapping_declared import (
     DECLARED_SETTINGS,
     declared_preset,
@@ -594,8 +600,7 @@ def swap_card(params: SwapParameters, name: str = "swap") -> SpecCard:
         domain="the census edited file as given",
         multiverse="datasets sharing the swap's invariants",
         guarantee=no_guarantee(
-            "households are selected by their risk, computed from the confidential data, so the "
-            "selection itself depends on the data (data-dependent design)",
+            DATA_DEPENDENT_SELECTION,
             unit="household",
             invariants=tuple(invariants),
         ),

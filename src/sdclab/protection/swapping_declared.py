@@ -42,7 +42,13 @@ from sdclab.protection.record_swapping import (
     record_swap_recorded,
     record_swap_settings,
 )
-from sdclab.protection.swap_pairs import Candidates, group_ids, pair_targeted, swap_figures
+from sdclab.protection.swap_pairs import (
+    DATA_DEPENDENT_SELECTION,
+    Candidates,
+    group_ids,
+    pair_targeted,
+    swap_figures,
+)
 from sdclab.release import Release
 
 
@@ -278,8 +284,7 @@ def declared_swap_card(params: SwapParameters, name: str) -> SpecCard:
         domain=f"census {census.name}'s records as given (households with their persons)",
         multiverse="datasets sharing the swap's invariants",
         guarantee=no_guarantee(
-            "households are selected by their risk, computed from the confidential data, so the "
-            "selection itself depends on the data (data-dependent design)",
+            DATA_DEPENDENT_SELECTION,
             unit="household",
             invariants=tuple(invariants),
         ),
