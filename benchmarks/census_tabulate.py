@@ -19,7 +19,8 @@ import numpy as np
 import polars as pl
 
 from sdclab.core.census.declare import load_census
-from sdclab.core.census.records import encode_records, tabulate_records
+from sdclab.core.census.records import encode_records
+from sdclab.core.tables.tabulate import tabulate
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 TOPICS = {  # name: number of codes
@@ -117,7 +118,7 @@ def main() -> None:
     frame = persons(rng)
     records = encode_records(census, frame, "persons")
     start = time.perf_counter()
-    counts = tabulate_records(records)
+    counts = tabulate(records)
     ours_seconds = time.perf_counter() - start
     start = time.perf_counter()
     theirs = peer(frame, units)

@@ -14,8 +14,9 @@ import scipy.sparse as sp
 from sdclab.censuses import census_named
 from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.core.census.declare import load_census
-from sdclab.core.census.records import read_records, tabulate_records
+from sdclab.core.census.records import read_records
 from sdclab.core.errors import InputError
+from sdclab.core.tables.tabulate import tabulate
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 
@@ -69,7 +70,7 @@ def expected_counts(persons: pl.DataFrame, units: pl.DataFrame, level: str, keys
 
 def test_tables_counted_from_records_match_a_group_by():
     census = load_census(TOYLAND / "census.toml")
-    counts = tabulate_records(read_records(census, TOYLAND / "persons.csv"))
+    counts = tabulate(read_records(census, TOYLAND / "persons.csv"))
     persons = pl.read_csv(TOYLAND / "persons.csv", infer_schema=False)
     units = pl.read_csv(TOYLAND / "units.csv", infer_schema=False)
     assert set(counts) == {"T1", "T2", "T3", "T4"}
@@ -143,10 +144,8 @@ def test_a_geography_without_a_unit_list_is_read_from_the_columns(toyland):
     )
     records = census_records(census, full)
     assert records.geography.geoids("region").to_list() == ["R-NORTH", "R-SOUTH"]
-    declared = tabulate_records(
-        read_records(load_census(TOYLAND / "census.toml"), TOYLAND / "persons.csv")
-    )
-    read = tabulate_records(records)
+    declared = tabulate(read_records(load_census(TOYLAND / "census.toml"), TOYLAND / "persons.csv"))
+    read = tabulate(records)
     for name in declared:
         for level in read[name].counts:
             codes, matrix = by_geoid(read[name], level)
@@ -265,7 +264,7 @@ def test_a_census_of_more_than_a_billion_cells_tabulates_and_reconstructs(wide_c
         )
         .with_columns(area=pl.col("place").str.slice(0, 1))
     )
-    counts = tabulate_records(census_records(census, frame))
+    counts = tabulate(census_records(census, frame))
     places, matrix = by_geoid(counts["A"], "place")
     assert matrix.shape == (len(places), 100) and matrix.sum() == 500
     expected = np.zeros((len(places), 100), dtype=np.int64)
@@ -317,8 +316,8 @@ def test_a_census_document_round_trips_with_its_digest(toyland):
         assert (again.table(name).query != table.query).nnz == 0
         assert again.table(name).cell_labels == table.cell_labels
     records = read_records(again, TOYLAND / "persons.csv")
-    first = tabulate_records(read_records(census, TOYLAND / "persons.csv"))
-    for name, counts in tabulate_records(records).items():
+    first = tabulate(read_records(census, TOYLAND / "persons.csv"))
+    for name, counts in tabulate(records).items():
         for level, (_, matrix) in counts.counts.items():
             assert (matrix != first[name].counts[level][1]).nnz == 0
     # any change to the declaration is another census
@@ -335,7 +334,7 @@ def test_a_declared_census_is_released_written_and_read_back_with_its_census(tmp
     census = load_census(TOYLAND / "census.toml")
     records = read_records(census, TOYLAND / "persons.csv")
     exact = exact_release(records)
-    truth = tabulate_records(records)
+    truth = tabulate(records)
     for name, counts in truth.items():
         for level, (_, matrix) in counts.counts.items():
             assert (exact.table(name).matrix(level) != matrix).nnz == 0
@@ -579,7 +578,7 @@ def test_a_declared_census_is_suppressed_by_its_total_table(complementary, toyla
     census = load_census(TOYLAND / "census.toml")
     records = read_records(census, TOYLAND / "persons.csv")
     release = api.protect(records, "suppress", seed=1, complementary=complementary)
-    persons = tabulate_records(records)["T1"].counts["village"][1].toarray()[:, 0]
+    persons = tabulate(records)["T1"].counts["village"][1].toarray()[:, 0]
     t1 = release.table("T1")
     hidden = t1.suppressed("village").toarray()[:, 0]
     # the minimum-population rule reads each village's persons from T1, the total

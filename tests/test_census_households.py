@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 
 from sdclab.core.census.declare import load_census
-from sdclab.core.census.records import read_records, tabulate_records
+from sdclab.core.census.records import read_records
 from sdclab.core.errors import InputError
+from sdclab.core.tables.tabulate import tabulate
 from sdclab.pipeline import api
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
@@ -23,7 +24,7 @@ def test_household_attributes_are_read_once_per_household_and_tabulated(with_ten
     persons = pl.read_csv(with_tenure / "persons.csv", infer_schema=False)
     households = persons.unique("household_id", keep="first")
     assert records.n_households == households.height
-    counts = tabulate_records(records)["T5"]
+    counts = tabulate(records)["T5"]
     villages = counts.geoids["village"].to_list()
     matrix = counts.counts["village"][1].toarray()
     truth = households.group_by("village", "tenure").len()

@@ -12,8 +12,9 @@ import polars as pl
 import pytest
 
 from sdclab.censuses import census_named
-from sdclab.core.census.records import CensusRecords, read_records, tabulate_records
+from sdclab.core.census.records import CensusRecords, read_records
 from sdclab.core.errors import InputError
+from sdclab.core.tables.tabulate import tabulate
 
 TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
 
@@ -35,7 +36,7 @@ def same_records(read: CensusRecords, expected: CensusRecords) -> None:
     assert read.households is not None and expected.households is not None
     assert np.array_equal(read.households, expected.households)
     assert read.digest == expected.digest
-    counts, truth = tabulate_records(read), tabulate_records(expected)
+    counts, truth = tabulate(read), tabulate(expected)
     for table, counted in truth.items():
         for level, (_, matrix) in counted.counts.items():
             assert (counts[table].counts[level][1] != matrix).nnz == 0, (table, level)

@@ -10,7 +10,7 @@ builds the product of every attribute or loops over records.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -27,7 +27,6 @@ from sdclab.core.digest import frames_digest
 from sdclab.core.errors import InputError
 from sdclab.core.geography import Geography
 from sdclab.core.tables.definition import TableDef
-from sdclab.core.tables.tabulate import TableCounts, tabulate
 
 
 @dataclass(frozen=True)
@@ -396,13 +395,6 @@ def _units_from_columns(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) ->
         above_index = index
     assert above_index is not None
     return codes, parents, above_index
-
-
-def tabulate_records(
-    records: CensusRecords, names: Sequence[str] | None = None
-) -> dict[str, TableCounts]:
-    """Every table (or those ``names``) at each of its levels, counted from the records."""
-    return tabulate(records, names)
 
 
 def geography_frame(geography: DeclaredGeography) -> pl.DataFrame:
