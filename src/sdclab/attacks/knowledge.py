@@ -111,9 +111,9 @@ def measured_query(name: str, census: Census | None = None) -> MeasuredQuery:
     """The projection of the measured query ``product:query`` onto the reconstruction's domain
     of ``census`` (default: the US 2010 census, whose products are named ``dhc`` and ``pl94``;
     a declared census's product is named after the census)."""
-    from sdclab.censuses import is_built_in
+    from sdclab.censuses import is_us2010
 
-    if census is None or is_built_in(census):
+    if census is None or is_us2010(census):
         return _us_measured_query(name)
     return _declared_measured_query(name, census)
 
@@ -182,14 +182,14 @@ def measured_queries(release: Release, level: str) -> tuple[str, ...]:
     """The measured queries the release publishes at ``level`` (none without measurements, nor
     for a declared census whose reconstruction solves for an attribute outside TopDown's
     histogram: no measured cell then counts the persons of a set of reconstruction cells)."""
-    from sdclab.censuses import is_built_in
+    from sdclab.censuses import is_us2010
     from sdclab.protection.topdown import MEASUREMENTS_ARTIFACT, declared_product
 
     frame = release.artifacts.get(MEASUREMENTS_ARTIFACT)
     if frame is None or frame.height == 0:  # only TopDown declares this artifact
         return ()
     census = release.census
-    if is_built_in(census):
+    if is_us2010(census):
         product = release.parameters.get("product", "dhc")
     else:
         product = census.name

@@ -60,7 +60,7 @@ from sdclab.attacks.reconstruction_files import (
     WRITTEN_AS,
     Reconstruction,
 )
-from sdclab.censuses import is_built_in
+from sdclab.censuses import is_us2010
 from sdclab.censuses.us2010.catalog import CATALOG, PERSON_TABLES
 from sdclab.core.arrays import BoolArray, FloatArray, IntArray
 from sdclab.core.census.model import Census
@@ -675,7 +675,7 @@ def reconstruct(
     persons = records_frame(block, cell, known, release)
     if confidence is not None:
         persons = persons.with_columns(confidence=pl.Series(confidence, dtype=pl.Float64))
-    declared = None if is_built_in(census) else census
+    declared = None if is_us2010(census) else census
     return Reconstruction(persons, tract_frame(results, release), known.summary(), cell, declared)
 
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from sdclab.censuses import is_built_in
+from sdclab.censuses import is_us2010
 from sdclab.censuses.us2010 import schema
 from sdclab.core.arrays import IntArray
 from sdclab.core.census.document import from_document, to_document
@@ -84,8 +84,8 @@ class Reconstruction:
 
 
 def census_named_by(census: Census | None) -> dict[str, str] | None:
-    """How metadata name a declared census (None: a built-in one, which needs no naming)."""
-    if census is None or is_built_in(census):
+    """How metadata name a declared census (None: the US 2010 census, which needs no naming)."""
+    if census is None or is_us2010(census):
         return None
     return {"name": census.name, "digest": census.digest}
 
@@ -122,7 +122,7 @@ def write_reconstruction(
     """RECON/persons.parquet, tracts.parquet, [solvar.parquet], metrics.json — atomically; a
     reconstruction of a declared census also carries the census (census.json, as a release
     does) and names it in metrics.json, so that it can be read without its release."""
-    declared = census is not None and not is_built_in(census)
+    declared = census is not None and not is_us2010(census)
     with output_directory(out, RECONSTRUCTION_KIND, protect) as tmp:
         write_parquet(reconstruction.persons, tmp / "persons.parquet")
         write_parquet(reconstruction.tracts, tmp / "tracts.parquet")

@@ -19,9 +19,10 @@ BUILT_IN: dict[str, Callable[[], Census]] = {}
 
 
 def _register() -> None:
-    from sdclab.censuses import us2010
+    from sdclab.censuses import eu2021, us2010
 
     BUILT_IN[us2010.NAME] = us2010.census
+    BUILT_IN[eu2021.NAME] = eu2021.census
 
 
 _register()
@@ -46,6 +47,15 @@ def census_named(name_or_file: str | Path) -> Census:
 def is_built_in(census: Census) -> bool:
     """Whether ``census`` is a built-in census (what names it suffices to find it)."""
     return census.name in BUILT_IN and BUILT_IN[census.name]() is census
+
+
+def is_us2010(census: Census) -> bool:
+    """Whether ``census`` is the US 2010 census: its FIPS geography, SF1 catalogue and the
+    products, files and analyses made for them; every other census, built in or declared in
+    files, is read and protected through its declaration."""
+    from sdclab.censuses import us2010
+
+    return census is us2010.census()
 
 
 def _reduce(census: Census) -> tuple[Any, ...]:

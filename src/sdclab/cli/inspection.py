@@ -181,7 +181,12 @@ app.add_typer(census_app, name="census")
 @census_app.command("show")
 @reports_input_errors
 def show_census(
-    census: Annotated[str, typer.Argument(help="A built-in census (us2010) or a census file.")],
+    census: Annotated[
+        str,
+        typer.Argument(
+            help="A built-in census (us2010, eu2021) or a census file.",
+        ),
+    ],
 ) -> None:
     """Print a census: its attributes and breakdowns, geographies, tables and attack settings."""
     from sdclab.censuses import census_named

@@ -231,10 +231,10 @@ def reconstruct(
 
 
 def _check_variability(release: Release, variability: bool) -> None:
-    """Refuse solution variability where it is not measured: on a census not built in."""
-    from sdclab.censuses import is_built_in
+    """Refuse solution variability where it is not measured: on a census not the US one."""
+    from sdclab.censuses import is_us2010
 
-    if variability and not is_built_in(release.census):
+    if variability and not is_us2010(release.census):
         raise InputError(
             "variability: solution variability is measured on the US census's blocks so far, not "
             f"on census {release.census.name}'s geounits"

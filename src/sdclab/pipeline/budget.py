@@ -34,10 +34,10 @@ def _parsed(
     """The mechanism and its parameters from ``settings`` for ``census`` (default: the US 2010
     census), through its own parser (a problem is one InputError in words)."""
     from sdclab import protection
-    from sdclab.censuses import is_built_in
+    from sdclab.censuses import is_us2010
 
     entry = protection.get(mechanism)
-    if census is not None and not entry.any_census and not is_built_in(census):
+    if census is not None and not entry.any_census and not is_us2010(census):
         raise InputError(
             f"mechanism {mechanism}: its budget is for the US 2010 census's tables, not census "
             f"{census.name}'s"

@@ -403,9 +403,9 @@ class Mechanism(Generic[P]):
 
     def refuses(self, census: Census) -> str | None:
         """Why it cannot protect ``census``, in one line (None: it can)."""
-        from sdclab.censuses import is_built_in
+        from sdclab.censuses import is_us2010
 
-        if self.any_census or is_built_in(census):
+        if self.any_census or is_us2010(census):
             return None
         return (
             f"mechanism {self.name} protects the US 2010 census's tables only so far, not "

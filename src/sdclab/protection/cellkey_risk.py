@@ -533,9 +533,9 @@ def ckm_risk(
 def risk_analysis(release: Release, truth: Population | None) -> dict[str, Any]:
     """The cell key method's own risk analyses of a release (:func:`ckm_risk`): on the US
     census's tables (its targets are P1, P8, P12 and P14)."""
-    from sdclab.censuses import is_built_in
+    from sdclab.censuses import is_us2010
 
-    if not is_built_in(release.census):
+    if not is_us2010(release.census):
         raise InputError(
             f"the cell key risk analysis reads the US census's tables (P1, P8, P12, P14), not "
             f"census {release.census.name}'s"

@@ -501,6 +501,6 @@ def query_noise(p: GeometricParameters, table: str | None, level: str) -> Laplac
 
 def _table_kind(census: Census) -> str:
     """ "catalogue table" (the US census's) or "table of census NAME"."""
-    from sdclab.censuses import is_built_in
+    from sdclab.censuses import is_us2010
 
-    return "catalogue table" if is_built_in(census) else f"table of census {census.name}"
+    return "catalogue table" if is_us2010(census) else f"table of census {census.name}"

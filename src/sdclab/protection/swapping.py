@@ -29,7 +29,7 @@ import numpy.typing as npt
 import polars as pl
 from pydantic import Field, ValidationInfo, model_validator
 
-from sdclab.censuses import is_built_in
+from sdclab.censuses import is_us2010
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.population import Population
 from sdclab.core import accounting, cell_model, noise
@@ -664,7 +664,7 @@ def _swap_entry(name: str, summary: str, preset: dict[str, str]) -> Mechanism[Sw
         def _defaults(cls, data: dict, info: ValidationInfo) -> dict:
             census = (info.context or {}).get("census")
             chosen = (
-                preset if census is None or is_built_in(census) else declared_preset(name, census)
+                preset if census is None or is_us2010(census) else declared_preset(name, census)
             )
             return {**chosen, **data} if isinstance(data, dict) else data
 

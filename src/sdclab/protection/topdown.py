@@ -26,7 +26,7 @@ import polars as pl
 import scipy.sparse as sp
 from pydantic import Field, model_validator
 
-from sdclab.censuses import is_built_in
+from sdclab.censuses import is_us2010
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.geography import LEVELS, FipsGeography, geoid_strings
 from sdclab.censuses.us2010.population import Population
@@ -106,7 +106,7 @@ class TopDownParameters(WorkloadParameters):
     def product_of(self) -> Product:
         """The product measured: ``product`` for the US census, a declared census's own (its
         workload's tables measured)."""
-        if is_built_in(self.census):
+        if is_us2010(self.census):
             return PRODUCTS[self.product]
         workload = None if self.tables is None else tuple(self.workload_names())
         return declared_product(self.census, workload)

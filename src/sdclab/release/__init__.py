@@ -5,7 +5,7 @@ release.json            mechanism, parameters, specification card, tables (with 
                         randomness, format version, input digest
 geography.parquet       the published blocks (every block with a housing unit or facility); for
                         a declared census, every bottom unit with its geocode at each level
-census.json             a declared census's document (not for a built-in census, which
+census.json             the census's document (not for the US 2010 census, which
                         release.json names with its digest)
 tables/<TABLE>.parquet  long form: level, geoid, cell, count (rows absent = 0; null = suppressed)
 microdata/persons.parquet, units.parquet   only for mechanisms that output microdata

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from sdclab.censuses import is_built_in
+from sdclab.censuses import is_us2010
 from sdclab.censuses.us2010.geography import GEOID_LENGTH, FipsGeography
 from sdclab.core.accounting import SpecCard
 from sdclab.core.census.records import geography_from_frame
@@ -85,7 +85,7 @@ def _read_content(path: Path, meta: dict[str, Any], mechanisms: Mechanisms) -> R
         )
     artifacts = _read_artifacts(path, meta, geography, mechanism)
     read = [path / GEOGRAPHY_FILE, *(path / "tables" / f"{name}.parquet" for name in tables)]
-    read += [] if is_built_in(census) else [path / CENSUS_FILE]
+    read += [] if is_us2010(census) else [path / CENSUS_FILE]
     read += [path / artifact_file(name) for name in artifacts]
     if microdata is not None:
         read += [path / "microdata" / "persons.parquet", path / "microdata" / "units.parquet"]
@@ -157,7 +157,7 @@ def _read_artifacts(
 
 def _read_geography(file: Path, census: Census) -> Geography:
     frame = read_input_parquet(file)
-    if not is_built_in(census):
+    if not is_us2010(census):
         return geography_from_frame(census.geography, frame, str(file))
     if frame.columns != ["block"] or frame.schema["block"] != pl.String:
         raise InputError(f"{file}: expected one string column 'block'")

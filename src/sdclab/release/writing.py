@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from sdclab.censuses import is_built_in
+from sdclab.censuses import is_us2010
 from sdclab.core.census.document import to_document
 from sdclab.core.census.records import DeclaredGeography, geography_frame
 from sdclab.core.fileio import json_safe, output_directory, write_json, write_parquet
@@ -34,7 +34,7 @@ def write_release(
         for name, table in release.tables.items():
             write_parquet(table.frame(labels=False), tmp / "tables" / f"{name}.parquet")
         write_parquet(_geography_frame(release.geography), tmp / GEOGRAPHY_FILE)
-        if not is_built_in(release.census):
+        if not is_us2010(release.census):
             write_json(to_document(release.census), tmp / CENSUS_FILE)
         if release.microdata is not None:
             (tmp / "microdata").mkdir()
