@@ -1,0 +1,182 @@
+"""Traits of the European generator's persons that follow from their age and where they live:
+birthplace and citizenship, residence a year before, activity status, education and the size of
+their locality.
+
+Birthplace is drawn per *origin unit*: a family household shares one (its children mostly born in
+the country), persons in institutions, shared flats or homeless draw their own. The foreign-born
+share differs strongly by NUTS 2 region (the capital's high, a rural region's near zero) and
+grows with the LAU's size within a region."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sdclab.censuses.eu2021.synth_draws import bernoulli, sample_pmf, sample_rows
+from sdclab.censuses.eu2021.synth_households import (
+    CHILD,
+    PARTNER,
+    SHARED_ORIGIN_TYPES,
+    People,
+)
+from sdclab.core.arrays import FloatArray, IntArray
+
+CAPITAL_FOREIGN_SHARE = 0.30
+"""Foreign-born share of the capital's NUTS 2 region (chosen for illustration; EU capital regions
+such as Brussels or Vienna have a third or more)."""
+RURAL_FOREIGN_SHARE = 0.005
+"""Foreign-born share of the last NUTS 2 region, a rural one (chosen for illustration)."""
+REGION_FOREIGN_MEDIAN = 0.07
+REGION_FOREIGN_LOG_SD = 0.8
+REGION_FOREIGN_RANGE = (0.002, 0.25)
+"""The other regions' foreign-born shares: lognormal around 7%, clipped (chosen for
+illustration)."""
+SIZE_ELASTICITY = 0.25
+"""Within a region, an LAU's foreign-born share grows as its population to this power (larger
+towns attract more migrants; chosen for illustration); the region's share is kept."""
+MAX_LAU_FOREIGN_SHARE = 0.8
+ORIGINS = ("EU", "EUR", "AFR", "ASI", "AME", "OCE")
+ORIGIN_PMF = (0.38, 0.14, 0.18, 0.18, 0.11, 0.01)
+"""Birthplace of the foreign-born by continent (chosen for illustration)."""
+MIXED_COUPLE_SHARE = 0.2
+"""Share of foreign-born persons' partners born in the country (chosen for illustration)."""
+CHILD_BORN_HERE_SHARE = 0.6
+"""Share of foreign-born parents' children born in the country (chosen for illustration)."""
+NATURALISED_SHARE = 0.35
+"""Share of the foreign-born holding the country's citizenship (chosen for illustration)."""
+CHILD_FOREIGN_CITIZEN_SHARE = 0.5
+"""Share of children born in the country to foreign-born parents who hold their parents'
+citizenship, not the country's (chosen for illustration)."""
+STATELESS_SHARE = 0.01
+"""Share of non-naturalised persons born outside the EU who are stateless (chosen for
+illustration; rare)."""
+
+MOVES = ("SAME", "WITHIN", "ABROAD")
+MOVE_PMF_NATIVE = (0.897, 0.10, 0.003)
+MOVE_PMF_FOREIGN = (0.78, 0.14, 0.08)
+"""Residence a year before of an origin unit born in the country and abroad (chosen for
+illustration: about 10% of persons moved within the country and 1% from abroad in a year)."""
+
+CAS = ("EMP", "UNE", "MIN", "PEN", "STU", "OTH")
+CAS_AGE_EDGES = (15, 25, 65)
+CAS_BY_AGE = np.array(
+    [
+        [0.00, 0.00, 1.0, 0.00, 0.00, 0.00],  # under 15: below the minimum age
+        [0.30, 0.06, 0.0, 0.00, 0.60, 0.04],  # 15-24: mostly students
+        [0.74, 0.06, 0.0, 0.05, 0.03, 0.12],  # 25-64: mostly employed
+        [0.05, 0.00, 0.0, 0.90, 0.00, 0.05],  # 65+: mostly pensioners
+    ]
+)
+"""Current activity status by age band (chosen for illustration)."""
+
+EDU = ("ED0", "ED1", "ED2", "ED3", "ED4", "ED5", "ED6", "ED7", "ED8", "NAP")
+EDU_AGE_EDGES = (15, 20, 25, 35, 50, 65)
+EDU_BY_AGE = np.array(
+    [
+        [0.00, 0.00, 0.00, 0.00, 0.00, 0.00, 0.00, 0.00, 0.00, 1.0],  # under 15
+        [0.00, 0.05, 0.60, 0.35, 0.00, 0.00, 0.00, 0.00, 0.00, 0.0],  # 15-19
+        [0.00, 0.00, 0.15, 0.55, 0.05, 0.05, 0.18, 0.02, 0.00, 0.0],  # 20-24
+        [0.00, 0.02, 0.13, 0.40, 0.05, 0.05, 0.18, 0.15, 0.02, 0.0],  # 25-34
+        [0.01, 0.04, 0.16, 0.42, 0.05, 0.05, 0.13, 0.12, 0.02, 0.0],  # 35-49
+        [0.01, 0.08, 0.22, 0.43, 0.04, 0.04, 0.09, 0.08, 0.01, 0.0],  # 50-64
+        [0.03, 0.17, 0.27, 0.36, 0.03, 0.03, 0.05, 0.05, 0.01, 0.0],  # 65+
+    ]
+)
+"""Educational attainment (ISCED 2011 levels) by age band: older cohorts lower (chosen for
+illustration)."""
+
+LOC = (
+    "GE1000000", "500000-999999", "200000-499999", "100000-199999", "50000-99999",
+    "20000-49999", "10000-19999", "5000-9999", "2000-4999", "1000-1999", "500-999", "LT500",
+)  # fmt: skip
+LOC_LOWER_BOUNDS = (1_000_000, 500_000, 200_000, 100_000, 50_000, 20_000, 10_000, 5_000, 2_000,
+    1_000, 500)  # fmt: skip
+"""The census's locality size bands and their lower bounds (the last band, LT500, has none)."""
+
+
+def region_foreign_shares(rng: np.random.Generator, n_regions: int) -> FloatArray:
+    """Each NUTS 2 region's foreign-born share: the capital's (region 0) high, the last
+    region's near zero, the others lognormal."""
+    low, high = REGION_FOREIGN_RANGE
+    share = REGION_FOREIGN_MEDIAN * rng.lognormal(0.0, REGION_FOREIGN_LOG_SD, size=n_regions)
+    share = np.clip(share, low, high)
+    if n_regions > 1:
+        share[-1] = RURAL_FOREIGN_SHARE
+    share[0] = CAPITAL_FOREIGN_SHARE
+    return share
+
+
+def lau_foreign_shares(region_share: FloatArray, region: IntArray, persons: IntArray) -> FloatArray:
+    """Each LAU's foreign-born share: its region's, tilted towards the larger LAUs so that the
+    region's person-weighted share stays as it was."""
+    tilt = np.maximum(persons, 1).astype(np.float64) ** SIZE_ELASTICITY
+    weighted = np.bincount(region, weights=tilt * persons) / np.bincount(region, weights=persons)
+    share = region_share[region] * tilt / weighted[region]
+    return np.asarray(np.clip(share, 0.0, MAX_LAU_FOREIGN_SHARE), dtype=np.float64)
+
+
+def origin_units(people: People) -> IntArray:
+    """Each person's origin unit: the household for families and persons living alone, the
+    person for residents of institutions, shared flats and the homeless."""
+    shared = np.isin(people.kind, SHARED_ORIGIN_TYPES)
+    own = people.household.max(initial=-1) + 1 + np.arange(len(people.kind))
+    unit = np.where(shared, people.household, own)
+    return np.unique(unit, return_inverse=True)[1].astype(np.int64)  # numbered 0, 1, ...
+
+
+def birthplace_and_citizenship(
+    rng: np.random.Generator, people: People, unit: IntArray, foreign_share: FloatArray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """POB and COC codes, and whether each person's origin unit is foreign-born.
+
+    ``foreign_share`` is the foreign-born share of each person's LAU."""
+    n_units, n = int(unit.max(initial=-1)) + 1, len(unit)
+    first = np.full(n_units, n, dtype=np.int64)
+    np.minimum.at(first, unit, np.arange(n))
+    unit_foreign = bernoulli(rng, foreign_share[first], n_units)
+    unit_origin = np.asarray(ORIGINS)[sample_pmf(rng, ORIGIN_PMF, n_units)]
+    foreign, origin = unit_foreign[unit], unit_origin[unit]
+    born_here = np.select(
+        [people.role == PARTNER, people.role == CHILD],
+        [bernoulli(rng, MIXED_COUPLE_SHARE, n), bernoulli(rng, CHILD_BORN_HERE_SHARE, n)],
+        False,
+    )
+    pob = np.where(foreign & ~born_here, origin, "NAT")
+    naturalised = bernoulli(rng, NATURALISED_SHARE, n)
+    stateless = bernoulli(rng, STATELESS_SHARE, n) & (origin != "EU")
+    keeps_parents = foreign & born_here & (people.role == CHILD)
+    keeps_parents &= bernoulli(rng, CHILD_FOREIGN_CITIZEN_SHARE, n)
+    coc = np.select(
+        [pob == "NAT", naturalised, stateless],
+        [np.where(keeps_parents, origin, "NAT"), "NAT", "STL"],
+        pob,
+    )
+    return pob, coc, foreign
+
+
+def residence_a_year_before(
+    rng: np.random.Generator, age: IntArray, unit: IntArray, foreign: np.ndarray
+) -> np.ndarray:
+    """ROY codes: one move per origin unit (a family moves together), more often from abroad
+    for the foreign-born; not applicable under one year."""
+    n_units = int(unit.max(initial=-1)) + 1
+    native = np.asarray(MOVES)[sample_pmf(rng, MOVE_PMF_NATIVE, n_units)][unit]
+    abroad = np.asarray(MOVES)[sample_pmf(rng, MOVE_PMF_FOREIGN, n_units)][unit]
+    return np.where(age < 1, "NAP", np.where(foreign, abroad, native))
+
+
+def by_age_band(
+    rng: np.random.Generator,
+    age: IntArray,
+    edges: tuple[int, ...],
+    table: FloatArray,
+    codes: tuple[str, ...],
+) -> np.ndarray:
+    """Codes drawn from the row of ``table`` for each person's age band."""
+    band = np.searchsorted(np.asarray(edges), age, side="right").astype(np.int64)
+    return np.asarray(codes)[sample_rows(rng, table, band)]
+
+
+def locality_size(persons: IntArray) -> np.ndarray:
+    """LOC code of each LAU from its population."""
+    band = (persons[:, None] < np.asarray(LOC_LOWER_BOUNDS)[None, :]).sum(axis=1)
+    return np.asarray(LOC)[band]
