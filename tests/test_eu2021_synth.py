@@ -188,10 +188,11 @@ def test_activity_education_and_moves_follow_age(frame: pl.DataFrame) -> None:
 
 
 FOREIGN_RATIO = 10.0
-"""The capital region's foreign-born share is set to CAPITAL_FOREIGN_SHARE (0.30) and a rural
-region's to RURAL_FOREIGN_SHARE (0.005): 60 times as high. A NUTS 2 region of ~20,000 persons in
-households of ~2.3 persons sharing a birthplace has a sampling sd of a few tenths of a point on
-the rural share, so the realised ratio stays far above a sixth of the design's: 10."""
+"""Derived from the design: the capital region's share of foreign-origin households is
+CAPITAL_FOREIGN_SHARE (0.30), a rural region's RURAL_FOREIGN_SHARE (0.005), 60 times less (the
+persons' foreign-born shares are both about four fifths of these). A rural NUTS 2 region of
+~20,000 persons has ~8,700 households, ~44 of foreign origin (sd ~7): its share is 0.4% ± 0.1
+point, and three sds up (0.7%) the capital's ~24% is still over 30 times it. 10 leaves room."""
 
 
 def test_foreign_born_share_differs_strongly_across_nuts2(frame: pl.DataFrame) -> None:

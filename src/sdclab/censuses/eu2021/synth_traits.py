@@ -21,19 +21,22 @@ from sdclab.censuses.eu2021.synth_households import (
 from sdclab.core.arrays import FloatArray, IntArray
 
 CAPITAL_FOREIGN_SHARE = 0.30
-"""Foreign-born share of the capital's NUTS 2 region (chosen for illustration; EU capital regions
-such as Brussels or Vienna have a third or more)."""
+"""Share of foreign-origin units in the capital's NUTS 2 region (chosen for illustration). Some
+partners and most children in a foreign-origin household are born in the country, so the
+persons' foreign-born share is about four fifths of a region's share (0.24 here)."""
 RURAL_FOREIGN_SHARE = 0.005
-"""Foreign-born share of the last NUTS 2 region, a rural one (chosen for illustration)."""
+"""Share of foreign-origin units in the last NUTS 2 region, a rural one (chosen for
+illustration)."""
 REGION_FOREIGN_MEDIAN = 0.07
 REGION_FOREIGN_LOG_SD = 0.8
 REGION_FOREIGN_RANGE = (0.002, 0.25)
-"""The other regions' foreign-born shares: lognormal around 7%, clipped (chosen for
+"""The other regions' shares of foreign-origin units: lognormal around 7%, clipped (chosen for
 illustration)."""
 SIZE_ELASTICITY = 0.25
-"""Within a region, an LAU's foreign-born share grows as its population to this power (larger
-towns attract more migrants; chosen for illustration); the region's share is kept."""
+"""Within a region, an LAU's share of foreign-origin units grows as its population to this power
+(larger towns attract more migrants; chosen for illustration); the region's share is kept."""
 MAX_LAU_FOREIGN_SHARE = 0.8
+"""No LAU has more foreign-origin units than this share."""
 ORIGINS = ("EU", "EUR", "AFR", "ASI", "AME", "OCE")
 ORIGIN_PMF = (0.38, 0.14, 0.18, 0.18, 0.11, 0.01)
 """Birthplace of the foreign-born by continent (chosen for illustration)."""
@@ -94,8 +97,8 @@ LOC_LOWER_BOUNDS = (1_000_000, 500_000, 200_000, 100_000, 50_000, 20_000, 10_000
 
 
 def region_foreign_shares(rng: np.random.Generator, n_regions: int) -> FloatArray:
-    """Each NUTS 2 region's foreign-born share: the capital's (region 0) high, the last
-    region's near zero, the others lognormal."""
+    """Each NUTS 2 region's share of foreign-origin units: the capital's (region 0) high, the
+    last region's near zero, the others lognormal."""
     low, high = REGION_FOREIGN_RANGE
     share = REGION_FOREIGN_MEDIAN * rng.lognormal(0.0, REGION_FOREIGN_LOG_SD, size=n_regions)
     share = np.clip(share, low, high)
@@ -106,8 +109,8 @@ def region_foreign_shares(rng: np.random.Generator, n_regions: int) -> FloatArra
 
 
 def lau_foreign_shares(region_share: FloatArray, region: IntArray, persons: IntArray) -> FloatArray:
-    """Each LAU's foreign-born share: its region's, tilted towards the larger LAUs so that the
-    region's person-weighted share stays as it was."""
+    """Each LAU's share of foreign-origin units: its region's, tilted towards the larger LAUs so
+    that the region's person-weighted share stays as it was."""
     tilt = np.maximum(persons, 1).astype(np.float64) ** SIZE_ELASTICITY
     weighted = np.bincount(region, weights=tilt * persons) / np.bincount(region, weights=persons)
     share = region_share[region] * tilt / weighted[region]
@@ -128,7 +131,8 @@ def birthplace_and_citizenship(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """POB and COC codes, and whether each person's origin unit is foreign-born.
 
-    ``foreign_share`` is the foreign-born share of each person's LAU."""
+    ``foreign_share`` is the share of foreign-origin units in each person's LAU: a foreign-origin
+    unit's members are born abroad, except some partners and most children."""
     n_units, n = int(unit.max(initial=-1)) + 1, len(unit)
     first = np.full(n_units, n, dtype=np.int64)
     np.minimum.at(first, unit, np.arange(n))
