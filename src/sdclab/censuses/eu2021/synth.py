@@ -147,10 +147,9 @@ def _frame(columns: dict[str, Any], people: People, geography: Geography) -> pl.
     width = len(str(len(rows)))
     return frame.with_columns(
         person_id=pl.format("P{}", pl.int_range(1, len(rows) + 1).cast(pl.String).str.zfill(width)),
-        household_id=pl.lit(household[rows] + 1)
-        .cast(pl.String)
-        .str.zfill(width)
-        .map_batches(lambda s: "H" + s),
+        household_id=pl.format(
+            "H{}", pl.Series(household[rows] + 1).cast(pl.String).str.zfill(width)
+        ),
         grid10km=ten,
         grid1km=one,
     ).select(pl.col(c).cast(pl.String) for c in COLUMNS)
