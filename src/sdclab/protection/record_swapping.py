@@ -6,7 +6,10 @@ Its settings extend the declared census's targeted swapping (:mod:`.swapping_dec
 highest level where it is), ``k_anonymity`` (at risk: a member's combination seen fewer than k
 times there), ``similar`` (an ordered similarity profile a donor shares, its last variable
 dropped while no donor is found) and ``carry_along`` (household attributes of the place,
-exchanged with the units). When none is given, the declared swap draws as before.
+exchanged with the units). Selection is recordSwap's: every household at risk is swapped,
+whatever the rate, and the rest of each bottom unit's share of the rate is drawn with
+probability proportional to risk (:func:`pair_records`). When none is given, the declared swap
+draws as before.
 """
 
 from __future__ import annotations
@@ -177,7 +180,7 @@ class RecordCandidates:
     risk: FloatArray
     """the household's largest member risk over the levels (1 / count)"""
     high: BoolArray
-    """at risk at some level: swapped first"""
+    """at risk at some level: swapped whatever the rate"""
     level: IntArray
     """index into ``units`` of the level the household swaps across"""
     units: tuple[IntArray, ...]
