@@ -152,21 +152,27 @@ def test_every_household_at_risk_is_swapped_before_any_other(toyland):
         moved = np.zeros(n, dtype=bool)
         moved[np.concatenate([initiators, donors])] = True
         assert moved[high].all()
-    # more risky households than pairs: only risky households initiate
-    many = parse(toyland, rate="0.1", risk_variables="age", k_anonymity="3")
-    chosen = declared_settings(many)
-    assert chosen.record_swap is not None
-    found = record_candidates(
+
+
+def test_every_household_at_risk_is_swapped_even_beyond_the_rate(toyland):
+    """recordSwap swaps every risky household that finds a donor; the rate does not cap them
+    (11 at risk here, against round(0.05 · 117 / 2) = 3 pairs asked)."""
+    params = parse(
         toyland,
-        chosen.record_swap,
-        chosen.risk_variables,
-        "district",
-        many,
-        np.random.default_rng(1),
+        rate="0.05",
+        risk_variables="country_of_birth",
+        risk_levels="district,village",
+        k_anonymity="3",
+        matching_level="region",
+        similar="tenure,size",
     )
-    assert found.high.sum() > round(0.1 * n / 2)
-    initiators, _ = pair_records(found, many, np.random.default_rng(1))
-    assert len(initiators) == round(0.1 * n / 2) and found.high[initiators].all()
+    target = round(0.05 * toyland.n_households / 2)
+    for seed in range(5):
+        found = swap_population(toyland, params, np.random.default_rng(seed)).diagnostics
+        assert found["high_risk_households"] > 2 * target
+        assert found["high_risk_swapped"] == found["high_risk_households"]
+        assert found["high_risk_without_donor"] == 0
+        assert found["pairs"] > target and found["achieved_swap_rate"] > 0.05
 
 
 def hand_made(tmp_path: Path, with_exact_donor: bool) -> CensusRecords:
@@ -313,3 +319,25 @@ def test_without_the_new_settings_the_declared_swap_is_unchanged(toyland):
     plain = api.protect(toyland, "swap", seed=3, rate="0.2")
     assert not {"risk_levels", "k_anonymity", "similar", "carry_along"} & set(plain.parameters)
     assert declared_settings(parse(toyland, rate="0.2")).record_swap is None
+
+
+def test_the_card_says_the_share_may_exceed_the_rate_and_there_is_no_formal_guarantee(toyland):
+    trs = api.protect(toyland, "swap", seed=2, rate="0.05", k_anonymity="2")
+    plain = api.protect(toyland, "swap", seed=2, rate="0.05")
+    said = " ".join(trs.card.caveats)
+    assert "may exceed the rate" in said and "every household at risk" in said
+    assert "no formal (differential privacy) guarantee" in said
+    assert trs.card.guarantee.measure == "none"
+    assert not any("may exceed" in c for c in plain.card.caveats)
+    found = swap_population(
+        toyland, parse(toyland, rate="0.05", k_anonymity="2"), np.random.default_rng(2)
+    )
+    assert {"high_risk_swapped", "high_risk_without_donor"} <= set(found.diagnostics)
+    # 95 at risk, region-unique ones among them: some find no donor across their region
+    hierarchy = parse(toyland, rate="0.05", risk_levels="region,district,village", k_anonymity="2")
+    fared = swap_population(toyland, hierarchy, np.random.default_rng(4)).diagnostics
+    at_risk = fared["high_risk_households"]
+    assert fared["high_risk_without_donor"] > 0
+    assert fared["high_risk_swapped"] + fared["high_risk_without_donor"] == at_risk
+    assert fared["high_risk_swapped"] == round(fared["swap_rate_high_risk"] * at_risk)
+    assert "high_risk_swapped" not in trs.notes

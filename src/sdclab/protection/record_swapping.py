@@ -6,11 +6,15 @@ Its settings extend the declared census's targeted swapping (:mod:`.swapping_dec
 highest level where it is), ``k_anonymity`` (at risk: a member's combination seen fewer than k
 times there), ``similar`` (an ordered similarity profile a donor shares, its last variable
 dropped while no donor is found) and ``carry_along`` (household attributes of the place,
-exchanged with the units). When none is given, the declared swap draws as before.
+exchanged with the units). Selection is recordSwap's: every household at risk is swapped,
+whatever the rate, and the rest of each bottom unit's share of the rate is drawn with
+probability proportional to risk (:func:`pair_records`). When none is given, the declared swap
+draws as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
@@ -155,8 +159,10 @@ def record_swap_caveats(chosen: RecordSwap, declared: Any, params: Any) -> tuple
     return (
         f"targeted record swapping: a person's risk is 1 / (persons in their unit sharing their "
         f"{', '.join(declared.risk_variables) or 'unit alone'}), counted in each "
-        f"{', '.join(chosen.levels)}; a household is at risk at a level with {rule}, and "
-        "households at risk somewhere are swapped first",
+        f"{', '.join(chosen.levels)}; a household is at risk at a level with {rule}; every "
+        "household at risk somewhere is swapped, whatever the rate; each bottom unit's share of "
+        "the rate left over is filled with its households drawn with probability proportional "
+        "to their risk",
         f"each selected household {where}; the donor shares the similarity profile {profile}, "
         "or while none is found the profile without its last variable, down to its first alone",
         *(
@@ -174,7 +180,7 @@ class RecordCandidates:
     risk: FloatArray
     """the household's largest member risk over the levels (1 / count)"""
     high: BoolArray
-    """at risk at some level: swapped first"""
+    """at risk at some level: swapped whatever the rate"""
     level: IntArray
     """index into ``units`` of the level the household swaps across"""
     units: tuple[IntArray, ...]
@@ -183,6 +189,8 @@ class RecordCandidates:
     """each household's area in which a donor is sought, for each swap level"""
     profiles: tuple[tuple[IntArray, ...], ...]
     """the similarity profiles' columns, the whole profile first"""
+    home: IntArray
+    """each household's bottom unit: the rate's pairs are shared out over them"""
 
 
 def household_levels(
@@ -242,23 +250,104 @@ def record_candidates(
         tuple(units),
         tuple(scopes),
         tuple(tuple(key[v] for v in profile) for profile in chosen.profiles),
+        home,
     )
 
 
 def pair_records(
     households: RecordCandidates, params: Targeting, rng: np.random.Generator
 ) -> tuple[IntArray, IntArray]:
-    """(initiators, donors): which households exchange places.
+    """(initiators, donors): which households exchange places, in recordSwap's two passes.
 
-    As the declared swap pairs (:func:`~sdclab.protection.swap_pairs.pair_targeted`: high-risk
-    households first, in random order, then the others, round(rate·n/2) pairs), but each
-    household seeks its donor in another unit of its swap level within its area, top-down, and
-    on each similarity profile in turn (whole first): a household left unpaired on a profile
-    (after RETRIES draws) tries the next, shorter one.
+    First every household at risk somewhere seeks a donor, in random order, whatever the rate
+    (so more than the rate may move). Then each bottom unit's share of round(rate·n/2) pairs
+    (:func:`area_quotas`), less the risky initiators living there, is filled with households
+    of the unit drawn with probability proportional to their risk (:func:`fill_draws`). Each
+    seeks a donor in another unit of its swap level within its area, on each similarity profile
+    in turn (whole first): left unpaired on one (after RETRIES draws), it tries the next.
     """
     n = len(households.risk)
-    target = round(Fraction(params.rate) * n / 2)
-    priority = np.lexsort((rng.permutation(n), ~households.high))
+    pair_round = _round_pairing(households, rng)
+    risky = pair_risky(households, params.max_rounds, pair_round, rng)
+    taken = households.high.copy()  # swapped, or at risk and left without a donor: stay
+    taken[np.concatenate(risky)] = True
+    area = np.unique(households.home, return_inverse=True)[1].reshape(-1)
+    quota = area_quotas(area, round(Fraction(params.rate) * n / 2), rng)
+    wanted = quota - np.bincount(area[risky[0]], minlength=quota.size)
+    fill = fill_draws(households.risk, area, wanted, taken, rng)
+    filled = pair_in_rounds(fill, fill.size, params.max_rounds, pair_round, taken)
+    return np.concatenate([risky[0], filled[0]]), np.concatenate([risky[1], filled[1]])
+
+
+def pair_risky(
+    households: RecordCandidates,
+    max_rounds: int,
+    pair_round: Callable[[IntArray, BoolArray], tuple[BoolArray, list[Pairs]]],
+    rng: np.random.Generator,
+) -> Pairs:
+    """Pairs for every risky household that can find a donor, level by level top-down (as
+    recordSwap: those at risk at a level are all through before the next level's start). At
+    each level, in passes, a random half of those still unswapped initiate while the others may
+    be their donors (recordSwap's risky households are donors to those of other units), until
+    none is left or a pass pairs none. Those left without a donor stay where they are: unlike
+    recordSwap, they are not offered as donors at lower levels, where they would move without
+    crossing the level they are at risk at."""
+    taken = np.zeros(len(households.high), dtype=bool)
+    pairs: list[Pairs] = []
+    for level in range(len(households.units)):
+        left = np.flatnonzero(households.high & (households.level == level))
+        for _ in range(max_rounds):
+            left = left[~taken[left]]
+            if not left.size:
+                break
+            found = pair_in_rounds(
+                rng.permutation(left), (left.size + 1) // 2, max_rounds, pair_round, taken
+            )
+            if not found[0].size:
+                break
+            pairs.append(found)
+            taken[np.concatenate(found)] = True
+        taken[left] = True  # left without a donor: stays put, nobody's donor at a lower level
+    if not pairs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate([a for a, _ in pairs]), np.concatenate([d for _, d in pairs])
+
+
+def area_quotas(area: IntArray, target: int, rng: np.random.Generator) -> IntArray:
+    """Pairs asked of each area (0..A−1): ``target`` shared out in proportion to its
+    households, rounded down, the pairs left over given one each to areas drawn uniformly
+    (recordSwap's distributeDraws), so the quotas add up to ``target`` exactly."""
+    counts = np.bincount(area)
+    quota = target * counts // max(len(area), 1)
+    extra = rng.choice(counts.size, size=target - int(quota.sum()), replace=False)
+    quota[extra] += 1
+    return quota
+
+
+def fill_draws(
+    risk: FloatArray,
+    area: IntArray,
+    wanted: IntArray,
+    excluded: BoolArray,
+    rng: np.random.Generator,
+) -> IntArray:
+    """``wanted[a]`` households of each area ``a`` (none if it is not positive) among those not
+    ``excluded``, drawn without replacement with probability proportional to ``risk``: the
+    largest keys risk / Exp(1) of each area (Efraimidis–Spirakis, as recordSwap's randSample)."""
+    free = np.flatnonzero(~excluded)
+    key = risk[free] / rng.exponential(size=free.size)
+    ranked = free[np.lexsort((-key, area[free]))]
+    where = area[ranked]
+    rank = np.arange(ranked.size) - np.searchsorted(where, where, side="left")
+    return ranked[rank < np.maximum(wanted, 0)[where]]
+
+
+def _round_pairing(
+    households: RecordCandidates, rng: np.random.Generator
+) -> Callable[[IntArray, BoolArray], tuple[BoolArray, list[Pairs]]]:
+    """One pairing round for :func:`~sdclab.protection.swap_pairs.pair_in_rounds`: the active
+    risky households take their donors first, then the others, level by level, profile by
+    profile (whole first)."""
     groups = [
         [group_ids(scope, *profile) for profile in households.profiles]
         for scope in households.scopes
@@ -284,7 +373,21 @@ def pair_records(
                     )
         return paired, found
 
-    return pair_in_rounds(priority, target, params.max_rounds, pair_round)
+    return pair_round
+
+
+def record_swap_diagnostics(
+    initiators: IntArray, donors: IntArray, high: BoolArray
+) -> dict[str, int]:
+    """How the risky households fared (confidential: evaluation only): swapped, and left
+    without a donor on every profile."""
+    moved = np.zeros(len(high), dtype=bool)
+    moved[np.concatenate([initiators, donors])] = True
+    swapped = int((moved & high).sum())
+    return {
+        "high_risk_swapped": swapped,
+        "high_risk_without_donor": int(high.sum()) - swapped,
+    }
 
 
 def _pair_profile(

@@ -142,15 +142,18 @@ def pair_in_rounds(
     target: int,
     max_rounds: int,
     pair_round: Callable[[IntArray, BoolArray], tuple[BoolArray, list[Pairs]]],
+    taken: BoolArray | None = None,
 ) -> Pairs:
     """Pairs made round by round: each round takes, in ``priority`` order, as many free
     candidates as pairs are still wanted besides those waiting from earlier rounds, reserves
     them (no one's donor this round) and lets ``pair_round(active, used)`` pair them (it marks
     the donors it takes as used and says which candidates it paired). A candidate left unpaired
     waits for the next round (RETRIES attempts in all), then is freed to be a donor; the rounds
-    stop at ``target`` pairs, with no candidate left, or after ``max_rounds``."""
-    used = np.zeros(len(priority), dtype=bool)
-    attempts = np.zeros(len(priority), dtype=np.int64)
+    stop at ``target`` pairs, with no candidate left, or after ``max_rounds``. ``priority`` is
+    every household or some of them; ``taken`` (one per household) marks those already swapped
+    in an earlier pass, never anyone's donor (default: none)."""
+    used = np.zeros(len(priority), dtype=bool) if taken is None else taken.copy()
+    attempts = np.zeros(len(used), dtype=np.int64)
     pairs: list[Pairs] = []
     done, pointer, waiting = 0, 0, np.zeros(0, dtype=np.int64)
     for _ in range(max_rounds):

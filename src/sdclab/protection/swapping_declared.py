@@ -39,6 +39,7 @@ from sdclab.protection.record_swapping import (
     pair_records,
     record_candidates,
     record_swap_caveats,
+    record_swap_diagnostics,
     record_swap_recorded,
     record_swap_settings,
 )
@@ -225,6 +226,8 @@ def declared_swap(
     partner = np.arange(n, dtype=np.int64)
     partner[initiators], partner[donors] = donors, initiators
     notes, diagnostics = swap_figures(initiators, donors, risk, params, high)
+    if trs is not None:
+        diagnostics |= record_swap_diagnostics(initiators, donors, high)
     carried = () if trs is None else trs.carry_along
     return Swapped(relocated(records, partner, carried), notes, diagnostics)  # type: ignore[arg-type]
 
@@ -290,9 +293,7 @@ def declared_swap_card(params: SwapParameters, name: str) -> SpecCard:
         ),
         covers="the swapped records and every table derived from them",
         caveats=(
-            f"target swap rate {float(params.rate):g} (share of households that move; both "
-            "partners count); the achieved rate, below the target when too few donors match, "
-            "depends on the data and is not published",
+            _share_swapped(params, trs is not None),
             *(
                 _risk_and_donors(chosen, params)
                 if trs is None
@@ -307,6 +308,25 @@ def declared_swap_card(params: SwapParameters, name: str) -> SpecCard:
             )
             + ".",
         ),
+    )
+
+
+def _share_swapped(params: SwapParameters, record_swap: bool) -> str:
+    """The card's words on the share of households swapped: the target, or for record swapping
+    every risky household and at least the target (no formal DP guarantee either way)."""
+    rate = float(params.rate)
+    if not record_swap:
+        return (
+            f"target swap rate {rate:g} (share of households that move; both "
+            "partners count); the achieved rate, below the target when too few donors match, "
+            "depends on the data and is not published"
+        )
+    return (
+        "share of households swapped: every household at risk (with its donor), whatever the "
+        f"rate, and at least the target swap rate {rate:g} (both partners count) when fewer are "
+        "at risk, so the share actually swapped may exceed the rate; that share depends on the "
+        "data, is reported in the diagnostics and is not published; no formal (differential "
+        "privacy) guarantee"
     )
 
 
