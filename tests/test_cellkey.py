@@ -284,10 +284,10 @@ def test_card_reports_delta_per_pair_and_the_floor():
 
 
 def test_exact_integer_path_agrees_with_the_complex_one(keyed, monkeypatch):
-    import sdclab.protection.cellkey as cellkey
+    import sdclab.protection.cellkey_perturb as cellkey_perturb
 
     fast = keyed_tables(keyed, ["P1", "P6", "P12", "H1"], 256)
-    monkeypatch.setattr(cellkey, "EXACT_FLOAT", 1)  # force the two-tabulation path
+    monkeypatch.setattr(cellkey_perturb, "EXACT_FLOAT", 1)  # force the two-tabulation path
     slow = keyed_tables(keyed, ["P1", "P6", "P12", "H1"], 256)
     for a, b in zip(fast, slow, strict=True):
         for name in a:
