@@ -263,7 +263,7 @@ def test_out_of_range_stored_keys_and_bad_parameters_are_input_errors(keyed, tmp
     write_ptable(ons_10_5_ptable(), tmp_path / "ons.csv")
     with pytest.raises(InputError, match="key_space 100 differs"):
         protection.run("cellkey", keyed, {"ptable": str(tmp_path / "ons.csv"), "key_space": 100}, 1)
-    with pytest.raises(InputError, match="not ons-10-5, maxent or an existing file"):
+    with pytest.raises(InputError, match="not ons-10-5, maxent, ess-d2, d8-v3 or an existing file"):
         protection.run("cellkey", keyed, {"ptable": "nowhere.csv"}, 1)
 
 

@@ -153,7 +153,7 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
         notes["spsn"] = "off: every published cell has an independent uniform cell key"
     published = perturb(plain, cell_keys, table, key_space, p.threshold)
     notes["key_space"] = key_space
-    notes["ptable"] = describe(table, p.pstay)
+    notes["ptable"] = ptable_notes(p, table)
     if p.threshold:
         notes["absent_rows"] = (
             f"a cell absent from a table was published as 0 or was below the threshold "
@@ -179,7 +179,7 @@ def unprotected(population: Population, p: CellKeyParameters, release: Release) 
     that withholds a count of 1 or more (a threshold at or below every count the table shows
     withholds nothing), or stored record keys that are all equal (every cell key is then a
     function of the cell's count, and so is its noise)."""
-    if p.ptable != "maxent":  # a max-entropy table has variance V > 0
+    if p.maxent_design() is None:  # a max-entropy table has variance V > 0
         table = published_ptable(release, p)
         if is_invertible(table) and p.threshold <= smallest_shown(table):
             return (
@@ -207,6 +207,13 @@ def check_stored_keys(population: Population, key_space: int) -> None:
                 f"{label}: record_key goes up to {top}, outside 0..{key_space - 1} "
                 f"(set key_space to the keys' range)"
             )
+
+
+def ptable_notes(p: CellKeyParameters, table: AnyPTable) -> dict[str, object]:
+    """The release notes on its p-table: a preset's design in words, then :func:`describe`."""
+    if p.preset is None:
+        return describe(table, p.pstay)
+    return {"preset": f"{p.ptable}: {p.preset.text()}"} | describe(table, p.preset.pstay)
 
 
 def describe(table: AnyPTable, pstay: Decimal | None = None) -> dict[str, object]:
@@ -272,6 +279,8 @@ def published_noise(p: CellKeyParameters) -> NoisePublication:
     design: dict[str, Any] = {"ptable": p.ptable} if p.ptable in PTABLE_PRESETS else {}
     if p.ptable == "maxent":
         design |= {"bound": p.bound, "variance": float(p.variance or 0), "js": p.js}
+    if p.preset is not None:
+        design |= p.preset.settings() | {"design": p.preset.text()}
     return NoisePublication(
         distribution="integer noise looked up in the p-table by each cell's key (the sum of "
         "its contributors' record keys): the same contributors get the same noise"

@@ -61,6 +61,7 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
             "whatever epsilon (the mass the neighbour cannot reach).",
             "The noise bound D and the p-table are public; combined with additive margins they "
             "allow the noise-bound and averaging attacks of `sdclab ckm-risk`.",
+            *preset_caveat(p),
         ),
         allocation=tuple(rows),
     )
@@ -146,3 +147,10 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
         f"The guarantee is per released cell; a person is in t = {t:,} published cells, and no "
         f"release-level figure is stated: {reason}."
     )
+
+
+def preset_caveat(p: CellKeyParameters) -> tuple[str, ...]:
+    """The settings a p-table preset stands for, as a caveat of its card (none otherwise)."""
+    if p.preset is None:
+        return ()
+    return (f"ptable={p.ptable} is {p.preset.text()}.",)

@@ -3,6 +3,7 @@ suppression and swapping, and the registry entry they belong to (docs/cellkey.md
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -26,7 +27,52 @@ AnyPTable = PTable | OnsPTable
 EXACT_FLOAT = 2**53
 """Integers below this are exact in float64."""
 
-PTABLE_PRESETS = ("ons-10-5", "maxent")
+
+@dataclass(frozen=True)
+class MaxentDesign:
+    """The settings of a max-entropy p-table (the ptable package's D, V, js, pstay), so that a
+    preset names a design and its card can say which."""
+
+    bound: int
+    variance: Decimal
+    js: int = 0
+    pstay: Decimal | None = None
+    source: str = ""
+
+    def settings(self) -> dict[str, Any]:
+        """The design as the settings of ``ptable=maxent`` (numbers as JSON numbers)."""
+        pstay = None if self.pstay is None else float(self.pstay)
+        return {
+            "bound": self.bound,
+            "variance": float(self.variance),
+            "js": self.js,
+            "pstay": pstay,
+        }
+
+    def text(self) -> str:
+        """The design in words: D, V, js and pstay, and where it comes from."""
+        stay = "no pstay bound" if self.pstay is None else f"pstay = {self.pstay}"
+        where = f"; {self.source}" if self.source else ""
+        return (
+            f"the max-entropy p-table (ptable=maxent) with D = {self.bound}, "
+            f"V = {self.variance}, js = {self.js}, {stay}{where}"
+        )
+
+
+MAXENT_PRESETS: dict[str, MaxentDesign] = {
+    "ess-d2": MaxentDesign(
+        2,
+        Decimal("1.08"),
+        js=1,
+        source="the ESS (Eurostat) recommendation for the 2021 census round",
+    ),
+    "d8-v3": MaxentDesign(
+        8, Decimal(3), js=0, pstay=Decimal("0.6"), source="a wide-noise design in use in Europe"
+    ),
+}
+"""Max-entropy p-tables in use in Europe, by name (docs/cellkey.md, *p-table presets*)."""
+
+PTABLE_PRESETS = ("ons-10-5", "maxent", *MAXENT_PRESETS)
 PTABLE_ARTIFACT = "ptable"
 
 
@@ -34,7 +80,8 @@ class CellKeyParameters(WorkloadParameters):
     """The p-table (a preset, a max-entropy design or a file), suppression, keys and swapping."""
 
     ptable: str = "ons-10-5"
-    """"ons-10-5" (the ONS 10/5 table), "maxent" (built from bound and variance) or the path of a
+    """"ons-10-5" (the ONS 10/5 table), "maxent" (built from bound and variance), a max-entropy
+    preset ("ess-d2": D 2, V 1.08, js 1; "d8-v3": D 8, V 3, js 0, pstay 0.6) or the path of a
     p-table CSV (long format or ONS format)"""
     bound: Annotated[int | None, Unit("count")] = Field(None, ge=1, le=100)
     """maxent (required there): D, the largest noise a cell can get (±D)"""
@@ -67,6 +114,13 @@ class CellKeyParameters(WorkloadParameters):
 
     @model_validator(mode="after")
     def _maxent_needs_design(self) -> CellKeyParameters:
+        preset = MAXENT_PRESETS.get(self.ptable)
+        given = self.bound, self.variance, self.pstay
+        if preset is not None and (self.js or any(x is not None for x in given)):
+            raise ValueError(
+                f"ptable={self.ptable} fixes bound, variance, js and pstay ({preset.text()}); "
+                "use ptable=maxent to choose them"
+            )
         if self.ptable == "maxent" and (self.bound is None or self.variance is None):
             raise ValueError("ptable=maxent needs bound and variance")
         if self.ptable != "maxent" and (self.bound is not None or self.variance is not None):
@@ -84,14 +138,27 @@ class CellKeyParameters(WorkloadParameters):
         """The p-table these parameters name."""
         if self.ptable == "ons-10-5":
             return ons_10_5_ptable(self.key_space or 256)
-        if self.ptable == "maxent":
-            assert self.bound is not None and self.variance is not None
-            pstay = None if self.pstay is None else float(self.pstay)
-            return create_ptable(self.bound, float(self.variance), self.js, pstay)
+        design = self.maxent_design()
+        if design is not None:
+            pstay = None if design.pstay is None else float(design.pstay)
+            return create_ptable(design.bound, float(design.variance), design.js, pstay)
         path = Path(self.ptable)
         if not path.is_file():
-            raise InputError(f"ptable {self.ptable!r}: not ons-10-5, maxent or an existing file")
+            names = ", ".join(PTABLE_PRESETS)
+            raise InputError(f"ptable {self.ptable!r}: not {names} or an existing file")
         return read_ptable(path)
+
+    def maxent_design(self) -> MaxentDesign | None:
+        """The max-entropy design: a preset's, maxent's own settings, or None (ONS, file)."""
+        if self.ptable == "maxent":
+            assert self.bound is not None and self.variance is not None
+            return MaxentDesign(self.bound, self.variance, self.js, self.pstay)
+        return MAXENT_PRESETS.get(self.ptable)
+
+    @property
+    def preset(self) -> MaxentDesign | None:
+        """The max-entropy preset ``ptable`` names, if any."""
+        return MAXENT_PRESETS.get(self.ptable)
 
     @property
     def ptable_file(self) -> bool:
