@@ -263,7 +263,7 @@ def test_out_of_range_stored_keys_and_bad_parameters_are_input_errors(keyed, tmp
     write_ptable(ons_10_5_ptable(), tmp_path / "ons.csv")
     with pytest.raises(InputError, match="key_space 100 differs"):
         protection.run("cellkey", keyed, {"ptable": str(tmp_path / "ons.csv"), "key_space": 100}, 1)
-    with pytest.raises(InputError, match="not ons-10-5, maxent or an existing file"):
+    with pytest.raises(InputError, match="not ons-10-5, maxent, ess-d2, d8-v3 or an existing file"):
         protection.run("cellkey", keyed, {"ptable": "nowhere.csv"}, 1)
 
 
@@ -284,10 +284,10 @@ def test_card_reports_delta_per_pair_and_the_floor():
 
 
 def test_exact_integer_path_agrees_with_the_complex_one(keyed, monkeypatch):
-    import sdclab.protection.cellkey as cellkey
+    import sdclab.protection.cellkey_perturb as cellkey_perturb
 
     fast = keyed_tables(keyed, ["P1", "P6", "P12", "H1"], 256)
-    monkeypatch.setattr(cellkey, "EXACT_FLOAT", 1)  # force the two-tabulation path
+    monkeypatch.setattr(cellkey_perturb, "EXACT_FLOAT", 1)  # force the two-tabulation path
     slow = keyed_tables(keyed, ["P1", "P6", "P12", "H1"], 256)
     for a, b in zip(fast, slow, strict=True):
         for name in a:

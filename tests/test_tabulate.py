@@ -265,3 +265,26 @@ def test_unit_and_hhgq_tables_match_group_by(seed):
     for name, expected in reference_unit_and_hhgq_tables(population).items():
         got = long_form(ours[name]).filter(pl.col("level") == "block").drop("level")
         assert got.sort("geoid", "cell").equals(expected), name
+
+
+@pytest.mark.parametrize("weights", ["counts", "count + i key", "complex"])
+def test_record_histogram_is_the_coo_sum(weights):
+    import scipy.sparse as sp
+
+    from sdclab.core.tables.tabulate import record_histogram
+
+    rng = np.random.default_rng(3)
+    shape = (40, 25)
+    blocks, cells = rng.integers(0, 40, 5_000), rng.integers(0, 25, 5_000)
+    data = {
+        "counts": None,
+        "count + i key": 1 + 1j * rng.integers(0, 256, 5_000),
+        "complex": rng.integers(-3, 4, 5_000) + 1j * rng.integers(0, 256, 5_000),
+    }[weights]
+    got = record_histogram(blocks, cells, data, shape)
+    ones = np.ones(5_000, np.int64) if data is None else data
+    want = sp.csr_matrix((ones, (blocks, cells)), shape=shape)
+    want.sort_indices()
+    assert got.dtype == want.dtype and got.indices.dtype == want.indices.dtype
+    for part in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(got, part), getattr(want, part)), part

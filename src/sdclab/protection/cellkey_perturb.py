@@ -1,0 +1,178 @@
+"""Record keys, cell keys and the perturbation of every table by the p-table.
+
+Cell keys are the sums of the contributors' record keys mod K, tabulated on the same sparsity
+pattern as the counts (docs/cellkey.md, *Cell keys*); the p-table's noise is looked up for every
+cell at once, and the mechanism's invariants are checked on what is published."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sdclab.censuses.us2010.population import Population
+from sdclab.censuses.us2010.population.columns import RECORD_KEY
+from sdclab.core.arrays import IntArray
+from sdclab.core.errors import InputError
+from sdclab.core.tables.tabulate import TableCounts, tabulate
+from sdclab.protection.cellkey_params import EXACT_FLOAT, AnyPTable
+from sdclab.protection.ptable import (
+    OnsPTable,
+)
+
+
+def assign_record_keys(
+    population: Population, key_space: int, rng: np.random.Generator
+) -> Population:
+    """The population with a uniform ``record_key`` in 0..K−1 on every person and unit."""
+    persons = rng.integers(0, key_space, population.n_records("persons"))
+    households = rng.integers(0, key_space, population.n_records("households"))
+    return population.with_record_keys(persons, households)
+
+
+def keys_from_ids(population: Population, key_space: int) -> Population:
+    """Record keys as id mod K (ONS derives them from ``ons_id`` mod 4096)."""
+    return population.with_record_keys(
+        population.record_ids("persons") % key_space,
+        population.record_ids("households") % key_space,
+    )
+
+
+def has_keys(population: Population) -> bool:
+    """Whether the population stores record keys: in both tables, never in one alone (keys of
+    one table would otherwise be silently replaced by drawn ones)."""
+    persons = population.record_keys("persons") is not None
+    units = population.record_keys("households") is not None
+    if persons != units:
+        holder, other = ("persons", "units") if persons else ("units", "persons")
+        raise InputError(
+            f"cellkey: the {holder} have a {RECORD_KEY.name} column but the {other} have none; "
+            "give record keys in both tables or in neither"
+        )
+    return persons
+
+
+def cell_noise(table: AnyPTable, counts: IntArray, cell_keys: IntArray, key_space: int) -> IntArray:
+    """The p-table's noise for true ``counts`` with ``cell_keys`` in 0..K−1 (0 where count 0)."""
+    if isinstance(table, OnsPTable):
+        return table.noise(counts, cell_keys)
+    return table.noise(counts, cell_keys / key_space)
+
+
+def noise_bound(table: AnyPTable) -> int:
+    """The largest |noise| the table can add (D)."""
+    if isinstance(table, OnsPTable):
+        return int(np.abs(table.pvalue).max())
+    return int(table.D)
+
+
+def blocked(table: AnyPTable) -> int:
+    """js: published counts 1..js never occur (0 for ONS tables, whose threshold does that)."""
+    return 0 if isinstance(table, OnsPTable) else int(table.js)
+
+
+def keyed_tables(
+    population: Population, names: list[str] | None, key_space: int
+) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
+    """Counts and cell keys of every table at every level, on the same sparsity pattern.
+
+    One tabulation of complex weights 1 + i·rk gives both at once (the count in the real part,
+    the key sum in the imaginary part, exact while every sum stays below 2⁵³); otherwise the
+    counts and the sums of rk + 1 are tabulated separately (both positive over the same
+    contributors, so their patterns agree).
+    """
+    kinds = {t.records for t in population.census.select(names)}
+    keys = {}
+    for kind in kinds:
+        stored = population.record_keys(kind)
+        assert stored is not None  # (assigned before)
+        keys[kind] = stored.astype(np.int64)
+    largest = max((int(k.sum()) for k in keys.values()), default=0)
+    records = sum(population.n_records(kind) for kind in ("persons", "households"))
+    if largest + records < EXACT_FLOAT:
+        mixed = {kind: np.ones(len(k)) + 1j * k for kind, k in keys.items()}
+        return _split(tabulate(population, names, mixed), key_space)
+    plain = tabulate(population, names)
+    summed = tabulate(population, names, {kind: k + 1 for kind, k in keys.items()})
+    cell_keys = {}
+    for name, tc in plain.items():
+        levels = {}
+        for level, (codes, matrix) in tc.counts.items():
+            key_matrix = summed[name].counts[level][1]
+            matrix.sort_indices()
+            key_matrix.sort_indices()
+            if not np.array_equal(matrix.indices, key_matrix.indices):
+                raise AssertionError(f"{name} at {level}: key and count patterns differ")
+            keyed = matrix.copy()
+            keyed.data = (key_matrix.data - matrix.data) % key_space
+            levels[level] = (codes, keyed)
+        cell_keys[name] = TableCounts(tc.table, levels, tc.geoids)
+    return plain, cell_keys
+
+
+def _split(
+    tables: dict[str, TableCounts], key_space: int
+) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
+    """(counts, cell keys) from complex tables holding count + i·(key sum)."""
+    plain, cell_keys = {}, {}
+    for name, tc in tables.items():
+        counts, keys = {}, {}
+        for level, (codes, matrix) in tc.counts.items():
+            n = matrix.copy()
+            n.data = np.rint(matrix.data.real).astype(np.int64)
+            k = matrix.copy()
+            k.data = np.rint(matrix.data.imag).astype(np.int64) % key_space
+            counts[level], keys[level] = (codes, n), (codes, k)
+        plain[name] = TableCounts(tc.table, counts, tc.geoids)
+        cell_keys[name] = TableCounts(tc.table, keys, tc.geoids)
+    return plain, cell_keys
+
+
+def independent_keys(
+    cell_keys: dict[str, TableCounts], key_space: int, rng: np.random.Generator
+) -> dict[str, TableCounts]:
+    """Fresh uniform cell keys for every published cell (no SPSN)."""
+    out = {}
+    for name, tc in cell_keys.items():
+        levels = {}
+        for level, (codes, matrix) in tc.counts.items():
+            fresh = matrix.copy()
+            fresh.data = rng.integers(0, key_space, len(fresh.data))
+            levels[level] = (codes, fresh)
+        out[name] = TableCounts(tc.table, levels, tc.geoids)
+    return out
+
+
+def perturb(
+    plain: dict[str, TableCounts],
+    cell_keys: dict[str, TableCounts],
+    table: AnyPTable,
+    key_space: int,
+    threshold: int,
+) -> dict[str, TableCounts]:
+    """Published tables: every cell perturbed by the p-table, counts below ``threshold`` removed."""
+    out: dict[str, TableCounts] = {}
+    bound, js = noise_bound(table), blocked(table)
+    for name, tc in plain.items():
+        levels = {}
+        for level, (codes, matrix) in tc.counts.items():
+            keys = cell_keys[name].counts[level][1].data
+            noise = cell_noise(table, matrix.data, keys, key_space)
+            published = matrix.data + noise
+            check_published(name, level, matrix.data, published, bound, js)
+            result = matrix.copy()
+            result.data = np.where(published < threshold, 0, published)
+            result.eliminate_zeros()
+            levels[level] = (codes, result)
+        out[name] = TableCounts(tc.table, levels, tc.geoids)
+    return out
+
+
+def check_published(
+    name: str, level: str, true: IntArray, published: IntArray, bound: int, js: int
+) -> None:
+    """The mechanism's invariants: non-negative, |noise| ≤ D, never in 1..js."""
+    if (published < 0).any():
+        raise AssertionError(f"{name} at {level}: a negative published count")
+    if (np.abs(published - true) > bound).any():
+        raise AssertionError(f"{name} at {level}: noise beyond the bound {bound}")
+    if js and ((published >= 1) & (published <= js)).any():
+        raise AssertionError(f"{name} at {level}: a published count in 1..{js}")
