@@ -82,6 +82,17 @@ def measured_name(product: str, query: str) -> str:
     return f"{product}{MEASURED}{query}"
 
 
+WORKLOAD = "|"
+"""Separates a declared census's name and the tables of a TopDown workload in the name of its
+product (``toyland|T2,T3``): the workload decides the product's histogram."""
+
+
+def declared_product_name(census: Census, workload: Sequence[str] | None) -> str:
+    """The name of a declared census's TopDown product measuring ``workload`` (None: every
+    table)."""
+    return census.name if workload is None else f"{census.name}{WORKLOAD}{','.join(workload)}"
+
+
 def is_measured(name: str) -> bool:
     """Whether ``name`` is a measured TopDown query rather than a catalogue table."""
     return MEASURED in name
@@ -141,8 +152,10 @@ def _declared_measured_query(name: str, census: Census) -> MeasuredQuery:
     :func:`measured_queries`)."""
     from sdclab.protection.topdown import declared_product
 
-    product = declared_product(census)
-    query = product.query_matrix(name.split(MEASURED)[1]).tocsc()
+    product_name, query_name = name.split(MEASURED)
+    workload = product_name.split(WORKLOAD)[1].split(",") if WORKLOAD in product_name else None
+    product = declared_product(census, None if workload is None else tuple(workload))
+    query = product.query_matrix(query_name).tocsc()
     domain = census.reconstruction_domain
     cells = product.schema.decode(np.arange(product.schema.size))
     target = domain.cell_index({a: cells[a] for a in domain.names})
@@ -192,9 +205,11 @@ def measured_queries(release: Release, level: str) -> tuple[str, ...]:
     if is_us2010(census):
         product = release.parameters.get("product", "dhc")
     else:
-        product = census.name
+        workload = release.parameters.get("tables")
+        product = declared_product_name(census, workload)
         solved = census.reconstruction_domain.names
-        if not set(solved) <= set(declared_product(census).schema.names):
+        measured = declared_product(census, None if workload is None else tuple(workload))
+        if not set(solved) <= set(measured.schema.names):
             return ()
     asked = frame.filter(pl.col("level") == level)["query"].unique().sort().to_list()
     return tuple(measured_name(product, q) for q in asked)

@@ -4,18 +4,36 @@ and how a census travels to worker processes."""
 from __future__ import annotations
 
 import copyreg
+import importlib
 import json
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sdclab.core.census.document import from_document
 from sdclab.core.census.model import Census, to_document
 from sdclab.core.errors import InputError
 
+if TYPE_CHECKING:
+    import polars as pl
+
 BUILT_IN: dict[str, Callable[[], Census]] = {}
 """Each built-in census's name and the function that builds it."""
+
+GENERATORS = {"eu2021": "sdclab.censuses.eu2021.synth"}
+"""The module of each built-in census's synthetic population, other than the US census's (whose
+population is a :class:`~sdclab.censuses.us2010.population.Population` of its own)."""
+
+
+class PersonsGenerator(Protocol):
+    """A census's synthetic persons: one row per person in the census's microdata columns."""
+
+    GENERATOR_VERSION: str
+
+    def synthesize(self, persons: int, seed: int) -> pl.DataFrame: ...
+
+    def describe(self, frame: pl.DataFrame) -> dict[str, Any]: ...
 
 
 def _register() -> None:
@@ -47,6 +65,12 @@ def census_named(name_or_file: str | Path) -> Census:
 def is_built_in(census: Census) -> bool:
     """Whether ``census`` is a built-in census (what names it suffices to find it)."""
     return census.name in BUILT_IN and BUILT_IN[census.name]() is census
+
+
+def generator_of(name: str) -> PersonsGenerator | None:
+    """The synthetic persons of the built-in census ``name`` (None: it has none)."""
+    module = GENERATORS.get(name)
+    return None if module is None else importlib.import_module(module)  # type: ignore[return-value]
 
 
 def is_us2010(census: Census) -> bool:

@@ -59,6 +59,12 @@ class Geography(ABC):
             )
         return level
 
+    @property
+    def all_levels(self) -> tuple[str, ...]:
+        """Every level whose geounits it knows: :attr:`levels`, and those of the further
+        geographies a census may publish on beside its main one (a grid)."""
+        return self.levels
+
     def below(self, level: str) -> str:
         """The level just below ``level``."""
         return self.levels[self.levels.index(self.check_level(level)) + 1]

@@ -260,7 +260,9 @@ def diagnostics(population: Population, release: Release) -> tuple[Diagnostics, 
     """Evaluation only: with a threshold, the non-empty true cells the release does not show, by
     level (published below the threshold — or emptied by a swap first). A reader cannot tell them
     from empty cells, so the release does not say how many there are."""
-    if not CellKeyParameters.model_validate(release.parameters).threshold:
+    if not CellKeyParameters.model_validate(
+        release.parameters, context={"census": release.census}
+    ).threshold:
         return ()
     hidden = {level: 0 for level in release.geography.levels}
     for name, tc in tabulate(population, list(release.tables)).items():
@@ -347,7 +349,7 @@ def cell_model(
 ) -> CellBounds:
     """The attacker's model: the counts the p-table (and the threshold) can turn into the
     published one, distance weight 1 (the p-table's mass is largest at no change)."""
-    p = CellKeyParameters.model_validate(release.parameters)
+    p = CellKeyParameters.model_validate(release.parameters, context={"census": release.census})
     table = published_ptable(release, p)
     shown = np.nan_to_num(published, nan=0.0)
     if np.any(shown < 0) or np.any(shown != np.rint(shown)):

@@ -501,7 +501,9 @@ def ckm_risk(
     """All release-level analyses of a cell key release. With the truth, the attacks are scored
     (evaluation only) and the repeated-query attack is simulated with and without SPSN. The
     cell key mechanism offers it as its risk analysis (``Mechanism.risk_analysis``)."""
-    params = CellKeyParameters.model_validate(release.parameters)
+    params = CellKeyParameters.model_validate(
+        release.parameters, context={"census": release.census}
+    )
     table = published_ptable(release, params)
     tuples = usable_tuples(release, params)
     out: dict[str, Any] = {

@@ -107,7 +107,8 @@ def totals_problem(release: Release, true_range: TrueRange) -> str | None:
     """The first geounit whose cells of a table mean more records than its total (P1 for
     persons, H1 for housing units, where the release publishes it there) allows under
     ``true_range`` — one cell above it, or, for a table that counts every record once, cells
-    that add up to more than it or cannot add up to it; None if there is none."""
+    that add up to more than it or cannot add up to it, at the levels the total is published
+    at (not a further geography's, such as a grid); None if there is none."""
     for name, table in release.tables.items():
         total_table = total_of(release.census, table.table)
         total = "" if total_table is None else total_table.name
@@ -116,7 +117,7 @@ def totals_problem(release: Release, true_range: TrueRange) -> str | None:
         if not bounded_by(table.table, total_table):
             continue
         partition = partitions(table.table, total_table)
-        for level in table.levels:
+        for level in (lv for lv in table.levels if lv in release.tables[total].levels):
             problem = _level_problem(release, name, total, level, true_range, partition)
             if problem is not None:
                 return problem

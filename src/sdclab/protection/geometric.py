@@ -8,7 +8,8 @@ and the total all distorted the same way. Every cell of every table at every lev
 included, gets noise of scale Δ₁/ε_cell from the exact sampler (Δ₁: the most cells one record
 counts in, e.g. 6 in the race-tally tables; doubled for bounded neighbours).
 
-Budget split: ``epsilon`` is spread evenly over the geography levels; within a level, the
+Budget split: ``epsilon`` is spread evenly over the geography levels (of every geography the
+census publishes on: a person is in one unit of each); within a level, the
 ``census2020`` preset gives 67.5% to the person tables and 32.5% to the unit tables (the 2020
 U.S. shares the paper's Eq. 14 starts from), each part evenly over its tables; ``even`` gives every
 table of the level the same share. The paper's ε_table (ε_global / 10, one person table per level)
@@ -119,7 +120,7 @@ def allocation(p: GeometricParameters) -> dict[tuple[str, str], Fraction]:
     """ε of every (table, level) published: every table of the parameters' census."""
     total = Fraction(p.epsilon)
     workload = p.workload()
-    hierarchy = p.census.geography.levels
+    hierarchy = p.census.all_levels
     levels = [lv for lv in hierarchy if any(lv in t.levels for t in workload)]
     out: dict[tuple[str, str], Fraction] = {}
     for level in levels:
@@ -477,7 +478,7 @@ def query_noise(p: GeometricParameters, table: str | None, level: str) -> Laplac
     budget``: scale = Δ₁ / (ε · its share of ε), as a factor over ε."""
     if table is None:
         raise InputError("geometric: give the table (--query P12)")
-    levels = p.census.geography.levels
+    levels = p.census.all_levels
     if level not in levels:
         raise InputError(f"level {level!r}: expected one of {', '.join(levels)}")
     shares = allocation(p)

@@ -56,6 +56,18 @@ class SuppressionParameters(WorkloadParameters):
                 f"tables: the workload needs the total table {total.name}: the rules read each "
                 "geounit's persons from it, and complementary suppression protects through it"
             )
+        elsewhere = [
+            t.name
+            for t in self.workload()
+            if self.census.geography_of(t.name) is not self.census.geography
+        ]
+        if elsewhere:
+            raise ValueError(
+                f"tables: table {elsewhere[0]} lies on geography "
+                f"{self.census.geography_of(elsewhere[0]).name}; the rules read each geounit's "
+                "persons from the total table on the main geography "
+                f"({self.census.geography.name}): give the workload of its tables (tables = ...)"
+            )
         return self
 
 

@@ -320,10 +320,10 @@ def declared_tables(product: Product) -> tuple[list[str], dict[str, str]]:
                 f"published on geography {census.table_geography[table.name]}, not TopDown's "
                 f"{main.name}"
             )
-        elif not set(table.crossed) <= set(product.schema.names):
-            omitted[table.name] = "crosses an attribute outside TopDown's person histogram"
         elif product.workload is not None and table.name not in product.workload:
             omitted[table.name] = "not in the workload"
+        elif not set(table.crossed) <= set(product.schema.names):
+            omitted[table.name] = "crosses an attribute outside TopDown's person histogram"
         else:
             published.append(table.name)
     return published, omitted

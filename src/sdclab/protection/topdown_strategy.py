@@ -485,9 +485,9 @@ def census_product(census: Census, workload: tuple[str, ...] | None = None) -> P
     measured at the top level, where it is invariant); a table whose query another already
     asks (a total table, say) is not measured twice, nor one that counts a person in more than
     one cell (a tally: its Δ₂² exceeds the 2 of every measured query, σ² = 1/ρ); both are still
-    published, tabulated from the MDF. A ``workload`` keeps the histogram (over the attributes
-    every table of the census crosses, so that its cells do not depend on the workload) and
-    measures and publishes its tables alone."""
+    published, tabulated from the MDF. A ``workload`` measures and publishes its tables alone,
+    over the histogram of the attributes they cross (a census of many topics has no histogram of
+    them all that TopDown could measure at every geounit)."""
     geography = census.geography
     of_persons = {a.name for a in census.attributes.values() if a.records == "persons"}
     tables = [
@@ -496,6 +496,7 @@ def census_product(census: Census, workload: tuple[str, ...] | None = None) -> P
         if t.records == "persons"
         and census.geography_of(t.name) is geography
         and set(t.crossed) <= of_persons
+        and (workload is None or t.name in workload)
     ]
     attributes = tuple(
         a.name
@@ -507,7 +508,7 @@ def census_product(census: Census, workload: tuple[str, ...] | None = None) -> P
         raise InputError(
             f"topdown: the histogram crossing the attributes of census {census.name}'s tables "
             f"({', '.join(attributes)}) has {size:,} cells, more than the {MAX_CENSUS_CELLS:,} "
-            "TopDown measures at every geounit"
+            "TopDown measures at every geounit (give it the tables to measure: tables = [...])"
         )
     domain = census.domain(attributes, f"{census.name} persons")
     matrices: dict[str, sp.csr_matrix] = {
@@ -515,7 +516,7 @@ def census_product(census: Census, workload: tuple[str, ...] | None = None) -> P
     }
     published: dict[str, tuple[str, ...]] = {}
     detailed = sp.identity(domain.size, dtype=np.int64, format="csr")
-    for table in tables if workload is None else [t for t in tables if t.name in workload]:
+    for table in tables:
         if table.name in ("total", "detailed"):
             raise InputError(
                 f"topdown: census {census.name}'s table {table.name!r} is named like one of "

@@ -78,6 +78,6 @@ def valid_geoids(geography: Geography) -> pl.DataFrame:
     """(level, geoid) of every geounit of the release."""
     frames = [
         pl.DataFrame({"geoid": geography.geoids(level)}).with_columns(level=pl.lit(level))
-        for level in geography.levels
+        for level in geography.all_levels
     ]
     return pl.concat(frames).select("level", "geoid").unique()

@@ -53,6 +53,13 @@ FORMAT_VERSION = 3
 RELEASE_FILE = "release.json"
 RELEASE_KIND = "release"
 GEOGRAPHY_FILE = "geography.parquet"
+
+
+def other_geography_file(name: str) -> str:
+    """The file of a census's further geography ``name`` (a grid) in a release."""
+    return f"geography-{name}.parquet"
+
+
 CENSUS_FILE = "census.json"
 MDF_ARTIFACT = "mdf"
 """The artifact of a histogram mechanism's person records (TopDown's Microdata Detail File)."""

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from sdclab.censuses import is_us2010
 from sdclab.censuses.us2010.geography import GEOID_LENGTH, FipsGeography
 from sdclab.core.accounting import SpecCard
-from sdclab.core.census.records import geography_from_frame
+from sdclab.core.census.records import geography_from_frame, with_others
 from sdclab.core.errors import InputError
 from sdclab.core.fileio import read_input_parquet
 from sdclab.core.geography import Geography
@@ -32,6 +32,7 @@ from sdclab.release.model import (
     Protection,
     Release,
     ReleaseMechanism,
+    other_geography_file,
 )
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def _read_content(path: Path, meta: dict[str, Any], mechanisms: Mechanisms) -> R
     mechanism, parameters = check_metadata(path / RELEASE_FILE, meta, census, mechanisms)
     geography = _read_geography(path / GEOGRAPHY_FILE, census)
     valid = valid_geoids(geography)
-    geoids = {level: geography.geoids(level) for level in geography.levels}
+    geoids = {level: geography.geoids(level) for level in geography.all_levels}
     tables = {
         name: _read_table(path / "tables" / f"{name}.parquet", census.table(name), valid, geoids)
         for name in meta["tables"]
@@ -85,6 +86,8 @@ def _read_content(path: Path, meta: dict[str, Any], mechanisms: Mechanisms) -> R
         )
     artifacts = _read_artifacts(path, meta, geography, mechanism)
     read = [path / GEOGRAPHY_FILE, *(path / "tables" / f"{name}.parquet" for name in tables)]
+    others = [h.name for h in census.geographies.values() if h is not census.geography]
+    read += [path / other_geography_file(name) for name in others]
     read += [] if is_us2010(census) else [path / CENSUS_FILE]
     read += [path / artifact_file(name) for name in artifacts]
     if microdata is not None:
@@ -158,7 +161,14 @@ def _read_artifacts(
 def _read_geography(file: Path, census: Census) -> Geography:
     frame = read_input_parquet(file)
     if not is_us2010(census):
-        return geography_from_frame(census.geography, frame, str(file))
+        geographies = {
+            h.name: geography_from_frame(h, read_input_parquet(f), str(f))
+            for h in census.geographies.values()
+            if h is not census.geography
+            for f in [file.with_name(other_geography_file(h.name))]
+        }
+        main = geography_from_frame(census.geography, frame, str(file))
+        return with_others(main, {census.geography.name: main, **geographies})
     if frame.columns != ["block"] or frame.schema["block"] != pl.String:
         raise InputError(f"{file}: expected one string column 'block'")
     bad = frame.filter(~pl.col("block").str.contains(r"^[0-9]{15}$").fill_null(False))

@@ -15,7 +15,14 @@ from sdclab.core.fileio import json_safe, output_directory, write_json, write_pa
 from sdclab.core.geography import Geography
 from sdclab.release.artifacts import artifact_file
 from sdclab.release.digests import DIGEST_ALGORITHM, DIGESTS_KEY, file_digest, metadata_digest
-from sdclab.release.model import CENSUS_FILE, GEOGRAPHY_FILE, RELEASE_FILE, RELEASE_KIND, Release
+from sdclab.release.model import (
+    CENSUS_FILE,
+    GEOGRAPHY_FILE,
+    RELEASE_FILE,
+    RELEASE_KIND,
+    Release,
+    other_geography_file,
+)
 
 
 def write_release(
@@ -34,6 +41,9 @@ def write_release(
         for name, table in release.tables.items():
             write_parquet(table.frame(labels=False), tmp / "tables" / f"{name}.parquet")
         write_parquet(_geography_frame(release.geography), tmp / GEOGRAPHY_FILE)
+        if isinstance(release.geography, DeclaredGeography):
+            for name, other in release.geography.others.items():
+                write_parquet(geography_frame(other), tmp / other_geography_file(name))
         if not is_us2010(release.census):
             write_json(to_document(release.census), tmp / CENSUS_FILE)
         if release.microdata is not None:

@@ -277,6 +277,11 @@ class Census:
         """The first (main) geography: the one the reconstruction and TopDown work on."""
         return next(iter(self.geographies.values()))
 
+    @property
+    def all_levels(self) -> tuple[str, ...]:
+        """The levels of every geography, the main one's first: each counts a person once."""
+        return tuple(level for h in self.geographies.values() for level in h.levels)
+
     def geography_of(self, table: str) -> Hierarchy:
         """The geography ``table`` is published on."""
         return self.geographies.get(self.table_geography.get(table, ""), self.geography)

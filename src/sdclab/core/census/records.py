@@ -42,16 +42,41 @@ class DeclaredGeography(Geography):
     """The number at each level of each bottom unit's ancestor (at the bottom: itself)."""
     names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """The geocode of each numbered unit, by level."""
+    others: Mapping[str, DeclaredGeography] = field(default_factory=dict)
+    """The census's further geographies by name (a grid beside the administrative units): the
+    main geography answers for their levels too, since a release's tables may lie on any."""
+
+    @property
+    def all_levels(self) -> tuple[str, ...]:
+        return (*self.levels, *(level for g in self.others.values() for level in g.levels))
+
+    def _owner(self, level: str) -> DeclaredGeography | None:
+        """The further geography whose level ``level`` is (None: a main level, or none)."""
+        return next((g for g in self.others.values() if level in g.levels), None)
+
+    def units(self, level: str) -> tuple[IntArray, IntArray]:
+        owner = self._owner(level)
+        return super().units(level) if owner is None else owner.units(level)
+
+    def parents(self, level: str, below: str) -> IntArray:
+        owner = self._owner(level)
+        return super().parents(level, below) if owner is None else owner.parents(level, below)
 
     def block_codes_at(self, level: str) -> IntArray:
         return self.ancestors[self.check_level(level)]
 
     def geoid_strings(self, codes: npt.ArrayLike, level: str) -> pl.Series:
+        owner = self._owner(level)
+        if owner is not None:
+            return owner.geoid_strings(codes, level)
         names = np.asarray(self.names[self.check_level(level)], dtype=object)
         return pl.Series("geoid", names[np.asarray(codes, dtype=np.int64)], dtype=pl.String)
 
     def parse_geoids(self, geoids: pl.Series, level: str) -> IntArray:
         """Numbers of geocodes at ``level``; -1 for a geocode that is no unit of the level."""
+        owner = self._owner(level)
+        if owner is not None:
+            return owner.parse_geoids(geoids, level)
         names = list(self.names[self.check_level(level)])
         numbers = geoids.cast(pl.String).replace_strict(
             names, list(range(len(names))), default=-1, return_dtype=pl.Int64
@@ -243,6 +268,8 @@ def encode_records(census: Census, frame: pl.DataFrame, name: str) -> CensusReco
         geography, number = declared_geography(hierarchy, codes, parents)
         geographies[hierarchy.name] = geography
         blocks[hierarchy.name] = number[listed]
+    main = census.geography.name
+    geographies[main] = with_others(geographies[main], geographies)
     households = None
     if census.household_key is not None:
         column = _column(frame, name, census.household_key)
@@ -395,6 +422,15 @@ def _units_from_columns(frame: pl.DataFrame, name: str, hierarchy: Hierarchy) ->
         above_index = index
     assert above_index is not None
     return codes, parents, above_index
+
+
+def with_others(
+    main: DeclaredGeography, geographies: Mapping[str, DeclaredGeography]
+) -> DeclaredGeography:
+    """The main geography answering for the levels of the census's other ``geographies`` too
+    (those given by name, the main one among them)."""
+    others = {n: g for n, g in geographies.items() if g is not main}
+    return replace(main, others=others) if others else main
 
 
 def geography_frame(geography: DeclaredGeography) -> pl.DataFrame:

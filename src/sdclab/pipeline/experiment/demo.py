@@ -1,7 +1,8 @@
-"""The built-in experiment of ``sdclab demo``."""
+"""The built-in experiments of ``sdclab demo``: the US 2010 census's and the EU 2021 census's."""
 
 from __future__ import annotations
 
+from sdclab.censuses import census_named
 from sdclab.pipeline.experiment.spec import Experiment
 
 DEMO = Experiment.model_validate(
@@ -58,3 +59,50 @@ the one-point mechanisms) on 4,000 persons in 4 tracts of 2 counties and on a se
 population (another seed), so that every setting's interval covers the population as well as the
 noise; sized to finish, attacks included, within 15 minutes on 2 cores (docs/experiments.md).
 The 50,000-person study behind docs/findings.md is ``examples/study-50k.toml``."""
+
+ADMINISTRATIVE = "population,1.1,1.2,1.3,1.4,2.1,3.1,3.2,3.3,4.1,4.3"
+"""The EU 2021 census's tables on its administrative geography (suppression's rules read the
+persons of each unit from its total table there; the grid's are not suppressed)."""
+
+EU_DEMO = Experiment.model_validate(
+    {
+        "population": {"census": "eu2021", "persons": 30_000, "seed": 2021},
+        "mechanisms": [
+            {"name": "none"},
+            {
+                "name": "swap",
+                "label": "trs",
+                "settings": {
+                    "rate": "0.05",
+                    "risk_levels": "nuts3,lau",
+                    "k_anonymity": 3,
+                    "similar": "size",
+                },
+                "seed": 1,
+            },
+            {
+                "name": "cellkey",
+                "label": "cellkey-ess",
+                "settings": {"ptable": "ess-d2"},
+                "seed": 2,
+            },
+            {"name": "geometric", "settings": {"epsilon": [1, 4]}, "seed": 4},
+            {
+                "name": "topdown",
+                "label": "topdown-lau",
+                "settings": {"rho": [1, 4], "tables": "population,3.1,3.2,3.3"},
+                "seed": 5,
+            },
+            {"name": "suppress", "settings": {"tables": ADMINISTRATIVE}},
+        ],
+        "attacks": {"workers": 2},
+    },
+    context={"census": census_named("eu2021")},
+)
+"""The built-in experiment of ``sdclab demo --census eu2021``: targeted record swapping as the
+ESS recommends, the cell key method with the ESS p-table, geometric noise and TopDown at two
+budgets each, and cell suppression, on 30,000 synthetic persons of the EU 2021 census, each
+release reconstructed from its LAU hypercubes and reidentified (docs/europe.md)."""
+
+DEMOS = {"us2010": DEMO, "eu2021": EU_DEMO}
+"""The built-in experiment of each census ``sdclab demo --census`` knows."""

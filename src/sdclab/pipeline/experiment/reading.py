@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sdclab.censuses import BUILT_IN, census_named
+from sdclab.censuses.us2010 import NAME as US2010
 from sdclab.censuses.us2010.population.io import TABLES, table_file
 from sdclab.core.census.mapping import read_mapping
 from sdclab.core.census.model import Census
@@ -66,9 +67,10 @@ def _declared_census(population: dict[str, Any], source: str, base: Path) -> Cen
     """The census ``population.census`` names (a file taken from ``base``), with its persons'
     file ``population.path`` resolved and checked to be a file (None: the US 2010 census)."""
     name = population["census"]
-    if name in BUILT_IN:
+    if name == US2010:
         return None
-    population["census"] = str((base / name).resolve())
+    if name not in BUILT_IN:
+        population["census"] = str((base / name).resolve())
     try:
         census = census_named(population["census"])
     except InputError as exc:

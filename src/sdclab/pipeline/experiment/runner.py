@@ -15,6 +15,7 @@ from sdclab.attacks import linkage
 from sdclab.attacks.reconstruction_files import METRICS_FILE
 from sdclab.censuses.us2010.population import Population
 from sdclab.censuses.us2010.population.io import read_population
+from sdclab.core.census.records import read_records
 from sdclab.core.digest import frames_digest
 from sdclab.core.figures import NotMeasured
 from sdclab.core.fileio import Modes, read_json_object
@@ -33,6 +34,8 @@ from sdclab.pipeline.experiment.cache import (
 from sdclab.pipeline.experiment.replicates import population_seed
 from sdclab.pipeline.experiment.spec import Experiment, Point, on_population
 from sdclab.pipeline.experiment.steps import (
+    CENSUS_PERSONS,
+    _make_census_persons,
     _make_population,
     _make_reconstruction,
     _make_reidentification,
@@ -133,6 +136,10 @@ class Runner:
         it was before there were replicates, so earlier steps stay valid). A declared census's
         persons are read from their file, not copied into a step."""
         spec = self.experiment.population
+        if spec.synthetic_census:
+            digest = _digest("population", spec.source(), self.census.digest)
+            made = self.steps.get(Step("population", digest), partial(_make_census_persons, spec))
+            return read_records(self.census, made / CENSUS_PERSONS), digest
         if self.declared:
             digest = _digest("population", spec.digested(), self.census.digest, _file_digest(spec))
             mapping = spec.mapping

@@ -26,7 +26,8 @@ from pydantic import (
 
 from sdclab import protection
 from sdclab.attacks.reconstruction import NODE_LIMIT
-from sdclab.censuses import BUILT_IN, census_named
+from sdclab.censuses import BUILT_IN, census_named, generator_of
+from sdclab.censuses.us2010 import NAME as US2010
 from sdclab.censuses.us2010.population.synth import GENERATOR_VERSION, check_version
 from sdclab.censuses.us2010.population.synth_geography import GeographyCounts
 from sdclab.core.census.model import Census
@@ -92,6 +93,16 @@ class PopulationSpec(_Strict):
     def source(self) -> dict[str, Any]:
         """Where the population came from: a directory, or the synthetic generator's settings
         (a seed is not recorded for a population that was read, since none made it)."""
+        if self.synthetic_census:
+            generator = generator_of(str(self.census))
+            assert generator is not None, "checked on validation"
+            version = generator.GENERATOR_VERSION
+            return {
+                "census": self.census,
+                "persons": self.persons,
+                "seed": self.seed,
+                "generator": version,
+            }
         if self.declared:
             mapping = {} if self.mapping is None else {"mapping": self.mapping}
             return {"census": self.census, "path": self.path, **mapping}
@@ -120,8 +131,14 @@ class PopulationSpec(_Strict):
 
     @property
     def declared(self) -> bool:
-        """Whether the population is the persons' file of a census other than the US 2010 one."""
-        return self.census is not None and self.census not in BUILT_IN
+        """Whether the population is of a census other than the US 2010 one (its persons' file,
+        or the synthetic persons of a built-in census that has them)."""
+        return self.census is not None and self.census != US2010
+
+    @property
+    def synthetic_census(self) -> bool:
+        """Whether the population is a built-in census's synthetic persons (not the US one's)."""
+        return self.declared and self.path is None
 
     @model_validator(mode="after")
     def _one_source(self) -> PopulationSpec:
@@ -130,12 +147,18 @@ class PopulationSpec(_Strict):
                 "mapping: a mapping file names the columns and codes of a declared census's "
                 "persons' file (give census, a census file, and path)"
             )
-        if self.declared and self.path is None:
+        if self.synthetic_census and generator_of(str(self.census)) is None:
             raise ValueError("census: give path, the census's persons' file")
+        if self.synthetic_census and self.persons is None:
+            raise ValueError(
+                f"census: give persons (census {self.census}'s synthetic population) or path "
+                "(its persons' file)"
+            )
         if self.declared and self.replicates > 1:
             raise ValueError(
-                "replicates: bootstrap replicates resample the US 2010 census's units; a "
-                "declared census runs on the persons' file given (replicates = 1)"
+                "replicates: replicates are further synthetic seeds or bootstrap resamples of "
+                "the US 2010 census's units; another census runs on one population (replicates "
+                "= 1)"
             )
         if (self.persons is None) == (self.path is None):
             raise ValueError("give either persons (synthetic) or path (a population directory)")
@@ -414,7 +437,7 @@ def _census_in(info: ValidationInfo) -> Census:
 
 def _us2010() -> Census:
     """The US 2010 census (its tables are the catalogue)."""
-    return BUILT_IN["us2010"]()
+    return BUILT_IN[US2010]()
 
 
 MATCHED = "ε"

@@ -11,6 +11,7 @@ import polars as pl
 from sdclab import protection
 from sdclab.attacks.reconstruction import DRAWS
 from sdclab.attacks.reconstruction_files import METRICS_FILE, write_reconstruction
+from sdclab.censuses import generator_of
 from sdclab.censuses.us2010.population import Population
 from sdclab.censuses.us2010.population.bootstrap import bootstrap
 from sdclab.censuses.us2010.population.io import read_population, write_population
@@ -35,6 +36,19 @@ def _make_population(spec: PopulationSpec, replicate: int, tmp: Path) -> None:
         population = synthesize(spec.persons or 0, seed, spec.geography(), spec.generator)
         report = build_report(population, seed, spec.geography(), spec.generator)
         write_population(population, tmp, {"synth.json": report})
+
+
+CENSUS_PERSONS = "persons.parquet"
+"""A built-in census's synthetic persons, in its population step."""
+
+
+def _make_census_persons(spec: PopulationSpec, tmp: Path) -> None:
+    """A built-in census's synthetic persons (not the US census's) and what they hold."""
+    generator = generator_of(str(spec.census))
+    assert generator is not None and spec.persons is not None, "checked on validation"
+    frame = generator.synthesize(spec.persons, spec.seed)
+    write_parquet(frame, tmp / CENSUS_PERSONS)
+    write_json(generator.describe(frame), tmp / "synth.json")
 
 
 def _make_release(truth: Population, m: Point, tmp: Path) -> None:
