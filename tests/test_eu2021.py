@@ -6,9 +6,20 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import polars as pl
+import pytest
+import scipy.sparse as sp
 
+from sdclab import protection
 from sdclab.censuses import census_named, is_built_in, is_us2010
 from sdclab.censuses.eu2021 import census
+from sdclab.censuses.eu2021.synth import synthesize
+from sdclab.core.census.records import CensusRecords, encode_records
+from sdclab.core.errors import InputError
+from sdclab.core.tables.tabulate import tabulate
+from sdclab.pipeline import api
+from sdclab.protection.geometric import allocation
+from sdclab.release import read_release, write_release
 
 
 def test_found_by_name_built_in_and_not_the_us_census() -> None:
@@ -44,3 +55,71 @@ def test_the_age_breakdowns_nest() -> None:
     inside = (broad.astype(int) @ fine.T.astype(int)) > 0
     assert (inside.sum(axis=0) == 1).all()
     assert np.array_equal(inside.astype(int) @ fine.astype(int), broad.astype(int))
+
+
+# --- a release of the EU census: the grid beside the administrative units --------------------
+
+
+@pytest.fixture(scope="module")
+def records() -> CensusRecords:
+    return encode_records(census(), synthesize(3_000, 7), "synthetic")
+
+
+def test_a_release_carries_the_grid_and_reads_back(records: CensusRecords, tmp_path) -> None:
+    release = api.protect(records, "none")
+    grid_cells = pl.DataFrame(synthesize(3_000, 7))["grid1km"].n_unique()
+    assert release.geography.n_units("grid1km") == grid_cells
+    assert release.geography.n_units("lau") == records.geography.n_units("lau")
+    write_release(release, tmp_path / "rel")
+    assert (tmp_path / "rel" / "geography-grid.parquet").is_file()
+    again = read_release(tmp_path / "rel", protection.MECHANISMS)
+    exact = tabulate(records, ["grid"])["grid"]
+    read = again.table("grid")
+    assert (read.matrix("grid1km") != sp.csr_matrix(exact.at("grid1km")[1])).nnz == 0
+    # each grid cell's 13 variables: total = males + females = the three age groups
+    dense = read.dense("grid1km")
+    assert (dense[:, 0] == dense[:, 1] + dense[:, 2]).all()
+    assert (dense[:, 0] == dense[:, 3:6].sum(axis=1)).all()
+    assert dense[:, 0].sum() == records.n_persons
+
+
+def test_geometric_noise_splits_epsilon_over_the_levels_of_both_geographies() -> None:
+    params = protection.get("geometric").parse({"epsilon": 6}, census())
+    shares = allocation(params)  # type: ignore[arg-type]
+    levels = {level for _, level in shares}
+    assert levels == {"country", "nuts1", "nuts2", "nuts3", "lau", "grid1km"}
+    for level in levels:  # every level gets ε / 6, whatever the number of its tables
+        assert sum(e for (_, lv), e in shares.items() if lv == level) == 1
+
+
+def test_suppression_refuses_a_table_off_the_total_tables_geography() -> None:
+    with pytest.raises(InputError, match="table grid lies on geography grid"):
+        protection.get("suppress").parse({}, census())
+
+
+def test_a_topdown_workload_decides_its_histogram() -> None:
+    from sdclab.protection.topdown import declared_product
+
+    product = declared_product(census(), ("population", "3.1", "3.2", "3.3"))
+    assert product.schema.names == ("SEX", "AGE", "HST", "LMS")
+    assert product.schema.size == 2 * 101 * 12 * 5
+    with pytest.raises(InputError, match="give it the tables to measure"):
+        declared_product(census())
+
+
+def test_targeted_record_swapping_then_the_cell_key_method_is_one_mechanism(
+    records: CensusRecords,
+) -> None:
+    trs = "rate=0.05;k_anonymity=3;risk_levels=nuts3,lau;similar=size"
+    chain = api.protect(records, "cellkey", seed=4, ptable="ess-d2", swap="swap", swap_settings=trs)
+    alone = api.protect(records, "cellkey", seed=4, ptable="ess-d2")
+    assert chain.notes["swap"]["settings"] == trs
+    assert trs in chain.card.guarantee.text() or any(trs in c for c in chain.card.caveats)
+    assert not chain.card.guarantee.is_formal and alone.card.guarantee.is_formal
+    lau = ("3.1", "3.2", "3.3")
+    differ = [n for n in lau if (chain.table(n).matrix("lau") != alone.table(n).matrix("lau")).nnz]
+    assert differ  # the swap moved persons between LAUs before the noise
+    with pytest.raises(InputError, match="swap_settings: mechanism swap, parameter k_anonymity"):
+        api.protect(records, "cellkey", seed=4, swap="swap", swap_settings="k_anonymity=x")
+    with pytest.raises(InputError, match="give the swap that runs first"):
+        api.protect(records, "cellkey", seed=4, swap_settings="rate=0.05")

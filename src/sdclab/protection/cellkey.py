@@ -28,7 +28,6 @@ import polars as pl
 from sdclab.censuses.us2010.population import Population
 from sdclab.core.arrays import FloatArray
 from sdclab.core.cell_model import CellBounds, bounds
-from sdclab.core.census.records import CensusRecords
 from sdclab.core.diagnostics import Diagnostics, HiddenCells
 from sdclab.core.errors import InputError
 from sdclab.core.figures import NotMeasured
@@ -134,16 +133,14 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
             "fit_for_publication": True,
             "note": "the cell keys are as secret as the stored record keys",
         }
-    if p.swap != "none":
-        preset = {"swap": swapping.SWAP, "swap-low": swapping.SWAP_LOW}.get(
-            p.swap, swapping.SWAP_HIGH
-        )
-        census = population.census if isinstance(population, CensusRecords) else None
-        swapped = swapping.swap_population(source, preset.parse({}, census), rng)
+    swap = p.swap_parameters()
+    if swap is not None:
+        swapped = swapping.swap_population(source, swap, rng)  # type: ignore[arg-type]
         source = swapped.population
         # not the swap's household count: an invariant of the swap, but H3 is perturbed here
         notes["swap"] = {
             "mechanism": p.swap,
+            **({"settings": p.swap_settings} if p.swap_settings else {}),
             "target_swap_rate": swapped.notes["target_swap_rate"],
         }
     names = None if p.tables is None else p.workload_names()

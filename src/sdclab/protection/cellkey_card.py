@@ -92,7 +92,8 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
     t = cells_per_person(p.census, None if p.tables is None else tuple(p.workload_names()))
     if p.swap != "none":
         reason = (
-            f"targeted swapping ({p.swap}) runs first and has no formal guarantee of its own; the "
+            f"targeted swapping ({p.swap}{'; ' + p.swap_settings if p.swap_settings else ''}) "
+            "runs first and has no formal guarantee of its own; the "
             "joint guarantee of swapping followed by perturbation is an open problem (Bailie, "
             "Gong & Meng)"
         )

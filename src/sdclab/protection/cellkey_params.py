@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from sdclab.core.errors import InputError
-from sdclab.protection.base import Mechanism, Unit, WorkloadParameters
+from sdclab.protection.base import Mechanism, Parameters, Unit, WorkloadParameters, parse_settings
 from sdclab.protection.ptable import (
     OnsPTable,
     PTable,
@@ -106,11 +106,38 @@ class CellKeyParameters(WorkloadParameters):
     swap: Literal["none", "swap", "swap-low", "swap-high"] = "none"
     """none, or targeted record swapping first with the defaults of swap, swap-low or swap-high,
     record keys travelling along (the ESS 2021 recipe)"""
+    swap_settings: str = ""
+    """the swap's own settings over its preset's, as key=value pairs separated by ';' (say
+    "rate=0.05;k_anonymity=3;risk_levels=nuts3,lau"): targeted record swapping as the ESS
+    recommends, then the cell key method, as one mechanism"""
     epsilon: Annotated[float, Unit("epsilon ((ε, δ)-DP)")] = Field(1.0, gt=0, le=50)
     """ε at which the card's δ is stated"""
     spsn: bool = True
     """same participants, same noise; false gives every published cell an independent uniform cell
     key (the no-SPSN baseline of the averaging attack; research only)"""
+
+    def swap_parameters(self) -> Parameters | None:
+        """The swap that runs first, parsed for this census (None: no swap)."""
+        if self.swap == "none":
+            if self.swap_settings:
+                raise ValueError("swap_settings: give the swap that runs first (swap=swap)")
+            return None
+        from sdclab.protection import swapping  # the swapping module imports cell key parts
+
+        preset = {"swap": swapping.SWAP, "swap-low": swapping.SWAP_LOW}.get(
+            self.swap, swapping.SWAP_HIGH
+        )
+        pairs = [p for p in self.swap_settings.split(";") if p.strip()]
+        settings = parse_settings([p.strip() for p in pairs])
+        try:
+            return preset.parse(settings, self.census)
+        except InputError as exc:
+            raise ValueError(f"swap_settings: {exc}") from None
+
+    @model_validator(mode="after")
+    def _the_swap_parses(self) -> CellKeyParameters:
+        self.swap_parameters()
+        return self
 
     @model_validator(mode="after")
     def _maxent_needs_design(self) -> CellKeyParameters:

@@ -60,6 +60,12 @@ population (another seed), so that every setting's interval covers the populatio
 noise; sized to finish, attacks included, within 15 minutes on 2 cores (docs/experiments.md).
 The 50,000-person study behind docs/findings.md is ``examples/study-50k.toml``."""
 
+TRS = {"rate": "0.05", "risk_levels": "nuts3,lau", "k_anonymity": "3", "similar": "size"}
+"""Targeted record swapping as the ESS recommends: every household whose members' sex × age ×
+legal marital status is seen fewer than 3 times in its NUTS 3 region or LAU swaps, and 5% of
+households in all, with a donor household of the same size."""
+TRS_CHAINED = ";".join(f"{k}={v}" for k, v in TRS.items())
+
 ADMINISTRATIVE = "population,1.1,1.2,1.3,1.4,2.1,3.1,3.2,3.3,4.1,4.3"
 """The EU 2021 census's tables on its administrative geography (suppression's rules read the
 persons of each unit from its total table there; the grid's are not suppressed)."""
@@ -69,28 +75,28 @@ EU_DEMO = Experiment.model_validate(
         "population": {"census": "eu2021", "persons": 30_000, "seed": 2021},
         "mechanisms": [
             {"name": "none"},
-            {
-                "name": "swap",
-                "label": "trs",
-                "settings": {
-                    "rate": "0.05",
-                    "risk_levels": "nuts3,lau",
-                    "k_anonymity": 3,
-                    "similar": "size",
-                },
-                "seed": 1,
-            },
+            {"name": "swap", "label": "trs", "settings": TRS, "seed": 1},
             {
                 "name": "cellkey",
                 "label": "cellkey-ess",
                 "settings": {"ptable": "ess-d2"},
                 "seed": 2,
             },
+            {
+                "name": "cellkey",
+                "label": "trs-cellkey",
+                "settings": {"ptable": "ess-d2", "swap": "swap", "swap_settings": TRS_CHAINED},
+                "seed": 3,
+            },
             {"name": "geometric", "settings": {"epsilon": [1, 4]}, "seed": 4},
             {
                 "name": "topdown",
                 "label": "topdown-lau",
-                "settings": {"rho": [1, 4], "tables": "population,3.1,3.2,3.3"},
+                "settings": {
+                    "rho": [1, 4],
+                    "tables": "population,3.1,3.2,3.3",
+                    "measurements": "false",
+                },
                 "seed": 5,
             },
             {"name": "suppress", "settings": {"tables": ADMINISTRATIVE}},
@@ -100,7 +106,8 @@ EU_DEMO = Experiment.model_validate(
     context={"census": census_named("eu2021")},
 )
 """The built-in experiment of ``sdclab demo --census eu2021``: targeted record swapping as the
-ESS recommends, the cell key method with the ESS p-table, geometric noise and TopDown at two
+ESS recommends, the cell key method with the ESS p-table alone and after that swapping (the ESS
+2021 recipe), geometric noise and TopDown at two
 budgets each, and cell suppression, on 30,000 synthetic persons of the EU 2021 census, each
 release reconstructed from its LAU hypercubes and reidentified (docs/europe.md)."""
 
