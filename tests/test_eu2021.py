@@ -3,7 +3,12 @@ found by name like the US census."""
 
 from __future__ import annotations
 
+import json
 import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -123,3 +128,60 @@ def test_targeted_record_swapping_then_the_cell_key_method_is_one_mechanism(
         api.protect(records, "cellkey", seed=4, swap="swap", swap_settings="k_anonymity=x")
     with pytest.raises(InputError, match="give the swap that runs first"):
         api.protect(records, "cellkey", seed=4, swap_settings="rate=0.05")
+
+
+# --- a European office's own file, from the command line -------------------------------------
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "europe"
+
+
+def test_an_offices_own_file_goes_through_every_step_from_the_command_line(tmp_path) -> None:
+    for name in ("experiment.toml", "persons.csv", "mapping.toml"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    done = subprocess.run(
+        [sys.executable, "-m", "sdclab", "run", "experiment.toml", "--out", "out"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    written = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert written["census"]["name"] == "eu2021"
+    assert written["population"]["persons"] == 1_500
+    releases = written["mechanisms"]
+    assert list(releases) == ["none", "trs", "cellkey-ess", "trs-cellkey"]
+    for entry in releases.values():
+        assert set(entry["accuracy"]) == set(census().tables)
+        reid = entry["reidentification"]["census"]
+        assert reid["reconstruction"]["all"]["attacker_records"] == 1_500
+    assert "eu2021" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_a_bad_code_in_an_offices_file_is_one_line_naming_row_and_column(tmp_path) -> None:
+    lines = (EXAMPLE / "persons.csv").read_text().splitlines()
+    header = lines[0].split(";")
+    row = lines[3].split(";")
+    row[header.index("geschlecht")] = "9"
+    lines[3] = ";".join(row)
+    (tmp_path / "persons.csv").write_text("\n".join(lines) + "\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sdclab",
+            "tabulate",
+            "persons.csv",
+            "--census",
+            "eu2021",
+            "--mapping",
+            str(EXAMPLE / "mapping.toml"),
+            "--out",
+            "tables",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert "row 4, column 'geschlecht' (SEX): unknown code '9'" in done.stderr
+    assert done.stderr.count("\n") <= 1 and not (tmp_path / "tables").exists()

@@ -152,7 +152,7 @@ MappingOption = Annotated[
 ]
 CensusOption = Annotated[
     str | None,
-    typer.Option(help="The census: us2010 (default) or a census file (docs/census.md)."),
+    typer.Option(help="The census: us2010 (default), eu2021 or a census file (docs/census.md)."),
 ]
 
 
