@@ -19,10 +19,13 @@ from sdclab import protection
 from sdclab.censuses import census_named, is_built_in, is_us2010
 from sdclab.censuses.eu2021 import census
 from sdclab.censuses.eu2021.synth import synthesize
+from sdclab.cli.experiments import release_lines
 from sdclab.core.census.records import CensusRecords, encode_records
 from sdclab.core.errors import InputError
 from sdclab.core.tables.tabulate import tabulate
 from sdclab.pipeline import api
+from sdclab.pipeline.experiment.demo import DEMOS
+from sdclab.pipeline.results import ExperimentResult
 from sdclab.protection.geometric import allocation
 from sdclab.release import read_release, write_release
 
@@ -155,6 +158,23 @@ def test_an_offices_own_file_goes_through_every_step_from_the_command_line(tmp_p
         reid = entry["reidentification"]["census"]
         assert reid["reconstruction"]["all"]["attacker_records"] == 1_500
     assert "eu2021" in (tmp_path / "out" / "report.html").read_text()
+    lines = release_lines(ExperimentResult.from_dict(written))
+    assert "3.1 lau" in lines[0] and "confirmed (census attacker)" in lines[0]
+    rate = releases["none"]["reidentification"]["census"]["reconstruction"]["all"]
+    assert lines[1].split()[-1] == f"{rate['confirmed_rate']:.3f}"
+
+
+def test_the_demo_knows_the_european_study() -> None:
+    eu = DEMOS["eu2021"]
+    assert eu.census is census() and eu.population.synthetic_census
+    labels = [m.label or m.name for m in eu.mechanisms]
+    assert {"trs", "cellkey-ess", "trs-cellkey", "geometric", "suppress"} <= set(labels)
+    done = subprocess.run(
+        [sys.executable, "-m", "sdclab", "demo", "--census", "fr1999", "--out", "x"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "--census: expected one of us2010, eu2021" in done.stderr
 
 
 def test_a_bad_code_in_an_offices_file_is_one_line_naming_row_and_column(tmp_path) -> None:

@@ -60,36 +60,53 @@ def demo(
 
 
 def release_lines(results: Any) -> list[str]:
-    """One line per release of an experiment: its guarantee, common-axis ε, tract MAE of P12
-    over non-empty cells (withheld ones counted), and the census attacker's headline risk; an ε
-    with a qualifier ("within the PSA's invariants (…)") is marked * and the qualifier given
-    after the lines."""
-    from sdclab.pipeline.results.reidentification import Reidentification
-
+    """One line per release of an experiment: its guarantee, common-axis ε, the MAE of the
+    compared table (US: P12 by tract; another census: its compared table at its reconstruction's
+    level) over non-empty cells (withheld ones counted), and the census attacker's headline risk
+    (US: points beyond the best baseline; another census, which has no baselines: the confirmed
+    share); an ε with a qualifier ("within the PSA's invariants (…)") is marked * and the
+    qualifier given after the lines."""
+    view = results.census
+    table, level = ("P12", "tract") if view is None else (view.compared, view.unit)
+    risk = "beyond the best baseline (census)" if view is None else "confirmed (census attacker)"
     width = max(13, *(len(t) for t in results.releases))
-    lines = [
-        f"{'release':>{width}}  {'guarantee':<24} {'ε (1e-10)':>9} {'P12 tract':>9}  "
-        "beyond the best baseline (census)"
-    ]
+    accuracy = f"{table} {level}"
+    lines = [f"{'release':>{width}}  {'guarantee':<24} {'ε (1e-10)':>9} {accuracy:>9}  {risk}"]
     qualified: dict[str, list[str]] = {}
     for title, release in results.releases.items():
         evaluation = release.evaluation
-        census = evaluation.reidentification.get("census")
-        beyond = "n/a"
-        if isinstance(census, Reidentification) and census.baselines():
-            points = census.headline("all").points
-            beyond = "n/a" if isinstance(points, NotMeasured) else f"{points:+.1f} pp"
         guarantee = evaluation.card.guarantee
         common = evaluation.card.common
         axis = "n/a" if isinstance(common, NotMeasured) else f"{common.epsilon:.2f}"
         if not isinstance(common, NotMeasured) and common.qualifier:
             axis += "*"
             qualified.setdefault(common.qualifier, []).append(title)
-        compared = evaluation.compared("tract", "P12")
-        value = NotMeasured("") if isinstance(compared, NotMeasured) else compared.mae_nonempty
-        mae = "n/a" if isinstance(value, NotMeasured) else f"{value:.3f}"
+        compared = evaluation.accuracy.get(table, {}).get(level)
+        mae = "n/a" if compared is None else _figure(compared.mae_nonempty, ".3f")
         budget = guarantee.text() if guarantee.is_formal else "none"
-        lines.append(f"{title:>{width}}  {budget:<24} {axis:>9} {mae:>9}  {beyond}")
+        lines.append(
+            f"{title:>{width}}  {budget:<24} {axis:>9} {mae:>{len(accuracy)}}  "
+            f"{_headline(evaluation, baselines=view is None)}"
+        )
     for qualifier, titles in qualified.items():
         lines.append(f"* {', '.join(titles)}: ε {qualifier}")
     return lines
+
+
+def _figure(value: Any, form: str) -> str:
+    return "n/a" if isinstance(value, NotMeasured) else format(value, form)
+
+
+def _headline(evaluation: Any, baselines: bool) -> str:
+    """The census attacker's risk: points beyond the best baseline, or the confirmed share."""
+    from sdclab.pipeline.results.reidentification import Reidentification
+
+    census = evaluation.reidentification.get("census")
+    if not isinstance(census, Reidentification):
+        return "n/a"
+    if not baselines:
+        return _figure(census.reconstruction.all.confirmed_rate, ".3f")
+    if not census.baselines():
+        return "n/a"
+    points = census.headline("all").points
+    return "n/a" if isinstance(points, NotMeasured) else f"{points:+.1f} pp"
