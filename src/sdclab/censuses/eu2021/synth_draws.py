@@ -21,20 +21,6 @@ def sample_pmf(rng: np.random.Generator, pmf: Sequence[float] | FloatArray, size
     return np.minimum(drawn, len(cdf) - 1).astype(np.int64)
 
 
-def sample_rows(rng: np.random.Generator, probabilities: FloatArray, row: IntArray) -> IntArray:
-    """For each entry of ``row``, a column index drawn from that row of ``probabilities``.
-
-    Rows are laid end to end on one axis (row r occupies [r, r + 1)), so one binary search serves
-    every draw without a draws × columns array."""
-    n_rows, n_cols = probabilities.shape
-    cdf = np.cumsum(probabilities, axis=1)
-    cdf /= cdf[:, -1:]
-    cdf[:, -1] = 1.0
-    flat = (cdf + np.arange(n_rows)[:, None]).ravel()
-    position = np.searchsorted(flat, row + rng.random(len(row)), side="right")
-    return np.clip(position - row * n_cols, 0, n_cols - 1).astype(np.int64)
-
-
 def truncated_normal(
     rng: np.random.Generator,
     mean: float | FloatArray,

@@ -18,10 +18,10 @@ from sdclab.censuses.eu2021.synth_draws import (
     bernoulli,
     mixture_ages,
     sample_pmf,
-    sample_rows,
     truncated_normal,
 )
 from sdclab.core.arrays import FloatArray, IntArray
+from sdclab.core.sampling import sample_rows
 
 TYPES = (
     "one_person",

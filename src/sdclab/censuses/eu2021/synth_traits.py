@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sdclab.censuses.eu2021.synth_draws import bernoulli, sample_pmf, sample_rows
+from sdclab.censuses.eu2021.synth_draws import bernoulli, sample_pmf
 from sdclab.censuses.eu2021.synth_households import (
     CHILD,
     PARTNER,
@@ -19,6 +19,7 @@ from sdclab.censuses.eu2021.synth_households import (
     People,
 )
 from sdclab.core.arrays import FloatArray, IntArray
+from sdclab.core.sampling import sample_rows
 
 CAPITAL_FOREIGN_SHARE = 0.30
 """Share of foreign-origin units in the capital's NUTS 2 region (chosen for illustration). Some

@@ -13,7 +13,6 @@ from sdclab.censuses.us2010.population.synth_draws import (
     apportion,
     logit_shift_to_mean,
     sample_pmf,
-    sample_rows,
     truncated_normal,
 )
 from sdclab.censuses.us2010.population.synth_geography import (
@@ -29,6 +28,7 @@ from sdclab.censuses.us2010.population.synth_targets import (
     VACANCY_SHARE,
 )
 from sdclab.core.arrays import BoolArray, FloatArray, IntArray
+from sdclab.core.sampling import sample_rows
 
 HOUSEHOLD_SIZE_MAX = 20
 """Largest household. The 7+ class is a truncated geometric tail over 7..20 whose mean is solved so

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sdclab.censuses.us2010 import schema
-from sdclab.censuses.us2010.population.synth_draws import dirichlet_rows, sample_pmf, sample_rows
+from sdclab.censuses.us2010.population.synth_draws import dirichlet_rows, sample_pmf
 from sdclab.censuses.us2010.population.synth_geography import GeographyPlan
 from sdclab.censuses.us2010.population.synth_households import (
     SAME_RACE_IN_HOUSEHOLD,
@@ -25,6 +25,7 @@ from sdclab.censuses.us2010.population.synth_targets import (
     RACE_GROUPS,
 )
 from sdclab.core.arrays import FloatArray, IntArray
+from sdclab.core.sampling import sample_rows
 
 # Segregation: tract mix ~ Dirichlet(TRACT · national), block mix ~ Dirichlet(BLOCK · tract mix).
 TRACT_CONCENTRATION = 2.0
