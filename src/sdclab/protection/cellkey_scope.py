@@ -128,7 +128,7 @@ def contributor_ids(tables: list[TableDef]) -> dict[str, IntArray]:
     rng = np.random.default_rng(0)
     prints = []
     for prime in FINGERPRINT_PRIMES:
-        weights = {n: rng.integers(1, prime, size) for n, size in attributes.items()}
+        weights = {n: rng.integers(1, prime, size) for n, size in sorted(attributes.items())}
         sums = {n: int(w.sum() % prime) for n, w in weights.items()}
         prints.append(
             np.concatenate(
