@@ -509,19 +509,41 @@ def ckm_risk(
             tmp / METRICS_FILE,
         )
     a, b, c = figures["bound_disclosure"], figures["pinned"], figures["averaging"]
+    scope = figures.get("scope")
+    kind = "3-tuples" if scope is None else "tuples"
     typer.echo(
         f"noise bound of large counts {a['large_count_bound']}: estimated "
         f"{a['bound_estimated']} from "
-        f"{a['tuples_present']} 3-tuples (p1 {a['p1_independent']:.3g} independent, "
-        f"{a['p1_exact_keys']:.3g} exact keys; risk {a['risk_independent']:.3f})"
+        f"{a['tuples_present']} {kind} (p1 {_figure(a['p1_independent'], '.3g')} independent, "
+        f"{_figure(a['p1_exact_keys'], '.3g')} exact keys; risk "
+        f"{_figure(a['risk_independent'], '.3f')})"
     )
-    typer.echo(f"pinned 3-tuples: {b['pinned']} of {b['tuples']}")
+    if scope is not None:
+        by = ", ".join(f"{n} of {c_} children" for c_, n in _tuple_counts(a).items())
+        typer.echo(f"tuples by parent's children: {by or 'none'}")
+    typer.echo(f"pinned {kind}: {b['pinned']} of {b['tuples']}")
+    if scope is not None and c["most_exposed"]:
+        e = c["most_exposed"][0]
+        typer.echo(
+            f"most exposed statistic: {e['table']} at {e['level']} ({e['cell']}): "
+            f"t = {e['t']} representations, k/t² = {e['k_over_t2']:.3g}"
+        )
     if "attack" in c:
         typer.echo(
             f"averaging attack: {c['attack']['averaged_exact_share']:.1%} of non-empty cells exact "
             f"(published values: {c['attack']['published_exact_share']:.1%})"
         )
     typer.echo(f"written to {out}")
+
+
+def _figure(value: Any, spec: str) -> str:
+    """A figure in ``spec``, or its n/a reason."""
+    return value if isinstance(value, str) else format(value, spec)
+
+
+def _tuple_counts(bound: dict[str, Any]) -> dict[str, int]:
+    """Tuples present by the number of children of their parent."""
+    return {c: int(v["tuples"]) for c, v in bound.get("tuples_by_children", {}).items()}
 
 
 @app.command()

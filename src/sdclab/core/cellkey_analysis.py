@@ -108,6 +108,40 @@ def p1_independent(f: Pmf, m: Pmf, t: Pmf, bound: int) -> float:
     return float(probs[np.abs(s) >= _threshold(bound)].sum())
 
 
+def child_sum_pmf(noise: Pmf, children: int) -> Pmf:
+    """Pmf of S = Σ x_child − x_parent for ``children`` + 1 independent noises of pmf ``noise``
+    (a parent geounit's cell and its ``children`` children's): :func:`tuple_sum_pmf` for any c."""
+    lo, q = _dense(noise)
+    hi = lo + q.size - 1
+    probs = q[::-1]
+    for _ in range(children):
+        probs = np.convolve(probs, q)
+    start = children * lo - hi
+    return np.arange(start, start + probs.size, dtype=np.int64), probs
+
+
+def reveal_threshold(bound: int, children: int) -> int:
+    """|S| ≥ (c+1)E − c reveals E from a tuple of c children and their parent: Ê = ⌈|S|/(c+1)⌉
+    equals E exactly then (c = 2 is the paper's 3E − 2); 0 when E = 0."""
+    if bound < 0:
+        raise ValueError(f"the noise bound must be non-negative, got {bound}")
+    return max((children + 1) * bound - children, 0)
+
+
+def p1_children(noise: Pmf, children: int, bound: int) -> float:
+    """Per-tuple chance of revealing E from c children and their parent, independent noises."""
+    s, probs = child_sum_pmf(noise, children)
+    return float(probs[np.abs(s) >= reveal_threshold(bound, children)].sum())
+
+
+def estimate_bound_children(s: IntArray, children: IntArray) -> int:
+    """The attacker's estimate Ê = max ⌈|S| / (c+1)⌉ over tuples of c children each."""
+    s, c = np.asarray(s, dtype=np.int64), np.asarray(children, dtype=np.int64)
+    if s.size == 0:
+        raise ValueError("no tuple sums to estimate the bound from")
+    return int((-(-np.abs(s) // (c + 1))).max())
+
+
 def p1_uniform(bound: int) -> float:
     """p1 for noise uniform on {−E..E}: 20 / (2E + 1)³.
 

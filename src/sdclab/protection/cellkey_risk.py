@@ -12,9 +12,16 @@ What an attacker can do with a CKM release and the public method (p-table and no
     tables and of its children's cells; averaging them shrinks the noise variance to kV/t². t and
     k are counted for every published cell with and without SPSN, and the averaging attack is run.
 
-Only person tables on the person schema enter (c); the representations of a cell are every
-partition of it by the cells of a table (found from the query matrices: the table's cells that
-meet the statistic must lie inside it and cover it) at its own level or any level below.
+Only person tables on the main geography enter (c); the representations of a cell are every
+partition of it by the cells of a table (found from the query matrices, over the joint domain of
+two tables declared on different schemas: the table's cells that meet the statistic must lie
+inside it and cover it) at its own level or any level below.
+
+Any census: what the analyses read of it (tables, tuple sizes, targets) is
+:func:`sdclab.protection.cellkey_scope.risk_scope`. The US census keeps the paper's 3-tuples; a
+declared census's main hierarchy gives tuples of every number of children c ≥ 2 (S = Σ children −
+parent, Ê = max ⌈|S|/(c+1)⌉); a figure without a counterpart (exact keys without 3-tuples, pinned
+tuples with too many assignments) is ``"n/a: <reason>"``, never 0.
 
 The cells, the tuples (the geography relations with c parts) and the partitions are those of
 :mod:`sdclab.core.tables.relations`, shared with complementary suppression.
@@ -29,14 +36,10 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from sdclab.censuses.us2010 import schema
-from sdclab.censuses.us2010.catalog import CATALOG
-from sdclab.censuses.us2010.population import Population
 from sdclab.core import cellkey_analysis as ck
-from sdclab.core.errors import InputError
 from sdclab.core.tables.definition import TableDef
-from sdclab.core.tables.relations import PublishedCells, partitions
-from sdclab.core.tables.tabulate import tabulate
+from sdclab.core.tables.relations import PublishedCells, joint_partitions
+from sdclab.core.tables.tabulate import Records, tabulate
 from sdclab.protection import cellkey
 from sdclab.protection.cellkey import (
     AnyPTable,
@@ -46,14 +49,17 @@ from sdclab.protection.cellkey import (
     noise_bound,
     published_ptable,
 )
+from sdclab.protection.cellkey_scope import ATTACK_TARGETS, contributor_ids, risk_scope
 from sdclab.protection.ptable import OnsPTable, large_count_noise, symmetry_row
 from sdclab.release import Release
 
 IntArray = npt.NDArray[np.int64]
-ATTACK_TARGETS = ("P1", "P8", "P12", "P14")
-"""Tables whose cells the averaging attack estimates (representations come from every table)."""
 LARGE_COUNT = 1_000
 """A count in every p-table's symmetry row (used for p1)."""
+
+
+NA = "n/a: "
+"""How a figure without a counterpart for a census starts (then the reason)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,11 +82,13 @@ class Tuples:
     :class:`~sdclab.core.tables.relations.PublishedCells`."""
 
 
-def geographic_tuples(release: Release, components: int = 2) -> Tuples:
+def geographic_tuples(
+    release: Release, components: int = 2, names: tuple[str, ...] | None = None
+) -> Tuples:
     """Every cell of every parent geounit with exactly ``components`` children, in every table
-    published at both levels, where the parent's published count is positive: the geography
-    relations of the release's cells with that many parts."""
-    cells = PublishedCells.from_release(release)
+    (of ``names``, default all) published at both levels, where the parent's published count is
+    positive: the geography relations of the release's cells with that many parts."""
+    cells = PublishedCells.from_release(release, names)
     relations = cells.geography_relations(children=components)
     relations = relations.select(cells.values_at(relations.whole) > 0)  # a suppressed cell is 0
     members = relations.members() if len(relations) else np.zeros((0, components + 1), np.int64)
@@ -95,7 +103,7 @@ def geographic_tuples(release: Release, components: int = 2) -> Tuples:
     )
 
 
-def true_values(tuples: Tuples, truth: Population, release: Release) -> IntArray:
+def true_values(tuples: Tuples, truth: Records, release: Release) -> IntArray:
     """The true counts of each tuple's members (evaluation only)."""
     cells = PublishedCells.from_release(release)
     exact = tabulate(truth, sorted(set(tuples.table.tolist())))
@@ -115,10 +123,16 @@ LARGE_COUNTS = tuple(range(LARGE_COUNT, LARGE_COUNT + 5))
 table's rounding period (a long-format table's symmetry row does not depend on the count)."""
 
 
-def usable_tuples(release: Release, params: CellKeyParameters) -> Tuples:
-    """The release's 3-tuples an attacker can use: with a threshold, only those whose members
-    are all shown (an absent cell may be a suppressed one)."""
-    tuples = geographic_tuples(release, 2)
+def usable_tuples(
+    release: Release,
+    params: CellKeyParameters,
+    components: int = 2,
+    names: tuple[str, ...] | None = None,
+) -> Tuples:
+    """The release's tuples of ``components`` children and their parent an attacker can use
+    (3-tuples by default): with a threshold, only those whose members are all shown (an absent
+    cell may be a suppressed one)."""
+    tuples = geographic_tuples(release, components, names)
     if not params.threshold:
         return tuples
     shown = (tuples.values > 0).all(axis=1)
@@ -166,7 +180,7 @@ def bound_disclosure(tuples: Tuples, params: CellKeyParameters, table: AnyPTable
 
 
 def pinned_counts(
-    tuples: Tuples, release: Release, table: AnyPTable, truth: Population | None
+    tuples: Tuples, release: Release, table: AnyPTable, truth: Records | None
 ) -> dict[str, Any]:
     """(b): 3-tuples whose published values pin their true counts once the bound is known."""
     result = ck.pinned_tuples(tuples.values, noise_bound(table), blocked(table))
@@ -185,18 +199,104 @@ def pinned_counts(
     return out
 
 
+def _sums(tuples: Tuples) -> IntArray:
+    """S = Σ children − parent of every tuple."""
+    return tuples.values[:, :-1].sum(axis=1) - tuples.values[:, -1]
+
+
+def _children(tuples: Tuples) -> int:
+    return int(tuples.members.shape[1] - 1)
+
+
+def bound_disclosure_of(
+    groups: list[Tuples], params: CellKeyParameters, table: AnyPTable
+) -> dict[str, Any]:
+    """(a) over tuples of any sizes (``groups``: one per number of children c): Ê = max
+    ⌈|S|/(c+1)⌉, p1 per size in the independence model, the risk over all tuples present; the
+    exact-key p1 of the 3-tuples only (K² key pairs; more children would need K^c). Only
+    3-tuples: exactly :func:`bound_disclosure`."""
+    if [_children(g) for g in groups] == [2]:
+        return bound_disclosure(groups[0], params, table)
+    present = [g for g in groups if len(g.values)]
+    pmf = large_count_noise(table)
+    bound = int(np.abs(pmf[0][pmf[1] > 0]).max())
+    sizes = [_children(g) for g in present]
+    p1 = {c: ck.p1_children(pmf, c, bound) for c in sizes}
+    counts = {c: len(g.values) for c, g in zip(sizes, present, strict=True)}
+    s = np.concatenate([_sums(g) for g in present]) if present else np.zeros(0, np.int64)
+    c_of = np.repeat(sizes, [len(g.values) for g in present]).astype(np.int64)
+    none = f"{NA}no parent geounit has two or more children with a positive published count"
+    mixed = f"{NA}tuples of {sizes} children differ in p1: see tuples_by_children"
+    single = len(sizes) == 1
+    three = next((g for g in present if _children(g) == 2), None)
+    exact = bound_disclosure(three, params, table) if three is not None else None
+    no_three = f"{NA}exact keys are enumerated for 3-tuples only (K² key pairs); none here"
+    risk = 1 - float(np.prod([1 - ck.disclosure_risk(p1[c], counts[c]) for c in sizes]))
+    return {
+        "noise_bound": noise_bound(table),
+        "large_count_bound": bound,
+        "tuples_present": int(len(s)),
+        "tuples_by_children": {
+            str(c): {"tuples": counts[c], "p1_independent": p1[c]} for c in sizes
+        },
+        "bound_estimated": ck.estimate_bound_children(s, c_of) if len(s) else none,
+        "bound_disclosed": ck.estimate_bound_children(s, c_of) == bound if len(s) else none,
+        "tuples_at_extreme": int((np.abs(s) >= np.maximum((c_of + 1) * bound - c_of, 0)).sum()),
+        "p1_independent": p1[sizes[0]] if single else (mixed if sizes else none),
+        "p1_exact_keys": no_three if exact is None else exact["p1_exact_keys"],
+        "exact_key_space": no_three if exact is None else exact["exact_key_space"],
+        "tuples_needed_95": ck.tuples_needed(p1[sizes[0]], 0.95)
+        if single
+        else (mixed if sizes else none),
+        "risk_independent": risk if sizes else none,
+        "risk_exact_keys": no_three if exact is None else exact["risk_exact_keys"],
+        "ons_table": isinstance(table, OnsPTable),
+    }
+
+
+PINNED_MAX_ASSIGNMENTS = 1_000_000
+"""Largest number of noise assignments ((2D+1)^c) the pinned analysis enumerates per tuple."""
+
+
+def pinned_of(
+    groups: list[Tuples], release: Release, table: AnyPTable, truth: Records | None
+) -> dict[str, Any]:
+    """(b) over tuples of any sizes: the sizes whose (2D+1)^c noise assignments can be
+    enumerated; the others are listed as n/a with the reason."""
+    width = 2 * noise_bound(table) + 1
+    fits = [g for g in groups if len(g.values) and width ** _children(g) <= PINNED_MAX_ASSIGNMENTS]
+    skipped = sorted({_children(g) for g in groups if len(g.values)} - {_children(g) for g in fits})
+    parts = [pinned_counts(g, release, table, truth) for g in fits]
+    total = sum(len(g.values) for g in groups)
+    out: dict[str, Any] = {"tuples": total}
+    if not parts:
+        why = "no tuples" if not total else f"(2D+1)^c > {PINNED_MAX_ASSIGNMENTS:,} for c {skipped}"
+        return {**out, "pinned": f"{NA}{why}", "inconsistent": f"{NA}{why}"}
+    for key in ("pinned", "inconsistent", "pinned_correct"):
+        if any(key in part for part in parts):
+            out[key] = sum(part.get(key, 0) for part in parts)
+    if skipped:
+        out["not_enumerated"] = f"{NA}tuples of {skipped} children: (2D+1)^c assignments too many"
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # (c): redundant representations along tables and geography, and the averaging attack
 # ---------------------------------------------------------------------------------------------
 
 
 def person_tables(release: Release) -> list[TableDef]:
-    return [CATALOG[n] for n in release.tables if CATALOG[n].schema is schema.PERSON]
+    """The release's tables of persons on its main geography: the representations come from
+    them (of the US census: those on its person schema)."""
+    return list(risk_scope(release).tables)
 
 
 def canonical_parts(tables: list[TableDef]) -> dict[str, IntArray]:
     """One id per distinct set of domain cells, for every cell of every table: cells of two tables
-    with the same id have the same contributors (and so, under SPSN, the same noise)."""
+    with the same id have the same contributors (and so, under SPSN, the same noise). Tables on
+    several schemas (a declared census's hypercubes) compare by :func:`contributor_ids`."""
+    if len({id(t.schema) for t in tables}) > 1:
+        return contributor_ids(tables)
     ids: dict[bytes, int] = {}
     out = {}
     for table in tables:
@@ -229,7 +329,7 @@ def representations(target: TableDef, tables: list[TableDef]) -> list[list[Repre
     canon = canonical_parts(tables)
     tables_by_name = {t.name: t.levels for t in tables}
     out: list[list[Representation]] = [[] for _ in range(target.n_cells)]
-    for name, inside in partitions(target, tables).items():
+    for name, inside in joint_partitions(target, tables).items():
         members = inside.tocsc()
         for j in range(members.shape[1]):
             parts = members.indices[members.indptr[j] : members.indptr[j + 1]]
@@ -270,7 +370,13 @@ class Redundancy:
     estimate: npt.NDArray[np.float64]
 
 
-def redundancy(release: Release, target: TableDef, level: str, spsn: bool) -> Redundancy:
+def redundancy(
+    release: Release,
+    target: TableDef,
+    level: str,
+    spsn: bool,
+    tables: list[TableDef] | None = None,
+) -> Redundancy:
     """Count and average the IRRs of every cell of ``target`` at ``level``.
 
     Without SPSN every (table, level) publication of a representation carries fresh noise; with
@@ -278,9 +384,9 @@ def redundancy(release: Release, target: TableDef, level: str, spsn: bool) -> Re
     or levels repeat it, so it counts once.
     """
     geography = release.geography
-    tables = person_tables(release)
+    tables = person_tables(release) if tables is None else tables
     reps = representations(target, tables)
-    inside = partitions(target, tables)
+    inside = joint_partitions(target, tables)
     n_geo, n_cells = geography.n_units(level), target.n_cells
     down = {
         lv: geography.containment(level, lv)
@@ -347,8 +453,9 @@ def averaging(
     release: Release,
     params: CellKeyParameters,
     table: AnyPTable,
-    truth: Population | None,
+    truth: Records | None,
     targets: tuple[str, ...] = ATTACK_TARGETS,
+    tables: list[TableDef] | None = None,
 ) -> dict[str, Any]:
     """(c) for the target tables at every level: the k/t² distribution over published cells, the
     most exposed cells with their Gaussian averaging success, and — with the truth — how many
@@ -359,10 +466,11 @@ def averaging(
     ratios: list[npt.NDArray[np.float64]] = []
     exposed: list[dict[str, Any]] = []
     attack = {"cells": 0, "published_exact": 0, "averaged_exact": 0}
+    tables = person_tables(release) if tables is None else tables
     for name in (n for n in targets if n in release.tables):
-        target = CATALOG[name]
+        target = release.tables[name].table
         for level in target.levels:
-            r = redundancy(release, target, level, params.spsn)
+            r = redundancy(release, target, level, params.spsn, tables)
             published = release.tables[name].matrix(level).toarray()  # suppressed: 0
             shown = published > 0
             ratio = np.where(shown, r.k / np.maximum(r.t, 1) ** 2, np.inf)
@@ -411,7 +519,7 @@ def averaging(
 
 
 def repeated_queries(
-    population: Population,
+    population: Records,
     params: CellKeyParameters,
     table: AnyPTable,
     runs: int,
@@ -427,10 +535,9 @@ def repeated_queries(
     truth = tabulate(population, list(tables))
     total: dict[str, npt.NDArray[np.float64]] = {}
     key_space = params.resolved_key_space(table)
+    people: Any = population  # record keys go on any census's records (the US type names them)
     keyed = (
-        population
-        if cellkey.has_keys(population)
-        else cellkey.assign_record_keys(population, key_space, rng)
+        people if cellkey.has_keys(people) else cellkey.assign_record_keys(people, key_space, rng)
     )
     plain, cell_keys = cellkey.keyed_tables(keyed, list(tables), key_space)
     first: dict[str, npt.NDArray[np.float64]] = {}
@@ -496,30 +603,41 @@ REPEATED_RUNS = 50
 
 
 def ckm_risk(
-    release: Release, truth: Population | None = None, *, seed: int | None = 0
+    release: Release, truth: Records | None = None, *, seed: int | None = 0
 ) -> dict[str, Any]:
-    """All release-level analyses of a cell key release. With the truth, the attacks are scored
-    (evaluation only) and the repeated-query attack is simulated with and without SPSN. The
-    cell key mechanism offers it as its risk analysis (``Mechanism.risk_analysis``)."""
+    """All release-level analyses of a cell key release, on the tables its census offers
+    (:func:`risk_scope`). With the truth, the attacks are scored (evaluation only) and the
+    repeated-query attack is simulated with and without SPSN. The cell key mechanism offers it
+    as its risk analysis (``Mechanism.risk_analysis``)."""
     params = CellKeyParameters.model_validate(
         release.parameters, context={"census": release.census}
     )
     table = published_ptable(release, params)
-    tuples = usable_tuples(release, params)
-    out: dict[str, Any] = {
-        "bound_disclosure": bound_disclosure(tuples, params, table),
-        "pinned": pinned_counts(tuples, release, table, truth),
-        "averaging": averaging(release, params, table, truth),
-    }
+    scope = risk_scope(release)
+    out: dict[str, Any] = {}
+    if scope.us:
+        tuples = usable_tuples(release, params)
+        out["bound_disclosure"] = bound_disclosure(tuples, params, table)
+        out["pinned"] = pinned_counts(tuples, release, table, truth)
+        three = out["bound_disclosure"]["tuples_present"]
+    else:
+        groups = [usable_tuples(release, params, c, scope.tuple_tables) for c in scope.children]
+        out["bound_disclosure"] = bound_disclosure_of(groups, params, table)
+        out["pinned"] = pinned_of(groups, release, table, truth)
+        three = sum(len(g.values) for g in groups if g.members.shape[1] == 3)
+    out["averaging"] = averaging(release, params, table, truth, scope.targets, list(scope.tables))
     exposed = out["averaging"]["most_exposed"]
-    out["design"] = design_grid(
-        out["bound_disclosure"]["tuples_present"], exposed[0]["k_over_t2"] if exposed else None
-    )
+    out["design"] = design_grid(three, exposed[0]["k_over_t2"] if exposed else None)
     if truth is not None:
         rng = np.random.default_rng(seed)
         out["repeated_queries"] = [
             repeated_queries(
-                truth, params.model_copy(update={"spsn": spsn}), table, REPEATED_RUNS, rng
+                truth,
+                params.model_copy(update={"spsn": spsn}),
+                table,
+                REPEATED_RUNS,
+                rng,
+                scope.repeated,
             )
             for spsn in (True, False)
         ]
@@ -528,19 +646,13 @@ def ckm_risk(
             "averaging.attack",
             "repeated_queries",
         ]
+    if not scope.us:
+        out["scope"] = scope.summary()
     return out
 
 
 @cellkey.MECHANISM.define("risk_analysis")
-def risk_analysis(release: Release, truth: Population | None) -> dict[str, Any]:
-    """The cell key method's own risk analyses of a release (:func:`ckm_risk`): on the US
-    census's tables (its targets are P1, P8, P12 and P14)."""
-    from sdclab.censuses import is_us2010
-
-    if not is_us2010(release.census):
-        raise InputError(
-            f"the cell key risk analysis reads the US census's tables (P1, P8, P12, P14), not "
-            f"census {release.census.name}'s"
-        )
-
+def risk_analysis(release: Release, truth: Records | None) -> dict[str, Any]:
+    """The cell key method's own risk analyses of a release (:func:`ckm_risk`), on any census:
+    its tables, levels and the relations among their cells come from the census."""
     return ckm_risk(release, truth)

@@ -87,12 +87,21 @@ class QueryRows:
     """The cells that count every record (they cover every possible domain cell)."""
     partition: bool
     """The cells are disjoint and cover every possible domain cell."""
+    domain: Schema | None = None
+    """The domain of the rows when it is not the table's own schema (:func:`joint_domain`)."""
+
+    @property
+    def on(self) -> Schema:
+        """The domain the rows are over."""
+        return self.table.schema if self.domain is None else self.domain
 
     @classmethod
-    def of(cls, table: TableDef) -> QueryRows:
-        possible = possible_cells(table.schema)
-        counted = coverage(table)
-        query = table.query.astype(np.int64).tocsr()
+    def of(cls, table: TableDef, domain: Schema | None = None) -> QueryRows:
+        """The table's rows over its own schema, or over ``domain`` (holding its attributes)."""
+        possible = possible_cells(table.schema if domain is None else domain)
+        query = (table.query if domain is None else table.query_on(domain)).astype(np.int64)
+        query = query.tocsr()
+        counted = np.asarray(query.sum(axis=0), dtype=np.int64).ravel()
         if not possible.all():
             query = query[:, np.flatnonzero(possible)]
         size = np.asarray(query.sum(axis=1), dtype=np.int64).ravel()
@@ -104,6 +113,7 @@ class QueryRows:
             disjoint,
             np.asarray(size == possible.sum(), dtype=bool),
             disjoint and bool((counted[possible] == 1).all()),
+            domain,
         )
 
 
@@ -135,7 +145,7 @@ def partition(whole: TableDef | QueryRows, parts: TableDef | QueryRows) -> sp.cs
     p = parts if isinstance(parts, QueryRows) else QueryRows.of(parts)
     if not p.disjoint:
         return None  # overlapping cells: not a partition
-    if w.table.schema is not p.table.schema:
+    if w.on is not p.on:
         if w.table.records != p.table.records or not p.partition:
             return sp.csr_matrix((p.table.n_cells, w.table.n_cells), dtype=np.int64)
         return sp.csr_matrix((p.size > 0)[:, None] & w.total[None, :], dtype=np.int64)
@@ -154,6 +164,44 @@ def partitions(whole: TableDef, tables: Sequence[TableDef]) -> dict[str, sp.csr_
     out = {}
     for table in tables:
         inside = partition(w, table)
+        if inside is not None and inside.nnz:
+            out[table.name] = inside
+    return out
+
+
+JOINT_MAX = 2_000_000
+"""Largest joint domain (cells) two tables' rows are compared over."""
+
+
+def joint_domain(a: TableDef, b: TableDef) -> Schema | None:
+    """The domain crossing the attributes of two tables of the same records on different
+    schemas (``a``'s attributes, then ``b``'s others; the edits bearing on them), so that their
+    cells compare as sets of records. None when they share a schema, count different records,
+    name one attribute with different codes, or the product exceeds :data:`JOINT_MAX`."""
+    if a.schema is b.schema or a.records != b.records:
+        return None
+    mine = {x.name: x for x in a.schema.attributes}
+    if any(x.name in mine and x != mine[x.name] for x in b.schema.attributes):
+        return None
+    attributes = (*a.schema.attributes, *(x for x in b.schema.attributes if x.name not in mine))
+    names = {x.name for x in attributes}
+    edits = tuple(
+        dict.fromkeys(e for e in (*a.schema.edits, *b.schema.edits) if {e.first, e.second} <= names)
+    )
+    domain = Schema(f"{a.schema.name}|{b.schema.name}", attributes, edits)
+    return domain if 0 < domain.size <= JOINT_MAX else None
+
+
+def joint_partitions(whole: TableDef, tables: Sequence[TableDef]) -> dict[str, sp.csr_matrix]:
+    """:func:`partitions`, comparing a table on another schema than ``whole``'s over the joint
+    domain of both (:func:`joint_domain`): a cell of one hypercube and the finer cells of another
+    that cross more attributes."""
+    own = QueryRows.of(whole)
+    out = {}
+    for table in tables:
+        domain = joint_domain(whole, table)
+        w, p = (own, table) if domain is None else (QueryRows.of(whole, domain), table)
+        inside = partition(w, p if domain is None else QueryRows.of(p, domain))
         if inside is not None and inside.nnz:
             out[table.name] = inside
     return out

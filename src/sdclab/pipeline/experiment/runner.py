@@ -202,12 +202,7 @@ class Runner:
         )
         self.drew[m.title] = drew_from_stream(release.randomness)
         risk: dict[str, Any] | NotMeasured = no_risk_analysis(m.name)
-        if mechanism.risk_analysis is not None and self.declared:
-            risk = NotMeasured(
-                f"the {m.name} mechanism's own risk analysis reads the US 2010 census's tables, "
-                f"not census {self.census.name}'s"
-            )
-        elif mechanism.risk_analysis is not None:
+        if mechanism.risk_analysis is not None:
             step = Step(f"risk:{m.title}", _digest("risk", rel_digest))
             made = self.steps.get(step, partial(_make_risk, release, truth))
             risk = read_json_object(made / METRICS_FILE)

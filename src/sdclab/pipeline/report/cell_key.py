@@ -16,16 +16,25 @@ def ckm_section(title: str, risk: Mapping[str, Any]) -> str:
     public p-table); the checks of the attacks against the true counts are evaluation only."""
     a, b, c = risk["bound_disclosure"], risk["pinned"], risk["averaging"]
     design = risk["design"]
+    scope = risk.get("scope")
+    tuples = (
+        "additive 3-tuples of the release (children of two-child parents and their parent)"
+        if scope is None
+        else f"additive tuples of the release (the children of parents with "
+        f"{', '.join(map(str, scope['tuple_children'])) or 'no'} children and their parent)"
+    )
     from_release = [
         f"Noise bound of large counts {a['large_count_bound']} (D = {a['noise_bound']}): "
         f"estimated as {a['bound_estimated']} from the "
-        f"{a['tuples_present']:,} additive 3-tuples of the release (children of two-child "
-        f"parents and their parent); p1 = {a['p1_independent']:.3g} per tuple in the paper's "
-        f"independence model, {a['p1_exact_keys']:.3g} with the exact integer keys; disclosure "
-        f"risk over the tuples present {decimal(a['risk_independent'])} (independence model).",
+        f"{a['tuples_present']:,} {tuples}; p1 = {_g(a['p1_independent'])} per tuple in the "
+        f"paper's independence model, {_g(a['p1_exact_keys'])} with the exact integer keys; "
+        f"disclosure risk over the tuples present {_decimal(a['risk_independent'])} "
+        "(independence model).",
         f"Tuples whose published values pin the true counts once D is known: {b['pinned']} of "
         f"{b['tuples']}.",
     ]
+    if scope is not None:
+        from_release.append(_representations(c, scope))
     with_truth = []
     if "pinned_correct" in b:
         with_truth.append(
@@ -72,6 +81,33 @@ def ckm_section(title: str, risk: Mapping[str, Any]) -> str:
             )
         )
     return section(f"Cell key method: {title}", parts)
+
+
+def _g(value: Any) -> str:
+    """A figure to three significant digits, or its n/a reason."""
+    return value if isinstance(value, str) else f"{value:.3g}"
+
+
+def _decimal(value: Any) -> str:
+    return value if isinstance(value, str) else decimal(value)
+
+
+def _representations(averaging: Mapping[str, Any], scope: Mapping[str, Any]) -> str:
+    """What the averaging analysis read of a declared census: its tables, the most exposed
+    statistic's representations, and the tables left out."""
+    exposed = averaging["most_exposed"]
+    best = (
+        f"the most exposed statistic ({exposed[0]['table']} at {exposed[0]['level']}, "
+        f"{exposed[0]['cell']}) has t = {exposed[0]['t']} representations"
+        if exposed
+        else "no statistic is published"
+    )
+    left = "; ".join(f"{n}: {why}" for n, why in scope["left_out"].items())
+    return (
+        f"Redundant representations across the tables {', '.join(scope['representation_tables'])} "
+        f"(cells found from the query matrices) and the levels below: {best}."
+        + (f" Not analysed: {left}." if left else "")
+    )
 
 
 def _design_grid(grid: list[Mapping[str, Any]]) -> str:

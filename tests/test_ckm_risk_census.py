@@ -1,0 +1,195 @@
+"""The cell key risk analyses on declared censuses: the EU 2021 hypercubes and toyland.
+
+Every figure is checked against what the census itself says: the tuples against its hierarchy,
+the representations against the tables' query matrices over their joint domain, the exact
+release's relations against the truth.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from sdclab.censuses.eu2021 import census
+from sdclab.censuses.eu2021.synth import synthesize
+from sdclab.cli import app
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import CensusRecords, encode_records, read_records
+from sdclab.core.tables.relations import joint_domain, joint_partitions
+from sdclab.core.tables.tabulate import tabulate
+from sdclab.pipeline import api
+from sdclab.protection.cellkey import CellKeyParameters
+from sdclab.protection.cellkey_risk import ckm_risk, redundancy, risk_analysis, usable_tuples
+from sdclab.protection.cellkey_scope import child_counts, contributor_ids, risk_scope
+from sdclab.release import Release
+
+TOYLAND = Path(__file__).parents[1] / "examples" / "toyland"
+
+
+@pytest.fixture(scope="module")
+def records() -> CensusRecords:
+    return encode_records(census(), synthesize(3_000, 1), "synthetic")
+
+
+@pytest.fixture(scope="module")
+def release(records: CensusRecords) -> Release:
+    return api.protect(records, "cellkey", seed=1, ptable="ess-d2")
+
+
+@pytest.fixture(scope="module")
+def figures(release: Release, records: CensusRecords) -> dict:
+    return risk_analysis(release, records)
+
+
+def direct_tuple_count(release: Release, frame: pl.DataFrame, tables) -> dict[int, int]:
+    """Per number of children c ≥ 2: (parent, cell) pairs with a positive published parent, in
+    each table's consecutive levels, counting each parent's children in the persons' file."""
+    out: dict[int, int] = {}
+    for name in tables:
+        table = release.tables[name]
+        levels = table.table.levels
+        for parent, child in zip(levels[:-1], levels[1:], strict=True):
+            kids = dict(frame.group_by(parent).agg(pl.col(child).n_unique()).iter_rows())
+            shown = table.dense(parent) > 0
+            for row, geoid in enumerate(release.geography.geoids(parent).to_list()):
+                if kids[geoid] >= 2:
+                    out[kids[geoid]] = out.get(kids[geoid], 0) + int(shown[row].sum())
+    return out
+
+
+def test_eu_tuples_are_those_of_the_census_hierarchy(release, figures):
+    scope = risk_scope(release)
+    assert "grid" in scope.left_out and "grid" not in scope.tuple_tables
+    assert set(scope.children) == {20}  # one NUTS 3 region of 20 LAUs in this population
+    frame = pl.DataFrame(synthesize(3_000, 1))
+    expected = direct_tuple_count(release, frame, scope.tuple_tables)
+    bound = figures["bound_disclosure"]
+    assert bound["tuples_present"] == sum(expected.values()) > 0
+    by = {int(c): v["tuples"] for c, v in bound["tuples_by_children"].items()}
+    assert by == expected
+    assert 1 <= bound["bound_estimated"] <= bound["large_count_bound"] == 2
+    # 21-tuples: K^20 key tuples, (2D+1)^20 assignments: said, never 0
+    assert bound["p1_exact_keys"].startswith("n/a: ")
+    assert figures["pinned"]["pinned"].startswith("n/a: ")
+    assert figures["scope"]["left_out"]["grid"].startswith("published on another geography")
+
+
+def test_eu_tuples_add_up_on_an_exact_release(records):
+    exact = api.protect(records, "none")
+    params = CellKeyParameters()
+    for c in child_counts(exact.geography, [t.table for t in exact.tables.values()][:-1]):
+        tuples = usable_tuples(exact, params, c, risk_scope(exact).tuple_tables)
+        assert len(tuples.values) > 0
+        s = tuples.values[:, :-1].sum(axis=1) - tuples.values[:, -1]
+        assert (s == 0).all()  # the children add up to their parent: true identities
+
+
+def test_eu_hypercubes_repeat_the_same_cells_and_the_identity_holds(records, release):
+    tables = list(risk_scope(release).tables)
+    by_name = {t.name: t for t in tables}
+    found = joint_partitions(by_name["3.1"], tables)
+    # GEO.H × SEX × AGE.M is the sum of finer cells of every national hypercube over SEX × AGE
+    assert set(found) == {"3.1", "1.1", "1.2", "1.3", "4.1", "4.3"}
+    exact = tabulate(records, list(by_name))
+    whole = np.asarray(exact["3.1"].at("country")[1]).ravel()
+    for name, inside in found.items():
+        domain = joint_domain(by_name["3.1"], by_name[name])
+        if domain is not None:  # an identity of the query matrices over the joint domain
+            lhs = by_name["3.1"].query_on(domain)
+            rhs = inside.T @ by_name[name].query_on(domain)
+            assert (lhs != rhs).nnz == 0
+        parts = np.asarray(exact[name].at("country")[1]).ravel() @ inside.toarray()
+        assert (parts == whole).all()  # and of the true counts
+    assert set(joint_partitions(by_name["3.3"], tables)) == {"3.3", "1.1", "1.4", "2.1"}
+
+
+def test_eu_representations_counted_with_and_without_spsn(release, figures):
+    target = release.tables["3.1"].table
+    tables = list(risk_scope(release).tables)
+    fresh = redundancy(release, target, "country", spsn=False, tables=tables)
+    same = redundancy(release, target, "country", spsn=True, tables=tables)
+    # 3.1 at the five levels, 1.1-1.3 at the country, 4.1 and 4.3 down to NUTS 2: 5 + 3 + 6
+    assert (fresh.t == 14).all()
+    # with SPSN the single-child NUTS chain repeats the country's persons, and so its noise:
+    # 3.1 at the country and summed over the LAUs, 1.1-1.3, 4.1, 4.3 once each
+    assert (same.t == 7).all()
+    assert figures["averaging"]["statistics"] > 0
+    assert figures["averaging"]["attack"]["cells"] > 0
+
+
+def test_contributor_ids_match_equal_sets_across_schemas():
+    tables = [t for t in census().tables.values() if t.name in ("population", "3.1", "3.3")]
+    ids = contributor_ids(tables)
+    assert len(set(ids["3.1"].tolist())) == 42 and len(set(ids["3.3"].tolist())) == 8
+    assert not set(ids["3.1"].tolist()) & set(ids["population"].tolist())
+    # the total of persons is the sum of no single hypercube cell, but each 3.1 cell is itself
+    again = contributor_ids(tables[::-1])
+    assert all((again[n] == ids[n]).all() for n in ids)
+
+
+def test_eu_ckm_risk_from_the_command_line(release, records, tmp_path):
+    runner = CliRunner()
+    shown = runner.invoke(app, ["ckm-risk", "--help"])
+    assert shown.exit_code == 0 and "--truth" in shown.output and "--out" in shown.output
+    from sdclab.release import write_release
+
+    write_release(release, tmp_path / "rel")
+    done = runner.invoke(app, ["ckm-risk", str(tmp_path / "rel"), "--out", str(tmp_path / "r")])
+    assert done.exit_code == 0, done.output
+    assert "tuples by parent's children: 61 of 20 children" in done.output
+    written = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert written["bound_disclosure"]["tuples_present"] == 61
+    assert written["scope"]["tuple_children"] == [20]
+
+
+def test_toyland_from_the_command_line(tmp_path):
+    runner = CliRunner()
+    common = ["--census", str(TOYLAND / "census.toml")]
+    made = runner.invoke(
+        app,
+        ["protect", str(TOYLAND / "persons.csv"), "-m", "cellkey", "--set", "ptable=ess-d2"]
+        + ["--seed", "1", "--out", str(tmp_path / "rel"), *common],
+    )
+    assert made.exit_code == 0, made.output
+    args = ["ckm-risk", str(tmp_path / "rel"), "--truth", str(TOYLAND / "persons.csv")]
+    done = runner.invoke(app, [*args, "--out", str(tmp_path / "risk")])
+    assert done.exit_code == 0, done.output
+    figures = json.loads((tmp_path / "risk" / "metrics.json").read_text())
+    toyland = load_census(TOYLAND / "census.toml")
+    units = pl.read_csv(TOYLAND / "units.csv", infer_schema=False)
+    assert toyland.geography.levels == ("region", "district", "village")
+    assert figures["scope"]["tuple_children"]  # districts and villages of several children
+    assert figures["bound_disclosure"]["tuples_present"] > 0 and len(units) > 0
+    assert figures["repeated_queries"][1]["averaged_exact_share"] > 0.9  # no SPSN: converges
+    again = ckm_risk(
+        api.read_release(tmp_path / "rel"), read_records(toyland, TOYLAND / "persons.csv")
+    )
+    assert again["bound_disclosure"] == figures["bound_disclosure"]
+
+
+def test_the_report_renders_a_declared_census_with_its_n_a_figures(figures):
+    from sdclab.pipeline.report.cell_key import ckm_section
+
+    html = ckm_section("cellkey", figures)
+    assert "the children of parents with 20 children" in html
+    assert "n/a: exact keys are enumerated for 3-tuples only" in html
+    assert "Redundant representations across the tables population, 1.1" in html
+    assert "Not analysed: grid: published on another geography" in html
+
+
+def test_the_us_census_keeps_the_papers_analysis():
+    from sdclab import protection
+    from sdclab.censuses.us2010.population.synth import synthesize as synthesize_us
+
+    population = synthesize_us(1_500, seed=3)
+    settings = {"ptable": "maxent", "bound": 2, "variance": 1}
+    release = protection.run("cellkey", population, settings, 3)
+    scope = risk_scope(release)
+    assert scope.us and scope.children == (2,) and scope.targets == ("P1", "P8", "P12", "P14")
+    figures = ckm_risk(release)
+    assert "scope" not in figures and "tuples_by_children" not in figures["bound_disclosure"]
