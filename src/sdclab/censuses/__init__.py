@@ -70,7 +70,7 @@ def is_built_in(census: Census) -> bool:
 def generator_of(name: str) -> PersonsGenerator | None:
     """The synthetic persons of the built-in census ``name`` (None: it has none)."""
     module = GENERATORS.get(name)
-    return None if module is None else importlib.import_module(module)  # type: ignore[return-value]
+    return None if module is None else importlib.import_module(module)
 
 
 def is_us2010(census: Census) -> bool:

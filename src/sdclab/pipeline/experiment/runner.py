@@ -15,7 +15,6 @@ from sdclab.attacks import linkage
 from sdclab.attacks.reconstruction_files import METRICS_FILE
 from sdclab.censuses.us2010.population import Population
 from sdclab.censuses.us2010.population.io import read_population
-from sdclab.core.census.records import read_records
 from sdclab.core.digest import frames_digest
 from sdclab.core.figures import NotMeasured
 from sdclab.core.fileio import Modes, read_json_object
@@ -139,7 +138,8 @@ class Runner:
         if spec.synthetic_census:
             digest = _digest("population", spec.source(), self.census.digest)
             made = self.steps.get(Step("population", digest), partial(_make_census_persons, spec))
-            return read_records(self.census, made / CENSUS_PERSONS), digest
+            read = api.read_population(made / CENSUS_PERSONS, census=spec.census)
+            return read, digest
         if self.declared:
             digest = _digest("population", spec.digested(), self.census.digest, _file_digest(spec))
             mapping = spec.mapping
