@@ -113,9 +113,7 @@ def test_the_eu_mdg_file_follows_3_1_and_guesses_the_mode_given_sex(eu):
     lms_l = np.argmax(census.attribute("LMS").breakdown("L").membership, axis=0)
     lms = census.attribute("LMS").position
     guessed = (
-        mdg.with_columns(
-            guess=pl.col("LMS").replace_strict({c: int(lms_l[lms[c]]) for c in lms})
-        )
+        mdg.with_columns(guess=pl.col("LMS").replace_strict({c: int(lms_l[lms[c]]) for c in lms}))
         .group_by(b.GEOUNIT, "SEX")
         .agg(pl.col("guess").unique())
     )
@@ -159,9 +157,7 @@ def test_prg_draws_follow_the_published_distribution(eu):
     census = records.census
     lms_l = np.argmax(census.attribute("LMS").breakdown("L").membership, axis=0)
     lms = census.attribute("LMS").position
-    drawn = prg.with_columns(
-        k=pl.col("LMS").replace_strict({c: int(lms_l[lms[c]]) for c in lms})
-    )
+    drawn = prg.with_columns(k=pl.col("LMS").replace_strict({c: int(lms_l[lms[c]]) for c in lms}))
     table = b.whole(release.tables["3.3"].dense("lau", suppressed=0)).reshape(-1, 2, 4)
     geoids = release.geography.geoids("lau").to_list()
     sexes = census.attribute("SEX").codes
