@@ -460,7 +460,10 @@ def test_a_declared_census_is_reidentified_on_its_quasi_identifiers(toyland):
     result = api.reidentify(rebuilt, exact, records, attacker="census", seed=4)
     everyone = result.reconstruction.all
     assert everyone.attacker_records == 297 and 0 < everyone.confirmed <= everyone.putative
-    assert isinstance(result.mdg, NotMeasured) and "US census" in result.mdg.reason
+    # its own baselines (T3 at the village, sex from T2 at the district), linked the same way
+    assert not isinstance(result.mdg, NotMeasured) and result.mdg.all.attacker_records == 297
+    assert set(result.baselines()) == {"mdg", "prg", "mdg_exact", "prg_exact", "random_draw"}
+    assert result.fixed["confidential"].all.confirmed > everyone.confirmed
     assert set(result.reconstruction.groups) == {
         "all",
         "modal",
@@ -493,6 +496,8 @@ def test_a_declared_census_is_reidentified_on_its_quasi_identifiers(toyland):
     linked = result.links.filter(pl.col("link_pass") == 1)
     pinned = rebuilt.persons.filter(pl.col("age_min") == pl.col("age_max"))
     assert set(linked["age"]) <= set(pinned["age"])
+    # T3 now pins age to what the link needs: the MDG's records are linked on its broad group
+    assert result.passes["mdg"].second_pass > 0
 
 
 def test_a_declared_census_goes_from_the_command_line_to_its_evaluation(tmp_path):

@@ -82,13 +82,14 @@ def test_a_declared_census_experiment_runs_to_its_results(ran):
         assert "US 2010 census only" in entry["reconstruction"]["variability"]["not_measured"]
         reid = entry["reidentification"]["census"]
         assert reid["reconstruction"]["all"]["attacker_records"] == 297
-        assert "no baseline" in reid["headline"]["not_measured"]
+        assert reid["baselines"] == "computed"
+        assert isinstance(reid["headline"]["all"]["points"], float)  # beyond its own baselines
+        assert "swapped" not in reid and reid["confidential"]["all"]["confirmed_rate"] > 0.9
     risk = written["mechanisms"]["cellkey"]["risk"]  # the cell key risk step runs on toyland
     assert risk["bound_disclosure"]["tuples_present"] > 0 and risk["scope"]["tuple_children"]
     tidy = pl.read_parquet(root / "out" / "results.parquet")
     points = tidy.filter(pl.col("metric") == "reidentification.census.headline.all.points")
-    assert points.height == len(RELEASES) and points["value"].null_count() == len(RELEASES)
-    assert points["reason"].str.contains("no baseline").all()
+    assert points.height == len(RELEASES) and points["value"].null_count() == 0
     rates = tidy.filter(
         pl.col("metric") == "reidentification.census.reconstruction.all.confirmed_rate"
     )
@@ -120,15 +121,17 @@ def test_the_report_names_the_census_and_shows_each_release(ran):
     )
     for title in RELEASES:
         assert f"<b>{title}</b>" in report
-    # the frontier plots T3 at the district against the confirmed rate: no baseline, no choice
+    # the frontier plots T3 at the district against the headline risk, and the choose table
+    # offers the settings no riskier than toyland's own best baseline
     assert "MAE, non-empty cells of T3, district" in report
-    assert "confirmed rate, census attacker (no baseline)" in report
-    assert "n/a: the choose table offers settings no riskier" in report
-    # the headline: the raw rate shown, the points beyond a baseline n/a with the reason
+    assert "confirmed beyond the best baseline, census attacker (pp)" in report
+    assert "n/a: the choose table offers settings no riskier" not in report
+    assert "lowest-risk protecting setting that meets it" in report
+    # the headline: points beyond the best baseline, the confidential upper bound beside them
     headline = report[report.index('id="headline-risk"') : report.index('id="noise-aware')]
-    assert "Census toyland has no baseline" in headline
-    assert re.search(r'<span title="no baseline to be beyond \([^"]+\)">n/a</span>', headline)
-    assert " pp" not in headline
+    assert "The baselines of census toyland are made from its own tables" in headline
+    assert re.search(r"[+-]\d+\.\d pp / [+-]\d+ persons \(best: \w+\)", headline)
+    assert re.search(r'<span title="the swapped-microdata upper bound[^"]*">n/a</span>', headline)
     assert "MAE of T1 by level" in report and "MAE of T3 by level" in report
     assert "Precision by block size" not in report and "solvar" not in report
 
@@ -223,8 +226,8 @@ def test_the_report_axes_default_to_the_census(tmp_path):
     assert spec.census.name == "toyland"
     axes = spec.report.axes(spec.census)
     assert (axes.accuracy, axes.table, axes.level) == ("accuracy.mae_nonempty", "T3", "district")
-    assert axes.risk == "reidentification.commercial.reconstruction.nonmodal.confirmed_rate"
-    assert not axes.headline
+    assert axes.risk == "reidentification.commercial.headline.nonmodal.points"
+    assert axes.headline  # beyond the census's own best baseline
     # the US 2010 census keeps its own defaults
     us = parse_experiment(
         {"population": {"persons": 500}, "mechanisms": [{"name": "none"}]}, "x", tmp_path

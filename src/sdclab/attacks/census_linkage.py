@@ -13,8 +13,11 @@ the leftovers on the categories of the quasi-identifiers the census resolves onl
 when the identifier's person has the geounit and every attribute the link states (an attribute
 resolved to a breakdown: its category, in the second pass). Groups: all; modal and nonmodal
 (whether a person's inferred attributes, those that are not quasi-identifiers, are the most
-common combination of their geounit); unique on {geounit, quasi-identifiers}. The baselines of the
-US attack read the US tables and are not measured here.
+common combination of their geounit); unique on {geounit, quasi-identifiers}. The baselines
+(:mod:`sdclab.attacks.census_baselines`: the release's MDG and PRG, the fixed ``mdg_exact``,
+``prg_exact`` and ``random_draw``) and the upper bound ``confidential`` (the confidential records
+themselves) are linked and confirmed exactly as the reconstruction's records, on the same attacker
+file. The US upper bound ``swapped`` (the US swap-low swap) has no counterpart here.
 """
 
 from __future__ import annotations
@@ -26,15 +29,19 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from sdclab.attacks import census_baselines as baselines
 from sdclab.attacks.linkage import AttackerParameters, Subsets, paired, rates, unpaired
 from sdclab.core.arrays import IntArray
 from sdclab.core.census.model import Census
 from sdclab.core.census.records import CensusRecords
 from sdclab.core.errors import InputError
+from sdclab.core.randomness import make_rng
+from sdclab.release import Release
 
 GEOUNIT = "block"
 """The column of a record's geounit (at the reconstruction's level) in every frame here."""
-NO_BASELINE = "the baselines read the US census's tables (P8, P9, P12, P14)"
+NO_SWAPPED = "the swapped-microdata upper bound is the US 2010 census's swap-low swap"
+"""Why a declared census has no ``swapped`` upper bound."""
 
 
 @dataclass(frozen=True)
@@ -251,14 +258,49 @@ def groups(attacker: pl.DataFrame, truth: pl.DataFrame, keys: LinkKeys) -> Subse
     )
 
 
+def baseline_files(
+    release: Release, records: CensusRecords, rng: np.random.Generator
+) -> tuple[dict[str, pl.DataFrame], str]:
+    """The files of the release's baselines (MDG, PRG), of the fixed ones and of the upper bound
+    ``confidential``, and what ``baselines`` says of the release's (computed, or why not)."""
+    found = baselines.plan(records.census, tuple(release.tables))
+    files: dict[str, pl.DataFrame] = {}
+    if isinstance(found, str):
+        status = f"not measured: {found}"
+    else:
+        status = "computed"
+        files["mdg"] = baselines.baseline_records(release, found, "mdg", rng)
+        files["prg"] = baselines.baseline_records(release, found, "prg", rng)
+    files |= baselines.fixed_files(records, make_rng(baselines.FIXED_BASELINE_SEED))
+    files["confidential"] = truth_frame(records).drop("id")
+    return files, status
+
+
+def linked(
+    files: Mapping[str, pl.DataFrame],
+    attacker: pl.DataFrame,
+    truth: pl.DataFrame,
+    keys: LinkKeys,
+    seed: int,
+) -> dict[str, pl.DataFrame]:
+    """Each file's confirmed links to the attacker file, linked as the reconstruction's."""
+    out = {}
+    for method, frame in files.items():
+        bounds = [c for a in keys.category for c in (f"{a}_min", f"{a}_max") if c in frame.columns]
+        inferred = frame.select(GEOUNIT, *keys.quasi, *keys.inferred, *bounds)
+        out[method] = confirm(link(inferred, attacker, keys, seed), truth, keys)
+    return out
+
+
 def reidentify(
     reconstructed: pl.DataFrame,
+    release: Release,
     records: CensusRecords,
     params: AttackerParameters,
     rng: np.random.Generator,
 ) -> tuple[dict[str, Any], pl.DataFrame]:
-    """Figures of the reconstruction's links (in the form of :func:`.linkage.reidentify`'s, its
-    baselines not measured) and the links."""
+    """Figures of the reconstruction's links and the baselines' (in the form of
+    :func:`.linkage.reidentify`'s), and the reconstruction's links."""
     census = records.census
     keys = LinkKeys.of(census)
     unknown = [a for a in keys.quasi if reconstructed[a].null_count() == reconstructed.height]
@@ -270,24 +312,23 @@ def reidentify(
     truth = truth_frame(records)
     attacker = attacker_file(truth, keys, params, Geounits.of(records), rng)
     seed = int(rng.integers(0, 2**31))
-    bounds = [c for a in keys.category for c in (f"{a}_min", f"{a}_max")]
-    inferred = reconstructed.select(
-        GEOUNIT, *keys.quasi, *keys.inferred, *(c for c in bounds if c in reconstructed.columns)
-    )
-    links = confirm(link(inferred, attacker, keys, seed), truth, keys)
+    files, status = baseline_files(release, records, rng)
+    links = linked({"reconstruction": reconstructed, **files}, attacker, truth, keys, seed)
     share = attacker.join(truth.select("id", GEOUNIT, *keys.quasi), on=["id", GEOUNIT, *keys.quasi])
-    figures = {
-        "baselines": f"not measured: {NO_BASELINE}",
+    subsets = groups(attacker, truth, keys)
+    figures: dict[str, Any] = {
+        "baselines": status,
         "attacker": params.model_dump(),
         "attacker_records": attacker.height,
         "attacker_match_share": share.height / attacker.height if attacker.height else float("nan"),
-        "reconstruction": rates(links, attacker, groups(attacker, truth, keys)),
+        **{method: rates(found, attacker, subsets) for method, found in links.items()},
         "confirmation_passes": {
-            "reconstruction": {
-                "putative": links.height,
-                "first_pass": int((links["confirmed_pass"] == 1).sum()),
-                "second_pass": int((links["confirmed_pass"] == 2).sum()),
+            method: {
+                "putative": found.height,
+                "first_pass": int((found["confirmed_pass"] == 1).sum()),
+                "second_pass": int((found["confirmed_pass"] == 2).sum()),
             }
+            for method, found in links.items()
         },
     }
-    return figures, links
+    return figures, links["reconstruction"]

@@ -431,7 +431,7 @@ def reidentify(
                 f"census {truth.census.name}: the vulnerable group is defined on the US tables"
             )
         figures, links = census_linkage.reidentify(
-            reconstruction.persons, truth, params, make_rng(seed)
+            reconstruction.persons, release, truth, params, make_rng(seed)
         )
         result = Reidentification.from_dict({"attacker_preset": attacker, **figures})
         return replace(result, links=links)

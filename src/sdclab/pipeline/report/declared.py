@@ -1,6 +1,6 @@
 """The parts of the report that read the census when it is not the US 2010 one: which census,
 its population, the summary over its own tables and levels, and what its attack measures (no
-block-size classes, no solution variability, no baselines)."""
+block-size classes, no solution variability; its own baselines)."""
 
 from __future__ import annotations
 
@@ -94,15 +94,31 @@ def _na(reason: str) -> str:
     return pct(NotMeasured(reason))
 
 
-def headline_note(view: CensusView, baselines: str) -> str:
-    """What the headline risk is, and why a declared census has none beyond a baseline."""
+def headline_note(view: CensusView, missing: str | None) -> str:
+    """What the headline risk is and how census ``view``'s baselines are made; ``missing``: why
+    some release has no baseline of its own tables (None: every release has them)."""
+    lacking = (
+        ""
+        if missing is None
+        else f" A release without a usable table at its {esc(view.unit)} has no MDG or PRG of "
+        f"its own ({esc(missing)}); its headline is beyond the fixed baselines."
+    )
     return (
         "<p>The headline risk is the confirmed reidentifications of the noise-aware "
-        "reconstruction beyond the best baseline (what the statistics alone give). Census "
-        f"{esc(view.name)} has no baseline ({esc(baselines)}), so each release's confirmed rate "
-        "is shown as measured and the points beyond a baseline are n/a, never 0. Beside them, the "
-        "precision on nonmodal persons and the shares of the putative links confirmed in each "
-        "pass (on every attribute, then on the categories of the resolved ones).</p>"
+        "reconstruction beyond the best baseline (what the statistics alone give), in "
+        "percentage points of the attacker's records and in persons. The baselines of census "
+        f"{esc(view.name)} are made from its own tables: records drawn, in each "
+        f"{esc(view.unit)}, from the release's table at that level crossing the most of "
+        f"{esc(', '.join(view.quasi_identifiers))} (as published: rounded, negative and "
+        "withheld counts as 0), every other attribute guessed as the modal category of that "
+        f"{esc(view.unit)} in a table crossing it, given the attributes both tables cross "
+        "(MDG), or drawn in proportion to it (PRG); the same guessers on the exact tables and "
+        "random quasi-identifiers drawn from the national distribution are the fixed baselines. "
+        "They are linked to the same attacker files exactly as the reconstruction's records. "
+        "The confidential records themselves are the upper bound (not a baseline); the swapped "
+        f"microdata bound is the US census's only.{lacking} Beside them, the precision on "
+        "nonmodal persons and the shares of the putative links confirmed in each pass (on every "
+        "attribute, then on the categories of the resolved ones).</p>"
     )
 
 
@@ -124,8 +140,9 @@ def attack_sentence(results: ExperimentResult, view: CensusView) -> str:
         f"Every release below was attacked with the reconstruction of census {view.name}'s "
         f"tables (records in each {view.unit}, one program per {view.program}) and linked to "
         f"attacker files on the {view.unit} and {', '.join(view.quasi_identifiers)}. Precision "
-        "= confirmed / putative reidentifications. Census-specific figures of the US attack "
-        "(block-size classes, solution variability, the MDG/PRG baselines) are n/a."
+        "= confirmed / putative reidentifications, compared with the census's own baselines "
+        "(Headline risk). Census-specific figures of the US attack (block-size classes, "
+        "solution variability) are n/a."
     )
 
 

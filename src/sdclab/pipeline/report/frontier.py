@@ -36,17 +36,17 @@ FRONTIER_NOTE = (
 NO_BASELINE_NOTE = (
     "<p>One point per release setting: its replicates' mean, with their 95% t-interval as bars "
     "(no bar: one replicate). Accuracy is the figure named on its axis, measured on the same "
-    "table and cells for every release. This census has no baseline (the guessers read the US "
-    "census's tables), so the risk is the confirmed rate as measured — a share of the "
-    "attacker's records, not points beyond what the statistics alone give — and there is no "
-    "baseline line. A label is the setting's ε on the common axis (δ = 10⁻¹⁰, one person's "
-    "record changed); no label: no common-axis ε. A release that withholds cells (suppression) "
-    "says what share: a withheld cell's error is its true count. Lower and further left is "
-    "better.</p>"
+    "table and cells for every release. These axes plot no baseline (figures written before "
+    "the census had its own guessers), so the risk is the confirmed rate as measured — a "
+    "share of the attacker's records, not points beyond what the statistics alone give — and "
+    "there is no baseline line. A label is the setting's ε on the common axis (δ = 10⁻¹⁰, one "
+    "person's record changed); no label: no common-axis ε. A release that withholds cells "
+    "(suppression) says what share: a withheld cell's error is its true count. Lower and "
+    "further left is better.</p>"
 )
 NO_CHOICE = (
     "<p>n/a: the choose table offers settings no riskier than what the statistics alone give "
-    "(the best baseline), and this census has no baseline; the frontier above shows the "
+    "(the best baseline), and these axes plot none; the frontier above shows the "
     "confirmed rates as measured.</p>"
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sdclab.attacks.census_linkage import NO_SWAPPED
 from sdclab.core.markup import EVALUATION, count, esc, pct, section
 from sdclab.core.markup import points as points_text
 from sdclab.pipeline.evaluation import RANK_SHARES
@@ -109,12 +110,15 @@ def _passes(reid: Reidentification | NotMeasured) -> str:
 
 def _upper(reid: Reidentification | NotMeasured, name: str, declared: bool) -> str:
     """An upper bound's confirmed rate (the attack on the confidential or the swapped records),
-    or n/a (with the reason, for a declared census, which has none)."""
-    if declared:
-        reason = f"the {name} upper bound is measured on the US 2010 census only"
-        return pct(reid if isinstance(reid, NotMeasured) else NotMeasured(reason))
-    if isinstance(reid, NotMeasured) or name not in reid.fixed:
-        return "n/a"
+    or n/a (with the reason, for a declared census: it has no swapped one, and figures written
+    before its baselines have no confidential one)."""
+    if isinstance(reid, NotMeasured):
+        return pct(reid) if declared else "n/a"
+    if name not in reid.fixed:
+        if not declared:
+            return "n/a"
+        reason = NO_SWAPPED if name == "swapped" else "not measured in these figures"
+        return pct(NotMeasured(reason))
     return pct(reid.fixed[name].all.confirmed_rate)
 
 
@@ -141,13 +145,14 @@ def _vulnerable_sentence(results: ExperimentResult) -> str:
     )
 
 
-def _no_baseline(results: ExperimentResult) -> str:
-    """Why the releases' reidentifications have no baseline (the first one's reason)."""
+def _no_baseline(results: ExperimentResult) -> str | None:
+    """Why some release's reidentification has no baseline of its own tables (the first one's
+    reason; None: every release's has them)."""
     for release in results.releases.values():
         for reid in release.evaluation.reidentification.values():
             if isinstance(reid, Reidentification) and isinstance(reid.mdg, NotMeasured):
                 return reid.mdg.reason.removeprefix("not measured: ")
-    return "no baseline measured"
+    return None
 
 
 BLOCK_ONLY_NOTE = (

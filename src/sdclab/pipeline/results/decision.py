@@ -136,9 +136,10 @@ def declared_axes(
     ceiling: float = RISK_CEILING,
 ) -> FrontierAxes:
     """The frontier over a declared census: by default the MAE of the non-empty cells of its
-    compared table at the level of the reconstruction's programs, against the confirmed rate of
-    ``risk`` (``attacker.persons``): a declared census has no baseline, so no headline risk
-    beyond it. A figure or group of the US tables alone is a ValueError."""
+    compared table at the level of the reconstruction's programs, against the headline risk of
+    ``risk`` (``attacker.persons``): points beyond the best baseline (the census's own guessers,
+    :mod:`sdclab.attacks.census_baselines`). A figure or group of the US tables alone is a
+    ValueError."""
     accuracy = accuracy or "accuracy.mae_nonempty"
     if accuracy.startswith(US_ONLY_ACCURACY):
         raise ValueError(
@@ -157,7 +158,7 @@ def declared_axes(
         accuracy=accuracy,
         level=level or census.program,
         table=table if table is not None or not per_table else census.compared,
-        risk=f"reidentification.{attacker}.reconstruction.{persons}.confirmed_rate",
+        risk=f"reidentification.{attacker}.headline.{persons}.points",
         risk_ceiling=ceiling,
     )
 
