@@ -218,3 +218,19 @@ def test_a_declared_census_experiment_has_baselines_a_headline_and_a_choice(tmp_
     headline = report[report.index('id="headline-risk"') : report.index('id="noise-aware')]
     assert "The baselines of census eu2021 are made from its own tables" in headline
     assert "(best: " in headline and " pp / " in headline
+
+
+def test_the_random_draw_states_what_the_reconstruction_resolves(eu):
+    """AGE is solved to five-year groups only: a random record states a group (its first and last
+    year), drawn from the persons' groups, not a single year the reconstruction never states."""
+    records, _ = eu
+    drawn = b.fixed_files(records, make_rng(3))["random_draw"]
+    groups = eu_census().attribute("AGE").breakdown("M")
+    assert (drawn["AGE_min"] != drawn["AGE_max"]).any()
+    assert set(drawn["AGE_min"].unique()) <= set(_first_codes(groups))
+    assert drawn.height == records.n_persons
+
+
+def _first_codes(breakdown) -> list[str]:
+    codes = eu_census().attribute("AGE").codes
+    return [codes[int(np.flatnonzero(row)[0])] for row in breakdown.membership]

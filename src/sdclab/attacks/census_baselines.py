@@ -350,11 +350,26 @@ NO_CELLS = Cells("", (), (), ())
 """No table's cells: a guess compatible with every source cell (the geounit's own mode)."""
 
 
+def drawn_resolution(
+    census: Census, attribute: str, codes: IntArray
+) -> tuple[npt.NDArray[np.int8], IntArray]:
+    """The categories a random record states of a quasi-identifier, and the persons' own: those
+    the reconstruction resolves it to (a breakdown's, each person in one), else its codes — so
+    that the random draw is linked as precisely as the reconstruction's records are."""
+    attribute_def = census.attribute(attribute)
+    breakdown = census.reconstruction.resolved.get(attribute)
+    if breakdown is None:
+        return np.eye(attribute_def.size, dtype=np.int8), codes
+    membership = attribute_def.breakdown(breakdown).membership
+    return membership, membership.argmax(axis=0)[codes]
+
+
 def random_draw_records(
     truth: CensusRecords, exact: Release, plan: Plan, rng: np.random.Generator
 ) -> pl.DataFrame:
     """As many records per geounit of the reconstruction's level as it has persons, each
-    quasi-identifier drawn from the national distribution of its codes, every other attribute
+    quasi-identifier drawn from the national distribution of its codes (of its categories, for
+    one the reconstruction resolves to a breakdown only), every other attribute
     the geounit's mode in the ``exact`` tables (as the US random draw takes the block's modal
     race-ethnicity)."""
     census = truth.census
@@ -362,8 +377,9 @@ def random_draw_records(
     unit = np.sort(geography.units(plan.level)[1][truth.block_index("persons")])
     columns = {GEOUNIT: geography.geoids(plan.level).gather(unit).alias(GEOUNIT)}
     for a in census.quasi_identifiers:
-        drawn = rng.choice(truth.attributes[a], len(unit)) if len(truth.attributes[a]) else unit
-        columns |= code_columns(census, a, np.eye(census.attribute(a).size, dtype=np.int8), drawn)
+        membership, values = drawn_resolution(census, a, truth.attributes[a])
+        drawn = rng.choice(values, len(unit)) if len(values) else unit
+        columns |= code_columns(census, a, membership, drawn)
     inferred = [a for a in census.reconstruction.attributes if a not in census.quasi_identifiers]
     sources = {
         a: plan.sources.get(a, Source(plan.records, plan.level))
