@@ -159,9 +159,9 @@ def test_an_offices_own_file_goes_through_every_step_from_the_command_line(tmp_p
         assert reid["reconstruction"]["all"]["attacker_records"] == 1_500
     assert "eu2021" in (tmp_path / "out" / "report.html").read_text()
     lines = release_lines(ExperimentResult.from_dict(written))
-    assert "3.1 lau" in lines[0] and "confirmed (census attacker)" in lines[0]
-    rate = releases["none"]["reidentification"]["census"]["reconstruction"]["all"]
-    assert lines[1].split()[-1] == f"{rate['confirmed_rate']:.3f}"
+    assert "3.1 lau" in lines[0] and "beyond the best baseline (census)" in lines[0]
+    points = releases["none"]["reidentification"]["census"]["headline"]["all"]["points"]
+    assert lines[1].split()[-2:] == [f"{points:+.1f}", "pp"]
 
 
 def test_the_demo_knows_the_european_study() -> None:

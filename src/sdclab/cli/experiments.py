@@ -63,12 +63,11 @@ def release_lines(results: Any) -> list[str]:
     """One line per release of an experiment: its guarantee, common-axis ε, the MAE of the
     compared table (US: P12 by tract; another census: its compared table at its reconstruction's
     level) over non-empty cells (withheld ones counted), and the census attacker's headline risk
-    (US: points beyond the best baseline; another census, which has no baselines: the confirmed
-    share); an ε with a qualifier ("within the PSA's invariants (…)") is marked * and the
-    qualifier given after the lines."""
+    (points beyond the best baseline); an ε with a qualifier ("within the PSA's invariants (…)")
+    is marked * and the qualifier given after the lines."""
     view = results.census
     table, level = ("P12", "tract") if view is None else (view.compared, view.unit)
-    risk = "beyond the best baseline (census)" if view is None else "confirmed (census attacker)"
+    risk = "beyond the best baseline (census)"
     width = max(13, *(len(t) for t in results.releases))
     accuracy = f"{table} {level}"
     lines = [f"{'release':>{width}}  {'guarantee':<24} {'ε (1e-10)':>9} {accuracy:>9}  {risk}"]
@@ -86,7 +85,7 @@ def release_lines(results: Any) -> list[str]:
         budget = guarantee.text() if guarantee.is_formal else "none"
         lines.append(
             f"{title:>{width}}  {budget:<24} {axis:>9} {mae:>{len(accuracy)}}  "
-            f"{_headline(evaluation, baselines=view is None)}"
+            f"{_headline(evaluation)}"
         )
     for qualifier, titles in qualified.items():
         lines.append(f"* {', '.join(titles)}: ε {qualifier}")
@@ -97,16 +96,12 @@ def _figure(value: Any, form: str) -> str:
     return "n/a" if isinstance(value, NotMeasured) else format(value, form)
 
 
-def _headline(evaluation: Any, baselines: bool) -> str:
-    """The census attacker's risk: points beyond the best baseline, or the confirmed share."""
+def _headline(evaluation: Any) -> str:
+    """The census attacker's risk: points beyond the best baseline."""
     from sdclab.pipeline.results.reidentification import Reidentification
 
     census = evaluation.reidentification.get("census")
-    if not isinstance(census, Reidentification):
-        return "n/a"
-    if not baselines:
-        return _figure(census.reconstruction.all.confirmed_rate, ".3f")
-    if not census.baselines():
+    if not isinstance(census, Reidentification) or not census.baselines():
         return "n/a"
     points = census.headline("all").points
     return "n/a" if isinstance(points, NotMeasured) else f"{points:+.1f} pp"
