@@ -205,3 +205,23 @@ def test_a_bad_code_in_an_offices_file_is_one_line_naming_row_and_column(tmp_pat
     assert done.returncode == 2
     assert "row 4, column 'geschlecht' (SEX): unknown code '9'" in done.stderr
     assert done.stderr.count("\n") <= 1 and not (tmp_path / "tables").exists()
+
+
+def test_a_risk_variable_may_be_a_breakdown_counted_in_its_categories(
+    records: CensusRecords,
+) -> None:
+    from sdclab.core.randomness import make_rng
+    from sdclab.protection import swapping
+
+    def at_risk(variables: str) -> int:
+        settings = {"rate": "0.05", "risk_levels": "nuts3,lau", "k_anonymity": "3"}
+        params = protection.get("swap").parse({**settings, "risk_variables": variables}, census())
+        swapped = swapping.swap_population(records, params, make_rng(1))
+        return int(swapped.diagnostics["high_risk_households"])
+
+    # five-year groups are seen more often than single years, broad groups still more
+    assert at_risk("SEX,AGE") > at_risk("SEX,AGE.M") > at_risk("SEX,AGE.L") > 0
+    with pytest.raises(InputError, match="AGE has no breakdown 'x' that is a recode"):
+        protection.get("swap").parse({"risk_variables": "AGE.x", "k_anonymity": "3"}, census())
+    with pytest.raises(InputError, match="no breakdown 'employed' that is a recode"):
+        protection.get("swap").parse({"risk_variables": "CAS.employed"}, census())

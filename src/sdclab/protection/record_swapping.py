@@ -72,6 +72,37 @@ class RecordSwap:
         return tuple(self.similar[:m] for m in range(len(self.similar), 0, -1))
 
 
+def risk_variable_problem(census: Census, name: str) -> str | None:
+    """Why ``name`` is no risk variable of ``census`` (None: it is): an attribute, or an
+    attribute's breakdown that puts each code in one category (``AGE.L``: age counted in its
+    broad groups)."""
+    attribute, _, breakdown = name.partition(".")
+    if attribute not in census.attributes:
+        return (
+            f"expected attributes of census {census.name} ({', '.join(census.attributes)}), "
+            f"got {name!r}"
+        )
+    known = census.attribute(attribute).breakdowns
+    if breakdown and (breakdown not in known or not known[breakdown].is_partition):
+        recodes = [b for b, v in known.items() if v.is_partition]
+        return (
+            f"{name!r}: attribute {attribute} has no breakdown {breakdown!r} that is a recode "
+            f"(each code in one category); its recodes: {', '.join(recodes) or 'none'}"
+        )
+    return None
+
+
+def risk_column(records: CensusRecords, name: str) -> IntArray:
+    """Each person's value of the risk variable ``name``: an attribute's code, or its category
+    in the breakdown ``ATTRIBUTE.BREAKDOWN`` names."""
+    attribute, _, breakdown = name.partition(".")
+    codes = records.columns("persons")[attribute]
+    if not breakdown:
+        return codes
+    membership = records.census.attribute(attribute).breakdown(breakdown).membership
+    return membership.argmax(axis=0)[codes].astype(np.int64)
+
+
 def record_swap_settings(
     params: RecordSwapParameters, census: Census, risk_level: str, matching: tuple[str, ...]
 ) -> RecordSwap | None:
@@ -200,14 +231,13 @@ def household_levels(
     risk at some level, and the depth of the highest level where it is (the bottom if none)."""
     assert records.households is not None
     levels = records.census.geography.levels
-    columns = records.columns("persons")
     block = records.block_index("persons")
     n = records.n_households
     risk, high = np.zeros(n), np.zeros(n, dtype=bool)
     depth = np.full(n, len(levels) - 1, dtype=np.int64)
     for level in reversed(chosen.levels):  # bottom-up: the highest risky level is set last
         unit = records.geography.block_codes_at(level)[block]
-        group = group_ids(unit, *(columns[v] for v in variables))
+        group = group_ids(unit, *(risk_column(records, v) for v in variables))
         fewest = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(fewest, records.households, np.bincount(group)[group])
         level_risk = 1.0 / fewest

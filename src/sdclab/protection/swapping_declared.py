@@ -42,6 +42,8 @@ from sdclab.protection.record_swapping import (
     record_swap_diagnostics,
     record_swap_recorded,
     record_swap_settings,
+    risk_column,
+    risk_variable_problem,
 )
 from sdclab.protection.swap_pairs import (
     DATA_DEPENDENT_SELECTION,
@@ -123,12 +125,10 @@ def declared_settings(params: SwapParameters) -> DeclaredSwap:
     risk_variables = (
         census.quasi_identifiers if params.risk_variables is None else params.risk_variables
     )
-    unknown = [v for v in risk_variables if v not in census.attributes]
-    if unknown:
-        raise ValueError(
-            f"risk_variables: expected attributes of census {census.name} "
-            f"({', '.join(census.attributes)}), got {unknown[0]!r}"
-        )
+    for name in risk_variables:
+        problem = risk_variable_problem(census, name)
+        if problem is not None:
+            raise ValueError(f"risk_variables: {problem}")
     risk_level = params.risk_level or levels[-1]
     if risk_level not in levels:
         raise ValueError(f"risk_level: expected one of {', '.join(levels)}, got {risk_level!r}")
@@ -165,9 +165,8 @@ def declared_recorded(params: SwapParameters) -> dict[str, Any]:
 def declared_household_risk(records: CensusRecords, chosen: DeclaredSwap) -> FloatArray:
     """Risk of each household: the largest 1 / (persons in the member's unit of the risk level
     sharing the member's risk variables) over its members (1: a member unique there)."""
-    columns = records.columns("persons")  # a household attribute: each member with its value
     unit = records.geography.block_codes_at(chosen.risk_level)[records.block_index("persons")]
-    group = group_ids(unit, *(columns[v] for v in chosen.risk_variables))
+    group = group_ids(unit, *(risk_column(records, v) for v in chosen.risk_variables))
     person_risk = 1.0 / np.bincount(group)[group]
     risk = np.zeros(records.n_households)
     assert records.households is not None

@@ -60,10 +60,17 @@ population (another seed), so that every setting's interval covers the populatio
 noise; sized to finish, attacks included, within 15 minutes on 2 cores (docs/experiments.md).
 The 50,000-person study behind docs/findings.md is ``examples/study-50k.toml``."""
 
-TRS = {"rate": "0.05", "risk_levels": "nuts3,lau", "k_anonymity": "3", "similar": "size"}
-"""Targeted record swapping as the ESS recommends: every household whose members' sex × age ×
-legal marital status is seen fewer than 3 times in its NUTS 3 region or LAU swaps, and 5% of
-households in all, with a donor household of the same size."""
+TRS = {
+    "rate": "0.05",
+    "risk_variables": "SEX,AGE.L,POB.L",
+    "risk_levels": "nuts3,lau",
+    "k_anonymity": "3",
+    "similar": "size",
+}
+"""Targeted record swapping as the ESS recommends: every household with a member whose sex ×
+broad age group × place of birth is seen fewer than 3 times in their NUTS 3 region or LAU swaps
+(about a quarter of the households of the demo's small LAUs), at least 5% of households in all,
+each with a donor household of the same size."""
 TRS_CHAINED = ";".join(f"{k}={v}" for k, v in TRS.items())
 
 ADMINISTRATIVE = "population,1.1,1.2,1.3,1.4,2.1,3.1,3.2,3.3,4.1,4.3"
