@@ -617,6 +617,11 @@ b = ["EU", "AFR", "ASI", "AME"]
             r"levels: level 'sex' has an attribute's name",
         ),
         (
+            "[tables.T1]",
+            '[geographies.grid]\nlevels = ["region", "cell"]\n\n[tables.T1]',
+            r"geographies.grid.levels: level 'region' is also a level of geography 'admin'",
+        ),
+        (
             'attributes = ["sex", "age", "country_of_birth"]',
             'attributes = ["age", "country_of_birth"]',
             r"attack.quasi_identifiers: 'sex' is not among the attributes the reconstruction",

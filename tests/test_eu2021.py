@@ -225,3 +225,18 @@ def test_a_risk_variable_may_be_a_breakdown_counted_in_its_categories(
         protection.get("swap").parse({"risk_variables": "AGE.x", "k_anonymity": "3"}, census())
     with pytest.raises(InputError, match="no breakdown 'employed' that is a recode"):
         protection.get("swap").parse({"risk_variables": "CAS.employed"}, census())
+
+
+def test_the_cell_key_method_is_evaluated_and_analysed_over_both_geographies(
+    records: CensusRecords,
+) -> None:
+    with_threshold = api.protect(records, "cellkey", seed=1, ptable="ess-d2", threshold=2)
+    evaluation = api.evaluate(with_threshold, records)
+    assert "grid" in evaluation.accuracy and "grid1km" in evaluation.accuracy["grid"]
+    trs = "rate=0.05;risk_variables=SEX,AGE.L,POB.L;risk_levels=nuts3,lau;k_anonymity=3"
+    chain = api.protect(records, "cellkey", seed=1, ptable="ess-d2", swap="swap", swap_settings=trs)
+    risk = protection.get("cellkey").risk_analysis(chain, records)  # type: ignore[misc]
+    assert "grid" not in risk["scope"]["tuple_tables"]
+    assert risk["repeated_queries"].startswith("n/a: a table builder would answer from the swapped")
+    alone = protection.get("cellkey").risk_analysis(with_threshold, records)  # type: ignore[misc]
+    assert isinstance(alone["repeated_queries"], list)

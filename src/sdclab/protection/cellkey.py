@@ -261,7 +261,7 @@ def diagnostics(population: Population, release: Release) -> tuple[Diagnostics, 
         release.parameters, context={"census": release.census}
     ).threshold:
         return ()
-    hidden = {level: 0 for level in release.geography.levels}
+    hidden = {level: 0 for level in release.geography.all_levels}
     for name, tc in tabulate(population, list(release.tables)).items():
         table = release.table(name)
         for level, (_, truth) in tc.counts.items():

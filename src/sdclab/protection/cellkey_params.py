@@ -194,6 +194,8 @@ class CellKeyParameters(WorkloadParameters):
 
     def recorded(self) -> dict[str, Any]:
         data = super().recorded()
+        if not self.swap_settings:
+            del data["swap_settings"]  # none given: what a release before the setting records
         if self.ptable_file:
             data["ptable"] = f"a file, published as {artifact_file(PTABLE_ARTIFACT)}"
         return data

@@ -103,15 +103,18 @@ def geographic_tuples(
     )
 
 
-def true_values(tuples: Tuples, truth: Records, release: Release) -> IntArray:
-    """The true counts of each tuple's members (evaluation only)."""
-    cells = PublishedCells.from_release(release)
+def true_values(
+    tuples: Tuples, truth: Records, release: Release, names: tuple[str, ...] | None = None
+) -> IntArray:
+    """The true counts of each tuple's members (evaluation only), located among the cells of the
+    tables ``names`` the tuples were found in (default: every table of the release)."""
+    cells = PublishedCells.from_release(release, names)
     exact = tabulate(truth, sorted(set(tuples.table.tolist())))
     truth_cells = PublishedCells.from_tabulation(exact, release.geography)
     where = cells.locate(tuples.members)
-    names = np.array(cells.names, dtype=str)[where.table]
+    member_tables = np.array(cells.names, dtype=str)[where.table]
     return truth_cells.values_at(
-        truth_cells.index(names, where.level, where.row, where.cell)
+        truth_cells.index(member_tables, where.level, where.row, where.cell)
     ).astype(np.int64)
 
 
@@ -180,7 +183,11 @@ def bound_disclosure(tuples: Tuples, params: CellKeyParameters, table: AnyPTable
 
 
 def pinned_counts(
-    tuples: Tuples, release: Release, table: AnyPTable, truth: Records | None
+    tuples: Tuples,
+    release: Release,
+    table: AnyPTable,
+    truth: Records | None,
+    names: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """(b): 3-tuples whose published values pin their true counts once the bound is known."""
     result = ck.pinned_tuples(tuples.values, noise_bound(table), blocked(table))
@@ -192,7 +199,7 @@ def pinned_counts(
     }
     if truth is not None and pinned.any():
         kept = Tuples(*(getattr(tuples, f.name)[pinned] for f in fields(Tuples)))
-        truth_values = true_values(kept, truth, release)
+        truth_values = true_values(kept, truth, release, names)
         out["pinned_correct"] = int(
             (truth_values == result["true_values"][pinned]).all(axis=1).sum()
         )
@@ -259,14 +266,18 @@ PINNED_MAX_ASSIGNMENTS = 1_000_000
 
 
 def pinned_of(
-    groups: list[Tuples], release: Release, table: AnyPTable, truth: Records | None
+    groups: list[Tuples],
+    release: Release,
+    table: AnyPTable,
+    truth: Records | None,
+    names: tuple[str, ...],
 ) -> dict[str, Any]:
     """(b) over tuples of any sizes: the sizes whose (2D+1)^c noise assignments can be
     enumerated; the others are listed as n/a with the reason."""
     width = 2 * noise_bound(table) + 1
     fits = [g for g in groups if len(g.values) and width ** _children(g) <= PINNED_MAX_ASSIGNMENTS]
     skipped = sorted({_children(g) for g in groups if len(g.values)} - {_children(g) for g in fits})
-    parts = [pinned_counts(g, release, table, truth) for g in fits]
+    parts = [pinned_counts(g, release, table, truth, names) for g in fits]
     total = sum(len(g.values) for g in groups)
     out: dict[str, Any] = {"tuples": total}
     if not parts:
@@ -623,12 +634,17 @@ def ckm_risk(
     else:
         groups = [usable_tuples(release, params, c, scope.tuple_tables) for c in scope.children]
         out["bound_disclosure"] = bound_disclosure_of(groups, params, table)
-        out["pinned"] = pinned_of(groups, release, table, truth)
+        out["pinned"] = pinned_of(groups, release, table, truth, scope.tuple_tables)
         three = sum(len(g.values) for g in groups if g.members.shape[1] == 3)
     out["averaging"] = averaging(release, params, table, truth, scope.targets, list(scope.tables))
     exposed = out["averaging"]["most_exposed"]
     out["design"] = design_grid(three, exposed[0]["k_over_t2"] if exposed else None)
-    if truth is not None:
+    if truth is not None and params.swap != "none":
+        out["repeated_queries"] = (
+            f"{NA}a table builder would answer from the swapped records, which the analysis "
+            "does not simulate (the release's swap drew from its own stream)"
+        )
+    elif truth is not None:
         rng = np.random.default_rng(seed)
         out["repeated_queries"] = [
             repeated_queries(

@@ -107,6 +107,16 @@ def load_census(path: Path, reserved: Collection[str] = ()) -> Census:
     }
     if not attributes or not geographies:
         raise d.fail("attributes" if not attributes else "geographies", "expected at least one")
+    seen: dict[str, str] = {}
+    for hierarchy in geographies.values():
+        for level in hierarchy.levels:
+            if level in seen:
+                raise d.fail(
+                    f"geographies.{hierarchy.name}.levels",
+                    f"level {level!r} is also a level of geography {seen[level]!r} (each level "
+                    "is a column of the microdata: give it another name)",
+                )
+            seen[level] = hierarchy.name
     tables: dict[str, TableDef] = {}
     table_geography: dict[str, str] = {}
     for table_name, spec in d.table(doc, "tables").items():

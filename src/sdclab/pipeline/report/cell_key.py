@@ -49,7 +49,10 @@ def ckm_section(title: str, risk: Mapping[str, Any]) -> str:
             f"non-empty cells exact, against {pct(attack['published_exact_share'])} for the "
             "published values."
         )
-    for rq in risk.get("repeated_queries", []):
+    repeated = risk.get("repeated_queries", [])
+    if isinstance(repeated, str):  # n/a, with the reason
+        with_truth.append(f"Repeated queries: {repeated}.")
+    for rq in [] if isinstance(repeated, str) else repeated:
         with_truth.append(
             f"Repeated queries ({rq['runs']} answers per cell, simulated on the confidential "
             f"data, SPSN {'on' if rq['spsn'] else 'off'}): {pct(rq['averaged_exact_share'])} "
