@@ -45,10 +45,9 @@ from sdclab.core.census.records import CensusRecords, encode_records, read_recor
 from sdclab.core.figures import NotMeasured, Value
 from sdclab.pipeline.api import protect, reconstruct
 from sdclab.pipeline.evaluation import census_agreement
+from sdclab.pipeline.experiment.demo import TRS  # the European demo's swap
 from sdclab.release import Release
 
-TRS = {"rate": "0.05", "risk_levels": "nuts3,lau", "k_anonymity": "3", "similar": "size"}
-"""Targeted record swapping as the ESS recommends (the EU demo's settings)."""
 CKM = {"ptable": "ess-d2"}
 TRS_CKM = {**CKM, "swap": "swap", "swap_settings": ";".join(f"{k}={v}" for k, v in TRS.items())}
 TARGET_PROTECT_SECONDS = 60

@@ -165,7 +165,7 @@ def test_an_offices_own_file_goes_through_every_step_from_the_command_line(tmp_p
 
 
 def test_the_demo_knows_the_european_study() -> None:
-    eu = DEMOS["eu2021"]
+    eu = DEMOS["eu2021"]()
     assert eu.census is census() and eu.population.synthetic_census
     labels = [m.label or m.name for m in eu.mechanisms]
     assert {"trs", "cellkey-ess", "trs-cellkey", "geometric", "suppress"} <= set(labels)

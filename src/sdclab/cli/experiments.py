@@ -52,7 +52,7 @@ def demo(
     source = "the built-in demo (sdclab demo" + (
         "" if census == "us2010" else f" --census {census}"
     )
-    results = run_spec(DEMOS[census], out, progress, source=source + ")")
+    results = run_spec(DEMOS[census](), out, progress, source=source + ")")
     for line in release_lines(results):
         typer.echo(line)
     typer.echo(f"done in {time.perf_counter() - start:.0f} s")

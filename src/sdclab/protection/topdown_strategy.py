@@ -41,7 +41,7 @@ from sdclab.core.privacy import Invariant, Loss, person_guarantee
 if TYPE_CHECKING:
     from sdclab.core.census.model import Census
 from sdclab.censuses.us2010.catalog import HISPANIC, P12_AGE, RACE_DETAILED, SEXES
-from sdclab.core.tables.definition import Dimension, Part, all_codes, part_query
+from sdclab.core.tables.definition import Dimension, Part, TableDef, all_codes, part_query
 
 HHGQ = all_codes(schema.UNIT_TYPE)
 VOTING_AGE = all_codes(schema.VOTING_AGE_ATTR)
@@ -477,6 +477,20 @@ CENSUS_RHO = Fraction(153, 10)
 person products), so that a first run is comparable with the US one."""
 
 
+def measurable_tables(census: Census, workload: tuple[str, ...] | None) -> list[TableDef]:
+    """The person tables of the census's main geography over person attributes (of the
+    workload, if one is given): what TopDown's histogram can answer."""
+    of_persons = {a.name for a in census.attributes.values() if a.records == "persons"}
+    return [
+        t
+        for t in census.tables.values()
+        if t.records == "persons"
+        and census.geography_of(t.name) is census.geography
+        and set(t.crossed) <= of_persons
+        and (workload is None or t.name in workload)
+    ]
+
+
 def census_product(census: Census, workload: tuple[str, ...] | None = None) -> Product:
     """TopDown's product for a declared census: the histogram crossing every person attribute
     that a table of its main geography crosses, measuring the total, each of those tables at
@@ -488,16 +502,7 @@ def census_product(census: Census, workload: tuple[str, ...] | None = None) -> P
     published, tabulated from the MDF. A ``workload`` measures and publishes its tables alone,
     over the histogram of the attributes they cross (a census of many topics has no histogram of
     them all that TopDown could measure at every geounit)."""
-    geography = census.geography
-    of_persons = {a.name for a in census.attributes.values() if a.records == "persons"}
-    tables = [
-        t
-        for t in census.tables.values()
-        if t.records == "persons"
-        and census.geography_of(t.name) is geography
-        and set(t.crossed) <= of_persons
-        and (workload is None or t.name in workload)
-    ]
+    tables = measurable_tables(census, workload)
     attributes = tuple(
         a.name
         for a in census.attributes.values()
@@ -529,7 +534,7 @@ def census_product(census: Census, workload: tuple[str, ...] | None = None) -> P
             matrices[table.name] = matrix
             published[table.name] = table.levels
     matrices["detailed"] = detailed
-    levels = geography.levels
+    levels = census.geography.levels
     at_level = {
         level: [
             q

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
+
 from sdclab.censuses import census_named
 from sdclab.pipeline.experiment.spec import Experiment
 
@@ -77,46 +80,50 @@ ADMINISTRATIVE = "population,1.1,1.2,1.3,1.4,2.1,3.1,3.2,3.3,4.1,4.3"
 """The EU 2021 census's tables on its administrative geography (suppression's rules read the
 persons of each unit from its total table there; the grid's are not suppressed)."""
 
-EU_DEMO = Experiment.model_validate(
-    {
-        "population": {"census": "eu2021", "persons": 30_000, "seed": 2021},
-        "mechanisms": [
-            {"name": "none"},
-            {"name": "swap", "label": "trs", "settings": TRS, "seed": 1},
-            {
-                "name": "cellkey",
-                "label": "cellkey-ess",
-                "settings": {"ptable": "ess-d2"},
-                "seed": 2,
-            },
-            {
-                "name": "cellkey",
-                "label": "trs-cellkey",
-                "settings": {"ptable": "ess-d2", "swap": "swap", "swap_settings": TRS_CHAINED},
-                "seed": 3,
-            },
-            {"name": "geometric", "settings": {"epsilon": [1, 4]}, "seed": 4},
-            {
-                "name": "topdown",
-                "label": "topdown-lau",
-                "settings": {
-                    "rho": [1, 4],
-                    "tables": "population,3.1,3.2,3.3",
-                    "measurements": "false",
-                },
-                "seed": 5,
-            },
-            {"name": "suppress", "settings": {"tables": ADMINISTRATIVE}},
-        ],
-        "attacks": {"workers": 2},
-    },
-    context={"census": census_named("eu2021")},
-)
-"""The built-in experiment of ``sdclab demo --census eu2021``: targeted record swapping as the
-ESS recommends, the cell key method with the ESS p-table alone and after that swapping (the ESS
-2021 recipe), geometric noise and TopDown at two
-budgets each, and cell suppression, on 30,000 synthetic persons of the EU 2021 census, each
-release reconstructed from its LAU hypercubes and reidentified (docs/europe.md)."""
 
-DEMOS = {"us2010": DEMO, "eu2021": EU_DEMO}
-"""The built-in experiment of each census ``sdclab demo --census`` knows."""
+@cache
+def eu_demo() -> Experiment:
+    """The built-in experiment of ``sdclab demo --census eu2021``: targeted record swapping as
+    the ESS recommends, the cell key method with the ESS p-table alone and after that swapping
+    (the ESS 2021 recipe), geometric noise and TopDown at two budgets each, and cell
+    suppression, on 30,000 synthetic persons of the EU 2021 census, each release reconstructed
+    from its LAU hypercubes and reidentified (docs/europe.md)."""
+    return Experiment.model_validate(
+        {
+            "population": {"census": "eu2021", "persons": 30_000, "seed": 2021},
+            "mechanisms": [
+                {"name": "none"},
+                {"name": "swap", "label": "trs", "settings": TRS, "seed": 1},
+                {
+                    "name": "cellkey",
+                    "label": "cellkey-ess",
+                    "settings": {"ptable": "ess-d2"},
+                    "seed": 2,
+                },
+                {
+                    "name": "cellkey",
+                    "label": "trs-cellkey",
+                    "settings": {"ptable": "ess-d2", "swap": "swap", "swap_settings": TRS_CHAINED},
+                    "seed": 3,
+                },
+                {"name": "geometric", "settings": {"epsilon": [1, 4]}, "seed": 4},
+                {
+                    "name": "topdown",
+                    "label": "topdown-lau",
+                    "settings": {
+                        "rho": [1, 4],
+                        "tables": "population,3.1,3.2,3.3",
+                        "measurements": "false",
+                    },
+                    "seed": 5,
+                },
+                {"name": "suppress", "settings": {"tables": ADMINISTRATIVE}},
+            ],
+            "attacks": {"workers": 2},
+        },
+        context={"census": census_named("eu2021")},
+    )
+
+
+DEMOS: dict[str, Callable[[], Experiment]] = {"us2010": lambda: DEMO, "eu2021": eu_demo}
+"""The built-in experiment of each census ``sdclab demo --census`` knows (built when asked)."""
