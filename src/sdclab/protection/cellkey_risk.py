@@ -29,16 +29,16 @@ The cells, the tuples (the geography relations with c parts) and the partitions 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from sdclab.core import cellkey_analysis as ck
 from sdclab.core.tables.definition import TableDef
-from sdclab.core.tables.relations import PublishedCells, joint_partitions
+from sdclab.core.tables.relations import PublishedCells, by_identity, joint_partitions
 from sdclab.core.tables.tabulate import Records, tabulate
 from sdclab.protection import cellkey
 from sdclab.protection.cellkey import (
@@ -302,7 +302,7 @@ def person_tables(release: Release) -> list[TableDef]:
     return list(risk_scope(release).tables)
 
 
-def canonical_parts(tables: list[TableDef]) -> dict[str, IntArray]:
+def canonical_parts(tables: Sequence[TableDef]) -> dict[str, IntArray]:
     """One id per distinct set of domain cells, for every cell of every table: cells of two tables
     with the same id have the same contributors (and so, under SPSN, the same noise). Tables on
     several schemas (a declared census's hypercubes) compare by :func:`contributor_ids`."""
@@ -335,7 +335,8 @@ class Representation:
     levels: tuple[str, ...]
 
 
-def representations(target: TableDef, tables: list[TableDef]) -> list[list[Representation]]:
+@by_identity
+def representations(target: TableDef, tables: Sequence[TableDef]) -> list[list[Representation]]:
     """For every cell of ``target``: the tables that represent it by their cells."""
     canon = canonical_parts(tables)
     tables_by_name = {t.name: t.levels for t in tables}
@@ -405,29 +406,32 @@ def redundancy(
     }
     counts = {lv: np.asarray(m.sum(axis=1)).ravel() for lv, m in down.items()}
     counts[level] = np.ones(n_geo, np.int64)
-    cache: dict[tuple[str, str], tuple[sp.csr_matrix, sp.csr_matrix]] = {}
+    cache: dict[tuple[str, str], tuple[npt.NDArray[Any], npt.NDArray[Any]]] = {}
 
-    def sums(name: str, lv: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-        """Per geounit, the sums over its descendants at ``lv`` of the table's published cells
-        and of their non-zero indicators."""
+    def sums(name: str, lv: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+        """Per geounit and target cell, the sums over its descendants at ``lv`` of the table's
+        published cells that represent the target cell, and of their non-zero indicators (every
+        target cell at once)."""
         if (name, lv) not in cache:
             values = release.tables[name].matrix(lv)  # a suppressed cell is 0
             nonzero = (values > 0).astype(np.int64)
             m = down.get(lv)
-            cache[name, lv] = (values, nonzero) if m is None else (m @ values, m @ nonzero)
+            if m is not None:
+                values, nonzero = m @ values, m @ nonzero
+            cells = inside[name]
+            cache[name, lv] = ((values @ cells).toarray(), (nonzero @ cells).toarray())
         return cache[name, lv]
 
+    parts_of = {name: np.diff(m.tocsc().indptr) for name, m in inside.items()}
     shape = (n_geo, n_cells)
     t, k = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
     numerator, weights = np.zeros(shape), np.zeros(shape)
     for j, cell_reps in enumerate(reps):
         for name, lv, include in _publications(cell_reps, level, counts, spsn, geography.levels):
-            parts = inside[name][:, j]
             values, nonzero = sums(name, lv)
-            value = (values @ parts).toarray().ravel()
-            terms = (nonzero @ parts).toarray().ravel()
+            value, terms = values[:, j], nonzero[:, j]
             t[:, j] += include
-            k[:, j] += include * inside[name][:, j].nnz * counts[lv]
+            k[:, j] += include * parts_of[name][j] * counts[lv]
             weight = include / np.maximum(terms, 1)
             numerator[:, j] += weight * value
             weights[:, j] += weight

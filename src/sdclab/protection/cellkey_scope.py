@@ -9,6 +9,7 @@ of records by fingerprints (:func:`contributor_ids`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,7 +119,7 @@ def _fingerprint(
     return (np.asarray(table.query @ w).ravel() % prime) * absent % prime
 
 
-def contributor_ids(tables: list[TableDef]) -> dict[str, IntArray]:
+def contributor_ids(tables: Sequence[TableDef]) -> dict[str, IntArray]:
     """One id per distinct set of contributors across tables declared on different schemas
     (hypercubes crossing different attributes): two random fingerprints per cell
     (:func:`_fingerprint`) over the union of their attributes."""

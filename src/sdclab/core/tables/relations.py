@@ -30,10 +30,10 @@ tuples and independent redundant representations).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -192,6 +192,37 @@ def joint_domain(a: TableDef, b: TableDef) -> Schema | None:
     return domain if 0 < domain.size <= JOINT_MAX else None
 
 
+Result = TypeVar("Result")
+
+
+def by_identity(
+    compute: Callable[[TableDef, Sequence[TableDef]], Result],
+) -> Callable[[TableDef, Sequence[TableDef]], Result]:
+    """``compute`` remembered for the last tables it was given, by identity (a census's tables
+    are the same objects for as long as the census is): an analysis asks for the same relations
+    at every level and SPSN setting. The result is shared: callers must not change it."""
+    memo: dict[tuple[int, ...], tuple[tuple[TableDef, ...], Result]] = {}
+
+    def remembered(whole: TableDef, tables: Sequence[TableDef]) -> Result:
+        given = (whole, *tables)
+        key = tuple(map(id, given))
+        hit = memo.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], given, strict=True)):
+            return hit[1]
+        result = compute(whole, tables)
+        if len(memo) >= MEMO_SIZE:
+            memo.pop(next(iter(memo)))
+        memo[key] = (given, result)  # the tables are kept alive, so their ids stay theirs
+        return result
+
+    return remembered
+
+
+MEMO_SIZE = 64
+"""Sets of tables :func:`by_identity` remembers."""
+
+
+@by_identity
 def joint_partitions(whole: TableDef, tables: Sequence[TableDef]) -> dict[str, sp.csr_matrix]:
     """:func:`partitions`, comparing a table on another schema than ``whole``'s over the joint
     domain of both (:func:`joint_domain`): a cell of one hypercube and the finer cells of another
