@@ -147,6 +147,9 @@ def level_step(geography: Geography, level: str) -> sp.csr_matrix:
 DENSE_HISTOGRAM = 1 << 24
 """Largest blocks × cells grid a histogram is summed on densely (np.bincount, linear time)
 rather than by sorting the records' entries (scipy's COO → CSR)."""
+DENSE_PER_RECORD = 16
+"""…and only when the grid has at most this many entries per record: a few records on a large
+grid sort faster than a pass over the whole grid."""
 
 
 def record_histogram(
@@ -161,7 +164,8 @@ def record_histogram(
     path (bincount sums in float64, exact only below 2⁵³)."""
     rows, width = shape
     integer = weights is not None and not np.iscomplexobj(weights)
-    if integer or rows * width > DENSE_HISTOGRAM or not len(blocks):
+    sparse_grid = rows * width > DENSE_HISTOGRAM or rows * width > DENSE_PER_RECORD * len(blocks)
+    if integer or sparse_grid or not len(blocks):
         data = np.ones(len(blocks), np.int64) if weights is None else weights
         return sp.csr_matrix((data, (blocks, cells)), shape=shape)
     flat = blocks.astype(np.int64) * width + cells
