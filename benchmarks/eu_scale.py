@@ -45,11 +45,11 @@ from sdclab.core.census.records import CensusRecords, encode_records, read_recor
 from sdclab.core.figures import NotMeasured, Value
 from sdclab.pipeline.api import protect, reconstruct
 from sdclab.pipeline.evaluation import census_agreement
-from sdclab.pipeline.experiment.demo import TRS  # the European demo's swap
+from sdclab.pipeline.experiment.demo import TRS, TRS_CHAINED  # the European demo's swap
 from sdclab.release import Release
 
 CKM = {"ptable": "ess-d2"}
-TRS_CKM = {**CKM, "swap": "swap", "swap_settings": ";".join(f"{k}={v}" for k, v in TRS.items())}
+TRS_CKM = {**CKM, "swap": "swap", "swap_settings": TRS_CHAINED}
 TARGET_PROTECT_SECONDS = 60
 TARGET_RECONSTRUCT_SECONDS = 600
 TRS_PEER = (

@@ -128,26 +128,19 @@ def test_every_household_at_risk_is_swapped_before_any_other(toyland):
     )
     chosen = declared_settings(params)
     assert chosen.record_swap is not None
-    found = record_candidates(
-        toyland,
-        chosen.record_swap,
-        chosen.risk_variables,
-        "region",
-        params,
-        np.random.default_rng(0),
-    )
+
+    def candidates(seed: int):
+        rng = np.random.default_rng(seed)
+        return record_candidates(
+            toyland, chosen.record_swap, chosen.risk_variables, "region", params, rng
+        )
+
+    found = candidates(0)
     n, high = toyland.n_households, found.high
     target = round(0.3 * n / 2)
     assert 0 < high.sum() < target  # every risky household fits in the pairs asked
     for seed in range(5):
-        found = record_candidates(
-            toyland,
-            chosen.record_swap,
-            chosen.risk_variables,
-            "region",
-            params,
-            np.random.default_rng(seed),
-        )
+        found = candidates(seed)
         initiators, donors = pair_records(found, params, np.random.default_rng(seed))
         moved = np.zeros(n, dtype=bool)
         moved[np.concatenate([initiators, donors])] = True

@@ -81,7 +81,7 @@ def release_lines(results: Any) -> list[str]:
             axis += "*"
             qualified.setdefault(common.qualifier, []).append(title)
         compared = evaluation.accuracy.get(table, {}).get(level)
-        mae = "n/a" if compared is None else _figure(compared.mae_nonempty, ".3f")
+        mae = "n/a" if compared is None else _or_na(compared.mae_nonempty, ".3f")
         budget = guarantee.text() if guarantee.is_formal else "none"
         lines.append(
             f"{title:>{width}}  {budget:<24} {axis:>9} {mae:>{len(accuracy)}}  "
@@ -92,7 +92,8 @@ def release_lines(results: Any) -> list[str]:
     return lines
 
 
-def _figure(value: Any, form: str) -> str:
+def _or_na(value: Any, form: str) -> str:
+    """A measured figure in ``form``, or n/a."""
     return "n/a" if isinstance(value, NotMeasured) else format(value, form)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from sdclab.censuses.eu2021 import census
 from sdclab.censuses.eu2021.synth_geography import (
     COUNTRY,
     Geography,
@@ -64,8 +65,6 @@ COLUMNS = (
     "grid1km", "SEX", "AGE", "COC", "POB", "CAS", "EDU", "HST", "FST", "LMS", "ROY", "LOC",
 )  # fmt: skip
 """The frame's columns, in order: identifiers, geography, then the census's attributes."""
-AGE_CODES = np.asarray(["Y_LT1", *(f"Y{a}" for a in range(1, 100)), "Y_GE100"])
-"""AGE.H codes by age in whole years (0 to 100)."""
 SMALL_LAU = 500
 """describe() reports the share of LAUs with fewer persons than this."""
 
@@ -122,7 +121,7 @@ def _trait_columns(
     pob, coc, foreign = birthplace_and_citizenship(rng["origins"], people, unit, lau_share[lau])
     return {
         "SEX": np.where(people.female, "F", "M"),
-        "AGE": AGE_CODES[people.age],
+        "AGE": np.asarray(census().attribute("AGE").codes)[people.age],  # AGE.H: year by year
         "COC": coc,
         "POB": pob,
         "CAS": by_age_band(rng["activity"], people.age, CAS_AGE_EDGES, CAS_BY_AGE, CAS),

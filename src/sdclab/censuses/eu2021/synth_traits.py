@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdclab.censuses.eu2021 import census
 from sdclab.censuses.eu2021.synth_draws import bernoulli, sample_pmf
 from sdclab.censuses.eu2021.synth_households import (
     CHILD,
@@ -88,13 +89,10 @@ EDU_BY_AGE = np.array(
 """Educational attainment (ISCED 2011 levels) by age band: older cohorts lower (chosen for
 illustration)."""
 
-LOC = (
-    "GE1000000", "500000-999999", "200000-499999", "100000-199999", "50000-99999",
-    "20000-49999", "10000-19999", "5000-9999", "2000-4999", "1000-1999", "500-999", "LT500",
-)  # fmt: skip
 LOC_LOWER_BOUNDS = (1_000_000, 500_000, 200_000, 100_000, 50_000, 20_000, 10_000, 5_000, 2_000,
     1_000, 500)  # fmt: skip
-"""The census's locality size bands and their lower bounds (the last band, LT500, has none)."""
+"""The lower bounds of the census's locality size bands, in its code order (the last band,
+LT500, has none)."""
 
 
 def region_foreign_shares(rng: np.random.Generator, n_regions: int) -> FloatArray:
@@ -184,4 +182,4 @@ def by_age_band(
 def locality_size(persons: IntArray) -> np.ndarray:
     """LOC code of each LAU from its population."""
     band = (persons[:, None] < np.asarray(LOC_LOWER_BOUNDS)[None, :]).sum(axis=1)
-    return np.asarray(LOC)[band]
+    return np.asarray(census().attribute("LOC").codes)[band]
