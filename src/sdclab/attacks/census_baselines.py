@@ -4,25 +4,28 @@ The counterpart, for any census, of the US guessers of :mod:`sdclab.attacks.link
 P8, P9, P12 and P14). Everything comes from the census: the reconstruction's level and attributes,
 the quasi-identifiers, the breakdowns the attack resolves them to, and its tables.
 
-A *usable* table counts persons, on the main geography, in one part without a universe, each of
-its dimensions a recode (every code in one category) of an attribute the reconstruction solves
-for. At the reconstruction's level the **records table** is the usable table that crosses the
-most quasi-identifiers (ties: the first in census order). The MDG file holds, for each geounit, as
-many records of each of its cells as it publishes (rounded, clipped at 0, a suppressed cell 0: as
-the US baseline reads P12 and P14). A record takes from the records table every attribute it pins
-to what the link needs (a quasi-identifier to one code, or one category of the breakdown the
-attack resolves it to; an inferred attribute to any category, its first code standing for it as
-the reconstruction's representative does). Every other attribute is *guessed* from a **source
-table**: the usable table crossing it (pinning it, for a quasi-identifier) published at the
-lowest level from the reconstruction's up, sharing the most attributes with the records table
-(ties: the first in census order), its counts taken only over the cells compatible with the
-record's categories of the shared attributes (e.g. EU 3.3 SEX × LMS.L given the record's SEX).
-MDG takes the modal category of the record's geounit, falling back up the levels the source
-table is published at on a tie (or, at the reconstruction's level, fewer than two persons), then
-to the national counts, as the US modal guesser falls back from block to block group to nation.
-PRG draws the category in proportion to those counts (an empty geounit borrows its parent's).
-An attribute no usable table gives is null: such a record is never linked on it (or, for an
-inferred attribute, never confirmed).
+A *usable* table counts persons, on the main geography, in a part without a universe, each of its
+dimensions a recode (every code in one category) of an attribute the reconstruction solves for;
+each such part of a table of several (the 1 km grid's variables) is read as a table of its own. A
+one-dimension part that leaves some codes out (the grid's employed persons) is usable when its
+table also counts the total: its left-out codes are then one more category, counted as the total
+less the part's cells (clipped at 0). At the reconstruction's level the **records table** is the
+usable table that crosses the most quasi-identifiers (ties: the first in census order). The MDG
+file holds, for each geounit, as many records of each of its cells as it publishes (rounded,
+clipped at 0, a suppressed cell 0: as the US baseline reads P12 and P14). A record takes from the
+records table every attribute it pins to what the link needs (a quasi-identifier to one code, or
+one category of the breakdown the attack resolves it to; an inferred attribute to any category, its
+first code standing for it as the reconstruction's representative does). Every other attribute is
+*guessed* from a **source table**: the usable table crossing it (pinning it, for a
+quasi-identifier) published at the lowest level from the reconstruction's up, sharing the most
+attributes with the records table (ties: the first in census order), its counts taken only over the
+cells compatible with the record's categories of the shared attributes (e.g. EU 3.3 SEX × LMS.L
+given the record's SEX). MDG takes the modal category of the record's geounit, falling back up the
+levels the source table is published at on a tie (or, at the reconstruction's level, fewer than two
+persons), then to the national counts, as the US modal guesser falls back from block to block group
+to nation. PRG draws the category in proportion to those counts (an empty geounit borrows its
+parent's). An attribute no usable table gives is null: such a record is never linked on it (or, for
+an inferred attribute, never confirmed).
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ class Cells:
     attributes: tuple[str, ...]
     memberships: tuple[npt.NDArray[np.int8], ...]
     levels: tuple[str, ...]
+    start: int = 0
+    """The table's column of the part's first cell (0: the table's only part)."""
+    total: int | None = None
+    """The table's column of its total, when the last category is the codes the part leaves
+    out (counted as the total less the part's cells)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -75,22 +83,41 @@ class Cells:
         return self.memberships[self.attributes.index(attribute)]
 
 
-def usable(table: TableDef, census: Census) -> Cells | None:
-    """The table's cells if a baseline can read it (see the module docstring), else None."""
-    if table.records != "persons" or len(table.parts) != 1 or table.parts[0].universe:
-        return None
-    if census.geography_of(table.name) is not census.geography:
-        return None
-    dimensions = table.parts[0].dimensions
+def usable(table: TableDef, census: Census) -> list[Cells]:
+    """The cells of each part of the table a baseline can read (see the module docstring)."""
+    if table.records != "persons" or census.geography_of(table.name) is not census.geography:
+        return []
     solved = census.reconstruction.attributes
-    if any(d.attribute not in solved or (d.membership.sum(axis=0) != 1).any() for d in dimensions):
-        return None
-    return Cells(
-        table.name,
-        tuple(d.attribute for d in dimensions),
-        tuple(np.asarray(d.membership) for d in dimensions),
-        table.levels,
+    sizes = [prod(len(d.labels) for d in part.dimensions) for part in table.parts]
+    starts = np.cumsum([0, *sizes[:-1]]).tolist()
+    total = next(
+        (
+            s
+            for s, p in zip(starts, table.parts, strict=True)
+            if not p.dimensions and not p.universe
+        ),
+        None,
     )
+    out = []
+    for start, part in zip(starts, table.parts, strict=True):
+        dims = part.dimensions
+        if part.universe or any(d.attribute not in solved for d in dims):
+            continue
+        covered = [d.membership.sum(axis=0) for d in dims]
+        if all((c == 1).all() for c in covered):
+            memberships = tuple(np.asarray(d.membership) for d in dims)
+            out.append(
+                Cells(
+                    table.name, tuple(d.attribute for d in dims), memberships, table.levels, start
+                )
+            )
+        elif len(dims) == 1 and total is not None and (covered[0] <= 1).all():
+            rest = (covered[0] == 0).astype(np.int8)[None, :]
+            membership = np.vstack([np.asarray(dims[0].membership), rest])
+            out.append(
+                Cells(table.name, (dims[0].attribute,), (membership,), table.levels, start, total)
+            )
+    return out
 
 
 def needed_category(census: Census, attribute: str) -> IntArray:
@@ -143,8 +170,7 @@ class Plan:
 
 def usable_tables(census: Census, published: tuple[str, ...]) -> list[Cells]:
     """The usable tables among ``published``, in census order."""
-    found = (usable(t, census) for t in census.tables.values() if t.name in published)
-    return [c for c in found if c is not None]
+    return [c for t in census.tables.values() if t.name in published for c in usable(t, census)]
 
 
 def plan(census: Census, published: tuple[str, ...]) -> Plan | str:
@@ -154,8 +180,8 @@ def plan(census: Census, published: tuple[str, ...]) -> Plan | str:
     here = [c for c in tables if level in c.levels]
     if not here:
         return (
-            f"the release publishes no usable person table at {level} (one part, no universe, "
-            "recodes of the reconstruction's attributes)"
+            f"the release publishes no usable person table at {level} (a part without a "
+            "universe crossing recodes of the reconstruction's attributes)"
         )
     quasi = census.quasi_identifiers
     records = max(here, key=lambda c: sum(a in c.attributes for a in quasi))
@@ -209,9 +235,15 @@ def whole(counts: npt.NDArray[Any]) -> IntArray:
     return np.maximum(np.rint(counts), 0).astype(np.int64)
 
 
-def published(release: Release, table: str, level: str) -> IntArray:
-    """geounits × cells of a table at ``level``, as counts of persons (a suppressed cell: 0)."""
-    return whole(release.tables[table].dense(level, suppressed=0))
+def published(release: Release, cells: Cells, level: str) -> IntArray:
+    """geounits × cells of a usable table (or part) at ``level``, as counts of persons (a
+    suppressed cell: 0)."""
+    counts = release.tables[cells.table].dense(level, suppressed=0)
+    if cells.total is None:
+        return whole(counts[:, cells.start : cells.start + cells.size])
+    part = counts[:, cells.start : cells.start + cells.size - 1]
+    rest = counts[:, cells.total] - part.sum(axis=1)
+    return whole(np.column_stack([part, rest]))
 
 
 def chain(
@@ -235,7 +267,7 @@ def chain(
     out = []
     national = np.zeros((compat.shape[0], cells.shape[axis]), dtype=np.int64)
     for level in up:
-        counts = published(release, cells.table, level)
+        counts = published(release, cells, level)
         by_cell = np.einsum("us,rsk->urk", counts, weights)
         out.append(by_cell[geography.parents(level, bottom)[unit], cell])
         national = by_cell.sum(axis=0)
@@ -332,7 +364,7 @@ def baseline_records(
     reconstruction's level, as many records of each cell of the records table as it publishes,
     each with the attributes that table gives and the others guessed."""
     census = release.census
-    counts = published(release, plan.records.table, plan.level)
+    counts = published(release, plan.records, plan.level)
     unit, cell = np.nonzero(counts)
     n = counts[unit, cell]
     unit, cell = np.repeat(unit, n), np.repeat(cell, n)

@@ -5,25 +5,26 @@ An attacker file holds an identifier, the geounit of the reconstruction's level 
 quasi-identifiers (``[attack] quasi_identifiers``), with the defects of the attacker's preset:
 ``coverage`` of the persons, a share ``moved`` to another geounit of the same program's geounit
 (the US file moves a record within its county instead), and each quasi-identifier wrong with
-probability ``sex_error`` (an attribute named ``sex``) or ``age_error`` (any other): another
-code of its code list, drawn uniformly (the US file shifts a wrong age by 1 to 5 years).
-Reconstructed records are linked one-to-one on {geounit, quasi-identifiers}, then
-the leftovers on the categories of the quasi-identifiers the census resolves only to a breakdown
-(``[reconstruction] resolved``); ties are broken in a seeded random order. A link is confirmed
-when the identifier's person has the geounit and every attribute the link states (an attribute
-resolved to a breakdown: its category, in the second pass). Groups: all; modal and nonmodal
-(whether a person's inferred attributes, those that are not quasi-identifiers, are the most
-common combination of their geounit); unique on {geounit, quasi-identifiers}. The baselines
-(:mod:`sdclab.attacks.census_baselines`: the release's MDG and PRG, the fixed ``mdg_exact``,
-``prg_exact`` and ``random_draw``) and the upper bound ``confidential`` (the confidential records
-themselves) are linked and confirmed exactly as the reconstruction's records, on the same attacker
-file. The US upper bound ``swapped`` (the US swap-low swap) has no counterpart here.
+probability ``sex_error`` (an attribute named ``sex``) or ``age_error`` (any other): another code
+of its code list, drawn uniformly (the US file shifts a wrong age by 1 to 5 years). Reconstructed
+records are linked one-to-one on {geounit, quasi-identifiers}, then the leftovers on the categories
+of the quasi-identifiers the census resolves only to a breakdown (``[reconstruction] resolved``);
+ties are broken in a seeded random order. A link is confirmed when the identifier's person has the
+geounit and every attribute the link states (a quasi-identifier resolved to a breakdown: its
+category, in the second pass; an inferred attribute resolved to one: its category always, since the
+tables publish no finer). Groups: all; modal and nonmodal (whether a person's inferred attributes,
+those that are not quasi-identifiers, are the most common combination of their geounit); unique on
+{geounit, quasi-identifiers}. The baselines (:mod:`sdclab.attacks.census_baselines`: the release's
+MDG and PRG, the fixed ``mdg_exact``, ``prg_exact`` and ``random_draw``) and the upper bound
+``confidential`` (the confidential records themselves) are linked and confirmed exactly as the
+reconstruction's records, on the same attacker file. The US upper bound ``swapped`` (the US
+swap-low swap) has no counterpart here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,9 @@ class LinkKeys:
     category: Mapping[str, IntArray]
     """For a quasi-identifier resolved to a breakdown: the category of each code position."""
     codes: Mapping[str, tuple[str, ...]]
+    representative: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """For an inferred attribute resolved to a breakdown: per code, its category's first code
+    (what a reconstructed record states of it), so that it is confirmed on its category."""
 
     @classmethod
     def of(cls, census: Census) -> LinkKeys:
@@ -69,11 +73,23 @@ class LinkKeys:
             for a, b in settings.resolved.items()
             if a in quasi
         }
-        return cls(
-            quasi,
-            tuple(a for a in settings.attributes if a not in quasi),
-            category,
-            {a: census.attribute(a).codes for a in settings.attributes},
+        codes = {a: census.attribute(a).codes for a in settings.attributes}
+        representative = {}
+        for a, b in settings.resolved.items():
+            if a not in quasi:
+                membership = census.attribute(a).breakdown(b).membership
+                first = np.argmax(membership, axis=1)[np.argmax(membership, axis=0)]
+                representative[a] = tuple(codes[a][i] for i in first)
+        inferred = tuple(a for a in settings.attributes if a not in quasi)
+        return cls(quasi, inferred, category, codes, representative)
+
+    def at_resolution(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """``frame`` with each resolved inferred attribute stated as its category's first code:
+        an attack learns it no finer than the tables publish it."""
+        return frame.with_columns(
+            pl.col(a).replace_strict(list(self.codes[a]), list(first), default=None)
+            for a, first in self.representative.items()
+            if a in frame.columns
         )
 
     def with_categories(self, frame: pl.DataFrame) -> pl.DataFrame:
@@ -287,7 +303,7 @@ def linked(
     out = {}
     for method, frame in files.items():
         bounds = [c for a in keys.category for c in (f"{a}_min", f"{a}_max") if c in frame.columns]
-        inferred = frame.select(GEOUNIT, *keys.quasi, *keys.inferred, *bounds)
+        inferred = keys.at_resolution(frame.select(GEOUNIT, *keys.quasi, *keys.inferred, *bounds))
         out[method] = confirm(link(inferred, attacker, keys, seed), truth, keys)
     return out
 
@@ -309,7 +325,7 @@ def reidentify(
             f"reidentification is not applicable: the release's tables do not determine "
             f"{', '.join(unknown)}, which the attack links on"
         )
-    truth = truth_frame(records)
+    truth = keys.at_resolution(truth_frame(records))
     attacker = attacker_file(truth, keys, params, Geounits.of(records), rng)
     seed = int(rng.integers(0, 2**31))
     files, status = baseline_files(release, records, rng)

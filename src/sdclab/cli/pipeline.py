@@ -278,6 +278,13 @@ def reconstruct(
         ),
     ] = None,
     knowledge: KnowledgeOption = Knowledge.published,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            help="A further attack the census declares (eu2021: grid, each 1 km cell from the "
+            "grid's tables alone) instead of its main one.",
+        ),
+    ] = None,
 ) -> None:
     """Reconstruct block-level person records from a release alone."""
     from sdclab.attacks.reconstruction import DRAWS
@@ -311,9 +318,11 @@ def reconstruct(
         knowledge=knowledge.value,
         node_limit=node_limit,
         block_only=block_only,
+        target=target,
     )
-    _write_reconstruction(out, release, rel, result, workers)
-    _echo_reconstruction(result, rel.census.within, block_only, out)
+    attacked = rel if target is None else rel.aimed_at(target)
+    _write_reconstruction(out, release, attacked, result, workers)
+    _echo_reconstruction(result, attacked.census.within, block_only, out)
 
 
 def _write_reconstruction(

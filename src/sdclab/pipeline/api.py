@@ -166,9 +166,14 @@ def reconstruct(
     draws: int = 10,
     node_limit: int | None = None,
     block_only: bool = False,
+    target: str | None = None,
 ) -> ReconstructionResult:
     """Rebuild block-level person records from the release alone (one integer program per
     tract), and with ``variability`` measure how many blocks have one solution only.
+
+    ``target``: one of the further attacks the census declares (the European census's ``grid``:
+    records of each 1 km cell from the grid's tables alone) instead of its main one;
+    :func:`reidentify` and :func:`evaluate` then see the release and the truth as it does.
 
     ``block_only``: from the release's block-level tables alone, leaving out its tract tables, as
     the attack paper's second reconstruction (rHDF_b, beside rHDF_b,t); ages above 21 are then
@@ -208,6 +213,8 @@ def reconstruct(
         block_only=block_only,
     )
     _check_variability(release, variability)
+    if target is not None:
+        release = _aimed_release(release, target)
     directory = Path(checkpoint) if checkpoint is not None else None
     records, metrics, solvar = attack(
         release,
@@ -225,9 +232,32 @@ def reconstruct(
         mechanism=release.mechanism,
         persons=records.persons,
         tracts=records.tracts,
-        metrics=metrics,
+        metrics={**metrics, **({"target": target} if target is not None else {})},
         solvar=solvar,
     )
+
+
+def _aimed_release(release: Release, target: str) -> Release:
+    """The release as the census's attack ``target`` sees it; an unknown target in one line."""
+    try:
+        return release.aimed_at(target)
+    except KeyError as exc:
+        raise InputError(str(exc.args[0])) from None
+
+
+def aimed(
+    reconstruction: ReconstructionResult, release: Release, truth: Population
+) -> tuple[Release, Population]:
+    """The release and the truth as the attack that made ``reconstruction`` saw them: as they
+    are, or as its census's further attack target (``reconstruct(..., target=...)``) does."""
+    target = reconstruction.metrics.get("target")
+    if target is None:
+        return release, truth
+    from sdclab.core.census.records import CensusRecords
+
+    if not isinstance(truth, CensusRecords):
+        raise InputError(f"the reconstruction aims at {target!r}: a target of a declared census")
+    return _aimed_release(release, target), truth.aimed_at(target)
 
 
 def _check_variability(release: Release, variability: bool) -> None:
@@ -415,6 +445,7 @@ def reidentify(
 
     check_seed(seed, "seed")
     check_same_input(release.input_digest, *truth.frames, what="truth and release")
+    release, truth = aimed(reconstruction, release, truth)
     _same_census(reconstruction, release)
     if vulnerable is not None and vulnerable.input_digest:
         check_same_input(
@@ -486,7 +517,7 @@ def evaluate(
 
     check_same_input(release.input_digest, *truth.frames, what="truth and release")
     if reconstruction is not None:
-        _same_census(reconstruction, release)
+        _same_census(reconstruction, aimed(reconstruction, release, truth)[0])
     if isinstance(reidentification, Reidentification):
         reidentification = {reidentification.attacker: reidentification}
     if isinstance(block_only, Reidentification):
@@ -526,7 +557,8 @@ def evaluation(
     accuracy = ev.accuracy(release, truth)
     mechanism = protection.get(release.mechanism)
     microdata = _microdata_agreement(release, truth)
-    recon_agreement, block_sex, curve = _reconstruction_agreement(release, truth, reconstruction)
+    seen = (release, truth) if reconstruction is None else aimed(reconstruction, release, truth)
+    recon_agreement, block_sex, curve = _reconstruction_agreement(*seen, reconstruction)
     return Evaluation(
         mechanism=release.mechanism,
         card=release.card,
@@ -547,7 +579,7 @@ def evaluation(
         rank_curve=curve,
         totals=ev.geounit_totals(release, truth),
         indicators=ev.tract_indicators(release, truth),
-        naive_agreement=_naive_agreement(release, truth, reconstruction, naive),
+        naive_agreement=_naive_agreement(*seen, reconstruction, naive),
         block_only_reidentification=(
             NotMeasured(NOT_GIVEN_BLOCK_ONLY)
             if block_only is None

@@ -4,7 +4,7 @@ content of its ``release.json``, and what reading one needs of the mechanism it 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -162,6 +162,18 @@ class Release:
         if self.microdata is not None:
             return self.microdata.persons
         return self.artifacts.get(MDF_ARTIFACT)
+
+    def aimed_at(self, target: str) -> Release:
+        """The release as the census's attack ``target`` sees it
+        (:meth:`~sdclab.core.census.model.Census.aimed_at`): the tables published on the
+        target's geography, over that geography; the rest of the release as it is."""
+        census = self.census.aimed_at(target)
+        name = census.geography.name
+        others = getattr(self.geography, "others", {})
+        if name not in others:
+            raise InputError(f"the release carries no {name} geography: target {target!r}")
+        tables = {n: t for n, t in self.tables.items() if n in census.tables}
+        return replace(self, census=census, geography=others[name], tables=tables)
 
     def table(self, name: str) -> PublishedTable:
         """The published table ``name``."""

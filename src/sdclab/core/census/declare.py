@@ -16,6 +16,7 @@ import polars as pl
 from sdclab.core.census.model import (
     DETAILED,
     RECORD_KINDS,
+    AttackTarget,
     Attribute,
     Breakdown,
     Census,
@@ -127,16 +128,13 @@ def load_census(path: Path, reserved: Collection[str] = ()) -> Census:
     if not tables:
         raise d.fail("tables", "expected at least one table")
     main = next(iter(geographies.values()))
-    reconstruction = _reconstruction(d, doc, attributes, main)
+    reconstruction = _reconstruction(d, d.table(doc, "reconstruction"), attributes, main)
     attack = d.table(doc, "attack")
-    quasi = d.texts(attack, "attack.quasi_identifiers")
-    _known(d, quasi, attributes, "attack.quasi_identifiers", "attribute")
-    unsolved = [n for n in quasi if n not in reconstruction.attributes]
-    if unsolved:
-        raise d.fail(
-            "attack.quasi_identifiers",
-            f"{unsolved[0]!r} is not among the attributes the reconstruction solves for",
-        )
+    quasi = _quasi_identifiers(d, attack, "attack", attributes, reconstruction)
+    targets = {
+        target: _target(d, d.name(target, f"targets.{target}"), spec, attributes, geographies)
+        for target, spec in (d.table(doc, "targets") if "targets" in doc else {}).items()
+    }
     household = doc.get("household_key")
     if household is not None and not isinstance(household, str):
         raise d.fail("household_key", "expected the name of the persons' household column")
@@ -158,7 +156,47 @@ def load_census(path: Path, reserved: Collection[str] = ()) -> Census:
         household_key=household,
         table_geography=table_geography,
         description=str(doc.get("description", "")),
+        targets=targets,
     )
+
+
+def _quasi_identifiers(
+    d: Declaration,
+    spec: Mapping[str, Any],
+    key: str,
+    attributes: Mapping[str, Attribute],
+    reconstruction: Reconstruction,
+) -> tuple[str, ...]:
+    """The attributes an attacker links on: among those the reconstruction solves for."""
+    quasi = d.texts(spec, f"{key}.quasi_identifiers")
+    _known(d, quasi, attributes, f"{key}.quasi_identifiers", "attribute")
+    unsolved = [n for n in quasi if n not in reconstruction.attributes]
+    if unsolved:
+        raise d.fail(
+            f"{key}.quasi_identifiers",
+            f"{unsolved[0]!r} is not among the attributes the reconstruction solves for",
+        )
+    return quasi
+
+
+def _target(
+    d: Declaration,
+    name: str,
+    spec: Any,
+    attributes: Mapping[str, Attribute],
+    geographies: Mapping[str, Hierarchy],
+) -> AttackTarget:
+    """A further attack, on the tables of one geography (``[targets.<name>]``): its geography,
+    reconstruction settings and quasi-identifiers."""
+    key = f"targets.{name}"
+    if not isinstance(spec, dict):
+        raise d.fail(key, "expected a table of geography, attributes, level, quasi_identifiers")
+    geography = d.text(spec, f"{key}.geography", next(iter(geographies)))
+    if geography not in geographies:
+        raise d.fail(f"{key}.geography", f"unknown geography {geography!r}")
+    reconstruction = _reconstruction(d, spec, attributes, geographies[geography], key)
+    quasi = _quasi_identifiers(d, spec, key, attributes, reconstruction)
+    return AttackTarget(geography, reconstruction, quasi)
 
 
 RESERVED = frozenset({"block", "tract", "id", "confidence", "link_pass", "confirmed"})
@@ -418,31 +456,34 @@ def _within(dimension: Dimension, universe: Mapping[str, np.ndarray]) -> Dimensi
 
 
 def _reconstruction(
-    d: Declaration, doc: Mapping[str, Any], attributes: Mapping[str, Attribute], main: Hierarchy
+    d: Declaration,
+    spec: Mapping[str, Any],
+    attributes: Mapping[str, Attribute],
+    main: Hierarchy,
+    key: str = "reconstruction",
 ) -> Reconstruction:
-    spec = d.table(doc, "reconstruction")
-    names = d.texts(spec, "reconstruction.attributes")
-    _known(d, names, attributes, "reconstruction.attributes", "attribute")
-    level = d.text(spec, "reconstruction.level", main.bottom)
+    names = d.texts(spec, f"{key}.attributes")
+    _known(d, names, attributes, f"{key}.attributes", "attribute")
+    level = d.text(spec, f"{key}.level", main.bottom)
     if level not in main.levels:
-        raise d.fail("reconstruction.level", f"unknown level {level!r} of {main.name!r}")
+        raise d.fail(f"{key}.level", f"unknown level {level!r} of {main.name!r}")
     depth = main.levels.index(level)
-    within = d.text(spec, "reconstruction.within", main.levels[max(depth - 1, 0)])
+    within = d.text(spec, f"{key}.within", main.levels[max(depth - 1, 0)])
     if within not in main.levels[: max(depth, 1)]:  # a top level is its own programs' level
         raise d.fail(
-            "reconstruction.within",
+            f"{key}.within",
             f"expected a level above {level!r}: {', '.join(main.levels[:depth]) or 'none'}",
         )
     resolved = spec.get("resolved", {})
     if not isinstance(resolved, dict):
-        raise d.fail("reconstruction.resolved", 'expected {attribute = "breakdown"}')
+        raise d.fail(f"{key}.resolved", 'expected {attribute = "breakdown"}')
     for attribute, breakdown in resolved.items():
-        _known(d, [attribute], {n: None for n in names}, "reconstruction.resolved", "attribute")
-        chosen = _split(d, "reconstruction.resolved", f"{attribute}.{breakdown}", attributes)
+        _known(d, [attribute], {n: None for n in names}, f"{key}.resolved", "attribute")
+        chosen = _split(d, f"{key}.resolved", f"{attribute}.{breakdown}", attributes)
         category = np.argmax(chosen.membership, axis=0)
         if not chosen.is_partition or np.any(np.diff(category) < 0):
             raise d.fail(
-                f"reconstruction.resolved.{attribute}",
+                f"{key}.resolved.{attribute}",
                 f"breakdown {breakdown!r} must put every code in one category, each a run of "
                 "consecutive codes (so that a range of codes has a first and a last category)",
             )

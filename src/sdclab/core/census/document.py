@@ -13,6 +13,7 @@ import numpy as np
 
 from sdclab.core.census.model import (
     FORMAT,
+    AttackTarget,
     Attribute,
     Breakdown,
     Census,
@@ -44,6 +45,14 @@ def from_document(document: dict[str, Any]) -> Census:
         if t["geography"] is not None:
             table_geography[t["name"]] = t["geography"]
     reconstruction = document["reconstruction"]
+    targets = {
+        name: AttackTarget(
+            t["geography"],
+            Reconstruction(tuple(t["attributes"]), t["level"], t["within"], t["resolved"]),
+            tuple(t["quasi_identifiers"]),
+        )
+        for name, t in document.get("targets", {}).items()
+    }
     return Census(
         name=document["name"],
         title=document["title"],
@@ -60,6 +69,7 @@ def from_document(document: dict[str, Any]) -> Census:
         household_key=document["household_key"],
         table_geography=table_geography,
         description=document["description"],
+        targets=targets,
     )
 
 

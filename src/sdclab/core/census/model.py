@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -164,6 +164,17 @@ class Reconstruction:
 
 
 @dataclass(frozen=True)
+class AttackTarget:
+    """A further reconstruction attack a census declares on one of its geographies (the 1 km
+    grid beside the administrative units): its own programs and quasi-identifiers, from the
+    tables published on that geography alone."""
+
+    geography: str
+    reconstruction: Reconstruction
+    quasi_identifiers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class HouseholdChange:
     """What adding one person can do to the attributes of the household it joins (removing one
     undoes it): a household table whose cells depend on persons (occupancy, household size) moves
@@ -244,6 +255,8 @@ class Census:
     household_changes: tuple[HouseholdChange, ...] = ()
     """What adding one person can do to its household's attributes; empty when no household
     attribute depends on the household's persons."""
+    targets: Mapping[str, AttackTarget] = field(default_factory=dict)
+    """Further reconstruction attacks by name, each on another geography's tables."""
 
     @cached_property
     def digest(self) -> str:
@@ -276,6 +289,30 @@ class Census:
     def geography(self) -> Hierarchy:
         """The first (main) geography: the one the reconstruction and TopDown work on."""
         return next(iter(self.geographies.values()))
+
+    def aimed_at(self, target: str) -> Census:
+        """The census as the attack ``target`` sees it: the target's geography alone, the tables
+        published on it, and the target's reconstruction and quasi-identifiers (named
+        ``<census>:<target>``, so that its reconstructions are not taken for the main one's)."""
+        if target not in self.targets:
+            known = ", ".join(self.targets) or "none"
+            raise KeyError(
+                f"census {self.name!r} declares no attack target {target!r}; targets: {known}"
+            )
+        aim = self.targets[target]
+        geography = self.geographies[aim.geography]
+        tables = {n: t for n, t in self.tables.items() if self.geography_of(n) is geography}
+        return replace(
+            self,
+            name=f"{self.name}:{target}",
+            title=f"{self.title}, attacked on its {aim.geography} geography",
+            geographies={geography.name: geography},
+            tables=tables,
+            quasi_identifiers=aim.quasi_identifiers,
+            reconstruction=aim.reconstruction,
+            table_geography={},
+            targets={},
+        )
 
     @property
     def all_levels(self) -> tuple[str, ...]:
@@ -380,6 +417,22 @@ def to_document(census: Census) -> dict[str, Any]:
             "within": census.within,
             "resolved": dict(census.reconstruction.resolved),
         },
+        **({"targets": _targets(census)} if census.targets else {}),
+    }
+
+
+def _targets(census: Census) -> dict[str, Any]:
+    """The further attack targets (a census without them keeps the document it had)."""
+    return {
+        name: {
+            "geography": t.geography,
+            "quasi_identifiers": list(t.quasi_identifiers),
+            "attributes": list(t.reconstruction.attributes),
+            "level": t.reconstruction.level,
+            "within": t.reconstruction.within,
+            "resolved": dict(t.reconstruction.resolved),
+        }
+        for name, t in census.targets.items()
     }
 
 

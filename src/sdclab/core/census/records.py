@@ -164,6 +164,11 @@ class CensusRecords:
     def with_record_keys(self, persons: IntArray, households: IntArray) -> CensusRecords:
         return replace(self, record_key=persons, household_key_values=households)
 
+    def aimed_at(self, target: str) -> CensusRecords:
+        """The records as the census's attack ``target`` sees them: the same persons (and
+        digest), the target's geography their main one."""
+        return replace(self, census=self.census.aimed_at(target))
+
     @property
     def geography(self) -> DeclaredGeography:
         """The main geography (the census's first)."""

@@ -1,0 +1,136 @@
+"""The European census's second attack: each 1 km grid cell rebuilt from the grid's 13 variables."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from sdclab.attacks import census_baselines as b
+from sdclab.attacks.census_linkage import LinkKeys
+from sdclab.censuses.eu2021 import census
+from sdclab.censuses.eu2021.synth import synthesize
+from sdclab.core.census.declare import load_census
+from sdclab.core.census.records import CensusRecords, encode_records, read_records
+from sdclab.core.errors import InputError
+from sdclab.pipeline import api
+from sdclab.release import exact_release
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "europe"
+DECLARATION = Path(__file__).parents[1] / "src" / "sdclab" / "censuses" / "eu2021"
+
+
+@pytest.fixture(scope="module")
+def records() -> CensusRecords:
+    return encode_records(census(), synthesize(3_000, 7), "synthetic")
+
+
+@pytest.fixture(scope="module")
+def exact_grid(records: CensusRecords):
+    release = api.protect(records, "none")
+    return release, api.reconstruct(release, target="grid", workers=1, draws=0, node_limit=2_000)
+
+
+def test_the_grid_attack_sees_the_grid_and_its_tables_alone() -> None:
+    aimed = census().aimed_at("grid")
+    assert aimed.name == "eu2021:grid" and list(aimed.geographies) == ["grid"]
+    assert list(aimed.tables) == ["grid"]
+    assert (aimed.reconstruction.level, aimed.within) == ("grid1km", "grid10km")
+    assert aimed.quasi_identifiers == ("SEX", "AGE", "POB")
+    assert census().aimed_at("grid").digest == aimed.digest != census().digest
+
+
+def test_the_exact_grid_is_rebuilt_cell_by_cell(records, exact_grid) -> None:
+    _, result = exact_grid
+    assert result.metrics["target"] == "grid"
+    assert result.metrics["census"]["name"] == "eu2021:grid"
+    persons = pl.DataFrame(synthesize(3_000, 7))
+    truth = persons.select(block="grid1km", sex="SEX")
+    rebuilt = result.persons.select("block", sex="SEX")
+    assert result.persons.height == 3_000
+    assert result.tracts.height == persons["grid10km"].n_unique()  # one program per 10 km square
+    # the exact grid publishes each cell's persons by sex: the records agree cell by cell
+    per_cell = ["block", "sex"]
+    expected = truth.group_by(per_cell).len().sort(per_cell)
+    assert rebuilt.group_by(per_cell).len().sort(per_cell).equals(expected)
+    # what the grid tells of everyone: employed or not, and where they lived a year before
+    assert result.persons["CAS"].null_count() == 0 and result.persons["ROY"].null_count() == 0
+
+
+def test_the_grid_attack_is_scored_against_its_own_baselines(records, exact_grid) -> None:
+    release, result = exact_grid
+    reid = api.reidentify(result, release, records, attacker="census", seed=1)
+    figures = reid.to_dict()
+    assert figures["baselines"] == "computed"
+    methods = reid.methods()
+    assert {"mdg", "prg", "random_draw", "confidential"} <= set(methods)
+    assert methods["confidential"].all.confirmed_rate > 0.9
+    assert 0 < methods["reconstruction"].all.confirmed_rate < 0.9
+    evaluation = api.evaluate(release, records, reconstruction=result, reidentification=reid)
+    assert evaluation.reconstruction_agreement.all.persons == 3_000
+
+
+def test_an_unknown_target_is_one_line(records) -> None:
+    release = exact_release(records, ["grid"])
+    with pytest.raises(InputError, match="declares no attack target 'raster'; targets: grid"):
+        api.reconstruct(release, target="raster", workers=1)
+
+
+def test_a_part_leaving_codes_out_counts_them_as_the_total_less_its_cells(records) -> None:
+    aimed = census().aimed_at("grid")
+    cells = {c.attributes: c for c in b.usable(aimed.table("grid"), aimed)}
+    employed = cells[("CAS",)]
+    assert employed.total == 0 and employed.shape == (2,)
+    release = exact_release(records, ["grid"]).aimed_at("grid")
+    counts = b.published(release, employed, "grid1km")
+    unit = release.geography.units("grid1km")[1][records.aimed_at("grid").block_index("persons")]
+    working = records.attributes["CAS"] == census().attribute("CAS").position["EMP"]
+    n = release.geography.n_units("grid1km")
+    assert np.array_equal(counts[:, 0], np.bincount(unit[working], minlength=n))
+    assert np.array_equal(counts[:, 1], np.bincount(unit[~working], minlength=n))
+
+
+def test_an_inferred_attribute_is_confirmed_on_the_category_the_tables_publish() -> None:
+    keys = LinkKeys.of(census())  # HST is inferred, resolved to HST.M
+    frame = pl.DataFrame({"HST": ["CU", "MAR", "C_GE25", "ALONE"]})
+    assert keys.at_resolution(frame)["HST"].to_list() == ["MAR", "MAR", "C_LT25", "ALONE"]
+
+
+def test_a_target_on_an_unknown_geography_is_refused(tmp_path) -> None:
+    copy = tmp_path / "eu"
+    shutil.copytree(DECLARATION, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    text = (copy / "census.toml").read_text()
+    (copy / "census.toml").write_text(
+        text.replace('geography = "grid"\nattributes', 'geography = "raster"\nattributes')
+    )
+    with pytest.raises(InputError, match="targets.grid.geography: unknown geography 'raster'"):
+        load_census(copy / "census.toml")
+
+
+def test_the_command_line_reconstructs_and_reidentifies_the_grid(tmp_path) -> None:
+    for name in ("persons.csv", "mapping.toml"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+
+    def sdclab(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sdclab", *args], capture_output=True, text=True, cwd=tmp_path
+        )
+
+    persons = read_records(census(), tmp_path / "persons.csv", tmp_path / "mapping.toml")
+    api.write_release(api.protect(persons, "none"), tmp_path / "exact")
+    done = sdclab("reconstruct", "exact", "--out", "recon", "--target", "grid", "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    assert "grid10kms" in done.stdout
+    metrics = json.loads((tmp_path / "recon" / "metrics.json").read_text())
+    assert metrics["target"] == "grid" and metrics["census"]["name"] == "eu2021:grid"
+    done = sdclab(
+        "reidentify", "recon", "--truth", "persons.csv", "--mapping", "mapping.toml", "--out", "r"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "random_draw" in done.stdout
