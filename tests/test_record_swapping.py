@@ -97,15 +97,18 @@ def test_a_household_unique_in_its_region_is_at_risk_there_and_swaps_across_regi
     hierarchy = parse(toyland, risk_levels="region,district,village", k_anonymity="2")
     chosen = declared_settings(hierarchy).record_swap
     assert chosen is not None
-    risk, high, depth = household_levels(toyland, chosen, ("sex", "age"), 1.0)
+    risk, high, depth, by_level = household_levels(toyland, chosen, ("sex", "age"), 1.0)
     np.testing.assert_array_equal(high, village < 2)
     np.testing.assert_array_equal(risk, 1.0 / village)  # the largest 1 / count: the village's
+    # each level's own risk, which weights the donors drawn at that level
+    np.testing.assert_array_equal(by_level["region"], 1.0 / region)
+    np.testing.assert_array_equal(by_level["village"], 1.0 / village)
     assert (depth[unique_region] == 0).all()  # at risk at region level: swapped across regions
     assert (depth[unique_village_only] > 0).all()
     # without region among the levels, the same household is at risk at the village only
     village_only = declared_settings(parse(toyland, risk_levels="village", k_anonymity="2"))
     assert village_only.record_swap is not None
-    _, high_v, depth_v = household_levels(toyland, village_only.record_swap, ("sex", "age"), 1.0)
+    _, high_v, depth_v, _ = household_levels(toyland, village_only.record_swap, ("sex", "age"), 1.0)
     assert high_v[unique_region].all() and (depth_v == 2).all()
     # the swap itself: every region-unique household that moved went to the other region
     after = swap_population(toyland, hierarchy, np.random.default_rng(4)).population
@@ -137,6 +140,11 @@ def test_every_household_at_risk_is_swapped_before_any_other(toyland):
 
     found = candidates(0)
     n, high = toyland.n_households, found.high
+    # donors are weighted by their risk at the level crossed: the village's at the bottom, a
+    # smaller one (a count over a wider area) above it
+    assert len(found.donor_risk) == len(found.units) > 1
+    np.testing.assert_array_equal(found.donor_risk[-1], found.risk)
+    assert (found.donor_risk[0] <= found.risk).all() and (found.donor_risk[0] < found.risk).any()
     target = round(0.3 * n / 2)
     assert 0 < high.sum() < target  # every risky household fits in the pairs asked
     for seed in range(5):

@@ -1,7 +1,7 @@
-"""Targeted record swapping's selection as recordSwap's (docs/swapping.md): every risky
-household swapped whatever the rate, the rest of each bottom unit's share of the rate filled
-with households drawn with probability proportional to their risk, quotas adding up to the
-rate, seeded draws."""
+"""Targeted record swapping's selection and donors as recordSwap's (docs/swapping.md): every
+risky household swapped whatever the rate, the rest of each bottom unit's share of the rate
+filled with households drawn with probability proportional to their risk, quotas adding up to
+the rate, donors drawn with probability proportional to their risk, seeded draws."""
 
 from dataclasses import dataclass
 from decimal import Decimal
@@ -14,6 +14,7 @@ from sdclab.protection.record_swapping import (
     fill_draws,
     pair_records,
 )
+from sdclab.protection.swap_pairs import pair_within
 
 AREAS, PER_AREA = 4, 5000
 
@@ -32,7 +33,7 @@ def synthetic(risk: np.ndarray, high: np.ndarray) -> RecordCandidates:
     n = risk.size
     home = np.repeat(np.arange(AREAS), n // AREAS)
     zeros = np.zeros(n, dtype=np.int64)
-    return RecordCandidates(risk, high, zeros, (home,), (zeros,), ((zeros,),), home)
+    return RecordCandidates(risk, high, zeros, (home,), (zeros,), ((zeros,),), home, (risk,))
 
 
 def test_every_risky_household_swaps_even_beyond_the_rate():
@@ -110,3 +111,66 @@ def test_the_same_seed_draws_the_same_pairs():
     for a, b in zip(one, two, strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(one[0], other[0])
+
+
+RISKY, DONORS, LOW = 400, 4000, 0.25
+"""Donor tests: RISKY households at risk in unit 0; unit 1 holds DONORS households of risk 1
+and DONORS of risk LOW, every one a possible donor (one profile, one scope)."""
+
+
+def riskier_donor_share(low: float, seed: int) -> float:
+    """The share of the risky households' donors that come from unit 1's first half (risk 1)
+    when its other half has risk ``low`` (no rate: only the risky households swap)."""
+    n = RISKY + 2 * DONORS
+    home = np.repeat([0, 1], [RISKY, 2 * DONORS])
+    high = home == 0
+    weight = np.ones(n)
+    weight[RISKY + DONORS :] = low
+    zeros = np.zeros(n, dtype=np.int64)
+    found = RecordCandidates(weight, high, zeros, (home,), (zeros,), ((zeros,),), home, (weight,))
+    initiators, donors = pair_records(found, Settings(Decimal(0)), np.random.default_rng(seed))
+    assert len(initiators) == RISKY and (home[donors] == 1).all()  # every risky one, from unit 1
+    return float((donors < RISKY + DONORS).mean())
+
+
+def test_donors_are_drawn_in_proportion_to_their_risk():
+    """recordSwap draws a donor with probability proportional to its risk.
+
+    Bound: the 400 donors are drawn one after another without replacement (largest risk /
+    Exp(1) keys), so each is a risk-1 household with probability r1 / (r1 + 0.25 · r2), r1 and
+    r2 the free households of each half (between 3600 and 4000): between
+    3600 / (3600 + 1000) = 0.783 and 4000 / (4000 + 900) = 0.816. The count of risk-1 donors
+    lies between Binomial(400, 0.783) and Binomial(400, 0.816), whose shares have a standard
+    deviation of at most √(0.783 · 0.217 / 400) = 0.021: five of them give [0.679, 0.919].
+    Uniform donors: the share is 0.5 with a standard deviation of at most 0.5 / √400 = 0.025, so
+    at or above 0.679 is a 7-sigma event: the uniform draw fails this test."""
+    for seed in range(2):
+        assert 0.679 <= riskier_donor_share(LOW, seed) <= 0.919
+
+
+def test_donors_of_equal_risk_are_drawn_uniformly():
+    """The same households, all of risk 1: the first half's share is 0.5, within five standard
+    deviations (0.5 / √400 = 0.025 at most): [0.375, 0.625], below the risk-weighted bound."""
+    for seed in range(2):
+        assert 0.375 <= riskier_donor_share(1.0, seed) <= 0.625
+
+
+def test_pair_within_draws_the_weighted_side_in_proportion_to_weight():
+    """Group 0: 100 takers, and 2000 of weight 4 and 2000 of weight 1 to take from (group 1's
+    500 of weight 4 are nobody's), three seeds: 300 draws.
+
+    Bound: within a call each draw is of weight 4 with probability between
+    1900 · 4 / (1900 · 4 + 2000) = 0.792 and 2000 · 4 / (2000 · 4 + 1900) = 0.808, so the
+    share of weight 4 lies between those of Binomial(300, 0.792) and Binomial(300, 0.808),
+    standard deviation at most √(0.792 · 0.208 / 300) = 0.023: five of them give
+    [0.675, 0.925]. Uniform: 0.5 with a standard deviation of at most 0.5 / √300 = 0.029, so
+    at or above 0.675 is a 6-sigma event: the uniform draw fails this test."""
+    takers = np.zeros(100, dtype=np.int64)
+    groups = np.repeat([0, 0, 1], [2000, 2000, 500])
+    weight = np.repeat([4.0, 1.0, 4.0], [2000, 2000, 500])
+    heavy = []
+    for seed in range(3):
+        i, j = pair_within(takers, groups, np.random.default_rng(seed), weight)
+        assert np.unique(i).size == np.unique(j).size == 100 and (groups[j] == 0).all()
+        heavy.append(weight[j] == 4.0)
+    assert 0.675 <= np.concatenate(heavy).mean() <= 0.925

@@ -8,8 +8,9 @@ times there), ``similar`` (an ordered similarity profile a donor shares, its las
 dropped while no donor is found) and ``carry_along`` (household attributes of the place,
 exchanged with the units). Selection is recordSwap's: every household at risk is swapped,
 whatever the rate, and the rest of each bottom unit's share of the rate is drawn with
-probability proportional to risk (:func:`pair_records`). When none is given, the declared swap
-draws as before.
+probability proportional to risk (:func:`pair_records`). Donors are drawn as recordSwap draws
+them too: with probability proportional to their risk at the level swapped across. When none is
+given, the declared swap draws as before.
 """
 
 from __future__ import annotations
@@ -194,8 +195,10 @@ def record_swap_caveats(chosen: RecordSwap, declared: Any, params: Any) -> tuple
         "household at risk somewhere is swapped, whatever the rate; each bottom unit's share of "
         "the rate left over is filled with its households drawn with probability proportional "
         "to their risk",
-        f"each selected household {where}; the donor shares the similarity profile {profile}, "
-        "or while none is found the profile without its last variable, down to its first alone",
+        f"each selected household {where}; the donor is drawn with probability proportional to "
+        "its risk at the level crossed (below the risk levels: at the lowest of them), among "
+        f"those sharing the similarity profile {profile}, or while none is found the profile "
+        "without its last variable, down to its first alone",
         *(
             [f"carried along (they belong to the place: partners exchange them): {carried}"]
             if carried
@@ -222,18 +225,22 @@ class RecordCandidates:
     """the similarity profiles' columns, the whole profile first"""
     home: IntArray
     """each household's bottom unit: the rate's pairs are shared out over them"""
+    donor_risk: tuple[FloatArray, ...]
+    """each household's weight as a donor at each swap level: its risk at that level"""
 
 
 def household_levels(
     records: CensusRecords, chosen: RecordSwap, variables: tuple[str, ...], threshold: float
-) -> tuple[FloatArray, BoolArray, IntArray]:
+) -> tuple[FloatArray, BoolArray, IntArray, dict[str, FloatArray]]:
     """Each household's risk (its members' largest 1 / count over the levels), whether it is at
-    risk at some level, and the depth of the highest level where it is (the bottom if none)."""
+    risk at some level, the depth of the highest level where it is (the bottom if none), and
+    its risk at each risk level (recordSwap's per-level risk: donors are drawn by it)."""
     assert records.households is not None
     levels = records.census.geography.levels
     block = records.block_index("persons")
     n = records.n_households
     risk, high = np.zeros(n), np.zeros(n, dtype=bool)
+    by_level: dict[str, FloatArray] = {}
     depth = np.full(n, len(levels) - 1, dtype=np.int64)
     for level in reversed(chosen.levels):  # bottom-up: the highest risky level is set last
         unit = records.geography.block_codes_at(level)[block]
@@ -241,12 +248,13 @@ def household_levels(
         fewest = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(fewest, records.households, np.bincount(group)[group])
         level_risk = 1.0 / fewest
+        by_level[level] = level_risk
         at_risk = fewest < chosen.k_anonymity if chosen.k_anonymity else level_risk >= threshold
         if chosen.hierarchy:
             depth[at_risk] = levels.index(level)
         high |= at_risk
         risk = np.maximum(risk, level_risk)
-    return risk, high, depth
+    return risk, high, depth, by_level
 
 
 def record_candidates(
@@ -257,17 +265,25 @@ def record_candidates(
     params: Targeting,
     rng: np.random.Generator,
 ) -> RecordCandidates:
-    """The households' risk, swap levels, donor areas and similarity profiles (the size key
-    drawn, noised if asked, as the declared swap draws it)."""
+    """The households' risk, swap levels, donor areas, donor weights and similarity profiles
+    (the size key drawn, noised if asked, as the declared swap draws it).
+
+    recordSwap weights a donor at a level by its risk at that level (``sampleDonor`` walks the
+    donors in the order of their risk at the level / Exp(1)); so here. Its lowest level is always
+    a risk level; here the bottom (where the rate is filled) may lie below the lowest risk
+    level, and its donors are weighted by their risk there, the largest over the levels (counts
+    only shrink down the hierarchy), which the fill draws use too."""
     assert records.households is not None
     levels = records.census.geography.levels
-    risk, high, depth = household_levels(records, chosen, variables, float(params.risk_threshold))
+    threshold = float(params.risk_threshold)
+    risk, high, depth, by_level = household_levels(records, chosen, variables, threshold)
     home = records.block_index("households")
     swap_depths = np.sort(np.unique(depth))
     match = levels.index(matching_level)
-    units, scopes = [], []
+    units, scopes, donor_risk = [], [], []
     for d in swap_depths.tolist():
         units.append(records.geography.block_codes_at(levels[d])[home])
+        donor_risk.append(by_level.get(levels[d], risk))
         scope = min(match, d - 1)
         whole = np.zeros(len(home), dtype=np.int64)
         scopes.append(whole if scope < 0 else records.geography.block_codes_at(levels[scope])[home])
@@ -281,6 +297,7 @@ def record_candidates(
         tuple(scopes),
         tuple(tuple(key[v] for v in profile) for profile in chosen.profiles),
         home,
+        tuple(donor_risk),
     )
 
 
@@ -294,7 +311,9 @@ def pair_records(
     (:func:`area_quotas`), less the risky initiators living there, is filled with households
     of the unit drawn with probability proportional to their risk (:func:`fill_draws`). Each
     seeks a donor in another unit of its swap level within its area, on each similarity profile
-    in turn (whole first): left unpaired on one (after RETRIES draws), it tries the next.
+    in turn (whole first): left unpaired on one (after RETRIES draws), it tries the next. Its
+    donor is drawn among the free households of its group with probability proportional to
+    their risk at the level it swaps across (``donor_risk``), as recordSwap draws donors.
     """
     n = len(households.risk)
     pair_round = _round_pairing(households, rng)
@@ -377,7 +396,7 @@ def _round_pairing(
 ) -> Callable[[IntArray, BoolArray], tuple[BoolArray, list[Pairs]]]:
     """One pairing round for :func:`~sdclab.protection.swap_pairs.pair_in_rounds`: the active
     risky households take their donors first, then the others, level by level, profile by
-    profile (whole first)."""
+    profile (whole first), each level's donors weighted by their risk there."""
     groups = [
         [group_ids(scope, *profile) for profile in households.profiles]
         for scope in households.scopes
@@ -398,6 +417,7 @@ def _round_pairing(
                             used,
                             group,
                             unit,
+                            households.donor_risk[level],
                             rng,
                         )
                     )
@@ -427,17 +447,20 @@ def _pair_profile(
     used: BoolArray,
     group: IntArray,
     unit: IntArray,
+    weight: FloatArray,
     rng: np.random.Generator,
 ) -> tuple[IntArray, IntArray]:
     """Pairs of the ``eligible`` unpaired active households with free donors of the same
-    ``group`` in another ``unit`` (RETRIES draws at most); marks them paired and used."""
+    ``group`` in another ``unit``, drawn with probability proportional to ``weight`` (RETRIES
+    draws at most: a donor of the household's own unit is put back and drawn again); marks
+    them paired and used."""
     initiators, donors = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for _ in range(RETRIES):
         mine = np.flatnonzero(eligible & ~paired)
         pool = np.flatnonzero(~used)
         if not mine.size or not pool.size:
             break
-        i, j = pair_within(group[active[mine]], group[pool], rng)
+        i, j = pair_within(group[active[mine]], group[pool], rng, weight[pool])
         a, d = active[mine[i]], pool[j]
         elsewhere = unit[a] != unit[d]
         used[d[elsewhere]] = True

@@ -74,11 +74,24 @@ def size_key(size: IntArray, noisy: bool, rng: np.random.Generator) -> IntArray:
 
 
 def pair_within(
-    groups_a: IntArray, groups_b: IntArray, rng: np.random.Generator
+    groups_a: IntArray,
+    groups_b: IntArray,
+    rng: np.random.Generator,
+    weights_b: FloatArray | None = None,
 ) -> tuple[IntArray, IntArray]:
-    """Random one-to-one pairs (i, j) with groups_a[i] == groups_b[j], as many as possible."""
+    """Random one-to-one pairs (i, j) with groups_a[i] == groups_b[j], as many as possible.
+
+    Each group's ``b`` side is taken uniformly at random, or, with ``weights_b``, drawn without
+    replacement with probability proportional to its weight (the largest weight / Exp(1) keys
+    of the group, Efraimidis–Spirakis: record swapping's donors, drawn in proportion to risk);
+    the ``a`` side is always in random order, so who gets which drawn ``b`` is uniform."""
     order_a = np.lexsort((rng.permutation(len(groups_a)), groups_a))
-    order_b = np.lexsort((rng.permutation(len(groups_b)), groups_b))
+    tie_b = (
+        rng.permutation(len(groups_b))
+        if weights_b is None
+        else -weights_b / rng.exponential(size=len(groups_b))  # ascending: largest key first
+    )
+    order_b = np.lexsort((tie_b, groups_b))
     ga, gb = groups_a[order_a], groups_b[order_b]
     rank_a = np.arange(len(ga)) - np.searchsorted(ga, ga, side="left")
     rank_b = np.arange(len(gb)) - np.searchsorted(gb, gb, side="left")
