@@ -20,6 +20,7 @@ from sdclab.core.census.declare import load_census
 from sdclab.core.census.records import CensusRecords, encode_records, read_records
 from sdclab.core.errors import InputError
 from sdclab.pipeline import api
+from sdclab.pipeline.experiment.demo import TRS_CHAINED
 from sdclab.release import exact_release
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "europe"
@@ -74,6 +75,18 @@ def test_the_grid_attack_is_scored_against_its_own_baselines(records, exact_grid
     assert 0 < methods["reconstruction"].all.confirmed_rate < 0.9
     evaluation = api.evaluate(release, records, reconstruction=result, reidentification=reid)
     assert evaluation.reconstruction_agreement.all.persons == 3_000
+
+
+def test_a_swapped_cell_key_release_is_attacked_on_the_grid_knowing_its_noise(records) -> None:
+    chain = api.protect(
+        records, "cellkey", seed=4, ptable="ess-d2", swap="swap", swap_settings=TRS_CHAINED
+    )
+    aimed = chain.aimed_at("grid")
+    assert aimed.mechanism_census is census() and aimed.census.name == "eu2021:grid"
+    # its parameters (the swap's NUTS 3 and LAU levels) are read against the census it ran on
+    result = api.reconstruct(chain, target="grid", workers=1, draws=0, node_limit=2_000)
+    assert result.metrics["knowledge"] == "published"
+    assert abs(result.n_persons - 3_000) < 100
 
 
 def test_an_unknown_target_is_one_line(records) -> None:

@@ -258,7 +258,7 @@ def diagnostics(population: Population, release: Release) -> tuple[Diagnostics, 
     level (published below the threshold — or emptied by a swap first). A reader cannot tell them
     from empty cells, so the release does not say how many there are."""
     if not CellKeyParameters.model_validate(
-        release.parameters, context={"census": release.census}
+        release.parameters, context={"census": release.mechanism_census}
     ).threshold:
         return ()
     hidden = {level: 0 for level in release.geography.all_levels}
@@ -346,7 +346,9 @@ def cell_model(
 ) -> CellBounds:
     """The attacker's model: the counts the p-table (and the threshold) can turn into the
     published one, distance weight 1 (the p-table's mass is largest at no change)."""
-    p = CellKeyParameters.model_validate(release.parameters, context={"census": release.census})
+    p = CellKeyParameters.model_validate(
+        release.parameters, context={"census": release.mechanism_census}
+    )
     table = published_ptable(release, p)
     shown = np.nan_to_num(published, nan=0.0)
     if np.any(shown < 0) or np.any(shown != np.rint(shown)):

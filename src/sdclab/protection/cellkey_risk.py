@@ -625,7 +625,7 @@ def ckm_risk(
     repeated-query attack is simulated with and without SPSN. The cell key mechanism offers it
     as its risk analysis (``Mechanism.risk_analysis``)."""
     params = CellKeyParameters.model_validate(
-        release.parameters, context={"census": release.census}
+        release.parameters, context={"census": release.mechanism_census}
     )
     table = published_ptable(release, params)
     scope = risk_scope(release)

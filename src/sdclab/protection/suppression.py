@@ -521,7 +521,9 @@ def cell_model(
     (exactly 0 in an 18+ table whose group rule is stricter, and where the total is shown as 0
     and the size rule is stricter); a withheld cell is free, but without complementary
     suppression a geounit whose total is withheld has 1..min_persons − 1 persons."""
-    p = SuppressionParameters.model_validate(release.parameters, context={"census": release.census})
+    p = SuppressionParameters.model_validate(
+        release.parameters, context={"census": release.mechanism_census}
+    )
     low, high = published.copy(), published.copy()
     zero = published == 0
     low[zero], high[zero] = 0.0, float(p.small_cells)

@@ -144,6 +144,15 @@ class Release:
     kept in memory, never written): it may not be written there, nor keep checkpoints there."""
     census: Census = field(default_factory=lambda: us2010_census(), compare=False, repr=False)
     """The census the release is of: its tables are that census's."""
+    origin: Census | None = field(default=None, compare=False, repr=False)
+    """The census the mechanism ran on, when the release is seen as an attack target sees it
+    (:meth:`aimed_at`); None: :attr:`census`."""
+
+    @property
+    def mechanism_census(self) -> Census:
+        """The census the mechanism's parameters are stated against (its swap's levels, its
+        tables), whatever census the release is seen through."""
+        return self.origin if self.origin is not None else self.census
 
     def __post_init__(self) -> None:
         for name, table in self.tables.items():
@@ -173,7 +182,8 @@ class Release:
         if name not in others:
             raise InputError(f"the release carries no {name} geography: target {target!r}")
         tables = {n: t for n, t in self.tables.items() if n in census.tables}
-        return replace(self, census=census, geography=others[name], tables=tables)
+        origin = self.mechanism_census
+        return replace(self, census=census, geography=others[name], tables=tables, origin=origin)
 
     def table(self, name: str) -> PublishedTable:
         """The published table ``name``."""
