@@ -157,7 +157,10 @@ def test_an_offices_own_file_goes_through_every_step_from_the_command_line(tmp_p
         assert set(entry["accuracy"]) == set(census().tables)
         reid = entry["reidentification"]["census"]
         assert reid["reconstruction"]["all"]["attacker_records"] == 1_500
-    assert "eu2021" in (tmp_path / "out" / "report.html").read_text()
+        grid = entry["target_reidentification"]["grid"]["census"]
+        assert grid["baselines"] == "computed" and "random_draw" in grid
+    report = (tmp_path / "out" / "report.html").read_text()
+    assert "eu2021" in report and "confirmed: target" in report
     lines = release_lines(ExperimentResult.from_dict(written))
     assert "3.1 lau" in lines[0] and "beyond the best baseline (census)" in lines[0]
     points = releases["none"]["reidentification"]["census"]["headline"]["all"]["points"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from sdclab.core.census.declare import load_census
 from sdclab.core.census.records import CensusRecords, encode_records, read_records
 from sdclab.core.errors import InputError
 from sdclab.pipeline import api
+from sdclab.pipeline.experiment import Experiment
 from sdclab.pipeline.experiment.demo import TRS_CHAINED
 from sdclab.release import exact_release
 
@@ -147,3 +149,23 @@ def test_the_command_line_reconstructs_and_reidentifies_the_grid(tmp_path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert "random_draw" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("population", "message"),
+    [
+        (
+            {"census": "eu2021", "persons": 100, "seed": 1},
+            "attacks.targets: census eu2021 declares no attack target 'raster' (it declares: grid)",
+        ),
+        ({"persons": 100}, "attacks.targets: the US 2010 census declares no attack target"),
+    ],
+)
+def test_an_experiment_names_only_targets_its_census_declares(population, message) -> None:
+    document = {
+        "population": population,
+        "mechanisms": [{"name": "none"}],
+        "attacks": {"targets": ["raster"]},
+    }
+    with pytest.raises(InputError, match=re.escape(message)):
+        Experiment.model_validate(document)

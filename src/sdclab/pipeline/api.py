@@ -547,10 +547,13 @@ def evaluation(
     risk: Mapping[str, Any] | NotMeasured,
     naive: ReconstructionResult | None = None,
     block_only: Mapping[str, Reidentification | NotMeasured] | NotMeasured | None = None,
+    targets: Mapping[str, Mapping[str, Reidentification | NotMeasured]] | None = None,
 ) -> Evaluation:
     """The figures of :func:`evaluate` from inputs already checked to belong together (``naive``:
     the naive reconstruction beside the noise-aware one, when they differ; ``block_only``: the
-    reidentification of the reconstruction from the block tables alone, or why there is none)."""
+    reidentification of the reconstruction from the block tables alone, or why there is none;
+    ``targets``: by further attack target of the census, the reidentification of the
+    reconstruction aimed at it)."""
     from sdclab import protection
     from sdclab.pipeline import evaluation as ev
 
@@ -587,6 +590,7 @@ def evaluation(
             if isinstance(block_only, NotMeasured)
             else dict(block_only)
         ),
+        target_reidentification={t: dict(links) for t, links in (targets or {}).items()},
     )
 
 

@@ -209,12 +209,13 @@ class Runner:
         reconstruction, reidentification = self.attacks(m, release, truth, rel_digest)
         naive = self.naive(m, release, rel_digest) if reconstruction is not None else None
         block_only = self.block_only(m, release, truth, rel_digest)
+        targets = {t: self.target(t, m, release, truth, rel_digest) for t in self.targets}
         return ReleaseResult(
             title=m.title,
             settings=mechanism.parse(m.settings, self.census).recorded(),
             notes=release.notes,
             evaluation=api.evaluation(
-                release, truth, reconstruction, reidentification, risk, naive, block_only
+                release, truth, reconstruction, reidentification, risk, naive, block_only, targets
             ),
             point=Sweep(
                 m.entry, m.setting, m.varied, m.replicate, self.same_as(m, release), m.population
@@ -316,6 +317,46 @@ class Runner:
             made = self.steps.get(
                 step,
                 partial(_make_reidentification, recon, release, truth, preset, attacks.seed, group),
+            )
+            links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
+        return links
+
+    @property
+    def targets(self) -> list[str]:
+        """The further attack targets the experiment attacks (none unless it reconstructs)."""
+        attacks = self.experiment.attacks
+        return attacks.targets if attacks.reconstruct else []
+
+    def target(
+        self, target: str, m: Point, release: Release, truth: Population, rel_digest: str
+    ) -> dict[str, Reidentification | NotMeasured]:
+        """The reidentification, by each attacker, of the release's reconstruction on a further
+        attack ``target`` of its census (the European census's 1 km grid)."""
+        attacks = self.experiment.attacks
+        aimed = release.aimed_at(target)
+        if not aimed.tables:
+            why = f"the release publishes no table on the {aimed.census.geography.name} geography"
+            return {a: NotMeasured(why) for a in attacks.attackers}
+        digest = _digest(
+            "target-reconstruction",
+            rel_digest,
+            target,
+            attacks.seed,
+            attacks.time_limit,
+            attacks.node_limit,
+        )
+        step = Step(f"reconstruction:{m.title}:{target}", digest)
+        make = partial(_make_reconstruction, release, attacks, "published", target=target)
+        recon = api.read_reconstruction(self.steps.get(step, make) / "recon")
+        links: dict[str, Reidentification | NotMeasured] = {}
+        for preset in attacks.attackers:
+            step = Step(
+                f"reidentify:{m.title}:{target}:{preset}",
+                _digest("reid-target", digest, preset, attacks.seed),
+            )
+            made = self.steps.get(
+                step,
+                partial(_make_reidentification, recon, release, truth, preset, attacks.seed, None),
             )
             links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
         return links

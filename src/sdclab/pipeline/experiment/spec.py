@@ -345,6 +345,11 @@ class AttackSpec(_Strict):
         description="also reconstruct every release from its block tables alone (the attack "
         "paper's rHDF_b) and reidentify it, reported apart (block_only_reidentification)",
     )
+    targets: list[str] = Field(
+        [],
+        description="further attack targets the census declares (eu2021: grid): every release "
+        "also reconstructed on each and reidentified, reported apart (target_reidentification)",
+    )
     workers: int | None = Field(None, ge=1)
     executor: str | None = Field(None, description="local, dask://HOST:PORT or dask-local[:N]")
     seed: int = Field(0, ge=0, le=MAX_SEED)
@@ -485,8 +490,13 @@ class Experiment(_Strict):
     def _bind_census(self, info: ValidationInfo) -> Experiment:
         """Bind the declared census (validation context ``census``, else read from
         ``population.census``) and refuse, in one line naming the setting, what runs on the US
-        2010 census only (:func:`us_only_settings`)."""
+        2010 census only (:func:`us_only_settings`) and an attack target it does not declare."""
         if not self.population.declared:
+            if self.attacks.targets:
+                raise InputError(
+                    f"attacks.targets: the US 2010 census declares no attack target, got "
+                    f"{self.attacks.targets[0]!r}"
+                )
             return self
         census = (info.context or {}).get("census")
         self._census = census if census is not None else census_named(str(self.population.census))
@@ -497,6 +507,13 @@ class Experiment(_Strict):
         problem = us_only_settings(self, self._census, given)
         if problem is not None:
             raise InputError(problem)
+        unknown = [t for t in self.attacks.targets if t not in self._census.targets]
+        if unknown:
+            known = ", ".join(self._census.targets) or "none"
+            raise InputError(
+                f"attacks.targets: census {self._census.name} declares no attack target "
+                f"{unknown[0]!r} (it declares: {known})"
+            )
         try:
             self.report.axes(self._census)
         except ValueError as exc:

@@ -62,13 +62,18 @@ def _make_risk(release: Release, truth: Population, tmp: Path) -> None:
 
 
 def _make_reconstruction(
-    release: Release, attacks: AttackSpec, knowledge: str, tmp: Path, block_only: bool = False
+    release: Release,
+    attacks: AttackSpec,
+    knowledge: str,
+    tmp: Path,
+    block_only: bool = False,
+    target: str | None = None,
 ) -> None:
     """A reconstruction step: the attack of record (with variability and ranked records), the
-    naive one beside it, or the one from the block tables alone (``block_only``: reidentified
-    only, so neither measured for variability, which reads the block tables either way, nor
-    ranked)."""
-    main = knowledge == "published" and not block_only
+    naive one beside it, the one from the block tables alone (``block_only``) or the one on a
+    further ``target`` of the census (these two reidentified only, so neither measured for
+    variability nor ranked)."""
+    main = knowledge == "published" and not block_only and target is None
     result = api.reconstruct(
         release,
         **attacks.solving(),
@@ -76,10 +81,10 @@ def _make_reconstruction(
         knowledge=knowledge,
         draws=DRAWS if main else 0,
         block_only=block_only,
+        target=target,
     )
-    write_reconstruction(
-        tmp / "recon", result, result.to_dict(), result.solvar, census=release.census
-    )
+    census = release.census if target is None else release.aimed_at(target).census
+    write_reconstruction(tmp / "recon", result, result.to_dict(), result.solvar, census=census)
 
 
 VULNERABLE_FILE = "vulnerable.parquet"

@@ -122,6 +122,16 @@ def headline_note(view: CensusView, missing: str | None) -> str:
     )
 
 
+TARGETS_NOTE = (
+    "<p>Further attack targets: each release reconstructed again from the tables of another "
+    "of the census's geographies alone (the European census's <code>grid</code>: each 1 km "
+    "cell from the grid's 13 variables), linked on that target's geounit and "
+    "quasi-identifiers, and scored against baselines made from those tables, exactly as the "
+    "main attack. The two attacks link on different keys: their rates are each beside their "
+    "own baselines, not against each other.</p>"
+)
+
+
 def uniques_sentence(results: ExperimentResult, view: CensusView) -> str:
     """The share of persons unique on the attacker's keys in their geounit."""
     shares = results.population.uniques

@@ -74,8 +74,44 @@ def headline_section(results: ExperimentResult) -> str:
             f"<p>{declared.uniques_sentence(results, results.census)} "
             f"{_vulnerable_sentence(results)}</p>"
         )
-    content = note + sentence + table + _block_only_table(results)
+    content = note + sentence + table + _block_only_table(results) + _targets_table(results)
     return section("Headline risk", [(EVALUATION, content)])
+
+
+def _targets_table(results: ExperimentResult) -> str:
+    """The reidentification of each release's reconstruction aimed at each further attack
+    target of the census (the European 1 km grid) beside the main one's ("" where none)."""
+    rows = []
+    for title, release in results.releases.items():
+        for target, links in release.evaluation.target_reidentification.items():
+            for attacker, reid in links.items():
+                main = release.evaluation.reidentification.get(attacker, reid)
+                cells = (
+                    f"<b>{esc(title)}</b>",
+                    esc(target),
+                    esc(attacker),
+                    *(
+                        pct(
+                            r if isinstance(r, NotMeasured) else r.reconstruction.all.confirmed_rate
+                        )
+                        for r in (main, reid)
+                    ),
+                    _beyond(reid, "all"),
+                    _upper(reid, "confidential", True),
+                )
+                rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    if not rows or results.census is None:
+        return ""
+    headers = (
+        "mechanism",
+        "target",
+        "attacker",
+        "confirmed: main attack",
+        "confirmed: target",
+        "target, all: beyond its best baseline",
+        "target, upper bound: confidential records",
+    )
+    return declared.TARGETS_NOTE + _table(headers, rows)
 
 
 def _beyond(reid: Reidentification | NotMeasured, group: str) -> str:

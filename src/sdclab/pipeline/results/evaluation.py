@@ -97,6 +97,11 @@ class Evaluation:
     )
     """By attacker: the reidentification of the release's reconstruction from its block tables
     alone (the attack paper's rHDF_b, beside its rHDF_b,t), or why there is none."""
+    target_reidentification: Mapping[str, Mapping[str, Reidentification | NotMeasured]] = field(
+        default_factory=dict, repr=False
+    )
+    """By further attack target of the census (the European 1 km grid), then attacker: the
+    reidentification of the release's reconstruction aimed at it (none asked: empty)."""
 
     def table(self, name: str, level: str) -> TableAccuracy:
         """The accuracy of table ``name`` at ``level``."""
@@ -220,6 +225,13 @@ class Evaluation:
                     yield Figure(f"{BLOCK_ONLY_FIELD}.{attacker}", reid, **dims)
                 else:
                     yield from reid.figures(BLOCK_ONLY_FIELD, **dims)
+        for target, links in self.target_reidentification.items():
+            for attacker, reid in links.items():
+                where = f"{TARGET_FIELD}.{target}"
+                if isinstance(reid, NotMeasured):
+                    yield Figure(f"{where}.{attacker}", reid, **dims)
+                else:
+                    yield from reid.figures(where, **dims)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, as ``metrics.json`` and an experiment's ``results.json`` hold it."""
@@ -245,6 +257,8 @@ class Evaluation:
             "reidentification": as_json(self.reidentification),
             BLOCK_ONLY_FIELD: as_json(self.block_only_reidentification),
         }
+        if self.target_reidentification:  # written where asked for: earlier results unchanged
+            out[TARGET_FIELD] = as_json(self.target_reidentification)
         out["reconstruction"] = as_json(self.reconstruction)
         if self.diagnostics:
             out["diagnostics"] = diagnostics_json(self.diagnostics)
@@ -294,6 +308,9 @@ class Evaluation:
             totals=totals_from(data.get("geounit_totals", {})),
             indicators=indicators_from(data.get("tract_indicators", {})),
             block_only_reidentification=_block_only(data.get(BLOCK_ONLY_FIELD)),
+            target_reidentification={
+                target: _by_attacker(links) for target, links in data.get(TARGET_FIELD, {}).items()
+            },
         )
 
 
@@ -330,12 +347,21 @@ BLOCK_ONLY_FIELD = "block_only_reidentification"
 """The key of an evaluation's figures of the reconstruction from the block tables alone."""
 
 
+TARGET_FIELD = "target_reidentification"
+"""The key of an evaluation's figures of the reconstructions aimed at further attack targets."""
+
+
 def _block_only(data: Any) -> Mapping[str, Reidentification | NotMeasured] | NotMeasured:
     """The block-only reidentification read back (absent: results written before it)."""
     if not isinstance(data, Mapping):
         return NotMeasured("not recorded")
     if "not_measured" in data:
         return NotMeasured(str(data["not_measured"]))
+    return _by_attacker(data)
+
+
+def _by_attacker(data: Mapping[str, Any]) -> dict[str, Reidentification | NotMeasured]:
+    """Reidentifications by attacker read back, each or why it was not measured."""
     return {
         attacker: (
             NotMeasured(str(reid["not_measured"]))
