@@ -158,7 +158,8 @@ def test_prg_draws_follow_the_published_distribution(eu):
     lms_l = np.argmax(census.attribute("LMS").breakdown("L").membership, axis=0)
     lms = census.attribute("LMS").position
     drawn = prg.with_columns(k=pl.col("LMS").replace_strict({c: int(lms_l[lms[c]]) for c in lms}))
-    table = b.whole(release.tables["3.3"].dense("lau", suppressed=0)).reshape(-1, 2, 4)
+    n_lms = census.attribute("LMS").breakdown("L").size
+    table = b.whole(release.tables["3.3"].dense("lau", suppressed=0)).reshape(-1, 2, n_lms)
     geoids = release.geography.geoids("lau").to_list()
     sexes = census.attribute("SEX").codes
     units = {g: i for i, g in enumerate(geoids)}
