@@ -171,7 +171,7 @@ def test_prg_draws_follow_the_published_distribution(eu):
     assert (counts.sum(axis=1) > 0).all()  # no fallback needed in the exact tables
     expected = (n["len"].to_numpy()[:, None] * share).sum(axis=0)
     sd = np.sqrt((n["len"].to_numpy()[:, None] * share * (1 - share)).sum(axis=0))
-    observed = np.bincount(drawn["k"].to_numpy(), minlength=4)
+    observed = np.bincount(drawn["k"].to_numpy(), minlength=n_lms)
     assert (np.abs(observed - expected) <= 5 * sd + 1e-9).all()
     assert not np.array_equal(observed, np.round(expected))  # drawn, not the mode's spread
 
