@@ -42,9 +42,36 @@ def test_hypercubes_are_named_and_published_as_in_the_regulation() -> None:
     assert (tables["3.1"].top, tables["3.1"].bottom) == ("country", "lau")
     assert tables["2.1"].bottom == "nuts3" and tables["4.1"].bottom == "nuts2"
     assert tables["1.1"].bottom == "country"
-    # AGE.M: 21 five-year groups; AGE.L: 6 broad groups; the 2 sexes
+    # AGE.M: 21 five-year groups; AGE.L: 6 broad groups; LMS.L: 5; FST.H: 8; the 2 sexes
     assert tables["3.1"].n_cells == 2 * 21
-    assert tables["2.1"].n_cells == 2 * 6 * 4 * 6
+    assert tables["2.1"].n_cells == 2 * 6 * 5 * 8
+
+
+REGULATION_IS_DETAILED = {"AGE": "H", "CAS": "H", "COC": "M", "POB": "M"}
+"""Attributes whose own code list is the regulation's breakdown named here; HST, FST and LMS have
+finer code lists and declare H, M and L apart; SEX, EDU, ROY and LOC have one breakdown."""
+GEO_BOTTOM = {"N": "country", "L": "nuts2", "M": "nuts3", "H": "lau"}
+
+
+def test_every_hypercube_crosses_the_breakdowns_its_title_names() -> None:
+    from sdclab.core.census.model import DETAILED
+
+    eu = census()
+    hypercubes = [table for name, table in eu.tables.items() if name[0].isdigit()]
+    assert len(hypercubes) == 46
+    for table in hypercubes:
+        geo, *references = table.title.split(" × ")
+        assert (table.top, table.bottom) == ("country", GEO_BOTTOM[geo.removeprefix("GEO.")])
+        (part,) = table.parts
+        assert not part.universe, table.name  # groups 1 to 32 count the total population
+        attributes = [reference.partition(".")[0] for reference in references]
+        assert [dim.attribute for dim in part.dimensions] == attributes, table.name
+        for dim, reference in zip(part.dimensions, references, strict=True):
+            attribute, _, level = reference.partition(".")
+            own = not level or REGULATION_IS_DETAILED.get(attribute) == level
+            assert own or level in eu.attribute(attribute).breakdowns, (table.name, reference)
+            expected = eu.attribute(attribute).breakdown(DETAILED if own else level)
+            assert np.array_equal(dim.membership, expected.membership), (table.name, reference)
 
 
 def test_the_grid_publishes_its_13_variables_on_its_own_geography() -> None:
@@ -110,7 +137,7 @@ def test_a_topdown_workload_decides_its_histogram() -> None:
 
     product = declared_product(census(), ("population", "3.1", "3.2", "3.3"))
     assert product.schema.names == ("SEX", "AGE", "HST", "LMS")
-    assert product.schema.size == 2 * 101 * 12 * 5
+    assert product.schema.size == 2 * 101 * 13 * 8
     with pytest.raises(InputError, match="give it the tables to measure"):
         declared_product(census())
 

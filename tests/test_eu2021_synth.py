@@ -94,7 +94,7 @@ def test_cities_are_dense_and_villages_sparse(frame: pl.DataFrame) -> None:
 LOC_BANDS = [(1_000_000, "GE1000000"), (500_000, "500000-999999"), (200_000, "200000-499999"),
     (100_000, "100000-199999"), (50_000, "50000-99999"), (20_000, "20000-49999"),
     (10_000, "10000-19999"), (5_000, "5000-9999"), (2_000, "2000-4999"), (1_000, "1000-1999"),
-    (500, "500-999"), (0, "LT500")]  # fmt: skip
+    (500, "500-999"), (200, "200-499"), (0, "LT200")]  # fmt: skip
 """The census's locality size bands by their lower bound, largest first."""
 
 
@@ -103,22 +103,24 @@ def test_locality_size_is_the_laus_population_band(frame: pl.DataFrame) -> None:
     assert (per_lau["LOC"].list.len() == 1).all()
     for persons, loc in per_lau.select("len", pl.col("LOC").list.first()).iter_rows():
         assert loc == next(band for low, band in LOC_BANDS if persons >= low), (persons, loc)
-    assert per_lau["LOC"].list.first().n_unique() >= 3  # from LT500 to the capital's band
+    assert per_lau["LOC"].list.first().n_unique() >= 3  # from LT200 to the capital's band
 
 
 PARTNER_STATUS = {
-    "MAR": ("MAR", {"MAR"}),
-    "REG": ("REG", {"REG"}),
-    "CU": ("CU", {"NM", "DIV", "WID"}),
+    "MAR": ({"MAR", "MAR_SS"}, {"MAR", "MAR_SS"}),
+    "REG": ({"REG", "REG_SS"}, {"REG", "REG_SS"}),
+    "CU": ({"CU"}, {"NM", "DIV", "WID"}),
 }
-"""Household status of a partner → the family status and legal marital statuses it requires."""
+"""Household status of a partner → the family statuses and legal marital statuses it allows (a
+same-sex couple's marriage or registered partnership is ``_SS``)."""
 
 
 def test_partners_statuses_agree(frame: pl.DataFrame) -> None:
     for hst, (fst, lms) in PARTNER_STATUS.items():
         partners = frame.filter(pl.col("HST") == hst)
         assert partners.height > 0
-        assert (partners["FST"] == fst).all() and partners["LMS"].is_in(list(lms)).all()
+        assert partners["FST"].is_in(list(fst)).all() and partners["LMS"].is_in(list(lms)).all()
+        assert (partners["FST"] == partners["LMS"]).all() or hst == "CU"
         per_household = partners.group_by("household_id").len()["len"]
         assert (per_household == 2).all(), f"a {hst} couple without two partners"
 
@@ -128,12 +130,16 @@ def test_lone_parents_children_and_others_statuses_agree(frame: pl.DataFrame) ->
     assert (lone["FST"] == "LONE").all() and lone["LMS"].is_in(["NM", "DIV", "WID"]).all()
     assert ((lone["HST"] == "LM") == (lone["SEX"] == "F")).all()
     assert (lone["HST"] == "LM").mean() > 0.7
-    children = frame.filter(pl.col("FST") == "CHILD")
+    children = frame.filter(pl.col("FST").is_in(["CHILD", "CHILD_LP"]))
     assert children["HST"].is_in(["C_LT25", "C_GE25"]).all()
+    of_lone = children.join(lone.select("household_id"), on="household_id", how="semi")
+    assert (of_lone["FST"] == "CHILD_LP").all()
+    assert (children["FST"] == "CHILD_LP").sum() == of_lone.height
     assert ((children["HST"] == "C_LT25") == (children["age"] < 25)).all()
     assert (children["LMS"] == "NM").mean() > 0.95
     outside = frame.filter(pl.col("HST").is_in(["ALONE", "REL", "NREL", "INST", "HOMELESS"]))
-    assert (outside["FST"] == "NAP").all() and not outside["LMS"].is_in(["MAR", "REG"]).any()
+    assert (outside["FST"] == "NAP").all()
+    assert not outside["LMS"].is_in(["MAR", "REG", "MAR_SS", "REG_SS"]).any()
     assert (frame.filter(pl.col("FST") == "NAP").height) == outside.height
 
 
@@ -153,7 +159,8 @@ def test_children_are_16_to_45_years_younger_than_their_parent(frame: pl.DataFra
     parents = frame.filter(mother | (pl.col("FST") == "LONE")).select(
         "household_id", parent_age="age"
     )
-    children = frame.filter(pl.col("FST") == "CHILD").join(parents, on="household_id", how="left")
+    children = frame.filter(pl.col("FST").is_in(["CHILD", "CHILD_LP"]))
+    children = children.join(parents, on="household_id", how="left")
     assert children["parent_age"].null_count() == 0  # every child has a parent at home
     gap = children["parent_age"] - children["age"]
     assert gap.min() >= 16 and gap.max() <= 45
@@ -183,7 +190,8 @@ def test_activity_education_and_moves_follow_age(frame: pl.DataFrame) -> None:
     old = frame.filter(pl.col("age") >= 65)["EDU"].is_in(tertiary).mean()
     assert young > 1.5 * old
     moved = frame.filter(pl.col("ROY") != "NAP")["ROY"]
-    assert 0.07 < (moved == "WITHIN").mean() < 0.15
+    assert 0.07 < moved.is_in(["WITHIN", "WITHIN_OTHER"]).mean() < 0.15
+    assert 0.5 < (moved == "WITHIN").sum() / moved.is_in(["WITHIN", "WITHIN_OTHER"]).sum() < 0.7
     assert 0.003 < (moved == "ABROAD").mean() < 0.03
 
 
@@ -203,18 +211,19 @@ def test_foreign_born_share_differs_strongly_across_nuts2(frame: pl.DataFrame) -
     capital = frame.filter(pl.col("lau") == frame["lau"].mode().item())["nuts2"][0]
     by_region = frame.group_by("nuts2").agg(foreign.mean().alias("share")).sort("share")
     assert by_region["nuts2"][-1] == capital
-    small = frame.filter(pl.col("LOC") == "LT500").select(foreign.mean()).item()
-    large = frame.filter(pl.col("LOC") != "LT500").select(foreign.mean()).item()
+    under_500 = pl.col("LOC").is_in(["200-499", "LT200"])
+    small = frame.filter(under_500).select(foreign.mean()).item()
+    large = frame.filter(~under_500).select(foreign.mean()).item()
     assert large > small
 
 
 def test_birthplace_and_citizenship_hang_together(frame: pl.DataFrame) -> None:
-    couples = frame.filter(pl.col("FST").is_in(["MAR", "REG", "CU"]))
+    couples = frame.filter(pl.col("FST").is_in(["MAR", "REG", "MAR_SS", "REG_SS", "CU"]))
     same = couples.group_by("household_id").agg(pl.col("POB").n_unique() == 1)["POB"]
     assert same.mean() > 0.95
     foreign_homes = frame.filter(pl.col("POB") != "NAT")["household_id"].implode()
     children = frame.filter(
-        (pl.col("FST") == "CHILD") & pl.col("household_id").is_in(foreign_homes)
+        pl.col("FST").is_in(["CHILD", "CHILD_LP"]) & pl.col("household_id").is_in(foreign_homes)
     )
     assert 0.3 < (children["POB"] == "NAT").mean() < 0.9
     natives = frame.filter(pl.col("POB") == "NAT")

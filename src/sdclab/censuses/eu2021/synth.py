@@ -44,7 +44,7 @@ from sdclab.censuses.eu2021.synth_traits import (
     residence_a_year_before,
 )
 
-GENERATOR_VERSION = "1.0"
+GENERATOR_VERSION = "1.1"
 """Bumped whenever a change alters the output for a given seed."""
 STAGES = (
     "households",

@@ -100,7 +100,8 @@ SOLO_AGES: dict[int, list[Component]] = {
 for the 80+); chosen for illustration."""
 
 LMS = ("NM", "MAR", "REG", "WID", "DIV")
-"""Legal marital status codes in the census's order."""
+"""Legal marital status codes the draws below use (the census's MAR_SS, REG_SS and NS come
+from the partners' sexes, or not at all)."""
 LMS_UNPARTNERED = np.array(
     [
         [1.00, 0, 0, 0.00, 0.00],  # under 15
@@ -221,8 +222,9 @@ def draw_people(rng: np.random.Generator, households: Households) -> People:
     age, female = _ages_and_sexes(rng, households, household, role)
     union = sample_pmf(rng, PARTNER_KIND_PMF, len(size))
     couple = np.where(households.kind == LONE, -1, union)[household]  # -1: no partner
-    hst, fst = _household_and_family_status(role, kind, age, female, couple)
-    lms = _legal_marital_status(rng, role, age, couple)
+    same_sex = _same_sex_partners(household, role, female)
+    hst, fst = _household_and_family_status(role, kind, age, female, couple, same_sex)
+    lms = _legal_marital_status(rng, role, age, couple, same_sex)
     return People(household, role, kind, age, female, hst, fst, lms)
 
 
@@ -292,11 +294,33 @@ def _sexes(
     )
 
 
+def _same_sex_partners(household: IntArray, role: IntArray, female: np.ndarray) -> np.ndarray:
+    """Whether each person is a partner in a couple of two men or two women."""
+    sexes = np.zeros((int(household.max(initial=-1)) + 1, 2), dtype=np.int64)  # men, women
+    partner = (role == REFERENCE) | (role == PARTNER)
+    np.add.at(sexes, (household[partner], female[partner].astype(np.int64)), 1)
+    return partner & (sexes[household].max(axis=1) == 2)
+
+
+def _sex_of_union(union: np.ndarray, same_sex: np.ndarray) -> np.ndarray:
+    """A marriage's or registered partnership's code, ``_SS`` added for a same-sex couple (the
+    regulation's FST and LMS tell same-sex from opposite-sex unions, not marriages from
+    registered partnerships)."""
+    formal = np.isin(union, ["MAR", "REG"]) & same_sex
+    return np.where(formal, np.char.add(union.astype(str), "_SS"), union)
+
+
 def _household_and_family_status(
-    role: IntArray, kind: IntArray, age: IntArray, female: np.ndarray, couple: IntArray
+    role: IntArray,
+    kind: IntArray,
+    age: IntArray,
+    female: np.ndarray,
+    couple: IntArray,
+    same_sex: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """HST and FST codes from each person's role: partners by their union, lone parents by sex,
-    children by age, everyone else by the type of household they live in."""
+    """HST and FST codes from each person's role: partners by their union (FST also by whether
+    the couple is of the same sex), lone parents by sex, children by age (FST: by whether their
+    parent is a lone parent), everyone else by the type of household they live in."""
     partner = (role == REFERENCE) | (role == PARTNER)
     lone = partner & (kind == LONE)
     union = np.asarray(PARTNER_KINDS)[couple]
@@ -306,12 +330,15 @@ def _household_and_family_status(
         [np.where(female, "LM", "LF"), union, np.where(age < 25, "C_LT25", "C_GE25"), "REL"],
         outside,
     )
-    fst = np.select([lone, partner, role == CHILD], ["LONE", union, "CHILD"], "NAP")
+    child = np.where(kind == LONE, "CHILD_LP", "CHILD")
+    fst = np.select(
+        [lone, partner, role == CHILD], ["LONE", _sex_of_union(union, same_sex), child], "NAP"
+    )
     return hst, fst
 
 
 def _legal_marital_status(
-    rng: np.random.Generator, role: IntArray, age: IntArray, couple: IntArray
+    rng: np.random.Generator, role: IntArray, age: IntArray, couple: IntArray, same_sex: np.ndarray
 ) -> np.ndarray:
     """LMS codes: married and registered partners as such, consensual partners and lone parents
     never married, divorced or widowed, children mostly never married, others by age band."""
@@ -328,5 +355,5 @@ def _legal_marital_status(
         band,
     ).astype(np.int64)
     drawn = np.asarray(LMS)[sample_rows(rng, table, row)]
-    union = np.asarray(PARTNER_KINDS)[np.maximum(couple, 0)]
+    union = _sex_of_union(np.asarray(PARTNER_KINDS)[np.maximum(couple, 0)], same_sex)
     return np.where(partner & ((couple == 0) | (couple == 1)), union, drawn)

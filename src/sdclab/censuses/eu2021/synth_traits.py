@@ -39,9 +39,10 @@ SIZE_ELASTICITY = 0.25
 (larger towns attract more migrants; chosen for illustration); the region's share is kept."""
 MAX_LAU_FOREIGN_SHARE = 0.8
 """No LAU has more foreign-origin units than this share."""
-ORIGINS = ("EU", "EUR", "AFR", "ASI", "AME", "OCE")
-ORIGIN_PMF = (0.38, 0.14, 0.18, 0.18, 0.11, 0.01)
-"""Birthplace of the foreign-born by continent (chosen for illustration)."""
+ORIGINS = ("EU", "EUR", "AFR", "ASI", "AMS", "AMN", "OCE")
+ORIGIN_PMF = (0.38, 0.14, 0.18, 0.18, 0.08, 0.03, 0.01)
+"""Birthplace of the foreign-born by continent (chosen for illustration; the Americas split into
+the Caribbean, South or Central America and North America as the regulation's POB.M does)."""
 MIXED_COUPLE_SHARE = 0.2
 """Share of foreign-born persons' partners born in the country (chosen for illustration)."""
 CHILD_BORN_HERE_SHARE = 0.6
@@ -60,6 +61,9 @@ MOVE_PMF_NATIVE = (0.897, 0.10, 0.003)
 MOVE_PMF_FOREIGN = (0.78, 0.14, 0.08)
 """Residence a year before of an origin unit born in the country and abroad (chosen for
 illustration: about 10% of persons moved within the country and 1% from abroad in a year)."""
+SAME_NUTS3_SHARE = 0.6
+"""Share of the moves within the country that came from the same NUTS 3 area (chosen for
+illustration); the others came from another NUTS 3 area."""
 
 CAS = ("EMP", "UNE", "MIN", "PEN", "STU", "OTH")
 CAS_AGE_EDGES = (15, 25, 65)
@@ -90,9 +94,9 @@ EDU_BY_AGE = np.array(
 illustration)."""
 
 LOC_LOWER_BOUNDS = (1_000_000, 500_000, 200_000, 100_000, 50_000, 20_000, 10_000, 5_000, 2_000,
-    1_000, 500)  # fmt: skip
+    1_000, 500, 200)  # fmt: skip
 """The lower bounds of the census's locality size bands, in its code order (the last band,
-LT500, has none)."""
+LT200, has none)."""
 
 
 def region_foreign_shares(rng: np.random.Generator, n_regions: int) -> FloatArray:
@@ -160,11 +164,14 @@ def residence_a_year_before(
     rng: np.random.Generator, age: IntArray, unit: IntArray, foreign: np.ndarray
 ) -> np.ndarray:
     """ROY codes: one move per origin unit (a family moves together), more often from abroad
-    for the foreign-born; not applicable under one year."""
+    for the foreign-born, from the same NUTS 3 area or another; not applicable under one year."""
     n_units = int(unit.max(initial=-1)) + 1
     native = np.asarray(MOVES)[sample_pmf(rng, MOVE_PMF_NATIVE, n_units)][unit]
     abroad = np.asarray(MOVES)[sample_pmf(rng, MOVE_PMF_FOREIGN, n_units)][unit]
-    return np.where(age < 1, "NAP", np.where(foreign, abroad, native))
+    moved = np.where(foreign, abroad, native)
+    nearby = bernoulli(rng, SAME_NUTS3_SHARE, n_units)[unit]
+    moved = np.where((moved == "WITHIN") & ~nearby, "WITHIN_OTHER", moved)
+    return np.where(age < 1, "NAP", moved)
 
 
 def by_age_band(
