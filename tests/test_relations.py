@@ -13,12 +13,18 @@ from sdclab import protection
 from sdclab.censuses.us2010 import schema
 from sdclab.censuses.us2010.catalog import CATALOG
 from sdclab.censuses.us2010.geography import LEVELS
+from sdclab.core.domain import Attribute as DomainAttribute
+from sdclab.core.domain import Schema
+from sdclab.core.tables.definition import Dimension, Part, TableDef
 from sdclab.core.tables.relations import (
     PublishedCells,
+    QueryRows,
     geounit_offsets,
     is_partition,
+    joint_domain,
     partition,
     partitions,
+    recode_partition,
     total_cells,
 )
 from sdclab.core.tables.tabulate import tabulate
@@ -195,3 +201,63 @@ def test_cells_of_a_release_carry_its_suppressed_cells(population):
             cells.values[block.start : block.stop], published.matrix(block.level).toarray().ravel()
         )
     assert not cells.values[cells.suppressed].any()  # a suppressed cell's value is 0
+
+
+def _cube(name: str, schema, dimensions) -> TableDef:
+    """A one-part table of ``dimensions`` over ``schema`` at one level."""
+    return TableDef(name, name, "persons", schema, (Part(tuple(dimensions)),), "a", "a", ("a",))
+
+
+def _recode(attribute: str, groups: list[list[int]], size: int) -> Dimension:
+    membership = np.zeros((len(groups), size), dtype=np.int8)
+    for k, codes in enumerate(groups):
+        membership[k, codes] = 1
+    return Dimension(attribute, tuple(f"{attribute}{k}" for k in range(len(groups))), membership)
+
+
+def test_recodes_relate_attribute_by_attribute_as_over_their_joint_domain() -> None:
+    """Tables of recodes on different schemas: the partitions read per attribute are those read
+    over the joint domain, where categories nest, straddle, or an attribute is crossed by one
+    table only (the fast path must find neither more nor fewer)."""
+    age, sex, geo = (
+        DomainAttribute(n, 0, s - 1, tuple(map(str, range(s))))
+        for n, s in (("age", 6), ("sex", 2), ("origin", 3))
+    )
+    one, two = Schema("age×sex", (age, sex)), Schema("age×sex×origin", (age, sex, geo))
+    total = _cube("total", one, [])
+    broad = _cube(
+        "broad", one, [_recode("sex", [[0], [1]], 2), _recode("age", [[0, 1, 2], [3, 4, 5]], 6)]
+    )
+    fine = _cube(
+        "fine",
+        two,
+        [
+            _recode("age", [[0, 1], [2], [3, 4, 5]], 6),
+            _recode("sex", [[0], [1]], 2),
+            _recode("origin", [[0], [1, 2]], 3),
+        ],
+    )
+    ages = _cube("ages", one, [_recode("age", [[0, 1], [2, 3], [4, 5]], 6)])
+    odd = _cube(
+        "odd",
+        two,
+        [_recode("age", [[0, 1], [2], [3, 4], [5]], 6), _recode("origin", [[0, 1, 2]], 3)],
+    )
+    by_origin = _cube("by_origin", two, [_recode("origin", [[0], [1], [2]], 3)])
+    tables = [total, broad, ages, fine, odd, by_origin]
+    found = 0
+    for whole in tables:
+        for parts in tables:
+            fast = recode_partition(whole, parts)
+            assert fast is not None
+            domain = joint_domain(whole, parts)
+            rows = QueryRows.of(whole) if domain is None else QueryRows.of(whole, domain)
+            general = partition(rows, parts if domain is None else QueryRows.of(parts, domain))
+            assert general is not None and (fast != general).nnz == 0, (whole.name, parts.name)
+            found += general.nnz
+    assert found > 0
+    # odd's 3-4 straddles two of the age groups: only the first (0-1) is partitioned, by one
+    # cell; broad crosses sex, which odd does not: none of its cells; fine nests in broad
+    assert np.array_equal(np.diff(recode_partition(ages, odd).tocsc().indptr), [1, 0, 0])
+    assert recode_partition(broad, odd).nnz == 0
+    assert np.array_equal(np.diff(recode_partition(broad, fine).tocsc().indptr), [4, 2, 4, 2])

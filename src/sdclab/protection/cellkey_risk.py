@@ -325,6 +325,21 @@ def canonical_parts(tables: Sequence[TableDef]) -> dict[str, IntArray]:
     return out
 
 
+_LAST_CANONICAL: list[tuple[tuple[TableDef, ...], dict[str, IntArray]]] = []
+
+
+def _canonical_of(tables: tuple[TableDef, ...]) -> dict[str, IntArray]:
+    """:func:`canonical_parts` of the tables last asked for, remembered by identity (every
+    target table of an analysis asks for the same ones; shared: not to be changed)."""
+    if _LAST_CANONICAL and len(_LAST_CANONICAL[0][0]) == len(tables):
+        known, ids = _LAST_CANONICAL[0]
+        if all(a is b for a, b in zip(known, tables, strict=True)):
+            return ids
+    ids = canonical_parts(tables)
+    _LAST_CANONICAL[:] = [(tables, ids)]
+    return ids
+
+
 @dataclass(frozen=True)
 class Representation:
     """A table whose cells partition a target cell: how many parts, which parts, which levels."""
@@ -338,7 +353,7 @@ class Representation:
 @by_identity
 def representations(target: TableDef, tables: Sequence[TableDef]) -> list[list[Representation]]:
     """For every cell of ``target``: the tables that represent it by their cells."""
-    canon = canonical_parts(tables)
+    canon = _canonical_of(tuple(tables))
     tables_by_name = {t.name: t.levels for t in tables}
     out: list[list[Representation]] = [[] for _ in range(target.n_cells)]
     for name, inside in joint_partitions(target, tables).items():
@@ -426,17 +441,30 @@ def redundancy(
     shape = (n_geo, n_cells)
     t, k = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
     numerator, weights = np.zeros(shape), np.zeros(shape)
-    for j, cell_reps in enumerate(reps):
+    for cells, cell_reps in _alike(reps):
         for name, lv, include in _publications(cell_reps, level, counts, spsn, geography.levels):
             values, nonzero = sums(name, lv)
-            value, terms = values[:, j], nonzero[:, j]
-            t[:, j] += include
-            k[:, j] += include * parts_of[name][j] * counts[lv]
-            weight = include / np.maximum(terms, 1)
-            numerator[:, j] += weight * value
-            weights[:, j] += weight
+            value, terms = values[:, cells], nonzero[:, cells]
+            once = include[:, None]
+            t[:, cells] += once
+            k[:, cells] += once * parts_of[name][cells][None, :] * counts[lv][:, None]
+            weight = once / np.maximum(terms, 1)
+            numerator[:, cells] += weight * value
+            weights[:, cells] += weight
     with np.errstate(invalid="ignore", divide="ignore"):
         return Redundancy(t, k, numerator / weights)
+
+
+def _alike(reps: list[list[Representation]]) -> list[tuple[IntArray, list[Representation]]]:
+    """The target cells grouped by the shape of their representations (tables, levels, and which
+    of them share contributors), with one cell's representations for each group: their
+    publications are the same, so each group is counted at once."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for j, cell_reps in enumerate(reps):
+        first: dict[frozenset[int], int] = {}
+        shape = tuple((r.table, r.levels, first.setdefault(r.key, len(first))) for r in cell_reps)
+        groups.setdefault(shape, []).append(j)
+    return [(np.asarray(cells, dtype=np.int64), reps[cells[0]]) for cells in groups.values()]
 
 
 def _publications(

@@ -148,7 +148,10 @@ def partition(whole: TableDef | QueryRows, parts: TableDef | QueryRows) -> sp.cs
     if w.on is not p.on:
         if w.table.records != p.table.records or not p.partition:
             return sp.csr_matrix((p.table.n_cells, w.table.n_cells), dtype=np.int64)
-        return sp.csr_matrix((p.size > 0)[:, None] & w.total[None, :], dtype=np.int64)
+        rows, columns = np.flatnonzero(p.size > 0), np.flatnonzero(w.total)
+        entries = (np.repeat(rows, len(columns)), np.tile(columns, len(rows)))
+        shape = (p.table.n_cells, w.table.n_cells)
+        return sp.csr_matrix((np.ones(len(entries[0]), np.int64), entries), shape=shape)
     overlap = (p.query @ w.query.T).toarray()
     inside = (overlap == p.size[:, None]) & (p.size[:, None] > 0)
     partial = (overlap > 0) & ~inside
@@ -167,6 +170,56 @@ def partitions(whole: TableDef, tables: Sequence[TableDef]) -> dict[str, sp.csr_
         if inside is not None and inside.nnz:
             out[table.name] = inside
     return out
+
+
+def _recode_cube(table: TableDef) -> bool:
+    """Whether the table is one part without a universe or edits, each dimension a recode
+    (every code in exactly one category): its cells relate attribute by attribute."""
+    if len(table.parts) != 1 or table.parts[0].universe or table.schema.edits:
+        return False
+    return all((d.membership.sum(axis=0) == 1).all() for d in table.parts[0].dimensions)
+
+
+def recode_partition(whole: TableDef, parts: TableDef) -> sp.csr_matrix | None:
+    """:func:`partition` of two tables of recodes (:func:`_recode_cube`) of the same records,
+    read attribute by attribute instead of over their joint domain; None for other tables.
+
+    A cell of ``parts`` lies inside a cell of ``whole`` when, on every attribute ``whole``
+    crosses, its category lies inside the whole's (``whole`` crossing into several categories an
+    attribute ``parts`` does not cross: no cell does); a cell of ``whole`` is partitioned when no
+    category of ``parts`` straddles any of its categories (recodes cover every code, so the
+    categories inside then cover it)."""
+    if whole.records != parts.records or not (_recode_cube(whole) and _recode_cube(parts)):
+        return None
+    mine, theirs = whole.parts[0].dimensions, parts.parts[0].dimensions
+    axis = {d.attribute: k for k, d in enumerate(theirs)}
+    shape = (parts.n_cells, whole.n_cells)
+    category = np.indices([len(d.labels) for d in theirs]).reshape(len(theirs), parts.n_cells)
+    inside = np.ones(parts.n_cells, dtype=bool)
+    coordinates, clean = [], []
+    for d in mine:
+        if d.attribute not in axis:
+            if len(d.labels) > 1:
+                return sp.csr_matrix(shape, dtype=np.int64)
+            coordinates.append(np.zeros(parts.n_cells, dtype=np.int64))
+            clean.append(np.ones(1, dtype=bool))
+            continue
+        k = axis[d.attribute]
+        overlap = theirs[k].membership.astype(np.int64) @ d.membership.T.astype(np.int64) > 0
+        meets = overlap.sum(axis=1)
+        straddles = meets > 1
+        clean.append(~overlap[straddles].any(axis=0) & (d.membership.sum(axis=1) > 0))
+        coordinates.append(overlap.argmax(axis=1)[category[k]])
+        inside &= meets[category[k]] == 1
+    sizes = [len(d.labels) for d in mine]
+    cell = np.ravel_multi_index(coordinates, sizes) if mine else np.zeros(parts.n_cells, np.int64)
+    ok = np.ones(1, dtype=bool)
+    for mask in clean:
+        ok = np.logical_and.outer(ok, mask).ravel()
+    keep = inside & ok[cell]
+    rows = np.flatnonzero(keep)
+    data = np.ones(len(rows), dtype=np.int64)
+    return sp.csr_matrix((data, (rows, cell[keep])), shape=shape)
 
 
 JOINT_MAX = 2_000_000
@@ -221,18 +274,38 @@ def by_identity(
 MEMO_SIZE = 64
 """Sets of tables :func:`by_identity` remembers."""
 
+_OWN_ROWS: dict[int, tuple[TableDef, QueryRows]] = {}
+
+
+def own_rows(table: TableDef) -> QueryRows:
+    """``QueryRows.of(table)`` remembered by the table's identity (shared: not to be changed):
+    every table is compared with every other, each on its own schema."""
+    hit = _OWN_ROWS.get(id(table))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    rows = QueryRows.of(table)
+    if len(_OWN_ROWS) >= 4 * MEMO_SIZE:
+        _OWN_ROWS.pop(next(iter(_OWN_ROWS)))
+    _OWN_ROWS[id(table)] = (table, rows)  # the table is kept alive, so its id stays its own
+    return rows
+
 
 @by_identity
 def joint_partitions(whole: TableDef, tables: Sequence[TableDef]) -> dict[str, sp.csr_matrix]:
     """:func:`partitions`, comparing a table on another schema than ``whole``'s over the joint
     domain of both (:func:`joint_domain`): a cell of one hypercube and the finer cells of another
     that cross more attributes."""
-    own = QueryRows.of(whole)
+    own = own_rows(whole)
     out = {}
     for table in tables:
         domain = joint_domain(whole, table)
-        w, p = (own, table) if domain is None else (QueryRows.of(whole, domain), table)
-        inside = partition(w, p if domain is None else QueryRows.of(p, domain))
+        compared = domain is not None or whole.schema is table.schema
+        inside = recode_partition(whole, table) if compared else None
+        if inside is None:
+            w = own if domain is None else QueryRows.of(whole, domain)
+            inside = partition(
+                w, own_rows(table) if domain is None else QueryRows.of(table, domain)
+            )
         if inside is not None and inside.nnz:
             out[table.name] = inside
     return out
