@@ -7,6 +7,7 @@ cell at once, and the mechanism's invariants are checked on what is published.""
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from sdclab.censuses.us2010.population import Population
 from sdclab.censuses.us2010.population.columns import RECORD_KEY
@@ -74,10 +75,11 @@ def keyed_tables(
 ) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
     """Counts and cell keys of every table at every level, on the same sparsity pattern.
 
-    One tabulation of complex weights 1 + i·rk gives both at once (the count in the real part,
-    the key sum in the imaginary part, exact while every sum stays below 2⁵³); otherwise the
-    counts and the sums of rk + 1 are tabulated separately (both positive over the same
-    contributors, so their patterns agree).
+    One tabulation gives both at once when every sum stays exact in float64: the weight
+    1 + rk·2^s packs the count in the low s bits and the key sum above them (:func:`_packed`),
+    else the complex weight 1 + i·rk holds them in its two parts; otherwise the counts and the
+    sums of rk + 1 are tabulated separately (both positive over the same contributors, so their
+    patterns agree).
     """
     kinds = {t.records for t in population.census.select(names)}
     keys = {}
@@ -87,6 +89,10 @@ def keyed_tables(
         keys[kind] = stored.astype(np.int64)
     largest = max((int(k.sum()) for k in keys.values()), default=0)
     records = sum(population.n_records(kind) for kind in ("persons", "households"))
+    shift = records.bit_length()  # every count is below 2^shift
+    if (largest + 1) << shift < EXACT_FLOAT:
+        packed = {kind: (k << shift).astype(np.float64) + 1 for kind, k in keys.items()}
+        return _packed(tabulate(population, names, packed), shift, key_space)
     if largest + records < EXACT_FLOAT:
         mixed = {kind: np.ones(len(k)) + 1j * k for kind, k in keys.items()}
         return _split(tabulate(population, names, mixed), key_space)
@@ -105,6 +111,25 @@ def keyed_tables(
             keyed.data = (key_matrix.data - matrix.data) % key_space
             levels[level] = (codes, keyed)
         cell_keys[name] = TableCounts(tc.table, levels, tc.geoids)
+    return plain, cell_keys
+
+
+def _packed(
+    tables: dict[str, TableCounts], shift: int, key_space: int
+) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
+    """(counts, cell keys) from tables holding count + 2^shift·(key sum), exact integers."""
+    plain, cell_keys = {}, {}
+    low = (1 << shift) - 1
+    for name, tc in tables.items():
+        counts, keys = {}, {}
+        for level, (codes, matrix) in tc.counts.items():
+            packed = matrix.data.astype(np.int64)
+            n = sp.csr_matrix((packed & low, matrix.indices, matrix.indptr), shape=matrix.shape)
+            pattern = (matrix.indices.copy(), matrix.indptr.copy())  # each matrix its own
+            k = sp.csr_matrix(((packed >> shift) % key_space, *pattern), shape=matrix.shape)
+            counts[level], keys[level] = (codes, n), (codes, k)
+        plain[name] = TableCounts(tc.table, counts, tc.geoids)
+        cell_keys[name] = TableCounts(tc.table, keys, tc.geoids)
     return plain, cell_keys
 
 

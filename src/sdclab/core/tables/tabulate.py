@@ -53,6 +53,10 @@ class Records(Protocol):
     ) -> npt.NDArray[np.int64]: ...
 
 
+Weights = npt.NDArray[np.int64] | npt.NDArray[np.float64] | npt.NDArray[np.complex128]
+"""Per-record weights a tabulation sums instead of counts."""
+
+
 def record_cells(population: Records, domain: Schema) -> npt.NDArray[np.int64]:
     """Flat domain cell of every record of the population for ``domain``."""
     return domain.cell_index(population.columns(record_kind(population.census, domain)))
@@ -78,7 +82,7 @@ def record_blocks(population: Records, domain: Schema) -> npt.NDArray[np.int64]:
 def block_histogram(
     population: Records,
     domain: Schema,
-    weights: npt.NDArray[np.int64] | npt.NDArray[np.complex128] | None = None,
+    weights: Weights | None = None,
 ) -> sp.csr_matrix:
     """Sparse ``blocks × domain`` matrix of record counts (or of sums of per-record ``weights``,
     aligned with the domain's records: units for the unit and household schemas, else
@@ -125,15 +129,17 @@ def up_the_levels(
     table: TableDef,
     block_counts: sp.csr_matrix,
     geoids: dict[str, pl.Series],
+    start: str | None = None,
 ) -> TableCounts:
-    """A table at each of its levels from its ``blocks × cells`` counts, each level summed from
-    the one below (fewer non-zeros than from the blocks)."""
+    """A table at each of its levels from its ``geounits × cells`` counts at level ``start`` (by
+    default the blocks), each level summed from the one below (fewer non-zeros than from the
+    blocks)."""
     levels = geography.levels
+    start = levels[-1] if start is None else start
     current = block_counts
-    counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {
-        levels[-1]: (geography.blocks, current)
-    }
-    for level in reversed(levels[levels.index(table.top) : -1]):
+    codes = geography.blocks if start == levels[-1] else geography.codes(start)
+    counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {start: (codes, current)}
+    for level in reversed(levels[levels.index(table.top) : levels.index(start)]):
         current = (level_step(geography, level) @ current).tocsr()
         counts[level] = (geography.codes(level), current)
     return TableCounts(table, {level: counts[level] for level in table.levels}, geoids)
@@ -155,7 +161,7 @@ grid sort faster than a pass over the whole grid."""
 def record_histogram(
     blocks: npt.NDArray[np.int64],
     cells: npt.NDArray[np.int64],
-    weights: npt.NDArray[np.int64] | npt.NDArray[np.complex128] | None,
+    weights: Weights | None,
     shape: tuple[int, int],
 ) -> sp.csr_matrix:
     """Sparse ``blocks × cells`` counts of the records (or sums of their ``weights``), an entry
@@ -163,42 +169,126 @@ def record_histogram(
     by np.bincount when the grid is small enough. Integer weights other than counts take scipy's
     path (bincount sums in float64, exact only below 2⁵³)."""
     rows, width = shape
-    integer = weights is not None and not np.iscomplexobj(weights)
+    integer = weights is not None and np.issubdtype(weights.dtype, np.integer)
     sparse_grid = rows * width > DENSE_HISTOGRAM or rows * width > DENSE_PER_RECORD * len(blocks)
     if integer or sparse_grid or not len(blocks):
         data = np.ones(len(blocks), np.int64) if weights is None else weights
         return sp.csr_matrix((data, (blocks, cells)), shape=shape)
-    flat = blocks.astype(np.int64) * width + cells
+    flat = np.asarray(blocks, dtype=np.int64) * width + cells
     present = np.bincount(flat, minlength=rows * width)
     where = np.flatnonzero(present)
-    if weights is None:
-        values: npt.NDArray[np.generic] = present[where]
-    else:  # real parts of 1 (a count plus i·a key sum, as the cell key method's) are the counts
-        ones = bool((weights.real == 1).all())
-        real = present[where] if ones else np.bincount(flat, weights.real, rows * width)[where]
-        values = real + 1j * np.bincount(flat, weights.imag, rows * width)[where]
+    values = present[where] if weights is None else dense_sums(flat, weights, present, where)
     index = np.int32 if rows * width < 2**31 else np.int64
     indptr = np.zeros(rows + 1, dtype=index)
     np.cumsum(np.bincount(where // width, minlength=rows), out=indptr[1:])
     return sp.csr_matrix((values, (where % width).astype(index), indptr), shape=shape)
 
 
+def dense_sums(
+    flat: npt.NDArray[np.int64],
+    weights: Weights,
+    present: npt.NDArray[np.int64],
+    where: npt.NDArray[np.int64],
+) -> npt.NDArray[np.generic]:
+    """Sums of real or complex ``weights`` in the grid cells ``where`` records fall (``flat``:
+    each record's grid cell, ``present``: records per grid cell)."""
+    size = len(present)
+    if not np.iscomplexobj(weights):
+        return np.bincount(flat, weights, size)[where]
+    # real parts of 1 (a count plus i·a key sum, as the cell key method's) are the counts
+    ones = bool((weights.real == 1).all())
+    real = present[where] if ones else np.bincount(flat, weights.real, size)[where]
+    return real + 1j * np.bincount(flat, weights.imag, size)[where]
+
+
+QUERY_CLASSES = 62
+"""Most outputs a query may have for its cells to be grouped by the outputs they count in (one
+bit per output in an int64)."""
+
+
+def query_classes(query: sp.csr_matrix) -> tuple[npt.NDArray[np.int64], sp.csr_matrix] | None:
+    """The cells of a 0/1 ``query`` grouped by the set of outputs each counts in: (class of each
+    cell, the query on the classes). Cells of one class are interchangeable for the query, so
+    records can be counted by class on a far narrower grid. None when the query has too many
+    outputs or classes for this to pay."""
+    outputs, width = query.shape
+    if outputs > QUERY_CLASSES or not (query.data == 1).all():
+        return None
+    pattern = query.T @ (np.int64(1) << np.arange(outputs, dtype=np.int64))
+    patterns, classes = np.unique(pattern, return_inverse=True)
+    if 2 * len(patterns) > width:
+        return None
+    first = np.empty(len(patterns), dtype=np.int64)
+    first[classes] = np.arange(width)  # a cell of each class (all share its column)
+    return classes.astype(np.int64), query[:, first].tocsr()
+
+
+def query_histogram(
+    units: npt.NDArray[np.int64],
+    cells: npt.NDArray[np.int64],
+    weights: Weights | None,
+    n_units: int,
+    query: sp.csr_matrix,
+) -> sp.csr_matrix:
+    """``geounits × outputs`` counts (or weight sums) of records in ``units`` with marginal
+    ``cells``: ``record_histogram(...) @ query.T``, with cells grouped by :func:`query_classes`
+    first when that narrows the histogram."""
+    grouped = query_classes(query)
+    if grouped is not None:
+        classes, query = grouped
+        cells = classes[cells]
+    histogram = record_histogram(units, cells, weights, (n_units, query.shape[1]))
+    return (histogram @ query.T).tocsr()
+
+
+Places = dict[tuple[int, str, str], tuple[Geography, npt.NDArray[np.int64], int]]
+"""Cached geounit index of each record, by (geography's id, kind of record, level), with the
+geography (kept alive so that its id stays its own) and the level's number of geounits."""
+
+
+def record_units(
+    population: Records, geography: Geography, records: str, level: str, cache: Places
+) -> tuple[npt.NDArray[np.int64], int]:
+    """(index at ``level`` of each record's geounit, number of geounits at ``level``), computed
+    once per geography, kind of record and level."""
+    key = (id(geography), records, level)
+    if key not in cache:
+        bottom = (id(geography), records, geography.levels[-1])
+        if bottom not in cache:
+            blocks = population.block_index(records, geography)
+            cache[bottom] = (geography, blocks, geography.n_blocks)
+        if level != geography.levels[-1]:
+            codes, unit = geography.units(level)
+            cache[key] = (geography, unit[cache[bottom][1]], len(codes))
+    _, units, n_units = cache[key]
+    return units, n_units
+
+
 def tabulate(
     population: Records,
     names: Sequence[str] | None = None,
-    weights: Mapping[str, npt.NDArray[np.int64] | npt.NDArray[np.complex128]] | None = None,
+    weights: Mapping[str, Weights] | None = None,
 ) -> dict[str, TableCounts]:
     """Exact tables of a population (every table of its census when ``names`` is None), each
     counted over the marginal domain of the attributes it crosses; with ``weights`` (one per
-    record, by kind of record: persons, households), sums of the weights instead of counts."""
+    record, by kind of record: persons, households), sums of the weights instead of counts.
+
+    Each table is counted at the lowest level it is published at (records mapped to that
+    level's geounits once per geography) and summed up from there: a table published down to
+    regions never builds a histogram over blocks."""
     out = {}
+    places: Places = {}
+    geoids: dict[int, tuple[Geography, dict[str, pl.Series]]] = {}
     for table in population.census.select(names):
         geography = population.geography_of(table)
-        geoids = {level: geography.geoids(level) for level in geography.levels}
+        if id(geography) not in geoids:
+            levels = {level: geography.geoids(level) for level in geography.levels}
+            geoids[id(geography)] = (geography, levels)
+        units, n_units = record_units(population, geography, table.records, table.bottom, places)
         cells = table.marginal.cell_index(population.columns(table.records))
-        blocks = population.block_index(table.records, geography)
         data = None if weights is None else weights[table.records]
-        histogram = record_histogram(blocks, cells, data, (geography.n_blocks, table.marginal.size))
-        block_counts = (histogram @ table.marginal_query.T).tocsr()
-        out[table.name] = up_the_levels(geography, table, block_counts, geoids)
+        counts = query_histogram(units, cells, data, n_units, table.marginal_query)
+        out[table.name] = up_the_levels(
+            geography, table, counts, geoids[id(geography)][1], table.bottom
+        )
     return out
