@@ -316,14 +316,14 @@ def reference_tables(records, table, weights=None):
 
 @pytest.fixture(scope="module")
 def european():
-    """A small keyed European population: tables published only at coarse levels (1.1 by
-    country, 2.1 down to NUTS 3), one down to the LAUs, and the grid's 13 overlapping
-    variables (a query far narrower than its marginal)."""
+    """A small keyed European population in 600 LAUs, 15 NUTS 3 and 4 NUTS 2 regions: tables
+    published only at coarse levels (1.1 by country, 2.1 down to NUTS 3), one down to the LAUs,
+    and the grid's 13 overlapping variables (a query far narrower than its marginal)."""
     from sdclab.censuses.eu2021 import census
     from sdclab.censuses.eu2021.synth import synthesize
     from sdclab.core.census.records import encode_records
 
-    records = encode_records(census(), synthesize(4_000, 11), "synthetic")
+    records = encode_records(census(), synthesize(4_000, 11, laus=600), "synthetic")
     rng = np.random.default_rng(5)
     return records.with_record_keys(
         rng.integers(0, 256, records.n_persons), rng.integers(0, 256, records.n_households)
