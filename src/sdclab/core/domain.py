@@ -83,14 +83,24 @@ class Schema:
                 return a
         raise KeyError(f"schema {self.name!r} has no attribute {name!r}")
 
-    def cell_index(self, columns: Mapping[str, npt.ArrayLike]) -> IntArray:
-        """Flat domain index of each record, from one code array per attribute."""
+    def cell_index(
+        self, columns: Mapping[str, npt.ArrayLike], leading: npt.ArrayLike | None = None
+    ) -> IntArray:
+        """Flat domain index of each record, from one code array per attribute; with
+        ``leading`` (one index per record, as its geounit), ``leading · size + index``: the
+        index in a grid of leading values × domain cells. Summed in place, one array in all."""
         first = (
             columns[self.attributes[0].name] if self.attributes else next(iter(columns.values()))
         )
-        index = np.zeros(len(np.asarray(first)), dtype=np.int64)
+        if leading is None:
+            index = np.zeros(len(np.asarray(first)), dtype=np.int64)
+        else:
+            index = np.array(leading, dtype=np.int64)
         for a in self.attributes:
-            index = index * a.size + a.position(columns[a.name])
+            index *= a.size
+            index += np.asarray(columns[a.name], dtype=np.int64)
+            if a.low:
+                index -= a.low
         return index
 
     def possible_cells(self) -> BoolArray:

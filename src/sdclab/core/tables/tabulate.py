@@ -158,6 +158,16 @@ DENSE_PER_RECORD = 16
 grid sort faster than a pass over the whole grid."""
 
 
+def summed_densely(shape: tuple[int, int], records: int, weights: Weights | None) -> bool:
+    """Whether records on a ``shape`` grid are summed by np.bincount: a grid small beside the
+    records, and counts or real or complex weights (bincount sums in float64, so integer
+    weights other than counts, exact only below 2⁵³ there, take scipy's path)."""
+    rows, width = shape
+    integer = weights is not None and np.issubdtype(weights.dtype, np.integer)
+    small = rows * width <= min(DENSE_HISTOGRAM, DENSE_PER_RECORD * records)
+    return small and records > 0 and not integer
+
+
 def record_histogram(
     blocks: npt.NDArray[np.int64],
     cells: npt.NDArray[np.int64],
@@ -166,19 +176,33 @@ def record_histogram(
 ) -> sp.csr_matrix:
     """Sparse ``blocks × cells`` counts of the records (or sums of their ``weights``), an entry
     wherever a record falls: the matrix ``csr_matrix((weights, (blocks, cells)))`` builds, summed
-    by np.bincount when the grid is small enough. Integer weights other than counts take scipy's
-    path (bincount sums in float64, exact only below 2⁵³)."""
-    rows, width = shape
-    integer = weights is not None and np.issubdtype(weights.dtype, np.integer)
-    sparse_grid = rows * width > DENSE_HISTOGRAM or rows * width > DENSE_PER_RECORD * len(blocks)
-    if integer or sparse_grid or not len(blocks):
+    by np.bincount when :func:`summed_densely`."""
+    if not summed_densely(shape, len(blocks), weights):
         data = np.ones(len(blocks), np.int64) if weights is None else weights
         return sp.csr_matrix((data, (blocks, cells)), shape=shape)
-    flat = np.asarray(blocks, dtype=np.int64) * width + cells
-    present = np.bincount(flat, minlength=rows * width)
-    where = np.flatnonzero(present)
-    values = present[where] if weights is None else dense_sums(flat, weights, present, where)
-    index = np.int32 if rows * width < 2**31 else np.int64
+    flat = np.asarray(blocks, dtype=np.int64) * shape[1]
+    flat += cells
+    return flat_histogram(flat, weights, shape)
+
+
+def flat_histogram(
+    flat: npt.NDArray[np.int64], weights: Weights | None, shape: tuple[int, int]
+) -> sp.csr_matrix:
+    """:func:`record_histogram` of records given by their flat grid index ``row · width +
+    cell``, summed by np.bincount: one pass for counts or positive real weights (whose sums are
+    non-zero exactly where records fall), else counts first for the pattern."""
+    rows, width = shape
+    size = rows * width
+    values: npt.NDArray[np.generic]
+    if weights is None or (not np.iscomplexobj(weights) and bool((weights > 0).all())):
+        summed = np.bincount(flat, weights, size)
+        where = np.flatnonzero(summed)
+        values = summed[where]
+    else:
+        present = np.bincount(flat, minlength=size)
+        where = np.flatnonzero(present)
+        values = dense_sums(flat, weights, present, where)
+    index = np.int32 if size < 2**31 else np.int64
     indptr = np.zeros(rows + 1, dtype=index)
     np.cumsum(np.bincount(where // width, minlength=rows), out=indptr[1:])
     return sp.csr_matrix((values, (where % width).astype(index), indptr), shape=shape)
@@ -225,19 +249,25 @@ def query_classes(query: sp.csr_matrix) -> tuple[npt.NDArray[np.int64], sp.csr_m
 
 def query_histogram(
     units: npt.NDArray[np.int64],
-    cells: npt.NDArray[np.int64],
-    weights: Weights | None,
     n_units: int,
-    query: sp.csr_matrix,
+    table: TableDef,
+    columns: Mapping[str, npt.NDArray[np.int64]],
+    weights: Weights | None,
 ) -> sp.csr_matrix:
-    """``geounits × outputs`` counts (or weight sums) of records in ``units`` with marginal
-    ``cells``: ``record_histogram(...) @ query.T``, with cells grouped by :func:`query_classes`
-    first when that narrows the histogram."""
+    """``geounits × outputs`` counts (or weight sums) of ``table`` for records in ``units``:
+    ``record_histogram(units, cells) @ query.T`` over the marginal's cells, or over the classes
+    of :func:`query_classes` when they narrow the histogram."""
+    query, marginal = table.marginal_query, table.marginal
     grouped = query_classes(query)
-    if grouped is not None:
-        classes, query = grouped
-        cells = classes[cells]
-    histogram = record_histogram(units, cells, weights, (n_units, query.shape[1]))
+    width = marginal.size if grouped is None else grouped[1].shape[1]
+    shape = (n_units, width)
+    if grouped is None and summed_densely(shape, len(units), weights):
+        histogram = flat_histogram(marginal.cell_index(columns, units), weights, shape)
+    else:
+        cells = marginal.cell_index(columns)
+        if grouped is not None:
+            cells, query = grouped[0][cells], grouped[1]
+        histogram = record_histogram(units, cells, weights, shape)
     return (histogram @ query.T).tocsr()
 
 
@@ -285,9 +315,8 @@ def tabulate(
             levels = {level: geography.geoids(level) for level in geography.levels}
             geoids[id(geography)] = (geography, levels)
         units, n_units = record_units(population, geography, table.records, table.bottom, places)
-        cells = table.marginal.cell_index(population.columns(table.records))
         data = None if weights is None else weights[table.records]
-        counts = query_histogram(units, cells, data, n_units, table.marginal_query)
+        counts = query_histogram(units, n_units, table, population.columns(table.records), data)
         out[table.name] = up_the_levels(
             geography, table, counts, geoids[id(geography)][1], table.bottom
         )
