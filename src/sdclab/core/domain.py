@@ -84,21 +84,26 @@ class Schema:
         raise KeyError(f"schema {self.name!r} has no attribute {name!r}")
 
     def cell_index(
-        self, columns: Mapping[str, npt.ArrayLike], leading: npt.ArrayLike | None = None
-    ) -> IntArray:
+        self,
+        columns: Mapping[str, npt.ArrayLike],
+        leading: npt.ArrayLike | None = None,
+        dtype: type[np.signedinteger] = np.int64,
+    ) -> npt.NDArray[np.signedinteger]:
         """Flat domain index of each record, from one code array per attribute; with
         ``leading`` (one index per record, as its geounit), ``leading · size + index``: the
-        index in a grid of leading values × domain cells. Summed in place, one array in all."""
+        index in a grid of leading values × domain cells. Summed in place, one array of
+        ``dtype`` in all (int32 halves the memory traffic where the grid allows it)."""
         first = (
             columns[self.attributes[0].name] if self.attributes else next(iter(columns.values()))
         )
         if leading is None:
-            index = np.zeros(len(np.asarray(first)), dtype=np.int64)
+            index = np.zeros(len(np.asarray(first)), dtype=dtype)
         else:
-            index = np.array(leading, dtype=np.int64)
+            index = np.array(leading, dtype=dtype)
         for a in self.attributes:
             index *= a.size
-            index += np.asarray(columns[a.name], dtype=np.int64)
+            codes = np.asarray(columns[a.name])
+            index += codes if codes.dtype.kind in "iu" else codes.astype(np.int64)
             if a.low:
                 index -= a.low
         return index

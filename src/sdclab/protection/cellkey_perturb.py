@@ -58,6 +58,22 @@ def cell_noise(table: AnyPTable, counts: IntArray, cell_keys: IntArray, key_spac
     return table.noise(counts, cell_keys / key_space)
 
 
+NOISE_GRID = 1 << 20
+"""Most (count row, cell key) pairs whose noise :func:`noise_grid` tabulates."""
+
+
+def noise_grid(table: AnyPTable, key_space: int) -> IntArray | None:
+    """The noise of every p-table row (count 0 … i_max, the last serving every larger count)
+    and every cell key 0 … K−1, as :func:`cell_noise` gives it: a cell's noise is then one
+    lookup instead of a search of its row. None for an ONS table or when the grid would be
+    large."""
+    if isinstance(table, OnsPTable) or (table.i_max + 1) * key_space > NOISE_GRID:
+        return None
+    rows = np.repeat(np.arange(table.i_max + 1, dtype=np.int64), key_space)
+    keys = np.tile(np.arange(key_space, dtype=np.int64), table.i_max + 1)
+    return cell_noise(table, rows, keys, key_space).reshape(table.i_max + 1, key_space)
+
+
 def noise_bound(table: AnyPTable) -> int:
     """The largest |noise| the table can add (D)."""
     if isinstance(table, OnsPTable):
@@ -176,11 +192,15 @@ def perturb(
     """Published tables: every cell perturbed by the p-table, counts below ``threshold`` removed."""
     out: dict[str, TableCounts] = {}
     bound, js = noise_bound(table), blocked(table)
+    grid = noise_grid(table, key_space)
     for name, tc in plain.items():
         levels = {}
         for level, (codes, matrix) in tc.counts.items():
             keys = cell_keys[name].counts[level][1].data
-            noise = cell_noise(table, matrix.data, keys, key_space)
+            if grid is None:
+                noise = cell_noise(table, matrix.data, keys, key_space)
+            else:  # (true counts are never negative and keys lie in 0 … K−1)
+                noise = grid[np.minimum(matrix.data, len(grid) - 1), keys]
             published = matrix.data + noise
             check_published(name, level, matrix.data, published, bound, js)
             result = matrix.copy()

@@ -169,8 +169,8 @@ def summed_densely(shape: tuple[int, int], records: int, weights: Weights | None
 
 
 def record_histogram(
-    blocks: npt.NDArray[np.int64],
-    cells: npt.NDArray[np.int64],
+    blocks: npt.NDArray[np.integer],
+    cells: npt.NDArray[np.integer],
     weights: Weights | None,
     shape: tuple[int, int],
 ) -> sp.csr_matrix:
@@ -196,13 +196,22 @@ def flat_histogram(
     values: npt.NDArray[np.generic]
     if weights is None or (not np.iscomplexobj(weights) and bool((weights > 0).all())):
         summed = np.bincount(flat, weights, size)
-        where = np.flatnonzero(summed)
+        where = np.flatnonzero(summed != 0)  # (a boolean's non-zeros are found far faster)
         values = summed[where]
     else:
         present = np.bincount(flat, minlength=size)
-        where = np.flatnonzero(present)
+        where = np.flatnonzero(present != 0)
         values = dense_sums(flat, weights, present, where)
-    index = np.int32 if size < 2**31 else np.int64
+    return grid_csr(where, values, shape)
+
+
+def grid_csr(
+    where: npt.NDArray[np.int64], values: npt.NDArray[np.generic], shape: tuple[int, int]
+) -> sp.csr_matrix:
+    """The CSR matrix of ``shape`` holding ``values`` at the flat grid indices ``where``
+    (ascending)."""
+    rows, width = shape
+    index = np.int32 if rows * width < 2**31 else np.int64
     indptr = np.zeros(rows + 1, dtype=index)
     np.cumsum(np.bincount(where // width, minlength=rows), out=indptr[1:])
     return sp.csr_matrix((values, (where % width).astype(index), indptr), shape=shape)
@@ -248,10 +257,10 @@ def query_classes(query: sp.csr_matrix) -> tuple[npt.NDArray[np.int64], sp.csr_m
 
 
 def query_histogram(
-    units: npt.NDArray[np.int64],
+    units: npt.NDArray[np.integer],
     n_units: int,
     table: TableDef,
-    columns: Mapping[str, npt.NDArray[np.int64]],
+    columns: Mapping[str, npt.NDArray[np.integer]],
     weights: Weights | None,
 ) -> sp.csr_matrix:
     """``geounits × outputs`` counts (or weight sums) of ``table`` for records in ``units``:
@@ -261,37 +270,70 @@ def query_histogram(
     grouped = query_classes(query)
     width = marginal.size if grouped is None else grouped[1].shape[1]
     shape = (n_units, width)
-    if grouped is None and summed_densely(shape, len(units), weights):
-        histogram = flat_histogram(marginal.cell_index(columns, units), weights, shape)
-    else:
-        cells = marginal.cell_index(columns)
+    small = np.int32 if max(marginal.size, n_units * width) < 2**31 else np.int64
+    if not summed_densely(shape, len(units), weights):
+        cells = marginal.cell_index(columns, dtype=small)
         if grouped is not None:
             cells, query = grouped[0][cells], grouped[1]
-        histogram = record_histogram(units, cells, weights, shape)
-    return (histogram @ query.T).tocsr()
+        return (record_histogram(units, cells, weights, shape) @ query.T).tocsr()
+    if grouped is None:
+        flat = marginal.cell_index(columns, units, dtype=small)
+        return (flat_histogram(flat, weights, shape) @ query.T).tocsr()
+    flat = np.multiply(units, width, dtype=np.int64)
+    flat += grouped[0][marginal.cell_index(columns, dtype=small)]
+    return (flat_histogram(flat, weights, shape) @ grouped[1].T).tocsr()
 
 
-Places = dict[tuple[int, str, str], tuple[Geography, npt.NDArray[np.int64], int]]
+Places = dict[tuple[int, str, str], tuple[Geography, npt.NDArray[np.integer], int]]
 """Cached geounit index of each record, by (geography's id, kind of record, level), with the
 geography (kept alive so that its id stays its own) and the level's number of geounits."""
 
 
 def record_units(
     population: Records, geography: Geography, records: str, level: str, cache: Places
-) -> tuple[npt.NDArray[np.int64], int]:
+) -> tuple[npt.NDArray[np.integer], int]:
     """(index at ``level`` of each record's geounit, number of geounits at ``level``), computed
-    once per geography, kind of record and level."""
+    once per geography, kind of record and level, in the smallest integer type that holds it (an
+    array read for every table)."""
     key = (id(geography), records, level)
     if key not in cache:
         bottom = (id(geography), records, geography.levels[-1])
         if bottom not in cache:
             blocks = population.block_index(records, geography)
-            cache[bottom] = (geography, blocks, geography.n_blocks)
+            cache[bottom] = (geography, narrow(blocks), geography.n_blocks)
         if level != geography.levels[-1]:
             codes, unit = geography.units(level)
-            cache[key] = (geography, unit[cache[bottom][1]], len(codes))
+            cache[key] = (geography, narrow(unit)[cache[bottom][1]], len(codes))
     _, units, n_units = cache[key]
     return units, n_units
+
+
+def narrow(codes: npt.NDArray[np.integer]) -> npt.NDArray[np.integer]:
+    """Integer ``codes`` in the smallest integer type that holds them (at least int32 when
+    negative or wide): a record's grid index reads every attribute of its table, and bytes read
+    faster than int64s."""
+    if not len(codes):
+        return codes
+    low, high = int(codes.min()), int(codes.max())
+    return codes.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
+
+
+Columns = dict[tuple[str, str], npt.NDArray[np.integer]]
+"""Cached :func:`narrow` columns, by (kind of record, attribute)."""
+
+
+def narrow_columns(
+    population: Records, records: str, names: Sequence[str], cache: Columns
+) -> Mapping[str, npt.NDArray[np.integer]]:
+    """The columns ``names`` of ``records``, each :func:`narrow` (once per tabulation); all
+    the columns as they are when ``names`` is empty (they then give only the records' number)."""
+    columns = population.columns(records)
+    if not names:
+        return columns
+    for name in names:
+        if (records, name) not in cache:
+            cache[(records, name)] = narrow(np.asarray(columns[name]))
+    return {name: cache[(records, name)] for name in names}
 
 
 def tabulate(
@@ -308,6 +350,7 @@ def tabulate(
     regions never builds a histogram over blocks."""
     out = {}
     places: Places = {}
+    columns: Columns = {}
     geoids: dict[int, tuple[Geography, dict[str, pl.Series]]] = {}
     for table in population.census.select(names):
         geography = population.geography_of(table)
@@ -316,7 +359,8 @@ def tabulate(
             geoids[id(geography)] = (geography, levels)
         units, n_units = record_units(population, geography, table.records, table.bottom, places)
         data = None if weights is None else weights[table.records]
-        counts = query_histogram(units, n_units, table, population.columns(table.records), data)
+        chosen = narrow_columns(population, table.records, table.marginal.names, columns)
+        counts = query_histogram(units, n_units, table, chosen, data)
         out[table.name] = up_the_levels(
             geography, table, counts, geoids[id(geography)][1], table.bottom
         )
