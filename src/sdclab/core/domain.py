@@ -93,14 +93,17 @@ class Schema:
         ``leading`` (one index per record, as its geounit), ``leading · size + index``: the
         index in a grid of leading values × domain cells. Summed in place, one array of
         ``dtype`` in all (int32 halves the memory traffic where the grid allows it)."""
-        first = (
-            columns[self.attributes[0].name] if self.attributes else next(iter(columns.values()))
-        )
-        if leading is None:
-            index = np.zeros(len(np.asarray(first)), dtype=dtype)
-        else:
+        attributes = self.attributes
+        if leading is not None:
             index = np.array(leading, dtype=dtype)
-        for a in self.attributes:
+        elif attributes:  # the first attribute's codes start the sum
+            index = np.array(columns[attributes[0].name], dtype=dtype)
+            if attributes[0].low:
+                index -= attributes[0].low
+            attributes = attributes[1:]
+        else:
+            index = np.zeros(len(np.asarray(next(iter(columns.values())))), dtype=dtype)
+        for a in attributes:
             index *= a.size
             codes = np.asarray(columns[a.name])
             index += codes if codes.dtype.kind in "iu" else codes.astype(np.int64)

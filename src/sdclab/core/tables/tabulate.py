@@ -185,16 +185,25 @@ def record_histogram(
     return flat_histogram(flat, weights, shape)
 
 
+def positive(weights: Weights | None) -> bool:
+    """Whether ``weights`` are counts or real and positive: their sums are then non-zero exactly
+    where records fall."""
+    return weights is None or (not np.iscomplexobj(weights) and bool((weights > 0).all()))
+
+
 def flat_histogram(
-    flat: npt.NDArray[np.int64], weights: Weights | None, shape: tuple[int, int]
+    flat: npt.NDArray[np.signedinteger],
+    weights: Weights | None,
+    shape: tuple[int, int],
+    weights_positive: bool | None = None,
 ) -> sp.csr_matrix:
     """:func:`record_histogram` of records given by their flat grid index ``row · width +
-    cell``, summed by np.bincount: one pass for counts or positive real weights (whose sums are
-    non-zero exactly where records fall), else counts first for the pattern."""
+    cell``, summed by np.bincount: one pass for :func:`positive` weights (``weights_positive``,
+    or checked here when None), else counts first for the pattern."""
     rows, width = shape
     size = rows * width
     values: npt.NDArray[np.generic]
-    if weights is None or (not np.iscomplexobj(weights) and bool((weights > 0).all())):
+    if weights is None or (positive(weights) if weights_positive is None else weights_positive):
         summed = np.bincount(flat, weights, size)
         where = np.flatnonzero(summed != 0)  # (a boolean's non-zeros are found far faster)
         values = summed[where]
@@ -262,10 +271,12 @@ def query_histogram(
     table: TableDef,
     columns: Mapping[str, npt.NDArray[np.integer]],
     weights: Weights | None,
+    weights_positive: bool | None = None,
 ) -> sp.csr_matrix:
     """``geounits × outputs`` counts (or weight sums) of ``table`` for records in ``units``:
     ``record_histogram(units, cells) @ query.T`` over the marginal's cells, or over the classes
-    of :func:`query_classes` when they narrow the histogram."""
+    of :func:`query_classes` when they narrow the histogram (``weights_positive``: as
+    :func:`flat_histogram` takes it)."""
     query, marginal = table.marginal_query, table.marginal
     grouped = query_classes(query)
     width = marginal.size if grouped is None else grouped[1].shape[1]
@@ -276,12 +287,13 @@ def query_histogram(
         if grouped is not None:
             cells, query = grouped[0][cells], grouped[1]
         return (record_histogram(units, cells, weights, shape) @ query.T).tocsr()
-    if grouped is None:
-        flat = marginal.cell_index(columns, units, dtype=small)
-        return (flat_histogram(flat, weights, shape) @ query.T).tocsr()
+    if grouped is None:  # (a single geounit adds nothing to the cells' index)
+        flat = marginal.cell_index(columns, units if n_units > 1 else None, dtype=small)
+        return (flat_histogram(flat, weights, shape, weights_positive) @ query.T).tocsr()
     flat = np.multiply(units, width, dtype=np.int64)
     flat += grouped[0][marginal.cell_index(columns, dtype=small)]
-    return (flat_histogram(flat, weights, shape) @ grouped[1].T).tocsr()
+    histogram = flat_histogram(flat, weights, shape, weights_positive)
+    return (histogram @ grouped[1].T).tocsr()
 
 
 Places = dict[tuple[int, str, str], tuple[Geography, npt.NDArray[np.integer], int]]
@@ -351,6 +363,7 @@ def tabulate(
     out = {}
     places: Places = {}
     columns: Columns = {}
+    signs = {kind: positive(w) for kind, w in (weights or {}).items()}
     geoids: dict[int, tuple[Geography, dict[str, pl.Series]]] = {}
     for table in population.census.select(names):
         geography = population.geography_of(table)
@@ -360,7 +373,7 @@ def tabulate(
         units, n_units = record_units(population, geography, table.records, table.bottom, places)
         data = None if weights is None else weights[table.records]
         chosen = narrow_columns(population, table.records, table.marginal.names, columns)
-        counts = query_histogram(units, n_units, table, chosen, data)
+        counts = query_histogram(units, n_units, table, chosen, data, signs.get(table.records))
         out[table.name] = up_the_levels(
             geography, table, counts, geoids[id(geography)][1], table.bottom
         )
