@@ -380,3 +380,20 @@ def test_query_classes_group_cells_counted_in_the_same_outputs():
     assert np.array_equal(narrow[:, classes].toarray(), query.toarray())
     assert narrow.shape == (2, 4)  # {}, {0}, {1}, {0, 1}
     assert query_classes(sp.identity(6, dtype=np.int64, format="csr")) is None
+
+
+def test_kronecker_is_scipys_product_array_for_array():
+    from functools import reduce
+
+    import scipy.sparse as sp
+
+    from sdclab.core.tables.definition import kronecker
+
+    rng = np.random.default_rng(4)
+    for shapes in ([(3, 4)], [(2, 5), (1, 3)], [(4, 6), (3, 2), (5, 7)]):
+        factors = [sp.csr_matrix((rng.random(s) < 0.4).astype(np.int8)) for s in shapes]
+        want = reduce(lambda a, b: sp.kron(a, b, format="csr"), factors)
+        got = kronecker(factors)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        for part in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(got, part), getattr(want, part)), (shapes, part)
