@@ -1,9 +1,10 @@
 """Records → exact tables, as sparse matrix products.
 
-Each record is encoded as a flat domain cell of its table's schema, a sparse ``blocks × domain``
-histogram is built once per schema, every table is ``histogram @ query.T`` at block level, and the
-levels above are sums over children (``aggregation @ block_counts``). Nothing here loops over
-records or cells.
+Each record is encoded as a flat cell of its table's marginal domain (the attributes the table
+crosses); a table is ``histogram @ query.T`` with the histogram over the geounits of the lowest
+level it is published at (the blocks for a block-level table) × those cells, or × the classes of
+cells that count in the same outputs when the query has few; the levels above are sums over
+children (``containment @ counts``). Nothing here loops over records or cells.
 """
 
 from __future__ import annotations
@@ -321,9 +322,8 @@ def record_units(
 
 
 def narrow(codes: npt.NDArray[np.integer]) -> npt.NDArray[np.integer]:
-    """Integer ``codes`` in the smallest integer type that holds them (at least int32 when
-    negative or wide): a record's grid index reads every attribute of its table, and bytes read
-    faster than int64s."""
+    """Integer ``codes`` in the smallest integer type that holds them: a record's grid index
+    reads every attribute of its table, and bytes read faster than int64s."""
     if not len(codes):
         return codes
     low, high = int(codes.min()), int(codes.max())
