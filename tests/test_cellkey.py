@@ -330,3 +330,18 @@ def test_record_keys_of_one_table_alone_are_refused_not_replaced():
         protection.run("cellkey", only_persons, {}, 1)
     drawn = protection.run("cellkey", only_persons, {"keys": "drawn"}, 1)  # keys not used
     assert drawn.notes["record_keys"].startswith("drawn uniformly")
+
+
+def test_the_noise_grid_is_the_p_tables_lookup_for_every_count_and_key():
+    from sdclab.protection.cellkey import CellKeyParameters
+    from sdclab.protection.cellkey_perturb import cell_noise, noise_grid
+
+    table = CellKeyParameters(ptable="ess-d2").table()
+    rng = np.random.default_rng(8)
+    counts = np.concatenate([np.arange(60), rng.integers(0, 10_000, 2_000)])
+    keys = rng.integers(0, 256, len(counts))
+    grid = noise_grid(table, 256)
+    assert grid is not None
+    looked_up = grid[np.minimum(counts, len(grid) - 1), keys]
+    assert np.array_equal(looked_up, cell_noise(table, counts, keys, 256))
+    assert noise_grid(ons_10_5_ptable(), 256) is None

@@ -288,3 +288,112 @@ def test_record_histogram_is_the_coo_sum(weights):
     assert got.dtype == want.dtype and got.indices.dtype == want.indices.dtype
     for part in ("indptr", "indices", "data"):
         assert np.array_equal(getattr(got, part), getattr(want, part)), part
+
+
+def reference_tables(records, table, weights=None):
+    """A table at each of its levels the plain way: a blocks × marginal COO sum of the records,
+    times the query, then each level as the blocks' aggregation into it (no shortcut)."""
+    import scipy.sparse as sp
+
+    from sdclab.core.tables.tabulate import record_cells, record_kind
+
+    kind = record_kind(records.census, table.marginal)
+    geography = records.geography_of(table)
+    blocks = records.block_index(kind, geography)
+    data = np.ones(len(blocks), np.int64) if weights is None else weights
+    shape = (geography.n_blocks, table.marginal.size)
+    histogram = sp.csr_matrix((data, (blocks, record_cells(records, table.marginal))), shape=shape)
+    at_blocks = histogram @ table.marginal_query.T
+    bottom = geography.levels[-1]
+    return {
+        level: (
+            geography.blocks if level == bottom else geography.codes(level),
+            (at_blocks if level == bottom else geography.aggregation(level) @ at_blocks).toarray(),
+        )
+        for level in table.levels
+    }
+
+
+@pytest.fixture(scope="module")
+def european():
+    """A small keyed European population in 600 LAUs, 15 NUTS 3 and 4 NUTS 2 regions: tables
+    published only at coarse levels (1.1 by country, 2.1 down to NUTS 3), one down to the LAUs,
+    and the grid's 13 overlapping variables (a query far narrower than its marginal)."""
+    from sdclab.censuses.eu2021 import census
+    from sdclab.censuses.eu2021.synth import synthesize
+    from sdclab.core.census.records import encode_records
+
+    records = encode_records(census(), synthesize(4_000, 11, laus=600), "synthetic")
+    rng = np.random.default_rng(5)
+    return records.with_record_keys(
+        rng.integers(0, 256, records.n_persons), rng.integers(0, 256, records.n_households)
+    )
+
+
+EUROPEAN_TABLES = ["1.1", "2.1", "3.1", "grid", "population"]
+
+
+@pytest.mark.parametrize("weights", ["counts", "packed key", "count + i key"])
+def test_tables_counted_at_their_lowest_level_are_the_block_sums(european, weights):
+    keys = european.record_keys("persons").astype(np.int64)
+    data = {"counts": None, "packed key": 1.0 + keys * 2.0**13, "count + i key": 1 + 1j * keys}
+    chosen = data[weights]
+    ours = tabulate(european, EUROPEAN_TABLES, None if chosen is None else {"persons": chosen})
+    for name in EUROPEAN_TABLES:
+        table = european.census.table(name)
+        want = reference_tables(european, table, chosen)
+        assert list(ours[name].counts) == list(table.levels), name
+        for level, (codes, dense) in want.items():
+            got_codes, got = ours[name].at(level)
+            assert np.array_equal(got_codes, codes), (name, level)
+            assert got.dtype == dense.dtype and np.array_equal(got, dense), (name, level)
+
+
+def test_keyed_tables_are_the_counts_and_key_sums_mod_k(european):
+    from sdclab.protection.cellkey import keyed_tables
+
+    plain, keys = keyed_tables(european, EUROPEAN_TABLES, 256)
+    record_keys = european.record_keys("persons").astype(np.int64)
+    for name in EUROPEAN_TABLES:
+        table = european.census.table(name)
+        counts = reference_tables(european, table)
+        sums = reference_tables(european, table, record_keys)
+        for level in table.levels:
+            _, n = plain[name].at(level)
+            _, k = keys[name].at(level)
+            assert n.dtype == np.int64 and np.array_equal(n, counts[level][1]), (name, level)
+            assert np.array_equal(k, sums[level][1] % 256), (name, level)
+            pattern = plain[name].counts[level][1]
+            assert np.array_equal(keys[name].counts[level][1].indptr, pattern.indptr)
+
+
+def test_query_classes_group_cells_counted_in_the_same_outputs():
+    import scipy.sparse as sp
+
+    from sdclab.core.tables.tabulate import query_classes
+
+    rows = [[1, 1, 0, 0, 1, 0, 1, 0], [0, 1, 1, 0, 1, 0, 0, 0]]
+    query = sp.csr_matrix(np.array(rows, dtype=np.int64))
+    grouped = query_classes(query)
+    assert grouped is not None
+    classes, narrow = grouped
+    assert np.array_equal(narrow[:, classes].toarray(), query.toarray())
+    assert narrow.shape == (2, 4)  # {}, {0}, {1}, {0, 1}
+    assert query_classes(sp.identity(6, dtype=np.int64, format="csr")) is None
+
+
+def test_kronecker_is_scipys_product_array_for_array():
+    from functools import reduce
+
+    import scipy.sparse as sp
+
+    from sdclab.core.tables.definition import kronecker
+
+    rng = np.random.default_rng(4)
+    for shapes in ([(3, 4)], [(2, 5), (1, 3)], [(4, 6), (3, 2), (5, 7)]):
+        factors = [sp.csr_matrix((rng.random(s) < 0.4).astype(np.int8)) for s in shapes]
+        want = reduce(lambda a, b: sp.kron(a, b, format="csr"), factors)
+        got = kronecker(factors)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        for part in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(got, part), getattr(want, part)), (shapes, part)

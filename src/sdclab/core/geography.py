@@ -38,6 +38,9 @@ class Geography(ABC):
     _cache: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    _containments: dict[tuple[str, str], sp.csr_matrix] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @abstractmethod
     def block_codes_at(self, level: str) -> npt.NDArray[np.int64]:
@@ -111,12 +114,16 @@ class Geography(ABC):
 
     def containment(self, level: str, below: str) -> sp.csr_matrix:
         """0/1 matrix geounits(level) × geounits(below): left-multiplying sums the lower
-        geounits into the ones containing them."""
-        parent = self.parents(level, below)
-        n = len(parent)
-        return sp.csr_matrix(
-            (np.ones(n, dtype=np.int64), (parent, np.arange(n))), shape=(self.n_units(level), n)
-        )
+        geounits into the ones containing them (built once: every table is summed by it)."""
+        if (level, below) not in self._containments:
+            parent = self.parents(level, below)
+            n = len(parent)
+            ones = np.ones(n, dtype=np.int64)
+            matrix = sp.csr_matrix((ones, (parent, np.arange(n))), shape=(self.n_units(level), n))
+            for array in (matrix.data, matrix.indices, matrix.indptr):
+                array.flags.writeable = False  # shared: no caller may change it
+            self._containments[(level, below)] = matrix
+        return self._containments[(level, below)]
 
     @cached_property
     def summary(self) -> dict[str, int]:

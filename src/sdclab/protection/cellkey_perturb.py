@@ -7,6 +7,7 @@ cell at once, and the mechanism's invariants are checked on what is published.""
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from sdclab.censuses.us2010.population import Population
 from sdclab.censuses.us2010.population.columns import RECORD_KEY
@@ -57,6 +58,22 @@ def cell_noise(table: AnyPTable, counts: IntArray, cell_keys: IntArray, key_spac
     return table.noise(counts, cell_keys / key_space)
 
 
+NOISE_GRID = 1 << 20
+"""Most (count row, cell key) pairs whose noise :func:`noise_grid` tabulates."""
+
+
+def noise_grid(table: AnyPTable, key_space: int) -> IntArray | None:
+    """The noise of every p-table row (count 0 … i_max, the last serving every larger count)
+    and every cell key 0 … K−1, as :func:`cell_noise` gives it: a cell's noise is then one
+    lookup instead of a search of its row. None for an ONS table or when the grid would be
+    large."""
+    if isinstance(table, OnsPTable) or (table.i_max + 1) * key_space > NOISE_GRID:
+        return None
+    rows = np.repeat(np.arange(table.i_max + 1, dtype=np.int64), key_space)
+    keys = np.tile(np.arange(key_space, dtype=np.int64), table.i_max + 1)
+    return cell_noise(table, rows, keys, key_space).reshape(table.i_max + 1, key_space)
+
+
 def noise_bound(table: AnyPTable) -> int:
     """The largest |noise| the table can add (D)."""
     if isinstance(table, OnsPTable):
@@ -74,10 +91,11 @@ def keyed_tables(
 ) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
     """Counts and cell keys of every table at every level, on the same sparsity pattern.
 
-    One tabulation of complex weights 1 + i·rk gives both at once (the count in the real part,
-    the key sum in the imaginary part, exact while every sum stays below 2⁵³); otherwise the
-    counts and the sums of rk + 1 are tabulated separately (both positive over the same
-    contributors, so their patterns agree).
+    One tabulation gives both at once when every sum stays exact in float64: the weight
+    1 + rk·2^s packs the count in the low s bits and the key sum above them (:func:`_packed`),
+    else the complex weight 1 + i·rk holds them in its two parts; otherwise the counts and the
+    sums of rk + 1 are tabulated separately (both positive over the same contributors, so their
+    patterns agree).
     """
     kinds = {t.records for t in population.census.select(names)}
     keys = {}
@@ -87,6 +105,10 @@ def keyed_tables(
         keys[kind] = stored.astype(np.int64)
     largest = max((int(k.sum()) for k in keys.values()), default=0)
     records = sum(population.n_records(kind) for kind in ("persons", "households"))
+    shift = records.bit_length()  # every count is below 2^shift
+    if (largest + 1) << shift < EXACT_FLOAT:
+        packed = {kind: (k << shift).astype(np.float64) + 1 for kind, k in keys.items()}
+        return _packed(tabulate(population, names, packed), shift, key_space)
     if largest + records < EXACT_FLOAT:
         mixed = {kind: np.ones(len(k)) + 1j * k for kind, k in keys.items()}
         return _split(tabulate(population, names, mixed), key_space)
@@ -105,6 +127,25 @@ def keyed_tables(
             keyed.data = (key_matrix.data - matrix.data) % key_space
             levels[level] = (codes, keyed)
         cell_keys[name] = TableCounts(tc.table, levels, tc.geoids)
+    return plain, cell_keys
+
+
+def _packed(
+    tables: dict[str, TableCounts], shift: int, key_space: int
+) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
+    """(counts, cell keys) from tables holding count + 2^shift·(key sum), exact integers."""
+    plain, cell_keys = {}, {}
+    low = (1 << shift) - 1
+    for name, tc in tables.items():
+        counts, keys = {}, {}
+        for level, (codes, matrix) in tc.counts.items():
+            packed = matrix.data.astype(np.int64)
+            n = sp.csr_matrix((packed & low, matrix.indices, matrix.indptr), shape=matrix.shape)
+            pattern = (matrix.indices.copy(), matrix.indptr.copy())  # each matrix its own
+            k = sp.csr_matrix(((packed >> shift) % key_space, *pattern), shape=matrix.shape)
+            counts[level], keys[level] = (codes, n), (codes, k)
+        plain[name] = TableCounts(tc.table, counts, tc.geoids)
+        cell_keys[name] = TableCounts(tc.table, keys, tc.geoids)
     return plain, cell_keys
 
 
@@ -151,11 +192,15 @@ def perturb(
     """Published tables: every cell perturbed by the p-table, counts below ``threshold`` removed."""
     out: dict[str, TableCounts] = {}
     bound, js = noise_bound(table), blocked(table)
+    grid = noise_grid(table, key_space)
     for name, tc in plain.items():
         levels = {}
         for level, (codes, matrix) in tc.counts.items():
             keys = cell_keys[name].counts[level][1].data
-            noise = cell_noise(table, matrix.data, keys, key_space)
+            if grid is None:
+                noise = cell_noise(table, matrix.data, keys, key_space)
+            else:  # (true counts are never negative and keys lie in 0 … K−1)
+                noise = grid[np.minimum(matrix.data, len(grid) - 1), keys]
             published = matrix.data + noise
             check_published(name, level, matrix.data, published, bound, js)
             result = matrix.copy()

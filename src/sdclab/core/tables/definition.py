@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, reduce
+from functools import cached_property
 from itertools import product
 
 import numpy as np
@@ -142,7 +142,7 @@ def part_query(domain: Schema, part: Part) -> sp.csr_matrix:
         factors.append(sp.csr_matrix(base * mask[None, :].astype(np.int8)))
     if not factors:  # a domain of no attribute has one cell: the total
         return sp.csr_matrix(np.ones((1, 1), dtype=np.int8))
-    query = reduce(lambda a, b: sp.kron(a, b, format="csr"), factors)
+    query = kronecker(factors)
     if not part.dimensions:
         return query
     # Kronecker rows run over the dimensions in schema order; the table lists them as declared.
@@ -155,6 +155,23 @@ def part_query(domain: Schema, part: Part) -> sp.csr_matrix:
         [position[n] for n in in_schema_order], [sizes[n] for n in in_schema_order]
     )
     return query[rows]
+
+
+def kronecker(factors: Sequence[sp.csr_matrix]) -> sp.csr_matrix:
+    """``reduce(sp.kron, factors)`` in canonical CSR, from the factors' entries at once: each
+    entry of the product is one entry of every factor (row and column in mixed radix, the
+    first factor slowest; the value their product), where scipy builds every partial product
+    as a matrix."""
+    dtype = np.result_type(*(f.dtype for f in factors))
+    rows, cols, data = np.zeros(1, np.int64), np.zeros(1, np.int64), np.ones(1, dtype)
+    for factor in factors:
+        entries = factor.tocoo()
+        rows = np.add.outer(rows * factor.shape[0], entries.row).ravel()
+        cols = np.add.outer(cols * factor.shape[1], entries.col).ravel()
+        data = np.multiply.outer(data, entries.data).ravel()
+    n_rows = int(np.prod([f.shape[0] for f in factors]))
+    n_cols = int(np.prod([f.shape[1] for f in factors]))
+    return sp.csr_matrix((data, (rows, cols)), shape=(n_rows, n_cols))
 
 
 def codes_mask(attr: Attribute, keep: Callable[[npt.NDArray[np.int64]], Mask]) -> Mask:

@@ -1,9 +1,10 @@
 """Records → exact tables, as sparse matrix products.
 
-Each record is encoded as a flat domain cell of its table's schema, a sparse ``blocks × domain``
-histogram is built once per schema, every table is ``histogram @ query.T`` at block level, and the
-levels above are sums over children (``aggregation @ block_counts``). Nothing here loops over
-records or cells.
+Each record is encoded as a flat cell of its table's marginal domain (the attributes the table
+crosses); a table is ``histogram @ query.T`` with the histogram over the geounits of the lowest
+level it is published at (the blocks for a block-level table) × those cells, or × the classes of
+cells that count in the same outputs when the query has few; the levels above are sums over
+children (``containment @ counts``). Nothing here loops over records or cells.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class Records(Protocol):
     ) -> npt.NDArray[np.int64]: ...
 
 
+Weights = npt.NDArray[np.int64] | npt.NDArray[np.float64] | npt.NDArray[np.complex128]
+"""Per-record weights a tabulation sums instead of counts."""
+
+
 def record_cells(population: Records, domain: Schema) -> npt.NDArray[np.int64]:
     """Flat domain cell of every record of the population for ``domain``."""
     return domain.cell_index(population.columns(record_kind(population.census, domain)))
@@ -78,7 +83,7 @@ def record_blocks(population: Records, domain: Schema) -> npt.NDArray[np.int64]:
 def block_histogram(
     population: Records,
     domain: Schema,
-    weights: npt.NDArray[np.int64] | npt.NDArray[np.complex128] | None = None,
+    weights: Weights | None = None,
 ) -> sp.csr_matrix:
     """Sparse ``blocks × domain`` matrix of record counts (or of sums of per-record ``weights``,
     aligned with the domain's records: units for the unit and household schemas, else
@@ -125,15 +130,17 @@ def up_the_levels(
     table: TableDef,
     block_counts: sp.csr_matrix,
     geoids: dict[str, pl.Series],
+    start: str | None = None,
 ) -> TableCounts:
-    """A table at each of its levels from its ``blocks × cells`` counts, each level summed from
-    the one below (fewer non-zeros than from the blocks)."""
+    """A table at each of its levels from its ``geounits × cells`` counts at level ``start`` (by
+    default the blocks), each level summed from the one below (fewer non-zeros than from the
+    blocks)."""
     levels = geography.levels
+    start = levels[-1] if start is None else start
     current = block_counts
-    counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {
-        levels[-1]: (geography.blocks, current)
-    }
-    for level in reversed(levels[levels.index(table.top) : -1]):
+    codes = geography.blocks if start == levels[-1] else geography.codes(start)
+    counts: dict[str, tuple[npt.NDArray[np.int64], sp.csr_matrix]] = {start: (codes, current)}
+    for level in reversed(levels[levels.index(table.top) : levels.index(start)]):
         current = (level_step(geography, level) @ current).tocsr()
         counts[level] = (geography.codes(level), current)
     return TableCounts(table, {level: counts[level] for level in table.levels}, geoids)
@@ -152,53 +159,222 @@ DENSE_PER_RECORD = 16
 grid sort faster than a pass over the whole grid."""
 
 
+def summed_densely(shape: tuple[int, int], records: int, weights: Weights | None) -> bool:
+    """Whether records on a ``shape`` grid are summed by np.bincount: a grid small beside the
+    records, and counts or real or complex weights (bincount sums in float64, so integer
+    weights other than counts, exact only below 2⁵³ there, take scipy's path)."""
+    rows, width = shape
+    integer = weights is not None and np.issubdtype(weights.dtype, np.integer)
+    small = rows * width <= min(DENSE_HISTOGRAM, DENSE_PER_RECORD * records)
+    return small and records > 0 and not integer
+
+
 def record_histogram(
-    blocks: npt.NDArray[np.int64],
-    cells: npt.NDArray[np.int64],
-    weights: npt.NDArray[np.int64] | npt.NDArray[np.complex128] | None,
+    blocks: npt.NDArray[np.integer],
+    cells: npt.NDArray[np.integer],
+    weights: Weights | None,
     shape: tuple[int, int],
 ) -> sp.csr_matrix:
     """Sparse ``blocks × cells`` counts of the records (or sums of their ``weights``), an entry
     wherever a record falls: the matrix ``csr_matrix((weights, (blocks, cells)))`` builds, summed
-    by np.bincount when the grid is small enough. Integer weights other than counts take scipy's
-    path (bincount sums in float64, exact only below 2⁵³)."""
-    rows, width = shape
-    integer = weights is not None and not np.iscomplexobj(weights)
-    sparse_grid = rows * width > DENSE_HISTOGRAM or rows * width > DENSE_PER_RECORD * len(blocks)
-    if integer or sparse_grid or not len(blocks):
+    by np.bincount when :func:`summed_densely`."""
+    if not summed_densely(shape, len(blocks), weights):
         data = np.ones(len(blocks), np.int64) if weights is None else weights
         return sp.csr_matrix((data, (blocks, cells)), shape=shape)
-    flat = blocks.astype(np.int64) * width + cells
-    present = np.bincount(flat, minlength=rows * width)
-    where = np.flatnonzero(present)
-    if weights is None:
-        values: npt.NDArray[np.generic] = present[where]
-    else:  # real parts of 1 (a count plus i·a key sum, as the cell key method's) are the counts
-        ones = bool((weights.real == 1).all())
-        real = present[where] if ones else np.bincount(flat, weights.real, rows * width)[where]
-        values = real + 1j * np.bincount(flat, weights.imag, rows * width)[where]
+    flat = np.asarray(blocks, dtype=np.int64) * shape[1]
+    flat += cells
+    return flat_histogram(flat, weights, shape)
+
+
+def positive(weights: Weights | None) -> bool:
+    """Whether ``weights`` are counts or real and positive: their sums are then non-zero exactly
+    where records fall."""
+    return weights is None or (not np.iscomplexobj(weights) and bool((weights > 0).all()))
+
+
+def flat_histogram(
+    flat: npt.NDArray[np.signedinteger],
+    weights: Weights | None,
+    shape: tuple[int, int],
+    weights_positive: bool | None = None,
+) -> sp.csr_matrix:
+    """:func:`record_histogram` of records given by their flat grid index ``row · width +
+    cell``, summed by np.bincount: one pass for :func:`positive` weights (``weights_positive``,
+    or checked here when None), else counts first for the pattern."""
+    rows, width = shape
+    size = rows * width
+    values: npt.NDArray[np.generic]
+    if weights is None or (positive(weights) if weights_positive is None else weights_positive):
+        summed = np.bincount(flat, weights, size)
+        where = np.flatnonzero(summed != 0)  # (a boolean's non-zeros are found far faster)
+        values = summed[where]
+    else:
+        present = np.bincount(flat, minlength=size)
+        where = np.flatnonzero(present != 0)
+        values = dense_sums(flat, weights, present, where)
+    return grid_csr(where, values, shape)
+
+
+def grid_csr(
+    where: npt.NDArray[np.int64], values: npt.NDArray[np.generic], shape: tuple[int, int]
+) -> sp.csr_matrix:
+    """The CSR matrix of ``shape`` holding ``values`` at the flat grid indices ``where``
+    (ascending)."""
+    rows, width = shape
     index = np.int32 if rows * width < 2**31 else np.int64
     indptr = np.zeros(rows + 1, dtype=index)
     np.cumsum(np.bincount(where // width, minlength=rows), out=indptr[1:])
     return sp.csr_matrix((values, (where % width).astype(index), indptr), shape=shape)
 
 
+def dense_sums(
+    flat: npt.NDArray[np.int64],
+    weights: Weights,
+    present: npt.NDArray[np.int64],
+    where: npt.NDArray[np.int64],
+) -> npt.NDArray[np.generic]:
+    """Sums of real or complex ``weights`` in the grid cells ``where`` records fall (``flat``:
+    each record's grid cell, ``present``: records per grid cell)."""
+    size = len(present)
+    if not np.iscomplexobj(weights):
+        return np.bincount(flat, weights, size)[where]
+    # real parts of 1 (a count plus i·a key sum, as the cell key method's) are the counts
+    ones = bool((weights.real == 1).all())
+    real = present[where] if ones else np.bincount(flat, weights.real, size)[where]
+    return real + 1j * np.bincount(flat, weights.imag, size)[where]
+
+
+QUERY_CLASSES = 62
+"""Most outputs a query may have for its cells to be grouped by the outputs they count in (one
+bit per output in an int64)."""
+
+
+def query_classes(query: sp.csr_matrix) -> tuple[npt.NDArray[np.int64], sp.csr_matrix] | None:
+    """The cells of a 0/1 ``query`` grouped by the set of outputs each counts in: (class of each
+    cell, the query on the classes). Cells of one class are interchangeable for the query, so
+    records can be counted by class on a far narrower grid. None when the query has too many
+    outputs or classes for this to pay."""
+    outputs, width = query.shape
+    if outputs > QUERY_CLASSES or not (query.data == 1).all():
+        return None
+    pattern = query.T @ (np.int64(1) << np.arange(outputs, dtype=np.int64))
+    patterns, classes = np.unique(pattern, return_inverse=True)
+    if 2 * len(patterns) > width:
+        return None
+    first = np.empty(len(patterns), dtype=np.int64)
+    first[classes] = np.arange(width)  # a cell of each class (all share its column)
+    return classes.astype(np.int64), query[:, first].tocsr()
+
+
+def query_histogram(
+    units: npt.NDArray[np.integer],
+    n_units: int,
+    table: TableDef,
+    columns: Mapping[str, npt.NDArray[np.integer]],
+    weights: Weights | None,
+    weights_positive: bool | None = None,
+) -> sp.csr_matrix:
+    """``geounits × outputs`` counts (or weight sums) of ``table`` for records in ``units``:
+    ``record_histogram(units, cells) @ query.T`` over the marginal's cells, or over the classes
+    of :func:`query_classes` when they narrow the histogram (``weights_positive``: as
+    :func:`flat_histogram` takes it)."""
+    query, marginal = table.marginal_query, table.marginal
+    grouped = query_classes(query)
+    width = marginal.size if grouped is None else grouped[1].shape[1]
+    shape = (n_units, width)
+    small = np.int32 if max(marginal.size, n_units * width) < 2**31 else np.int64
+    if not summed_densely(shape, len(units), weights):
+        cells = marginal.cell_index(columns, dtype=small)
+        if grouped is not None:
+            cells, query = grouped[0][cells], grouped[1]
+        return (record_histogram(units, cells, weights, shape) @ query.T).tocsr()
+    if grouped is None:  # (a single geounit adds nothing to the cells' index)
+        flat = marginal.cell_index(columns, units if n_units > 1 else None, dtype=small)
+        return (flat_histogram(flat, weights, shape, weights_positive) @ query.T).tocsr()
+    flat = np.multiply(units, width, dtype=np.int64)
+    flat += grouped[0][marginal.cell_index(columns, dtype=small)]
+    histogram = flat_histogram(flat, weights, shape, weights_positive)
+    return (histogram @ grouped[1].T).tocsr()
+
+
+Places = dict[tuple[int, str, str], tuple[Geography, npt.NDArray[np.integer], int]]
+"""Cached geounit index of each record, by (geography's id, kind of record, level), with the
+geography (kept alive so that its id stays its own) and the level's number of geounits."""
+
+
+def record_units(
+    population: Records, geography: Geography, records: str, level: str, cache: Places
+) -> tuple[npt.NDArray[np.integer], int]:
+    """(index at ``level`` of each record's geounit, number of geounits at ``level``), computed
+    once per geography, kind of record and level, in the smallest integer type that holds it (an
+    array read for every table)."""
+    key = (id(geography), records, level)
+    if key not in cache:
+        bottom = (id(geography), records, geography.levels[-1])
+        if bottom not in cache:
+            blocks = population.block_index(records, geography)
+            cache[bottom] = (geography, narrow(blocks), geography.n_blocks)
+        if level != geography.levels[-1]:
+            codes, unit = geography.units(level)
+            cache[key] = (geography, narrow(unit)[cache[bottom][1]], len(codes))
+    _, units, n_units = cache[key]
+    return units, n_units
+
+
+def narrow(codes: npt.NDArray[np.integer]) -> npt.NDArray[np.integer]:
+    """Integer ``codes`` in the smallest integer type that holds them: a record's grid index
+    reads every attribute of its table, and bytes read faster than int64s."""
+    if not len(codes):
+        return codes
+    low, high = int(codes.min()), int(codes.max())
+    return codes.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
+
+
+Columns = dict[tuple[str, str], npt.NDArray[np.integer]]
+"""Cached :func:`narrow` columns, by (kind of record, attribute)."""
+
+
+def narrow_columns(
+    population: Records, records: str, names: Sequence[str], cache: Columns
+) -> Mapping[str, npt.NDArray[np.integer]]:
+    """The columns ``names`` of ``records``, each :func:`narrow` (once per tabulation); all
+    the columns as they are when ``names`` is empty (they then give only the records' number)."""
+    columns = population.columns(records)
+    if not names:
+        return columns
+    for name in names:
+        if (records, name) not in cache:
+            cache[(records, name)] = narrow(np.asarray(columns[name]))
+    return {name: cache[(records, name)] for name in names}
+
+
 def tabulate(
     population: Records,
     names: Sequence[str] | None = None,
-    weights: Mapping[str, npt.NDArray[np.int64] | npt.NDArray[np.complex128]] | None = None,
+    weights: Mapping[str, Weights] | None = None,
 ) -> dict[str, TableCounts]:
     """Exact tables of a population (every table of its census when ``names`` is None), each
     counted over the marginal domain of the attributes it crosses; with ``weights`` (one per
-    record, by kind of record: persons, households), sums of the weights instead of counts."""
+    record, by kind of record: persons, households), sums of the weights instead of counts.
+
+    Each table is counted at the lowest level it is published at (records mapped to that
+    level's geounits once per geography) and summed up from there: a table published down to
+    regions never builds a histogram over blocks."""
     out = {}
+    places: Places = {}
+    columns: Columns = {}
+    signs = {kind: positive(w) for kind, w in (weights or {}).items()}
+    geoids: dict[int, tuple[Geography, dict[str, pl.Series]]] = {}
     for table in population.census.select(names):
         geography = population.geography_of(table)
-        geoids = {level: geography.geoids(level) for level in geography.levels}
-        cells = table.marginal.cell_index(population.columns(table.records))
-        blocks = population.block_index(table.records, geography)
+        if id(geography) not in geoids:
+            levels = {level: geography.geoids(level) for level in geography.levels}
+            geoids[id(geography)] = (geography, levels)
+        units, n_units = record_units(population, geography, table.records, table.bottom, places)
         data = None if weights is None else weights[table.records]
-        histogram = record_histogram(blocks, cells, data, (geography.n_blocks, table.marginal.size))
-        block_counts = (histogram @ table.marginal_query.T).tocsr()
-        out[table.name] = up_the_levels(geography, table, block_counts, geoids)
+        chosen = narrow_columns(population, table.records, table.marginal.names, columns)
+        counts = query_histogram(units, n_units, table, chosen, data, signs.get(table.records))
+        out[table.name] = up_the_levels(
+            geography, table, counts, geoids[id(geography)][1], table.bottom
+        )
     return out
