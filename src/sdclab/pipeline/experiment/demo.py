@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import cache
 
 from sdclab.censuses import census_named
+from sdclab.core.census.model import Census
 from sdclab.pipeline.experiment.spec import Experiment
 
 DEMO = Experiment.model_validate(
@@ -76,9 +77,10 @@ broad age group × place of birth is seen fewer than 3 times in their NUTS 3 reg
 each with a donor household of the same size."""
 TRS_CHAINED = ";".join(f"{k}={v}" for k, v in TRS.items())
 
-ADMINISTRATIVE = "population,1.1,1.2,1.3,1.4,2.1,3.1,3.2,3.3,4.1,4.3"
-"""The EU 2021 census's tables on its administrative geography (suppression's rules read the
-persons of each unit from its total table there; the grid's are not suppressed)."""
+def administrative(census: Census) -> str:
+    """The census's tables on its main (administrative) geography: suppression's rules read the
+    persons of each unit from its total table there, so the grid's are not suppressed."""
+    return ",".join(n for n in census.tables if census.geography_of(n) is census.geography)
 
 
 @cache
@@ -89,6 +91,7 @@ def eu_demo() -> Experiment:
     suppression, on 30,000 synthetic persons of the EU 2021 census, each release reconstructed
     from its LAU hypercubes and, apart, from its 1 km grid, and reidentified; accuracy compared
     per LAU (docs/europe.md)."""
+    eu = census_named("eu2021")
     return Experiment.model_validate(
         {
             "population": {"census": "eu2021", "persons": 30_000, "seed": 2021},
@@ -118,12 +121,12 @@ def eu_demo() -> Experiment:
                     },
                     "seed": 5,
                 },
-                {"name": "suppress", "settings": {"tables": ADMINISTRATIVE}},
+                {"name": "suppress", "settings": {"tables": administrative(eu)}},
             ],
             "attacks": {"workers": 2, "targets": ["grid"]},  # the 1 km grid attacked too
             "report": {"level": "lau"},  # where the disclosure lies (swaps stay within NUTS 3)
         },
-        context={"census": census_named("eu2021")},
+        context={"census": eu},
     )
 
 
