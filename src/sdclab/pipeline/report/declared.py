@@ -146,13 +146,20 @@ def attack_sentence(results: ExperimentResult, view: CensusView) -> str:
     releases = results.releases.values()
     if all(isinstance(r.evaluation.reconstruction, NotMeasured) for r in releases):
         return "The releases were not attacked in this experiment."
+    targets = sorted({t for r in releases for t in r.evaluation.target_reidentification})
+    further = (
+        f" Each was attacked again on the census's further target {', '.join(targets)}, "
+        "from that geography's tables alone (Headline risk, below the main table)."
+        if targets
+        else ""
+    )
     return esc(
         f"Every release below was attacked with the reconstruction of census {view.name}'s "
         f"tables (records in each {view.unit}, one program per {view.program}) and linked to "
         f"attacker files on the {view.unit} and {', '.join(view.quasi_identifiers)}. Precision "
         "= confirmed / putative reidentifications, compared with the census's own baselines "
-        "(Headline risk). Census-specific figures of the US attack (block-size classes, "
-        "solution variability) are n/a."
+        f"(Headline risk).{further} Census-specific figures of the US attack (block-size "
+        "classes, solution variability) are n/a."
     )
 
 
