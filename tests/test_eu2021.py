@@ -188,7 +188,7 @@ def test_an_offices_own_file_goes_through_every_step_from_the_command_line(tmp_p
         assert grid["baselines"] == "computed" and "random_draw" in grid
     report = (tmp_path / "out" / "report.html").read_text()
     assert "eu2021" in report and "confirmed: target" in report
-    assert "attacked again on the census&#x27;s further target grid" in report or "further target grid" in report
+    assert "further target grid" in report
     lines = release_lines(ExperimentResult.from_dict(written))
     assert "3.1 lau" in lines[0] and "beyond the best baseline (census)" in lines[0]
     points = releases["none"]["reidentification"]["census"]["headline"]["all"]["points"]
