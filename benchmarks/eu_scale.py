@@ -7,9 +7,10 @@ census's records. Timed, each on its own:
 
 * synthesis; reading (the Parquet file through ``read_records``, checks included) and encoding the
   frame in memory (``encode_records``);
-* protection of every table of the census (the hypercubes 1.1 to 4.3, the total and the 1 km
-  grid): TRS then CKM (mechanism ``cellkey`` with ``ptable=ess-d2`` and the ESS swap chained,
-  target ≤ 60 s on 2 cores), and beside it TRS alone (``swap``) and CKM alone (``cellkey``);
+* protection of every table of the census (its hypercubes of Regulation (EU) 2017/712, the
+  total and the 1 km grid): TRS then CKM (mechanism ``cellkey`` with ``ptable=ess-d2`` and the
+  ESS swap chained, target ≤ 60 s on 2 cores), and beside it TRS alone (``swap``) and CKM alone
+  (``cellkey``);
   no peer runs for TRS (sdcMicro's ``recordSwap`` is an R package this machine cannot install);
 * the reconstruction of the LAU hypercubes (one integer program per NUTS 3 region, the census's
   ``reconstruction.within``) from the exact release (``none``) and from the TRS + CKM release
