@@ -239,6 +239,15 @@ KnowledgeOption = Annotated[
 ]
 
 
+TargetOption = Annotated[
+    str | None,
+    typer.Option(
+        help="A further attack the census declares (eu2021: grid, each 1 km cell from the "
+        "grid's tables alone) instead of its main one.",
+    ),
+]
+
+
 @app.command()
 @reports_input_errors
 def reconstruct(
@@ -278,13 +287,7 @@ def reconstruct(
         ),
     ] = None,
     knowledge: KnowledgeOption = Knowledge.published,
-    target: Annotated[
-        str | None,
-        typer.Option(
-            help="A further attack the census declares (eu2021: grid, each 1 km cell from the "
-            "grid's tables alone) instead of its main one.",
-        ),
-    ] = None,
+    target: TargetOption = None,
 ) -> None:
     """Reconstruct block-level person records from a release alone."""
     from sdclab.attacks.reconstruction import DRAWS

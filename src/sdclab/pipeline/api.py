@@ -171,9 +171,8 @@ def reconstruct(
     """Rebuild block-level person records from the release alone (one integer program per
     tract), and with ``variability`` measure how many blocks have one solution only.
 
-    ``target``: one of the further attacks the census declares (the European census's ``grid``:
-    records of each 1 km cell from the grid's tables alone) instead of its main one;
-    :func:`reidentify` and :func:`evaluate` then see the release and the truth as it does.
+    ``target``: a further attack the census declares instead of its main one (eu2021's ``grid``:
+    each 1 km cell from the grid's tables), which :func:`reidentify` and :func:`evaluate` follow.
 
     ``block_only``: from the release's block-level tables alone, leaving out its tract tables, as
     the attack paper's second reconstruction (rHDF_b, beside rHDF_b,t); ages above 21 are then
@@ -183,10 +182,9 @@ def reconstruct(
     ``knowledge``: ``published`` (the attack of record) models the noise the release states —
     the cell key method's p-table, the geometric scales, the suppression rules, TopDown's noisy
     measurements —, never ruling out what the mechanism could have produced; ``tables`` the same
-    without TopDown's measurements; ``naive`` takes every count as exact and every
-    0 as a true 0, as an attack that ignores the noise would. ``draws``: further diverse
-    reconstructions per tract (at most 100), whose share holding each record ranks it
-    (``confidence``).
+    without TopDown's measurements; ``naive`` takes every count as exact and every 0 as a true
+    0, as an attack that ignores the noise would. ``draws``: further diverse reconstructions per
+    tract (at most 100), whose share holding each record ranks it (``confidence``).
 
     ``time_limit``: seconds each tract's solves may take in all; ``node_limit``: branch-and-bound
     nodes each of its integer programs may explore. A node limit is work, not wall time: the same

@@ -77,6 +77,7 @@ broad age group × place of birth is seen fewer than 3 times in their NUTS 3 reg
 each with a donor household of the same size."""
 TRS_CHAINED = ";".join(f"{k}={v}" for k, v in TRS.items())
 
+
 def administrative(census: Census) -> str:
     """The census's tables on its main (administrative) geography: suppression's rules read the
     persons of each unit from its total table there, so the grid's are not suppressed."""
