@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from sdclab.attacks import census_baselines as b
-from sdclab.attacks.census_linkage import LinkKeys
+from sdclab.attacks.census_linkage import GEOUNIT, LinkKeys, linked, truth_frame
 from sdclab.censuses.eu2021 import census
 from sdclab.censuses.eu2021.synth import synthesize
 from sdclab.core.census.declare import load_census
@@ -161,13 +161,33 @@ def test_the_command_line_reconstructs_and_reidentifies_the_grid(tmp_path) -> No
             "attacks.targets: census eu2021 declares no attack target 'raster' (it declares: grid)",
         ),
         ({"persons": 100}, "attacks.targets: the US 2010 census declares no attack target"),
+        (
+            {"census": "eu2021", "persons": 100, "seed": 1, "reconstruct": False},
+            "attacks.targets: the targets are attacked by reconstruction; set "
+            "attacks.reconstruct to true or leave the targets out",
+        ),
     ],
 )
 def test_an_experiment_names_only_targets_its_census_declares(population, message) -> None:
+    reconstruct = population.pop("reconstruct", True)
     document = {
         "population": population,
         "mechanisms": [{"name": "none"}],
-        "attacks": {"targets": ["raster"]},
+        "attacks": {"targets": ["raster" if reconstruct else "grid"], "reconstruct": reconstruct},
     }
     with pytest.raises(InputError, match=re.escape(message)):
         Experiment.model_validate(document)
+
+
+def test_links_are_confirmed_on_the_household_status_the_tables_publish(records) -> None:
+    """A file stating each person's household status by another code of the same HST.M category
+    (a consensual partner as married) confirms exactly as the true records do."""
+    keys = LinkKeys.of(census())
+    truth = truth_frame(records)
+    attacker = truth.select("id", GEOUNIT, *keys.quasi)
+    swapped = {"CU": "MAR", "MAR": "CU", "C_GE25": "C_LT25", "C_LT25": "C_GE25"}
+    recoded = truth.with_columns(pl.col("HST").replace(swapped))
+    assert (recoded["HST"] != truth["HST"]).sum() > 100
+    found = linked({"true": truth, "recoded": recoded}, attacker, truth, keys, seed=3)
+    confirmed = {name: int(links["confirmed"].sum()) for name, links in found.items()}
+    assert confirmed["recoded"] == confirmed["true"] > 0.9 * records.n_persons

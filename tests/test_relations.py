@@ -244,7 +244,10 @@ def test_recodes_relate_attribute_by_attribute_as_over_their_joint_domain() -> N
         [_recode("age", [[0, 1], [2], [3, 4], [5]], 6), _recode("origin", [[0, 1, 2]], 3)],
     )
     by_origin = _cube("by_origin", two, [_recode("origin", [[0], [1], [2]], 3)])
-    tables = [total, broad, ages, fine, odd, by_origin]
+    # an empty category (no code) is a cell that holds no record, on either side
+    empty_sex = _cube("empty_sex", one, [_recode("sex", [[0, 1], []], 2)])
+    empty_age = _cube("empty_age", two, [_recode("age", [[0, 1, 2], [], [3, 4, 5]], 6)])
+    tables = [total, broad, ages, fine, odd, by_origin, empty_sex, empty_age]
     found = 0
     for whole in tables:
         for parts in tables:

@@ -9,23 +9,24 @@ dimensions a recode (every code in one category) of an attribute the reconstruct
 each such part of a table of several (the 1 km grid's variables) is read as a table of its own. A
 one-dimension part that leaves some codes out (the grid's employed persons) is usable when its
 table also counts the total: its left-out codes are then one more category, counted as the total
-less the part's cells (clipped at 0). At the reconstruction's level the **records table** is the
-usable table that crosses the most quasi-identifiers (ties: the first in census order). The MDG
-file holds, for each geounit, as many records of each of its cells as it publishes (rounded,
-clipped at 0, a suppressed cell 0: as the US baseline reads P12 and P14). A record takes from the
-records table every attribute it pins to what the link needs (a quasi-identifier to one code, or
-one category of the breakdown the attack resolves it to; an inferred attribute to any category, its
-first code standing for it as the reconstruction's representative does). Every other attribute is
-*guessed* from a **source table**: the usable table crossing it (pinning it, for a
-quasi-identifier) published at the lowest level from the reconstruction's up, sharing the most
-attributes with the records table (ties: the first in census order), its counts taken only over the
-cells compatible with the record's categories of the shared attributes (e.g. EU 3.3 SEX × LMS.L
-given the record's SEX). MDG takes the modal category of the record's geounit, falling back up the
-levels the source table is published at on a tie (or, at the reconstruction's level, fewer than two
-persons), then to the national counts, as the US modal guesser falls back from block to block group
-to nation. PRG draws the category in proportion to those counts (an empty geounit borrows its
-parent's). An attribute no usable table gives is null: such a record is never linked on it (or, for
-an inferred attribute, never confirmed).
+less the part's cells (clipped at 0; 0 where the total or a cell of the part is withheld). At the
+reconstruction's level the **records table** is the usable table that crosses the most
+quasi-identifiers (ties: the first in census order). The MDG file holds, for each geounit, as many
+records of each of its cells as it publishes (rounded, clipped at 0, a suppressed cell 0: as the US
+baseline reads P12 and P14). A record takes from the records table every attribute it pins to what
+the link needs (a quasi-identifier to one code, or one category of the breakdown the attack
+resolves it to; an inferred attribute to any category, its first code standing for it as the
+reconstruction's representative does). Every other attribute is *guessed* from a **source table**:
+the usable table crossing it (pinning it, for a quasi-identifier) published at the lowest level
+from the reconstruction's up, sharing the most attributes with the records table (ties: the first
+in census order), its counts taken only over the cells compatible with the record's categories of
+the shared attributes (e.g. EU 3.3 SEX × LMS.L given the record's SEX). MDG takes the modal
+category of the record's geounit, falling back up the levels the source table is published at on a
+tie (or, at the reconstruction's level, fewer than two persons), then to the national counts, as
+the US modal guesser falls back from block to block group to nation. PRG draws the category in
+proportion to those counts (an empty geounit borrows its parent's). An attribute no usable table
+gives is null: such a record is never linked on it (or, for an inferred attribute, never
+confirmed).
 """
 
 from __future__ import annotations
@@ -238,12 +239,13 @@ def whole(counts: npt.NDArray[Any]) -> IntArray:
 def published(release: Release, cells: Cells, level: str) -> IntArray:
     """geounits × cells of a usable table (or part) at ``level``, as counts of persons (a
     suppressed cell: 0)."""
-    counts = release.tables[cells.table].dense(level, suppressed=0)
+    table = release.tables[cells.table]
     if cells.total is None:
-        return whole(counts[:, cells.start : cells.start + cells.size])
+        return whole(table.dense(level, suppressed=0)[:, cells.start : cells.start + cells.size])
+    counts = table.dense(level, suppressed=np.nan)
     part = counts[:, cells.start : cells.start + cells.size - 1]
-    rest = counts[:, cells.total] - part.sum(axis=1)
-    return whole(np.column_stack([part, rest]))
+    rest = counts[:, cells.total] - part.sum(axis=1)  # NaN where the total or a part is withheld
+    return whole(np.nan_to_num(np.column_stack([part, rest]), nan=0.0))
 
 
 def chain(

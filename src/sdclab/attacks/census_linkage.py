@@ -299,8 +299,10 @@ def linked(
     keys: LinkKeys,
     seed: int,
 ) -> dict[str, pl.DataFrame]:
-    """Each file's confirmed links to the attacker file, linked as the reconstruction's."""
+    """Each file's confirmed links to the attacker file, linked as the reconstruction's, every
+    inferred attribute confirmed at the resolution the tables publish it."""
     out = {}
+    truth = keys.at_resolution(truth)
     for method, frame in files.items():
         bounds = [c for a in keys.category for c in (f"{a}_min", f"{a}_max") if c in frame.columns]
         inferred = keys.at_resolution(frame.select(GEOUNIT, *keys.quasi, *keys.inferred, *bounds))

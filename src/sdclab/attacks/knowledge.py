@@ -202,6 +202,8 @@ def measured_queries(release: Release, level: str) -> tuple[str, ...]:
     if frame is None or frame.height == 0:  # only TopDown declares this artifact
         return ()
     census = release.census
+    if release.origin is not None:  # measured over the mechanism's census, not an attack target's
+        return ()
     if is_us2010(census):
         product = release.parameters.get("product", "dhc")
     else:

@@ -195,20 +195,24 @@ def recode_partition(whole: TableDef, parts: TableDef) -> sp.csr_matrix | None:
     axis = {d.attribute: k for k, d in enumerate(theirs)}
     shape = (parts.n_cells, whole.n_cells)
     category = np.indices([len(d.labels) for d in theirs]).reshape(len(theirs), parts.n_cells)
+    # a cell of ``parts`` with an empty category (no code) holds no record: inside nothing
     inside = np.ones(parts.n_cells, dtype=bool)
+    for k, t in enumerate(theirs):
+        inside &= (t.membership.sum(axis=1) > 0)[category[k]]
     coordinates, clean = [], []
     for d in mine:
+        nonempty = d.membership.sum(axis=1) > 0
         if d.attribute not in axis:
-            if len(d.labels) > 1:
+            if nonempty.sum() != 1:  # a split ``parts`` cannot follow (or no code at all)
                 return sp.csr_matrix(shape, dtype=np.int64)
-            coordinates.append(np.zeros(parts.n_cells, dtype=np.int64))
-            clean.append(np.ones(1, dtype=bool))
+            coordinates.append(np.full(parts.n_cells, int(np.argmax(nonempty)), dtype=np.int64))
+            clean.append(nonempty)
             continue
         k = axis[d.attribute]
         overlap = theirs[k].membership.astype(np.int64) @ d.membership.T.astype(np.int64) > 0
         meets = overlap.sum(axis=1)
         straddles = meets > 1
-        clean.append(~overlap[straddles].any(axis=0) & (d.membership.sum(axis=1) > 0))
+        clean.append(~overlap[straddles].any(axis=0) & nonempty)
         coordinates.append(overlap.argmax(axis=1)[category[k]])
         inside &= meets[category[k]] == 1
     sizes = [len(d.labels) for d in mine]

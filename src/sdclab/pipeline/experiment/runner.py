@@ -303,19 +303,40 @@ class Runner:
         step = Step(f"block-reconstruction:{m.title}", digest)
         make = partial(_make_reconstruction, release, attacks, "published", block_only=True)
         recon = api.read_reconstruction(self.steps.get(step, make) / "recon")
-        unlinkable = linkage.not_linkable(recon.persons)
         group, group_digest = self.vulnerable if self.vulnerable else (None, None)
+        title, unlinkable = f"reidentify-block:{m.title}", linkage.not_linkable(recon.persons)
+        return self.reidentified(
+            recon,
+            release,
+            truth,
+            (title, "reid-block", digest),
+            group_digest,
+            group=group,
+            unlinkable=unlinkable,
+        )
+
+    def reidentified(
+        self,
+        recon: ReconstructionResult,
+        release: Release,
+        truth: Population,
+        step: tuple[str, str, str],
+        *digested: Any,
+        group: VulnerableGroup | None = None,
+        unlinkable: str | None = None,
+    ) -> dict[str, Reidentification | NotMeasured]:
+        """Each attacker's reidentification of ``recon``, a step each (``step``: the steps' title,
+        the kind and the digest they are derived from; ``digested``: what else they depend on);
+        every one n/a when the records cannot be linked."""
+        attacks = self.experiment.attacks
+        title, kind, digest = step
         links: dict[str, Reidentification | NotMeasured] = {}
         for preset in attacks.attackers:
             if unlinkable is not None:
                 links[preset] = NotMeasured(unlinkable)
                 continue
-            step = Step(
-                f"reidentify-block:{m.title}:{preset}",
-                _digest("reid-block", digest, preset, attacks.seed, group_digest),
-            )
             made = self.steps.get(
-                step,
+                Step(f"{title}:{preset}", _digest(kind, digest, preset, attacks.seed, *digested)),
                 partial(_make_reidentification, recon, release, truth, preset, attacks.seed, group),
             )
             links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
@@ -348,18 +369,9 @@ class Runner:
         step = Step(f"reconstruction:{m.title}:{target}", digest)
         make = partial(_make_reconstruction, release, attacks, "published", target=target)
         recon = api.read_reconstruction(self.steps.get(step, make) / "recon")
-        links: dict[str, Reidentification | NotMeasured] = {}
-        for preset in attacks.attackers:
-            step = Step(
-                f"reidentify:{m.title}:{target}:{preset}",
-                _digest("reid-target", digest, preset, attacks.seed),
-            )
-            made = self.steps.get(
-                step,
-                partial(_make_reidentification, recon, release, truth, preset, attacks.seed, None),
-            )
-            links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
-        return links
+        return self.reidentified(
+            recon, release, truth, (f"reidentify:{m.title}:{target}", "reid-target", digest)
+        )
 
 
 NO_BLOCK_ONLY = "not asked for (attacks.block_only reconstructs from the block tables alone too)"

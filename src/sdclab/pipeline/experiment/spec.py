@@ -507,6 +507,11 @@ class Experiment(_Strict):
         problem = us_only_settings(self, self._census, given)
         if problem is not None:
             raise InputError(problem)
+        if self.attacks.targets and not self.attacks.reconstruct:
+            raise InputError(
+                "attacks.targets: the targets are attacked by reconstruction; "
+                "set attacks.reconstruct to true or leave the targets out"
+            )
         unknown = [t for t in self.attacks.targets if t not in self._census.targets]
         if unknown:
             known = ", ".join(self._census.targets) or "none"

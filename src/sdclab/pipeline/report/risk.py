@@ -85,7 +85,9 @@ def _targets_table(results: ExperimentResult) -> str:
     for title, release in results.releases.items():
         for target, links in release.evaluation.target_reidentification.items():
             for attacker, reid in links.items():
-                main = release.evaluation.reidentification.get(attacker, reid)
+                main = release.evaluation.reidentification.get(
+                    attacker, NotMeasured("the main attack did not use this attacker")
+                )
                 cells = (
                     f"<b>{esc(title)}</b>",
                     esc(target),
