@@ -110,30 +110,6 @@ class TableDef:
         )
 
     @cached_property
-    def recodes(self) -> tuple[tuple[str, npt.NDArray[np.int32], int], ...] | None:
-        """For a table of one part without a universe, each dimension a recode (every code in
-        one category): per dimension, in the table's order, its attribute, the category of each
-        code (indexed by the code itself: entries below the attribute's lowest code unused) and
-        the number of categories — a record's cell then follows from its codes alone, without
-        the marginal query. None for other tables."""
-        if len(self.parts) != 1 or self.parts[0].universe:
-            return None
-        dimensions = self.parts[0].dimensions
-        if not all((d.membership.sum(axis=0) == 1).all() for d in dimensions):
-            return None
-        low = {a.name: a.low for a in self.schema.attributes}
-        return tuple(
-            (
-                d.attribute,
-                np.concatenate(
-                    [np.zeros(max(low[d.attribute], 0), np.int32), np.argmax(d.membership, axis=0)]
-                ).astype(np.int32),
-                len(d.labels),
-            )
-            for d in dimensions
-        )
-
-    @cached_property
     def marginal_query(self) -> sp.csr_matrix:
         """Sparse 0/1 matrix cells × cells of :attr:`marginal` (int64 entries)."""
         blocks = [part_query(self.marginal, part) for part in self.parts]

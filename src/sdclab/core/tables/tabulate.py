@@ -9,7 +9,6 @@ children (``containment @ counts``). Nothing here loops over records or cells.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -279,8 +278,6 @@ def query_histogram(
     ``record_histogram(units, cells) @ query.T`` over the marginal's cells, or over the classes
     of :func:`query_classes` when they narrow the histogram (``weights_positive``: as
     :func:`flat_histogram` takes it)."""
-    if table.recodes is not None:
-        return recode_histogram(units, n_units, table.recodes, columns, weights, weights_positive)
     query, marginal = table.marginal_query, table.marginal
     grouped = query_classes(query)
     width = marginal.size if grouped is None else grouped[1].shape[1]
@@ -298,30 +295,6 @@ def query_histogram(
     flat += grouped[0][marginal.cell_index(columns, dtype=small)]
     histogram = flat_histogram(flat, weights, shape, weights_positive)
     return (histogram @ grouped[1].T).tocsr()
-
-
-def recode_histogram(
-    units: npt.NDArray[np.integer],
-    n_units: int,
-    recodes: tuple[tuple[str, npt.NDArray[np.int32], int], ...],
-    columns: Mapping[str, npt.NDArray[np.integer]],
-    weights: Weights | None,
-    weights_positive: bool | None = None,
-) -> sp.csr_matrix:
-    """:func:`query_histogram` of a table of recodes (:attr:`TableDef.recodes`): each record's
-    cell read off its codes' categories, counted straight into the table's cells."""
-    width = math.prod(size for *_, size in recodes)
-    small: type[np.signedinteger] = np.int32 if width < 2**31 else np.int64
-    cells: npt.NDArray[np.signedinteger] = np.zeros(len(units), dtype=small)
-    for attribute, category, size in recodes:
-        cells *= size
-        cells += category[columns[attribute]]
-    shape = (n_units, width)
-    if not summed_densely(shape, len(units), weights):
-        return record_histogram(units, cells, weights, shape)
-    flat = np.multiply(units, width, dtype=np.int64)
-    flat += cells
-    return flat_histogram(flat, weights, shape, weights_positive)
 
 
 Places = dict[tuple[int, str, str], tuple[Geography, npt.NDArray[np.integer], int]]
