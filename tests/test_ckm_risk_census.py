@@ -37,8 +37,9 @@ def records() -> CensusRecords:
 
 
 GROUPS_1_TO_4 = "population,1.1,1.2,1.3,1.4,2.1,3.1,3.2,3.3,4.1,4.3,grid"
-"""The hypercubes of groups 1 to 4, the total and the grid: the risk analyses read every pair of
-tables, so on all 46 hypercubes each takes minutes; these few show every relation they count."""
+"""The hypercubes of groups 1 to 4, the total and the grid: every relation the analyses count
+(a cell found again in finer hypercubes, tuples of a region and its LAUs, the grid apart), on
+few enough tables that the figures below can be checked by hand."""
 
 
 @pytest.fixture(scope="module")

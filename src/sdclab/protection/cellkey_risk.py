@@ -302,6 +302,7 @@ def person_tables(release: Release) -> list[TableDef]:
     return list(risk_scope(release).tables)
 
 
+@by_identity
 def canonical_parts(tables: Sequence[TableDef]) -> dict[str, IntArray]:
     """One id per distinct set of domain cells, for every cell of every table: cells of two tables
     with the same id have the same contributors (and so, under SPSN, the same noise). Tables on
@@ -325,21 +326,6 @@ def canonical_parts(tables: Sequence[TableDef]) -> dict[str, IntArray]:
     return out
 
 
-_LAST_CANONICAL: list[tuple[tuple[TableDef, ...], dict[str, IntArray]]] = []
-
-
-def _canonical_of(tables: tuple[TableDef, ...]) -> dict[str, IntArray]:
-    """:func:`canonical_parts` of the tables last asked for, remembered by identity (every
-    target table of an analysis asks for the same ones; shared: not to be changed)."""
-    if _LAST_CANONICAL and len(_LAST_CANONICAL[0][0]) == len(tables):
-        known, ids = _LAST_CANONICAL[0]
-        if all(a is b for a, b in zip(known, tables, strict=True)):
-            return ids
-    ids = canonical_parts(tables)
-    _LAST_CANONICAL[:] = [(tables, ids)]
-    return ids
-
-
 @dataclass(frozen=True)
 class Representation:
     """A table whose cells partition a target cell: how many parts, which parts, which levels."""
@@ -353,7 +339,7 @@ class Representation:
 @by_identity
 def representations(target: TableDef, tables: Sequence[TableDef]) -> list[list[Representation]]:
     """For every cell of ``target``: the tables that represent it by their cells."""
-    canon = _canonical_of(tuple(tables))
+    canon = canonical_parts(tables)
     tables_by_name = {t.name: t.levels for t in tables}
     out: list[list[Representation]] = [[] for _ in range(target.n_cells)]
     for name, inside in joint_partitions(target, tables).items():

@@ -301,18 +301,21 @@ class Census:
             )
         aim = self.targets[target]
         geography = self.geographies[aim.geography]
-        tables = {n: t for n, t in self.tables.items() if self.geography_of(n) is geography}
         return replace(
             self,
             name=f"{self.name}:{target}",
             title=f"{self.title}, attacked on its {aim.geography} geography",
             geographies={geography.name: geography},
-            tables=tables,
+            tables=self.tables_on(geography),
             quasi_identifiers=aim.quasi_identifiers,
             reconstruction=aim.reconstruction,
             table_geography={},
             targets={},
         )
+
+    def tables_on(self, geography: Hierarchy) -> dict[str, TableDef]:
+        """The tables published on ``geography``, in census order."""
+        return {n: t for n, t in self.tables.items() if self.geography_of(n) is geography}
 
     @property
     def all_levels(self) -> tuple[str, ...]:

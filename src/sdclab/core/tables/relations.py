@@ -252,21 +252,20 @@ def joint_domain(a: TableDef, b: TableDef) -> Schema | None:
 Result = TypeVar("Result")
 
 
-def by_identity(
-    compute: Callable[[TableDef, Sequence[TableDef]], Result],
-) -> Callable[[TableDef, Sequence[TableDef]], Result]:
-    """``compute`` remembered for the last tables it was given, by identity (a census's tables
-    are the same objects for as long as the census is): an analysis asks for the same relations
-    at every level and SPSN setting. The result is shared: callers must not change it."""
-    memo: dict[tuple[int, ...], tuple[tuple[TableDef, ...], Result]] = {}
+def by_identity(compute: Callable[..., Result]) -> Callable[..., Result]:
+    """``compute`` remembered by the identity of its arguments (tables, or sequences of tables:
+    a census's tables are the same objects for as long as the census is), for the last
+    :data:`MEMO_SIZE` calls: an analysis asks for the same relations at every level and SPSN
+    setting, and for every pair of tables. The result is shared: callers must not change it."""
+    memo: dict[tuple[int, ...], tuple[tuple[object, ...], Result]] = {}
 
-    def remembered(whole: TableDef, tables: Sequence[TableDef]) -> Result:
-        given = (whole, *tables)
-        key = tuple(map(id, given))
+    def remembered(*args: TableDef | Sequence[TableDef]) -> Result:
+        given = tuple(a for arg in args for a in ((arg,) if isinstance(arg, TableDef) else arg))
+        key = (len(args), *map(id, given))
         hit = memo.get(key)
         if hit is not None and all(a is b for a, b in zip(hit[0], given, strict=True)):
             return hit[1]
-        result = compute(whole, tables)
+        result = compute(*args)
         if len(memo) >= MEMO_SIZE:
             memo.pop(next(iter(memo)))
         memo[key] = (given, result)  # the tables are kept alive, so their ids stay theirs
@@ -275,23 +274,15 @@ def by_identity(
     return remembered
 
 
-MEMO_SIZE = 64
-"""Sets of tables :func:`by_identity` remembers."""
-
-_OWN_ROWS: dict[int, tuple[TableDef, QueryRows]] = {}
+MEMO_SIZE = 256
+"""Calls :func:`by_identity` remembers per function (a census has tens of tables)."""
 
 
+@by_identity
 def own_rows(table: TableDef) -> QueryRows:
-    """``QueryRows.of(table)`` remembered by the table's identity (shared: not to be changed):
-    every table is compared with every other, each on its own schema."""
-    hit = _OWN_ROWS.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
-    rows = QueryRows.of(table)
-    if len(_OWN_ROWS) >= 4 * MEMO_SIZE:
-        _OWN_ROWS.pop(next(iter(_OWN_ROWS)))
-    _OWN_ROWS[id(table)] = (table, rows)  # the table is kept alive, so its id stays its own
-    return rows
+    """``QueryRows.of(table)``, remembered: every table is compared with every other, each on
+    its own schema."""
+    return QueryRows.of(table)
 
 
 @by_identity

@@ -81,7 +81,7 @@ TRS_CHAINED = ";".join(f"{k}={v}" for k, v in TRS.items())
 def administrative(census: Census) -> str:
     """The census's tables on its main (administrative) geography: suppression's rules read the
     persons of each unit from its total table there, so the grid's are not suppressed."""
-    return ",".join(n for n in census.tables if census.geography_of(n) is census.geography)
+    return ",".join(census.tables_on(census.geography))
 
 
 @cache

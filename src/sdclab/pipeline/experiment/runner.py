@@ -209,7 +209,10 @@ class Runner:
         reconstruction, reidentification = self.attacks(m, release, truth, rel_digest)
         naive = self.naive(m, release, rel_digest) if reconstruction is not None else None
         block_only = self.block_only(m, release, truth, rel_digest)
-        targets = {t: self.target(t, m, release, truth, rel_digest) for t in self.targets}
+        targets = {  # (the experiment refuses targets without reconstruction)
+            t: self.target(t, m, release, truth, rel_digest)
+            for t in self.experiment.attacks.targets
+        }
         return ReleaseResult(
             title=m.title,
             settings=mechanism.parse(m.settings, self.census).recorded(),
@@ -341,12 +344,6 @@ class Runner:
             )
             links[preset] = Reidentification.from_dict(read_json_object(made / METRICS_FILE))
         return links
-
-    @property
-    def targets(self) -> list[str]:
-        """The further attack targets the experiment attacks (none unless it reconstructs)."""
-        attacks = self.experiment.attacks
-        return attacks.targets if attacks.reconstruct else []
 
     def target(
         self, target: str, m: Point, release: Release, truth: Population, rel_digest: str

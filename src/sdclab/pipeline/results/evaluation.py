@@ -209,29 +209,16 @@ class Evaluation:
                 yield Figure(f"ranked_precision.{top}", value, **dims)
 
     def _reidentification_figures(self, **dims: Any) -> Iterator[Figure]:
-        """The reidentification by attacker, of the reconstruction and of the one from the block
-        tables alone, or why there is none."""
-        for attacker, reid in self.reidentification.items():
-            if isinstance(reid, NotMeasured):
-                yield Figure(f"reidentification.{attacker}", reid, **dims)
-            else:
-                yield from reid.figures(**dims)
+        """The reidentification by attacker, of the reconstruction, of the one from the block
+        tables alone and of those aimed at further targets, or why there is none."""
+        yield from _by_attacker_figures("reidentification", self.reidentification, dims)
         block_only = self.block_only_reidentification
         if isinstance(block_only, NotMeasured):
             yield Figure(BLOCK_ONLY_FIELD, block_only, **dims)
         else:
-            for attacker, reid in block_only.items():
-                if isinstance(reid, NotMeasured):
-                    yield Figure(f"{BLOCK_ONLY_FIELD}.{attacker}", reid, **dims)
-                else:
-                    yield from reid.figures(BLOCK_ONLY_FIELD, **dims)
+            yield from _by_attacker_figures(BLOCK_ONLY_FIELD, block_only, dims)
         for target, links in self.target_reidentification.items():
-            for attacker, reid in links.items():
-                where = f"{TARGET_FIELD}.{target}"
-                if isinstance(reid, NotMeasured):
-                    yield Figure(f"{where}.{attacker}", reid, **dims)
-                else:
-                    yield from reid.figures(where, **dims)
+            yield from _by_attacker_figures(f"{TARGET_FIELD}.{target}", links, dims)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, as ``metrics.json`` and an experiment's ``results.json`` hold it."""
@@ -312,6 +299,17 @@ class Evaluation:
                 target: _by_attacker(links) for target, links in data.get(TARGET_FIELD, {}).items()
             },
         )
+
+
+def _by_attacker_figures(
+    where: str, links: Mapping[str, Reidentification | NotMeasured], dims: dict[str, Any]
+) -> Iterator[Figure]:
+    """Each attacker's reidentification figures under ``where``, or why it was not measured."""
+    for attacker, reid in links.items():
+        if isinstance(reid, NotMeasured):
+            yield Figure(f"{where}.{attacker}", reid, **dims)
+        else:
+            yield from reid.figures(where, **dims)
 
 
 def _table_accuracy_figures(
