@@ -397,3 +397,82 @@ def test_kronecker_is_scipys_product_array_for_array():
         assert got.shape == want.shape and got.dtype == want.dtype
         for part in ("indptr", "indices", "data"):
             assert np.array_equal(getattr(got, part), getattr(want, part)), (shapes, part)
+
+
+def hand_built_table(race_tally: bool = False, low: int = 1):
+    """A table over A (codes ``low``..``low`` + 3), B (0..2) and C (2..5) of three parts: A in
+    two categories (its last code in none) × B, within C ∈ {2, 3}; the total; C with code 4 in no
+    category (and, with ``race_tally``, code 2 in two)."""
+    from sdclab.core.domain import Attribute, Schema
+    from sdclab.core.tables.definition import Dimension, Part, TableDef
+
+    a = Attribute("A", low, low + 3, ("a1", "a2", "a3", "a4"))
+    b = Attribute("B", 0, 2, ("b0", "b1", "b2"))
+    c = Attribute("C", 2, 5, ("c2", "c3", "c4", "c5"))
+    schema = Schema("hand", (a, b, c))
+    by_a = Dimension("A", ("x", "y"), np.array([[1, 1, 0, 0], [0, 0, 1, 0]], np.int8))
+    by_b = Dimension("B", b.labels, np.eye(3, dtype=np.int8))
+    by_c = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [race_tally, 0, 0, 1]], np.int8)
+    parts = (
+        Part((by_a, by_b), {"C": np.array([True, True, False, False])}, "in C 2-3"),
+        Part(label="total"),
+        Part((Dimension("C", ("p", "q", "r"), by_c),), label="by C"),
+    )
+    return TableDef("hand", "hand-built", "persons", schema, parts, "top", "unit", ("top", "unit"))
+
+
+@pytest.mark.parametrize("weights", ["counts", "signed reals", "integers", "count + i key"])
+@pytest.mark.parametrize("n_units", [1, 7])
+def test_a_table_counted_from_its_codes_is_its_query_of_the_histogram(weights, n_units):
+    from sdclab.core.tables.tabulate import coded_histogram, record_histogram
+
+    table = hand_built_table()
+    assert table.coding is not None and [p.drops for p in table.coding] == [True, False, True]
+    rng = np.random.default_rng(8)
+    n = 3_000
+    columns = {a.name: rng.integers(a.low, a.high + 1, n) for a in table.schema.attributes}
+    units = rng.integers(0, n_units, n)
+    data = {
+        "counts": None,
+        "signed reals": rng.normal(size=n),
+        "integers": rng.integers(-4, 5, n),
+        "count + i key": 1 + 1j * rng.integers(0, 256, n),
+    }[weights]
+    got = coded_histogram(units, n_units, table.coding, columns, data)
+    cells = table.marginal.cell_index(columns)
+    want = record_histogram(units, cells, data, (n_units, table.marginal.size))
+    want = want @ table.marginal_query.T
+    assert got.shape == want.shape == (n_units, 2 * 3 + 1 + 3)
+    assert np.allclose(got.toarray(), want.toarray(), rtol=0, atol=1e-9)
+
+
+def test_tables_whose_codes_count_twice_or_below_zero_are_counted_by_their_query():
+    assert hand_built_table(race_tally=True).coding is None
+    assert hand_built_table(low=-1).coding is None
+    assert hand_built_table(low=0).coding is not None
+
+
+@pytest.mark.parametrize("census", ["us2010", "eu2021"])
+def test_every_built_in_table_counted_from_its_codes_equals_its_query(census, european):
+    """Each built-in table with a coding, counted from its codes and then by its marginal query
+    (the coding set aside): the same counts and signed weight sums at every level."""
+    population = european if census == "eu2021" else random_population(5, 1_500)
+    tables = population.census.select(None)
+    coded = [t for t in tables if t.coding is not None]
+    assert len(coded) >= len(tables) - 2  # (the US race tallies are counted by their query)
+    rng = np.random.default_rng(2)
+    signed = {k: rng.normal(size=population.n_records(k)) for k in ("persons", "households")}
+    for weights in (None, signed):
+        direct = tabulate(population, None, weights)
+        for table in coded:
+            table.__dict__["coding"] = None  # (the cached coding set aside)
+        try:
+            by_query = tabulate(population, None, weights)
+        finally:
+            for table in coded:
+                del table.__dict__["coding"]
+        for table in tables:
+            for level in table.levels:
+                _, got = direct[table.name].at(level)
+                _, want = by_query[table.name].at(level)
+                assert np.allclose(got, want, rtol=0, atol=1e-9), (table.name, level)

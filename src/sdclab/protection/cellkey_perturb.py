@@ -95,7 +95,9 @@ def keyed_tables(
     1 + rk·2^s packs the count in the low s bits and the key sum above them (:func:`_packed`),
     else the complex weight 1 + i·rk holds them in its two parts; otherwise the counts and the
     sums of rk + 1 are tabulated separately (both positive over the same contributors, so their
-    patterns agree).
+    patterns agree). Every matrix holds its cells in ascending order (geounit, then cell), so
+    what is drawn cell by cell (fresh keys without SPSN) does not depend on how the tables were
+    counted.
     """
     kinds = {t.records for t in population.census.select(names)}
     keys = {}
@@ -139,6 +141,7 @@ def _packed(
     for name, tc in tables.items():
         counts, keys = {}, {}
         for level, (codes, matrix) in tc.counts.items():
+            matrix.sort_indices()  # (cells in one order whichever way they were counted)
             packed = matrix.data.astype(np.int64)
             n = sp.csr_matrix((packed & low, matrix.indices, matrix.indptr), shape=matrix.shape)
             pattern = (matrix.indices.copy(), matrix.indptr.copy())  # each matrix its own
@@ -157,6 +160,7 @@ def _split(
     for name, tc in tables.items():
         counts, keys = {}, {}
         for level, (codes, matrix) in tc.counts.items():
+            matrix.sort_indices()
             n = matrix.copy()
             n.data = np.rint(matrix.data.real).astype(np.int64)
             k = matrix.copy()

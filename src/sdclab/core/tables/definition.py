@@ -10,6 +10,7 @@ per table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -48,6 +49,34 @@ class Part:
     dimensions: tuple[Dimension, ...] = ()
     universe: Mapping[str, Mask] = field(default_factory=dict)
     label: str = ""
+
+
+@dataclass(frozen=True)
+class PartCoding:
+    """A part's cells read off a record's codes: the record's cell in the part is the mixed-radix
+    number of its categories along ``steps`` (attribute, category of each code, number of
+    categories; a universe is a step of one category), the first step slowest, as the part's
+    cells are ordered. A code in no category has category ``-width``, which makes the number
+    negative whatever the other steps give: the record counts nowhere in the part."""
+
+    offset: int
+    """The part's first cell in the table."""
+    width: int
+    """The part's number of cells."""
+    steps: tuple[tuple[str, npt.NDArray[np.int32], int], ...]
+
+    @property
+    def drops(self) -> bool:
+        """Whether some code counts nowhere in the part."""
+        return any(bool((category < 0).any()) for _, category, _ in self.steps)
+
+
+def code_categories(low: int, membership: npt.NDArray[np.integer], outside: int) -> npt.NDArray[np.int32]:
+    """The category of each code of an attribute whose codes start at ``low`` (0/1
+    ``membership`` categories × codes, a code in at most one category), indexed by the code
+    itself (the entries below ``low`` unused, 0); ``outside`` for a code in none."""
+    category = np.where(membership.any(axis=0), np.argmax(membership, axis=0), outside)
+    return np.concatenate([np.zeros(low, np.int64), category]).astype(np.int32)
 
 
 @dataclass(frozen=True)
@@ -108,6 +137,32 @@ class TableDef:
         return self.schema.restricted(
             f"{self.schema.name}:{'×'.join(self.crossed) or 'total'}", self.crossed
         )
+
+    @cached_property
+    def coding(self) -> tuple[PartCoding, ...] | None:
+        """How a record's codes give its cell in each part (:class:`PartCoding`), when no code
+        counts in two categories of a dimension: the table then counts its records straight into
+        its cells, without the marginal query. None for other tables (a race tally's, or one over
+        an attribute whose codes start below 0)."""
+        if any(a.low < 0 for a in self.schema.attributes):
+            return None
+        if any((d.membership.sum(axis=0) > 1).any() for p in self.parts for d in p.dimensions):
+            return None
+        low = {a.name: a.low for a in self.schema.attributes}
+        codings, offset = [], 0
+        for part in self.parts:
+            width = math.prod(len(d.labels) for d in part.dimensions)
+            steps = [
+                (d.attribute, code_categories(low[d.attribute], d.membership, -width), len(d.labels))
+                for d in part.dimensions
+            ]
+            steps += [
+                (name, code_categories(low[name], mask[None, :], -width), 1)
+                for name, mask in part.universe.items()
+            ]
+            codings.append(PartCoding(offset, width, tuple(steps)))
+            offset += width
+        return tuple(codings)
 
     @cached_property
     def marginal_query(self) -> sp.csr_matrix:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from sdclab.core.domain import Schema
 from sdclab.core.geography import Geography
-from sdclab.core.tables.definition import TableDef
+from sdclab.core.tables.definition import PartCoding, TableDef
 
 
 class RecordKind(Protocol):
@@ -278,6 +278,8 @@ def query_histogram(
     ``record_histogram(units, cells) @ query.T`` over the marginal's cells, or over the classes
     of :func:`query_classes` when they narrow the histogram (``weights_positive``: as
     :func:`flat_histogram` takes it)."""
+    if table.coding is not None:
+        return coded_histogram(units, n_units, table.coding, columns, weights, weights_positive)
     query, marginal = table.marginal_query, table.marginal
     grouped = query_classes(query)
     width = marginal.size if grouped is None else grouped[1].shape[1]
@@ -295,6 +297,49 @@ def query_histogram(
     flat += grouped[0][marginal.cell_index(columns, dtype=small)]
     histogram = flat_histogram(flat, weights, shape, weights_positive)
     return (histogram @ grouped[1].T).tocsr()
+
+
+def coded_histogram(
+    units: npt.NDArray[np.integer],
+    n_units: int,
+    coding: tuple[PartCoding, ...],
+    columns: Mapping[str, npt.NDArray[np.integer]],
+    weights: Weights | None,
+    weights_positive: bool | None = None,
+) -> sp.csr_matrix:
+    """:func:`query_histogram` of a table with a :attr:`TableDef.coding`: each record's cell in
+    each part read off its codes' categories, every part's records counted at once straight into
+    the table's cells."""
+    width = coding[-1].offset + coding[-1].width
+    wide = n_units * width >= 2**31 or any(p.width * (p.width + 1) >= 2**31 for p in coding)
+    unit, cell, weight = [], [], []
+    for part in coding:
+        cells = np.zeros(len(units), dtype=np.int64 if wide else np.int32)
+        for attribute, category, size in part.steps:
+            if size > 1:
+                cells *= size
+            cells += category[columns[attribute]]
+        inside = cells >= 0 if part.drops else slice(None)
+        cells = cells[inside]
+        if part.offset:
+            cells += part.offset
+        cell.append(cells)
+        unit.append(units[inside])
+        if weights is not None:
+            weight.append(weights[inside])
+    cells, units = one_array(cell), one_array(unit)
+    summed = None if weights is None else one_array(weight)
+    shape = (n_units, width)
+    if not summed_densely(shape, len(cells), summed):
+        return record_histogram(units, cells, summed, shape)
+    if n_units > 1:
+        cells += np.multiply(units, width, dtype=cells.dtype)
+    return flat_histogram(cells, summed, shape, weights_positive)
+
+
+def one_array(arrays: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    """The arrays end to end (the one array itself, uncopied, when there is one)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 Places = dict[tuple[int, str, str], tuple[Geography, npt.NDArray[np.integer], int]]
