@@ -63,7 +63,13 @@ class PartCoding:
     """The part's first cell in the table."""
     width: int
     """The part's number of cells."""
-    steps: tuple[tuple[str, npt.NDArray[np.int32], int], ...]
+    steps: tuple[tuple[str, npt.NDArray[np.signedinteger], int], ...]
+
+    @cached_property
+    def digits(self) -> tuple[str, ...]:
+        """Each step as a string (its attribute and categories): parts whose digits start
+        alike number their records alike that far."""
+        return tuple(f"{name}:{category.tobytes().hex()}" for name, category, _ in self.steps)
 
     @property
     def drops(self) -> bool:
@@ -71,12 +77,17 @@ class PartCoding:
         return any(bool((category < 0).any()) for _, category, _ in self.steps)
 
 
-def code_categories(low: int, membership: npt.NDArray[np.integer], outside: int) -> npt.NDArray[np.int32]:
+def code_categories(
+    low: int, membership: npt.NDArray[np.integer], outside: int
+) -> npt.NDArray[np.signedinteger]:
     """The category of each code of an attribute whose codes start at ``low`` (0/1
     ``membership`` categories × codes, a code in at most one category), indexed by the code
-    itself (the entries below ``low`` unused, 0); ``outside`` for a code in none."""
+    itself (the entries below ``low`` unused, 0); ``outside`` for a code in none. In the
+    smallest signed type that holds them: a record's category is read for every table."""
     category = np.where(membership.any(axis=0), np.argmax(membership, axis=0), outside)
-    return np.concatenate([np.zeros(low, np.int64), category]).astype(np.int32)
+    lowest = int(category.min(initial=0))  # (``outside`` only if some code is in no category)
+    small = np.promote_types(np.min_scalar_type(-max(-lowest, 1)), np.min_scalar_type(len(membership)))
+    return np.concatenate([np.zeros(low, np.int64), category]).astype(small)
 
 
 @dataclass(frozen=True)

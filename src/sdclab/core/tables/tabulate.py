@@ -1,16 +1,18 @@
-"""Records → exact tables, as sparse matrix products.
+"""Records → exact tables, as histograms and sparse matrix products.
 
-Each record is encoded as a flat cell of its table's marginal domain (the attributes the table
-crosses); a table is ``histogram @ query.T`` with the histogram over the geounits of the lowest
-level it is published at (the blocks for a block-level table) × those cells, or × the classes of
-cells that count in the same outputs when the query has few; the levels above are sums over
-children (``containment @ counts``). Nothing here loops over records or cells.
+A table whose dimensions put each code in at most one category counts each record straight into
+its cell, read off its codes' categories (a mixed-radix number per part). Otherwise each record
+is encoded as a flat cell of its table's marginal domain (the attributes the table crosses) and
+the table is ``histogram @ query.T``, or the histogram over the classes of cells that count in
+the same outputs when the query has few. Either histogram is over the geounits of the lowest
+level the table is published at (the blocks for a block-level table); the levels above are sums
+over children (``containment @ counts``). Nothing here loops over records or cells.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -278,8 +280,6 @@ def query_histogram(
     ``record_histogram(units, cells) @ query.T`` over the marginal's cells, or over the classes
     of :func:`query_classes` when they narrow the histogram (``weights_positive``: as
     :func:`flat_histogram` takes it)."""
-    if table.coding is not None:
-        return coded_histogram(units, n_units, table.coding, columns, weights, weights_positive)
     query, marginal = table.marginal_query, table.marginal
     grouped = query_classes(query)
     width = marginal.size if grouped is None else grouped[1].shape[1]
@@ -299,6 +299,80 @@ def query_histogram(
     return (histogram @ grouped[1].T).tocsr()
 
 
+@dataclass
+class Numbering:
+    """Each record's mixed-radix number over a sequence of digits (its geounit, then its
+    category along each step of a part), kept for every prefix of the last sequence numbered:
+    tables taken in the order of their digits (:func:`digits`) number their common prefix once.
+    Each record's category is kept by attribute and categories for the whole tabulation."""
+
+    categories: dict[tuple[str, bytes], npt.NDArray[np.signedinteger]] = field(
+        default_factory=dict
+    )
+    prefixes: list[tuple[str, npt.NDArray[np.signedinteger]]] = field(default_factory=list)
+    buffers: list[npt.NDArray[np.signedinteger]] = field(default_factory=list)
+    """The arrays the prefixes were numbered in, by length of prefix: written over when a
+    sequence leaves a prefix (allocating them anew costs as much as the arithmetic)."""
+
+    def category(
+        self, attribute: str, category: npt.NDArray[np.signedinteger], column: npt.NDArray[Any]
+    ) -> npt.NDArray[np.signedinteger]:
+        """Each record's category of ``attribute`` (``category`` indexed by its code)."""
+        key = (attribute, category.tobytes())
+        if key not in self.categories:
+            identity = np.array_equal(category, np.arange(len(category)))
+            # (np.take is faster than category[column])
+            self.categories[key] = column if identity else np.take(category, column)
+        return self.categories[key]
+
+    def number(
+        self,
+        units: tuple[str, npt.NDArray[np.integer]],
+        part: PartCoding,
+        columns: Mapping[str, npt.NDArray[np.integer]],
+        dtype: type[np.signedinteger],
+    ) -> npt.NDArray[np.signedinteger]:
+        """Each record's geounit × the part's width + its cell in the part (``units``: the
+        geounits' digit and each record's geounit), in ``dtype`` (int32 computes far faster
+        than int64, where the numbers fit)."""
+        sequence = [f"{units[0]}:{np.dtype(dtype).name}", *part.digits]
+        shared = 0
+        while (
+            shared < min(len(sequence), len(self.prefixes))
+            and self.prefixes[shared][0] == sequence[shared]
+        ):
+            shared += 1
+        del self.prefixes[shared:]
+        if not self.prefixes:
+            self.prefixes.append((sequence[0], self.buffer(0, len(units[1]), dtype)))
+            np.copyto(self.prefixes[0][1], units[1])
+        for depth in range(len(self.prefixes), len(sequence)):
+            attribute, category, size = part.steps[depth - 1]
+            number = self.buffer(depth, len(units[1]), dtype)
+            np.multiply(self.prefixes[-1][1], size, out=number)
+            number += self.category(attribute, category, columns[attribute])
+            self.prefixes.append((sequence[depth], number))
+        return self.prefixes[-1][1]
+
+    def buffer(
+        self, depth: int, records: int, dtype: type[np.signedinteger]
+    ) -> npt.NDArray[np.signedinteger]:
+        """The array the prefix of ``depth`` digits is numbered in, one number per record."""
+        while len(self.buffers) <= depth:
+            self.buffers.append(np.empty(records, dtype=dtype))
+        if len(self.buffers[depth]) != records or self.buffers[depth].dtype != dtype:
+            self.buffers[depth] = np.empty(records, dtype=dtype)
+        return self.buffers[depth]
+
+
+def digits(table: TableDef, units: str) -> tuple[str, ...]:
+    """The digits a table's records are numbered by when counted (``units``: its geounits'
+    digit): tables in this order share their common prefixes in a :class:`Numbering`."""
+    if table.coding is None or len(table.coding) > 1:
+        return ()
+    return (units, *table.coding[0].digits)
+
+
 def coded_histogram(
     units: npt.NDArray[np.integer],
     n_units: int,
@@ -306,19 +380,27 @@ def coded_histogram(
     columns: Mapping[str, npt.NDArray[np.integer]],
     weights: Weights | None,
     weights_positive: bool | None = None,
+    numbering: tuple[str, Numbering] | None = None,
 ) -> sp.csr_matrix:
     """:func:`query_histogram` of a table with a :attr:`TableDef.coding`: each record's cell in
     each part read off its codes' categories, every part's records counted at once straight into
-    the table's cells."""
+    the table's cells. ``numbering``: the geounits' digit and the tabulation's
+    :class:`Numbering`, shared by its tables."""
+    digit, shared = ("", Numbering()) if numbering is None else numbering
     width = coding[-1].offset + coding[-1].width
-    wide = n_units * width >= 2**31 or any(p.width * (p.width + 1) >= 2**31 for p in coding)
+    shape = (n_units, width)
+    if len(coding) == 1 and not coding[0].drops and summed_densely(shape, len(units), weights):
+        small = np.int32 if n_units * width < 2**31 else np.int64
+        flat = shared.number((digit, units), coding[0], columns, small)  # (geounit slowest)
+        return flat_histogram(flat, weights, shape, weights_positive)
+    wide = n_units * (width + 1) >= 2**31 or any(p.width * (p.width + 1) >= 2**31 for p in coding)
+    dtype = np.int64 if wide else np.int32
+    real = weights is None or not np.iscomplexobj(weights)
+    if real and summed_densely((n_units, width + 1), len(units), weights):
+        return parts_histogram(units, n_units, coding, columns, weights, dtype, shared)
     unit, cell, weight = [], [], []
     for part in coding:
-        cells = np.zeros(len(units), dtype=np.int64 if wide else np.int32)
-        for attribute, category, size in part.steps:
-            if size > 1:
-                cells *= size
-            cells += category[columns[attribute]]
+        cells = part_cells(part, columns, shared, len(units), dtype)
         inside = cells >= 0 if part.drops else slice(None)
         cells = cells[inside]
         if part.offset:
@@ -329,12 +411,60 @@ def coded_histogram(
             weight.append(weights[inside])
     cells, units = one_array(cell), one_array(unit)
     summed = None if weights is None else one_array(weight)
-    shape = (n_units, width)
     if not summed_densely(shape, len(cells), summed):
         return record_histogram(units, cells, summed, shape)
     if n_units > 1:
         cells += np.multiply(units, width, dtype=cells.dtype)
     return flat_histogram(cells, summed, shape, weights_positive)
+
+
+def part_cells(
+    part: PartCoding,
+    columns: Mapping[str, npt.NDArray[np.integer]],
+    numbering: Numbering,
+    records: int,
+    dtype: type[np.signedinteger],
+) -> npt.NDArray[np.signedinteger]:
+    """Each record's cell in the part (negative for a record the part leaves out)."""
+    cells = np.zeros(records, dtype=dtype)
+    for attribute, category, size in part.steps:
+        if size > 1:
+            cells *= size
+        cells += numbering.category(attribute, category, columns[attribute])
+    return cells
+
+
+def parts_histogram(
+    units: npt.NDArray[np.integer],
+    n_units: int,
+    coding: tuple[PartCoding, ...],
+    columns: Mapping[str, npt.NDArray[np.integer]],
+    weights: npt.NDArray[np.float64] | None,
+    dtype: type[np.signedinteger],
+    numbering: Numbering,
+) -> sp.csr_matrix:
+    """:func:`coded_histogram` summed part by part on one dense grid (counts or real weights):
+    a record in several parts is never copied, and a record a part leaves out falls in a last
+    column, dropped at the end."""
+    width = coding[-1].offset + coding[-1].width
+    stride = width + 1
+    summed = np.zeros(n_units * stride, dtype=np.int64 if weights is None else np.float64)
+    present = None if positive(weights) else np.zeros(n_units * stride, dtype=np.int64)
+    for part in coding:
+        cells = part_cells(part, columns, numbering, len(units), dtype)
+        if part.drops:
+            np.copyto(cells, width - part.offset, where=cells < 0)
+        if part.offset:
+            cells += part.offset
+        if n_units > 1:
+            cells += np.multiply(units, stride, dtype=dtype)
+        summed += np.bincount(cells, weights, len(summed))
+        if present is not None:
+            present += np.bincount(cells, minlength=len(summed))
+    found = summed if present is None else present
+    where = np.flatnonzero(found.reshape(n_units, stride)[:, :width] != 0)
+    values = summed.reshape(n_units, stride)[:, :width].ravel()[where]
+    return grid_csr(where, values, (n_units, width))
 
 
 def one_array(arrays: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
@@ -399,7 +529,9 @@ def tabulate(
     weights: Mapping[str, Weights] | None = None,
 ) -> dict[str, TableCounts]:
     """Exact tables of a population (every table of its census when ``names`` is None), each
-    counted over the marginal domain of the attributes it crosses; with ``weights`` (one per
+    counted straight into its cells from its records' categories (:attr:`TableDef.coding`), or
+    over the marginal domain of the attributes it crosses when a code counts in two categories
+    (a race tally); with ``weights`` (one per
     record, by kind of record: persons, households), sums of the weights instead of counts.
 
     Each table is counted at the lowest level it is published at (records mapped to that
@@ -408,9 +540,11 @@ def tabulate(
     out = {}
     places: Places = {}
     columns: Columns = {}
+    numberings: dict[str, Numbering] = {}  # (by kind of record)
     signs = {kind: positive(w) for kind, w in (weights or {}).items()}
     geoids: dict[int, tuple[Geography, dict[str, pl.Series]]] = {}
-    for table in population.census.select(names):
+    tables = population.census.select(names)
+    for table in sorted(tables, key=lambda t: digits(t, units_digit(population, t))):
         geography = population.geography_of(table)
         if id(geography) not in geoids:
             levels = {level: geography.geoids(level) for level in geography.levels}
@@ -418,8 +552,19 @@ def tabulate(
         units, n_units = record_units(population, geography, table.records, table.bottom, places)
         data = None if weights is None else weights[table.records]
         chosen = narrow_columns(population, table.records, table.marginal.names, columns)
-        counts = query_histogram(units, n_units, table, chosen, data, signs.get(table.records))
+        sign = signs.get(table.records)
+        if table.coding is None:
+            counts = query_histogram(units, n_units, table, chosen, data, sign)
+        else:
+            numbering = (units_digit(population, table), numberings.setdefault(table.records, Numbering()))
+            counts = coded_histogram(units, n_units, table.coding, chosen, data, sign, numbering)
         out[table.name] = up_the_levels(
             geography, table, counts, geoids[id(geography)][1], table.bottom
         )
-    return out
+    return {table.name: out[table.name] for table in tables}
+
+
+def units_digit(population: Records, table: TableDef) -> str:
+    """The first digit of a :class:`Numbering` of the table's records: the geounits it is
+    counted at (its geography, kind of record and lowest level)."""
+    return f"{id(population.geography_of(table))}:{table.records}:{table.bottom}"
