@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
@@ -345,3 +347,21 @@ def test_the_noise_grid_is_the_p_tables_lookup_for_every_count_and_key():
     looked_up = grid[np.minimum(counts, len(grid) - 1), keys]
     assert np.array_equal(looked_up, cell_noise(table, counts, keys, 256))
     assert noise_grid(ons_10_5_ptable(), 256) is None
+
+
+@pytest.mark.parametrize(
+    ("published", "what"),
+    [
+        ([3, 5, -1, 4], "a negative published count"),
+        ([3, 5, 9, 4], "noise beyond the bound 2"),
+        ([3, 5, 1, 4], "a published count in 1..1"),
+    ],
+)
+def test_a_broken_invariant_names_its_table_and_level(published, what):
+    from sdclab.protection.cellkey_perturb import check_published
+
+    places = [("1.1", "country"), ("3.1", "lau")]
+    true = np.array([3, 5, 1, 4])
+    with pytest.raises(AssertionError, match=f"^3.1 at lau: {re.escape(what)}$"):
+        check_published(places, [2, 2], true, np.array(published), bound=2, js=1)
+    check_published(places, [2, 2], true, np.array([3, 5, 0, 4]), bound=2, js=1)

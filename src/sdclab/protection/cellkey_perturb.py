@@ -143,10 +143,10 @@ def _packed(
         for level, (codes, matrix) in tc.counts.items():
             matrix.sort_indices()  # (cells in one order whichever way they were counted)
             packed = matrix.data.astype(np.int64)
-            n = sp.csr_matrix((packed & low, matrix.indices, matrix.indptr), shape=matrix.shape)
             pattern = (matrix.indices.copy(), matrix.indptr.copy())  # each matrix its own
             k = sp.csr_matrix(((packed >> shift) % key_space, *pattern), shape=matrix.shape)
-            counts[level], keys[level] = (codes, n), (codes, k)
+            matrix.data = packed & low  # (the tabulation's own matrix becomes the counts)
+            counts[level], keys[level] = (codes, matrix), (codes, k)
         plain[name] = TableCounts(tc.table, counts, tc.geoids)
         cell_keys[name] = TableCounts(tc.table, keys, tc.geoids)
     return plain, cell_keys
@@ -193,35 +193,70 @@ def perturb(
     key_space: int,
     threshold: int,
 ) -> dict[str, TableCounts]:
-    """Published tables: every cell perturbed by the p-table, counts below ``threshold`` removed."""
-    out: dict[str, TableCounts] = {}
-    bound, js = noise_bound(table), blocked(table)
+    """Published tables: every cell perturbed by the p-table, counts below ``threshold`` removed
+    (the cells of every table and level looked up at once)."""
+    places = [(name, level) for name, tc in plain.items() for level in tc.counts]
+    true = all_cells(plain, places)
+    keys = all_cells(cell_keys, places)
     grid = noise_grid(table, key_space)
+    if grid is None:
+        noise = cell_noise(table, true, keys, key_space)
+    else:  # (true counts are never negative and keys lie in 0 … K−1)
+        noise = grid[np.minimum(true, len(grid) - 1), keys]
+    published = true + noise
+    sizes = [plain[name].counts[level][1].nnz for name, level in places]
+    check_published(places, sizes, true, published, noise_bound(table), blocked(table))
+    published[published < threshold] = 0
+    out: dict[str, TableCounts] = {}
+    start = 0
     for name, tc in plain.items():
         levels = {}
         for level, (codes, matrix) in tc.counts.items():
-            keys = cell_keys[name].counts[level][1].data
-            if grid is None:
-                noise = cell_noise(table, matrix.data, keys, key_space)
-            else:  # (true counts are never negative and keys lie in 0 … K−1)
-                noise = grid[np.minimum(matrix.data, len(grid) - 1), keys]
-            published = matrix.data + noise
-            check_published(name, level, matrix.data, published, bound, js)
-            result = matrix.copy()
-            result.data = np.where(published < threshold, 0, published)
+            data = published[start : start + matrix.nnz]
+            start += matrix.nnz
+            pattern = (matrix.indices.copy(), matrix.indptr.copy())
+            result = sp.csr_matrix((data, *pattern), shape=matrix.shape)
             result.eliminate_zeros()
             levels[level] = (codes, result)
         out[name] = TableCounts(tc.table, levels, tc.geoids)
     return out
 
 
+def all_cells(tables: dict[str, TableCounts], places: list[tuple[str, str]]) -> IntArray:
+    """The stored cells of every table at every level in ``places`` (name, level), end to end."""
+    parts = [tables[name].counts[level][1].data for name, level in places]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def check_published(
-    name: str, level: str, true: IntArray, published: IntArray, bound: int, js: int
+    places: list[tuple[str, str]],
+    sizes: list[int],
+    true: IntArray,
+    published: IntArray,
+    bound: int,
+    js: int,
 ) -> None:
-    """The mechanism's invariants: non-negative, |noise| ≤ D, never in 1..js."""
-    if (published < 0).any():
-        raise AssertionError(f"{name} at {level}: a negative published count")
-    if (np.abs(published - true) > bound).any():
-        raise AssertionError(f"{name} at {level}: noise beyond the bound {bound}")
-    if js and ((published >= 1) & (published <= js)).any():
-        raise AssertionError(f"{name} at {level}: a published count in 1..{js}")
+    """The mechanism's invariants on the cells of the tables and levels ``places`` (``sizes``
+    cells each, end to end): non-negative, |noise| ≤ D, never in 1..js."""
+    if not len(published):
+        return
+    noise = published - true
+    lowest = int(published.min())
+    checks = (
+        (lowest < 0, lambda: published < 0, "a negative published count"),
+        (
+            max(-int(noise.min()), int(noise.max())) > bound,
+            lambda: np.abs(noise) > bound,
+            f"noise beyond the bound {bound}",
+        ),
+        (
+            js > 0 and bool(((published - 1).astype(np.uint64) < js).any()),
+            lambda: (published >= 1) & (published <= js),
+            f"a published count in 1..{js}",
+        ),
+    )
+    for broken, where, what in checks:  # (the cells are found only when one is broken)
+        if broken:
+            at = int(np.searchsorted(np.cumsum(sizes), np.argmax(where()), side="right"))
+            name, level = places[at]
+            raise AssertionError(f"{name} at {level}: {what}")

@@ -225,8 +225,9 @@ def grid_csr(
     rows, width = shape
     index = np.int32 if rows * width < 2**31 else np.int64
     indptr = np.zeros(rows + 1, dtype=index)
-    np.cumsum(np.bincount(where // width, minlength=rows), out=indptr[1:])
-    return sp.csr_matrix((values, (where % width).astype(index), indptr), shape=shape)
+    row, column = np.divmod(where, width)
+    np.cumsum(np.bincount(row, minlength=rows), out=indptr[1:])
+    return sp.csr_matrix((values, column.astype(index), indptr), shape=shape)
 
 
 def dense_sums(
@@ -426,8 +427,11 @@ def part_cells(
     dtype: type[np.signedinteger],
 ) -> npt.NDArray[np.signedinteger]:
     """Each record's cell in the part (negative for a record the part leaves out)."""
-    cells = np.zeros(records, dtype=dtype)
-    for attribute, category, size in part.steps:
+    if not part.steps:
+        return np.zeros(records, dtype=dtype)
+    attribute, category, _ = part.steps[0]
+    cells = numbering.category(attribute, category, columns[attribute]).astype(dtype)
+    for attribute, category, size in part.steps[1:]:
         if size > 1:
             cells *= size
         cells += numbering.category(attribute, category, columns[attribute])
@@ -450,14 +454,15 @@ def parts_histogram(
     stride = width + 1
     summed = np.zeros(n_units * stride, dtype=np.int64 if weights is None else np.float64)
     present = None if positive(weights) else np.zeros(n_units * stride, dtype=np.int64)
+    rows = np.multiply(units, stride, dtype=dtype) if n_units > 1 else None
     for part in coding:
         cells = part_cells(part, columns, numbering, len(units), dtype)
         if part.drops:
             np.copyto(cells, width - part.offset, where=cells < 0)
         if part.offset:
             cells += part.offset
-        if n_units > 1:
-            cells += np.multiply(units, stride, dtype=dtype)
+        if rows is not None:
+            cells += rows
         summed += np.bincount(cells, weights, len(summed))
         if present is not None:
             present += np.bincount(cells, minlength=len(summed))
