@@ -85,7 +85,8 @@ def test_every_country_lies_in_one_continent_and_the_continents_are_kept(attribu
     assert continents.is_partition  # every detailed code counts in exactly one category
     regulation = dict(zip(declared.codes, _regulation_codes(attribute), strict=True))
     for k, continent in enumerate(continents.codes):
-        members = [c for c, inside in zip(declared.codes, continents.membership[k]) if inside]
+        row = continents.membership[k]
+        members = [c for c, inside in zip(declared.codes, row, strict=True) if inside]
         if continent in CONTINENTS:  # the countries numbered under the continent's own code
             group = {"EU": "2.1."}.get(continent, f"2.2.{CONTINENTS.index(continent)}.")
             assert len(members) > 1 and all(regulation[c].startswith(group) for c in members)
