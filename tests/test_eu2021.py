@@ -47,7 +47,7 @@ def test_hypercubes_are_named_and_published_as_in_the_regulation() -> None:
     assert tables["2.1"].n_cells == 2 * 6 * 5 * 8
 
 
-REGULATION_IS_DETAILED = {"AGE": "H", "CAS": "H", "COC": "M", "POB": "M"}
+REGULATION_IS_DETAILED = {"AGE": "H", "CAS": "H", "COC": "H", "POB": "H"}
 """Attributes whose own code list is the regulation's breakdown named here; HST, FST and LMS have
 finer code lists and declare H, M and L apart; SEX, EDU, ROY and LOC have one breakdown."""
 GEO_BOTTOM = {"N": "country", "L": "nuts2", "M": "nuts3", "H": "lau"}
@@ -58,7 +58,7 @@ def test_every_hypercube_crosses_the_breakdowns_its_title_names() -> None:
 
     eu = census()
     hypercubes = [table for name, table in eu.tables.items() if name[0].isdigit()]
-    assert len(hypercubes) == 46
+    assert len(hypercubes) == 49
     for table in hypercubes:
         geo, *references = table.title.split(" × ")
         assert (table.top, table.bottom) == ("country", GEO_BOTTOM[geo.removeprefix("GEO.")])
@@ -72,6 +72,31 @@ def test_every_hypercube_crosses_the_breakdowns_its_title_names() -> None:
             assert own or level in eu.attribute(attribute).breakdowns, (table.name, reference)
             expected = eu.attribute(attribute).breakdown(DETAILED if own else level)
             assert np.array_equal(dim.membership, expected.membership), (table.name, reference)
+
+
+CONTINENTS = ("EU", "EUR", "AFR", "AMS", "AMN", "ASI", "OCE")
+
+
+@pytest.mark.parametrize("attribute", ["COC", "POB"])
+def test_every_country_lies_in_one_continent_and_the_continents_are_kept(attribute: str) -> None:
+    declared = census().attribute(attribute)
+    continents = declared.breakdown("M")
+    assert continents.codes == ("NAT", *CONTINENTS, *declared.codes[-2:])
+    assert continents.is_partition  # every detailed code counts in exactly one category
+    regulation = dict(zip(declared.codes, _regulation_codes(attribute), strict=True))
+    for k, continent in enumerate(continents.codes):
+        row = continents.membership[k]
+        members = [c for c, inside in zip(declared.codes, row, strict=True) if inside]
+        if continent in CONTINENTS:  # the countries numbered under the continent's own code
+            group = {"EU": "2.1."}.get(continent, f"2.2.{CONTINENTS.index(continent)}.")
+            assert len(members) > 1 and all(regulation[c].startswith(group) for c in members)
+        else:
+            assert members == [continent]
+
+
+def _regulation_codes(attribute: str) -> list[str]:
+    codes = Path(__file__).parents[1] / "src/sdclab/censuses/eu2021/codes"
+    return pl.read_csv(codes / f"{attribute.lower()}.csv")["regulation"].to_list()
 
 
 def test_the_grid_publishes_its_13_variables_on_its_own_geography() -> None:

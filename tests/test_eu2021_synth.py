@@ -8,7 +8,7 @@ import re
 import polars as pl
 import pytest
 
-from sdclab.censuses.eu2021 import census
+from sdclab.censuses.eu2021 import census, synth
 from sdclab.censuses.eu2021.synth import COLUMNS, GENERATOR_VERSION, describe, synthesize
 from sdclab.censuses.eu2021.synth_traits import CAPITAL_FOREIGN_SHARE, RURAL_FOREIGN_SHARE
 from sdclab.core.census.records import encode_records
@@ -230,8 +230,28 @@ def test_birthplace_and_citizenship_hang_together(frame: pl.DataFrame) -> None:
     assert (natives["COC"] == "NAT").mean() > 0.97
     foreign_born = frame.filter(pl.col("POB") != "NAT")
     kept = foreign_born.filter(~pl.col("COC").is_in(["NAT", "STL"]))
-    assert (kept["COC"] == kept["POB"]).all()
-    assert 0 < (frame["COC"] == "STL").sum() < 0.002 * frame.height
+    listed = pl.col("POB").is_in(census().attribute("COC").codes)  # COC.H lists no territories
+    assert kept.filter(listed).select(pl.col("COC") == pl.col("POB")).to_series().all()
+    others = kept.filter(~listed)["COC"].unique().to_list()
+    assert set(others) <= {"OEUR", "OAFR", "OAMS", "OAMN", "OASI", "OOCE"}
+
+
+def test_countries_keep_the_continents_and_every_other_draw(monkeypatch) -> None:
+    """The countries come from their own stream after the continents were drawn: mapped back to
+    POB.M and COC.M, the persons are those drawn without countries, every other column alike."""
+    with_countries = synthesize(5_000, 3)
+    monkeypatch.setattr(synth, "countries", lambda rng, unit, pob, coc: (pob, coc))
+    continents_only = synthesize(5_000, 3)
+    for name in ("POB", "COC"):
+        attribute = census().attribute(name)
+        m = attribute.breakdown("M")
+        of = {attribute.codes[j]: m.codes[k] for k, j in zip(*m.membership.nonzero(), strict=True)}
+        assert with_countries[name].n_unique() > 20  # countries, not just continents
+        assert with_countries[name].replace_strict(of).equals(continents_only[name])
+    assert with_countries.drop("POB", "COC").equals(continents_only.drop("POB", "COC"))
+    foreign = with_countries.filter(pl.col("POB") != "NAT")
+    shared = foreign.group_by("household_id").agg(pl.col("POB").n_unique() == 1)["POB"]
+    assert shared.mean() > 0.95  # a household's foreign-born share their country of birth
 
 
 def test_describe_reports_the_frames_figures(frame: pl.DataFrame) -> None:

@@ -37,6 +37,7 @@ from sdclab.censuses.eu2021.synth_traits import (
     EDU_BY_AGE,
     birthplace_and_citizenship,
     by_age_band,
+    countries,
     lau_foreign_shares,
     locality_size,
     origin_units,
@@ -44,7 +45,7 @@ from sdclab.censuses.eu2021.synth_traits import (
     residence_a_year_before,
 )
 
-GENERATOR_VERSION = "1.1"
+GENERATOR_VERSION = "1.2"
 """Bumped whenever a change alters the output for a given seed."""
 STAGES = (
     "households",
@@ -55,6 +56,7 @@ STAGES = (
     "moves",
     "activity",
     "education",
+    "countries",
 )
 """The child streams, in spawn order (new stages go at the end, leaving earlier streams as they
 were)."""
@@ -119,6 +121,7 @@ def _trait_columns(
     lau_share = lau_foreign_shares(region_share, region_of_lau, geography.lau_persons)
     unit = origin_units(people)
     pob, coc, foreign = birthplace_and_citizenship(rng["origins"], people, unit, lau_share[lau])
+    pob, coc = countries(rng["countries"], unit, pob, coc)  # own stream: the continents stay
     return {
         "SEX": np.where(people.female, "F", "M"),
         "AGE": np.asarray(census().attribute("AGE").codes)[people.age],  # AGE.H: year by year

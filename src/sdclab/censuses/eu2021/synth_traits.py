@@ -43,6 +43,11 @@ ORIGINS = ("EU", "EUR", "AFR", "ASI", "AMS", "AMN", "OCE")
 ORIGIN_PMF = (0.38, 0.14, 0.18, 0.18, 0.08, 0.03, 0.01)
 """Birthplace of the foreign-born by continent (chosen for illustration; the Americas split into
 the Caribbean, South or Central America and North America as the regulation's POB.M does)."""
+COUNTRY_RANK_POWER = 1.0
+"""Within its continent, a foreign-origin unit's country of birth is the k-th of the continent's
+countries in the order of the regulation's POB.H list (its "other country" last) with weight
+1 / k ** COUNTRY_RANK_POWER (chosen for illustration: a few countries make up most of a
+continent's foreign-born, the rest a long tail)."""
 MIXED_COUPLE_SHARE = 0.2
 """Share of foreign-born persons' partners born in the country (chosen for illustration)."""
 CHILD_BORN_HERE_SHARE = 0.6
@@ -158,6 +163,53 @@ def birthplace_and_citizenship(
         pob,
     )
     return pob, coc, foreign
+
+
+def countries(
+    rng: np.random.Generator, unit: IntArray, pob: np.ndarray, coc: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """POB and COC codes with each continent replaced by a country within it.
+
+    One draw per origin unit, so its members born abroad or holding a foreign citizenship share
+    the country. A citizen of a country of birth COC.H does not list (a territory such as
+    Greenland or Sark) holds the citizenship of its continent's "other country"."""
+    births, citizenships, weights = _countries_by_continent()
+    cdf = np.cumsum(weights, axis=1)
+    cdf /= cdf[:, -1:]
+    last = (weights > 0).sum(axis=1) - 1  # a row's last country (its padding never drawn)
+    n_rows, width = cdf.shape
+    flat = (cdf + np.arange(n_rows)[:, None]).ravel()
+    drawn = rng.random(int(unit.max(initial=-1)) + 1)[unit]  # one draw per origin unit
+    order = np.argsort(ORIGINS)
+    result = []
+    for codes, table in ((pob, births), (coc, citizenships)):
+        at = np.minimum(np.searchsorted(np.asarray(ORIGINS)[order], codes), len(ORIGINS) - 1)
+        row = order[at]
+        is_continent = np.asarray(ORIGINS)[row] == codes
+        column = np.searchsorted(flat, row + drawn, side="right") - row * width
+        column = np.clip(column, 0, last[row])
+        result.append(np.where(is_continent, table[row, column], codes))
+    return result[0], result[1]
+
+
+def _countries_by_continent() -> tuple[np.ndarray, np.ndarray, FloatArray]:
+    """Per continent of :data:`ORIGINS`, its POB.H countries in the regulation's order, the COC.H
+    code of each country's citizens and its weight (rows padded with weight 0)."""
+    pob, coc = census().attribute("POB"), census().attribute("COC")
+    pob_m, coc_m = pob.breakdown("M"), coc.breakdown("M")
+    members = [np.flatnonzero(pob_m.membership[pob_m.codes.index(c)]) for c in ORIGINS]
+    width = max(len(m) for m in members)
+    weights = np.zeros((len(ORIGINS), width))
+    births = np.full((len(ORIGINS), width), pob.codes[0], dtype=object)
+    citizenships = np.full((len(ORIGINS), width), coc.codes[0], dtype=object)
+    listed = set(coc.codes)
+    for row, (continent, inside) in enumerate(zip(ORIGINS, members, strict=True)):
+        other = coc.codes[np.flatnonzero(coc_m.membership[coc_m.codes.index(continent)])[-1]]
+        born = [pob.codes[j] for j in inside]
+        weights[row, : len(born)] = 1.0 / np.arange(1, len(born) + 1) ** COUNTRY_RANK_POWER
+        births[row, : len(born)] = born
+        citizenships[row, : len(born)] = [c if c in listed else other for c in born]
+    return births.astype(str), citizenships.astype(str), weights
 
 
 def residence_a_year_before(
