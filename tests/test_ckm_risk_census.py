@@ -202,3 +202,27 @@ def test_the_us_census_keeps_the_papers_analysis():
     assert scope.us and scope.children == (2,) and scope.targets == ("P1", "P8", "P12", "P14")
     figures = ckm_risk(release)
     assert "scope" not in figures and "tuples_by_children" not in figures["bound_disclosure"]
+
+
+@pytest.mark.parametrize("which", ["eu2021", "us2010"])
+def test_cell_fingerprints_from_category_sums_are_those_of_the_query(which):
+    """Each cell's fingerprint as the product of its categories' weight sums equals the sum of
+    the weights' products over the domain cells its query holds, for every built-in table small
+    enough to build its query on its own schema (with and without edits)."""
+    from sdclab.censuses.us2010 import census as us_census
+    from sdclab.protection.cellkey_scope import _fingerprint
+
+    declared = census() if which == "eu2021" else us_census()
+    tables = [t for t in declared.tables.values() if t.schema.size <= 2_000_000]
+    assert len(tables) >= 10
+    prime = 2_147_483_629
+    rng = np.random.default_rng(3)
+    sizes = {a.name: a.size for t in tables for a in t.schema.attributes}
+    weights = {n: rng.integers(1, prime, size) for n, size in sorted(sizes.items())}
+    for table in tables:
+        w = np.ones(1, np.int64)
+        for a in table.schema.attributes:
+            w = (w[:, None] * weights[a.name][None, :]).ravel() % prime
+        w = np.where(table.schema.possible_cells(), w, 0)
+        want = np.asarray(table.query @ w).ravel() % prime * 7 % prime
+        assert np.array_equal(_fingerprint(table, weights, prime, 7), want), table.name

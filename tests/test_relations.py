@@ -264,3 +264,49 @@ def test_recodes_relate_attribute_by_attribute_as_over_their_joint_domain() -> N
     assert np.array_equal(np.diff(recode_partition(ages, odd).tocsc().indptr), [1, 0, 0])
     assert recode_partition(broad, odd).nnz == 0
     assert np.array_equal(np.diff(recode_partition(broad, fine).tocsc().indptr), [4, 2, 4, 2])
+
+
+@pytest.mark.parametrize("which", ["eu2021", "us2010"])
+def test_facts_read_off_a_tables_categories_are_those_of_its_query(which):
+    """For every built-in table whose query fits (its own schema small), the sizes, totals and
+    partition read off its categories (:func:`coded_facts`) equal those of its query rows, and
+    a table compared with itself gives what comparing the rows gives."""
+    import scipy.sparse as sp
+
+    from sdclab.censuses.eu2021 import census as eu_census
+    from sdclab.censuses.us2010 import census as us_census
+    from sdclab.core.tables.relations import coded_facts, query_rows
+
+    declared = eu_census() if which == "eu2021" else us_census()
+    tables = [t for t in declared.tables.values() if t.schema.size <= 2_000_000]
+    checked = 0
+    for table in tables:
+        facts = coded_facts(table)
+        if facts is None:
+            continue
+        query, counted, possible = query_rows(table, None)
+        size = np.asarray(query.sum(axis=1)).ravel()
+        assert np.array_equal(facts[0], size), table.name
+        assert facts[1] == bool(counted.max(initial=0) <= 1), table.name
+        assert np.array_equal(facts[2], size == possible.sum()), table.name
+        assert facts[3] == (facts[1] and bool((counted[possible] == 1).all())), table.name
+        rows = QueryRows.of(table)
+        overlap = (query @ query.T).toarray()
+        inside = (overlap == size[:, None]) & (size[:, None] > 0)
+        want = sp.csr_matrix(inside & (size > 0)[None, :], dtype=np.int64)
+        assert (partition(rows, rows) != want).nnz == 0, table.name
+        checked += 1
+    assert checked >= 10
+
+
+@pytest.mark.parametrize("which", ["eu2021", "us2010"])
+def test_the_most_cells_a_record_counts_in_is_read_off_the_query(which):
+    from sdclab.censuses.eu2021 import census as eu_census
+    from sdclab.censuses.us2010 import census as us_census
+
+    declared = eu_census() if which == "eu2021" else us_census()
+    tables = [t for t in declared.tables.values() if t.schema.size <= 2_000_000]
+    for table in tables:
+        want = int(np.asarray(table.query.sum(axis=0)).max())
+        assert table.most_cells_per_record == want, table.name
+    assert {t.most_cells_per_record for t in tables} > {1}  # (the grid's parts, race tallies)

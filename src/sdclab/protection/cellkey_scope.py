@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sdclab.core.tables.definition import TableDef
+from sdclab.core.tables.definition import Part, TableDef
 from sdclab.release import Release
 
 IntArray = npt.NDArray[np.int64]
@@ -111,7 +111,13 @@ def _fingerprint(
 ) -> IntArray:
     """Σ over the cell's domain cells of Π_a w_a[code] (mod p): for a product set this is the
     product of each attribute's weight sums, so equal sets of records agree whatever schema
-    (attributes) the table is declared on. ``absent``: the product over the other attributes."""
+    (attributes) the table is declared on. ``absent``: the product over the other attributes.
+    Each part's cells are product sets, so without edits (cells no record can occupy) each
+    cell's sum is the product of its categories' weight sums, without the table's query."""
+    if not table.schema.edits:
+        return np.concatenate([_part_prints(table, p, weights, prime) for p in table.parts]) * absent % prime
+    if table.schema.size >= 1 << 31:
+        raise ValueError(f"table {table.name}: its domain is too large to fingerprint its cells")
     w = np.ones(1, np.int64)
     for a in table.schema.attributes:
         w = (w[:, None] * weights[a.name][None, :]).ravel() % prime
@@ -119,13 +125,32 @@ def _fingerprint(
     return (np.asarray(table.query @ w).ravel() % prime) * absent % prime
 
 
+def _part_prints(
+    table: TableDef, part: Part, weights: dict[str, IntArray], prime: int
+) -> IntArray:
+    """:func:`_fingerprint` of the part's cells (before ``absent``): per cell, the product over
+    the schema's attributes of the weight sums of the codes the cell holds (its category's,
+    within the part's universe)."""
+    crossed = {d.attribute: d for d in part.dimensions}
+    within = {
+        a.name: weights[a.name] * part.universe.get(a.name, True) for a in table.schema.attributes
+    }
+    rest = 1
+    for name, w in within.items():
+        if name not in crossed:
+            rest = rest * int(w.sum() % prime) % prime
+    cells = np.array([rest], dtype=np.int64)
+    for d in part.dimensions:
+        sums = d.membership.astype(np.int64) @ within[d.attribute] % prime
+        cells = np.multiply.outer(cells, sums).ravel() % prime
+    return cells
+
+
 def contributor_ids(tables: Sequence[TableDef]) -> dict[str, IntArray]:
     """One id per distinct set of contributors across tables declared on different schemas
     (hypercubes crossing different attributes): two random fingerprints per cell
     (:func:`_fingerprint`) over the union of their attributes."""
     attributes = {a.name: a.size for t in tables for a in t.schema.attributes}
-    if max(t.schema.size for t in tables) >= 1 << 31:
-        raise ValueError("a table's domain is too large to fingerprint its cells")
     rng = np.random.default_rng(0)
     prints = []
     for prime in FINGERPRINT_PRIMES:

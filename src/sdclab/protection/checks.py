@@ -180,9 +180,19 @@ def _over_one_domain(
     return None
 
 
+def counts_all_of_kind(table: TableDef, total: TableDef) -> bool:
+    """Whether ``total`` is one cell counting every record of ``table``'s kind and ``table``
+    reads each record's cells off its codes (:attr:`TableDef.coding`): the two are then related
+    without their queries, which a table crossing long code lists makes large."""
+    whole = len(total.parts) == 1 and not total.parts[0].dimensions and not total.parts[0].universe
+    return whole and table.coding is not None and table.records == total.records
+
+
 def partitions(table: TableDef, total: TableDef) -> bool:
     """Whether every record ``total`` counts is in exactly one cell of ``table`` (its cells add
     up to the total)."""
+    if counts_all_of_kind(table, total):
+        return len(table.coding) == 1 and not table.coding[0].drops  # type: ignore[arg-type]
     queries = _over_one_domain(table, total)
     if queries is None:
         return False
@@ -195,6 +205,8 @@ def partitions(table: TableDef, total: TableDef) -> bool:
 def bounded_by(table: TableDef, total: TableDef) -> bool:
     """Whether every cell of ``table`` counts each record at most once, and only records that
     ``total`` counts (person tables on the hhgq schema count persons, as P1 does)."""
+    if counts_all_of_kind(table, total):
+        return True  # (a coded table counts each record at most once per cell)
     queries = _over_one_domain(table, total)
     if queries is None:
         return table.schema.name == "person_hhgq" and total.name == "P1"

@@ -108,7 +108,7 @@ MECHANISM = Mechanism(
 
 def sensitivity(table: TableDef, neighbours: str) -> int:
     """Δ₁ of a table: the most cells one record counts in (×2 when a record is replaced)."""
-    per_record = int(np.asarray(table.query.sum(axis=0)).max())
+    per_record = table.most_cells_per_record
     return per_record * (2 if neighbours == "bounded" else 1)
 
 

@@ -209,7 +209,7 @@ def cells_moved(tables: Sequence[TableDef], changes: Sequence[HouseholdChange]) 
     at most twice the most cells a household counts in, per table."""
     if not changes:
         worst = {
-            t.name: 2 * int(abs(t.marginal_query).sum(axis=0).max())
+            t.name: 2 * t.most_cells_per_record
             for t in tables
             if t.records == "households"
         }

@@ -176,6 +176,16 @@ class TableDef:
         return tuple(codings)
 
     @cached_property
+    def most_cells_per_record(self) -> int:
+        """The most cells one record counts in (a record's weight in the table's Δ₁): for a
+        table of one coded part, one if any record counts at all, without its query."""
+        if self.coding is not None and len(self.parts) == 1:
+            part = self.parts[0]
+            held = all(d.membership.any() for d in part.dimensions)
+            return int(held and all(mask.any() for mask in part.universe.values()))
+        return int(np.asarray(self.marginal_query.sum(axis=0)).max(initial=0))
+
+    @cached_property
     def marginal_query(self) -> sp.csr_matrix:
         """Sparse 0/1 matrix cells × cells of :attr:`marginal` (int64 entries)."""
         blocks = [part_query(self.marginal, part) for part in self.parts]

@@ -73,12 +73,13 @@ def coverage(table: TableDef) -> IntArray:
 
 @dataclass(frozen=True)
 class QueryRows:
-    """A table's query rows over the possible cells of its schema, and the facts the partition
-    tests read from them (computed once per table and reused across pairs)."""
+    """What the partition tests read of a table's query rows over the possible cells of its
+    schema (or of ``domain``), computed once per table and reused across pairs. For a table of
+    one part reading each record's cell off its codes (:attr:`TableDef.coding`) on its own
+    schema without edits, the facts follow from its categories alone and the rows themselves are
+    built only when a comparison needs them (a table crossing long code lists makes them large)."""
 
     table: TableDef
-    query: sp.csr_matrix
-    """Cells × possible domain cells, int64 0/1."""
     size: IntArray
     """Possible domain cells in each of the table's cells."""
     disjoint: bool
@@ -95,26 +96,63 @@ class QueryRows:
         """The domain the rows are over."""
         return self.table.schema if self.domain is None else self.domain
 
+    @cached_property
+    def query(self) -> sp.csr_matrix:
+        """Cells × possible domain cells, int64 0/1."""
+        return query_rows(self.table, self.domain)[0]
+
     @classmethod
     def of(cls, table: TableDef, domain: Schema | None = None) -> QueryRows:
         """The table's rows over its own schema, or over ``domain`` (holding its attributes)."""
-        possible = possible_cells(table.schema if domain is None else domain)
-        query = (table.query if domain is None else table.query_on(domain)).astype(np.int64)
-        query = query.tocsr()
-        counted = np.asarray(query.sum(axis=0), dtype=np.int64).ravel()
-        if not possible.all():
-            query = query[:, np.flatnonzero(possible)]
+        if domain is None and (facts := coded_facts(table)) is not None:
+            return cls(table, *facts)
+        query, counted, possible = query_rows(table, domain)
         size = np.asarray(query.sum(axis=1), dtype=np.int64).ravel()
         disjoint = bool(counted.max(initial=0) <= 1)
-        return cls(
+        rows = cls(
             table,
-            query,
             size,
             disjoint,
             np.asarray(size == possible.sum(), dtype=bool),
             disjoint and bool((counted[possible] == 1).all()),
             domain,
         )
+        rows.__dict__["query"] = query  # (the cached property, already computed)
+        return rows
+
+
+def query_rows(
+    table: TableDef, domain: Schema | None
+) -> tuple[sp.csr_matrix, IntArray, BoolArray]:
+    """(the table's query over the possible cells of its schema or ``domain``, how many of its
+    cells each domain cell counts in, which domain cells are possible)."""
+    possible = possible_cells(table.schema if domain is None else domain)
+    query = (table.query if domain is None else table.query_on(domain)).astype(np.int64)
+    query = query.tocsr()
+    counted = np.asarray(query.sum(axis=0), dtype=np.int64).ravel()
+    if not possible.all():
+        query = query[:, np.flatnonzero(possible)]
+    return query, counted, possible
+
+
+def coded_facts(table: TableDef) -> tuple[IntArray, bool, BoolArray, bool] | None:
+    """(size, disjoint, total, partition) of :class:`QueryRows` from the categories of a table
+    of one coded part on a schema without edits (every domain cell possible): a cell holds the
+    product over the schema's attributes of the codes its categories (or the universe, or all)
+    hold. None for other tables."""
+    if table.coding is None or len(table.parts) != 1 or table.schema.edits:
+        return None
+    part = table.parts[0]
+    crossed = {d.attribute: d for d in part.dimensions}
+    held = {a.name: part.universe.get(a.name, np.ones(a.size, bool)) for a in table.schema.attributes}
+    size = np.ones(1, dtype=np.int64)
+    for name, mask in held.items():
+        if name not in crossed:
+            size = size * int(mask.sum())
+    for d in part.dimensions:
+        size = np.multiply.outer(size, d.membership.astype(np.int64) @ held[d.attribute]).ravel()
+    total = size == table.schema.size
+    return size, True, total, not table.coding[0].drops
 
 
 def is_partition(table: TableDef) -> bool:
@@ -145,6 +183,10 @@ def partition(whole: TableDef | QueryRows, parts: TableDef | QueryRows) -> sp.cs
     p = parts if isinstance(parts, QueryRows) else QueryRows.of(parts)
     if not p.disjoint:
         return None  # overlapping cells: not a partition
+    if w.table is p.table and w.on is p.on:  # each non-empty cell is its own one-part partition
+        cells = np.flatnonzero(p.size > 0)
+        shape = (p.table.n_cells, p.table.n_cells)
+        return sp.csr_matrix((np.ones(len(cells), np.int64), (cells, cells)), shape=shape)
     if w.on is not p.on:
         if w.table.records != p.table.records or not p.partition:
             return sp.csr_matrix((p.table.n_cells, w.table.n_cells), dtype=np.int64)
