@@ -454,20 +454,24 @@ def test_tables_whose_codes_count_twice_or_below_zero_are_counted_by_their_query
 
 @pytest.mark.parametrize("census", ["us2010", "eu2021"])
 def test_every_built_in_table_counted_from_its_codes_equals_its_query(census, european):
-    """Each built-in table with a coding, counted from its codes and then by its marginal query
-    (the coding set aside): the same counts and signed weight sums at every level."""
+    """Each built-in table with a coding whose marginal query fits, counted from its codes and
+    then by that query (the coding set aside): the same counts and signed weight sums at every
+    level."""
     population = european if census == "eu2021" else random_population(5, 1_500)
-    tables = population.census.select(None)
+    every = population.census.select(None)
+    assert sum(t.coding is None for t in every) <= 2  # (the US race tallies)
+    tables = [t for t in every if t.marginal.size <= 2_000_000]
     coded = [t for t in tables if t.coding is not None]
-    assert len(coded) >= len(tables) - 2  # (the US race tallies are counted by their query)
+    assert len(coded) >= 20
+    names = [t.name for t in tables]
     rng = np.random.default_rng(2)
     signed = {k: rng.normal(size=population.n_records(k)) for k in ("persons", "households")}
     for weights in (None, signed):
-        direct = tabulate(population, None, weights)
+        direct = tabulate(population, names, weights)
         for table in coded:
             table.__dict__["coding"] = None  # (the cached coding set aside)
         try:
-            by_query = tabulate(population, None, weights)
+            by_query = tabulate(population, names, weights)
         finally:
             for table in coded:
                 del table.__dict__["coding"]

@@ -456,11 +456,16 @@ def parts_histogram(
     present = None if positive(weights) else np.zeros(n_units * stride, dtype=np.int64)
     rows = np.multiply(units, stride, dtype=dtype) if n_units > 1 else None
     for part in coding:
-        cells = part_cells(part, columns, numbering, len(units), dtype)
-        if part.drops:
-            np.copyto(cells, width - part.offset, where=cells < 0)
-        if part.offset:
-            cells += part.offset
+        if len(part.steps) == 1:  # (its cells in the table looked up in one pass)
+            attribute, category, _ = part.steps[0]
+            table_cells = np.where(category < 0, width, category + part.offset).astype(dtype)
+            cells = np.take(table_cells, columns[attribute])
+        else:
+            cells = part_cells(part, columns, numbering, len(units), dtype)
+            if part.drops:
+                np.copyto(cells, width - part.offset, where=cells < 0)
+            if part.offset:
+                cells += part.offset
         if rows is not None:
             cells += rows
         summed += np.bincount(cells, weights, len(summed))
