@@ -12,7 +12,6 @@ from sdclab.core.accounting import SpecCard
 from sdclab.core.census.model import Census, cells_moved
 from sdclab.core.figures import NotMeasured
 from sdclab.core.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
-from sdclab.core.tables.relations import coverage
 from sdclab.protection.cellkey_params import MECHANISM, AnyPTable, CellKeyParameters
 from sdclab.protection.ptable_analysis import (
     delta_pairs,
@@ -74,7 +73,7 @@ def cells_per_person(census: Census, names: tuple[str, ...] | None = None) -> in
     the person tables' cells it is counted in, and the household-table cells its presence
     moves."""
     tables = census.select(names)
-    person = sum(int(coverage(t).max()) * len(t.levels) for t in tables if t.records == "persons")
+    person = sum(t.most_cells_per_record * len(t.levels) for t in tables if t.records == "persons")
     unit = max(
         (
             sum(n * len(census.table(name).levels) for name, n in move.cells.items())
