@@ -207,8 +207,10 @@ def resolution(names: tuple[str, ...], census: Census | None = None) -> Resoluti
     # two random integer projections of every column; equal columns have equal signatures, and a
     # collision of distinct ones (probability ~1e-10) would be caught by the exact check below
     weights = np.random.default_rng(0).integers(1, 2**31, size=(query.shape[0], 2))
-    signature = np.asarray(query.T @ weights)
-    _, first, inverse = np.unique(signature, axis=0, return_index=True, return_inverse=True)
+    projections = np.asarray(query.T @ weights).astype(np.uint64)
+    # (the two projections mixed into one 64-bit key: a one-dimensional unique sorts far faster)
+    signature = projections[:, 0] * np.uint64(0x9E3779B97F4A7C15) + projections[:, 1]
+    _, first, inverse = np.unique(signature, return_index=True, return_inverse=True)
     order = np.argsort(first)
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
