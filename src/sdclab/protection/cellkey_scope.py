@@ -115,7 +115,11 @@ def _fingerprint(
     Each part's cells are product sets, so without edits (cells no record can occupy) each
     cell's sum is the product of its categories' weight sums, without the table's query."""
     if not table.schema.edits:
-        return np.concatenate([_part_prints(table, p, weights, prime) for p in table.parts]) * absent % prime
+        return (
+            np.concatenate([_part_prints(table, p, weights, prime) for p in table.parts])
+            * absent
+            % prime
+        )
     if table.schema.size >= 1 << 31:
         raise ValueError(f"table {table.name}: its domain is too large to fingerprint its cells")
     w = np.ones(1, np.int64)
@@ -125,9 +129,7 @@ def _fingerprint(
     return (np.asarray(table.query @ w).ravel() % prime) * absent % prime
 
 
-def _part_prints(
-    table: TableDef, part: Part, weights: dict[str, IntArray], prime: int
-) -> IntArray:
+def _part_prints(table: TableDef, part: Part, weights: dict[str, IntArray], prime: int) -> IntArray:
     """:func:`_fingerprint` of the part's cells (before ``absent``): per cell, the product over
     the schema's attributes of the weight sums of the codes the cell holds (its category's,
     within the part's universe)."""

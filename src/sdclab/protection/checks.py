@@ -192,7 +192,8 @@ def partitions(table: TableDef, total: TableDef) -> bool:
     """Whether every record ``total`` counts is in exactly one cell of ``table`` (its cells add
     up to the total)."""
     if counts_all_of_kind(table, total):
-        return len(table.coding) == 1 and not table.coding[0].drops  # type: ignore[arg-type]
+        coding = table.coding or ()
+        return len(coding) == 1 and not coding[0].drops
     queries = _over_one_domain(table, total)
     if queries is None:
         return False

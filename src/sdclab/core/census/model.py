@@ -208,11 +208,7 @@ def cells_moved(tables: Sequence[TableDef], changes: Sequence[HouseholdChange]) 
     that declares no changes may have its household records changed in any way by one person:
     at most twice the most cells a household counts in, per table."""
     if not changes:
-        worst = {
-            t.name: 2 * t.most_cells_per_record
-            for t in tables
-            if t.records == "households"
-        }
+        worst = {t.name: 2 * t.most_cells_per_record for t in tables if t.records == "households"}
         return [CellsMoved(ANY_CHANGE, worst)] if worst else []
     out: list[CellsMoved] = []
     for change in changes:

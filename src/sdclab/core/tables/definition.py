@@ -86,7 +86,9 @@ def code_categories(
     smallest signed type that holds them: a record's category is read for every table."""
     category = np.where(membership.any(axis=0), np.argmax(membership, axis=0), outside)
     lowest = int(category.min(initial=0))  # (``outside`` only if some code is in no category)
-    small = np.promote_types(np.min_scalar_type(-max(-lowest, 1)), np.min_scalar_type(len(membership)))
+    small = np.promote_types(
+        np.min_scalar_type(-max(-lowest, 1)), np.min_scalar_type(len(membership))
+    )
     return np.concatenate([np.zeros(low, np.int64), category]).astype(small)
 
 
@@ -164,11 +166,15 @@ class TableDef:
         for part in self.parts:
             width = math.prod(len(d.labels) for d in part.dimensions)
             steps = [
-                (d.attribute, code_categories(low[d.attribute], d.membership, -width), len(d.labels))
+                (
+                    d.attribute,
+                    code_categories(low[d.attribute], d.membership, -width),
+                    len(d.labels),
+                )
                 for d in part.dimensions
             ]
             steps += [
-                (name, code_categories(low[name], mask[None, :], -width), 1)
+                (name, code_categories(low[name], mask[None, :].astype(np.int8), -width), 1)
                 for name, mask in part.universe.items()
             ]
             codings.append(PartCoding(offset, width, tuple(steps)))

@@ -121,9 +121,7 @@ class QueryRows:
         return rows
 
 
-def query_rows(
-    table: TableDef, domain: Schema | None
-) -> tuple[sp.csr_matrix, IntArray, BoolArray]:
+def query_rows(table: TableDef, domain: Schema | None) -> tuple[sp.csr_matrix, IntArray, BoolArray]:
     """(the table's query over the possible cells of its schema or ``domain``, how many of its
     cells each domain cell counts in, which domain cells are possible)."""
     possible = possible_cells(table.schema if domain is None else domain)
@@ -144,7 +142,9 @@ def coded_facts(table: TableDef) -> tuple[IntArray, bool, BoolArray, bool] | Non
         return None
     part = table.parts[0]
     crossed = {d.attribute: d for d in part.dimensions}
-    held = {a.name: part.universe.get(a.name, np.ones(a.size, bool)) for a in table.schema.attributes}
+    held = {
+        a.name: part.universe.get(a.name, np.ones(a.size, bool)) for a in table.schema.attributes
+    }
     size = np.ones(1, dtype=np.int64)
     for name, mask in held.items():
         if name not in crossed:

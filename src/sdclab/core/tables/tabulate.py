@@ -307,9 +307,7 @@ class Numbering:
     tables taken in the order of their digits (:func:`digits`) number their common prefix once.
     Each record's category is kept by attribute and categories for the whole tabulation."""
 
-    categories: dict[tuple[str, bytes], npt.NDArray[np.signedinteger]] = field(
-        default_factory=dict
-    )
+    categories: dict[tuple[str, bytes], npt.NDArray[np.signedinteger]] = field(default_factory=dict)
     prefixes: list[tuple[str, npt.NDArray[np.signedinteger]]] = field(default_factory=list)
     buffers: list[npt.NDArray[np.signedinteger]] = field(default_factory=list)
     """The arrays the prefixes were numbered in, by length of prefix: written over when a
@@ -396,8 +394,9 @@ def coded_histogram(
         return flat_histogram(flat, weights, shape, weights_positive)
     wide = n_units * (width + 1) >= 2**31 or any(p.width * (p.width + 1) >= 2**31 for p in coding)
     dtype = np.int64 if wide else np.int32
-    real = weights is None or not np.iscomplexobj(weights)
-    if real and summed_densely((n_units, width + 1), len(units), weights):
+    if summed_densely((n_units, width + 1), len(units), weights) and (
+        weights is None or weights.dtype == np.float64
+    ):
         return parts_histogram(units, n_units, coding, columns, weights, dtype, shared)
     unit, cell, weight = [], [], []
     for part in coding:
@@ -443,7 +442,7 @@ def parts_histogram(
     n_units: int,
     coding: tuple[PartCoding, ...],
     columns: Mapping[str, npt.NDArray[np.integer]],
-    weights: npt.NDArray[np.float64] | None,
+    weights: Weights | None,
     dtype: type[np.signedinteger],
     numbering: Numbering,
 ) -> sp.csr_matrix:
@@ -566,7 +565,10 @@ def tabulate(
         if table.coding is None:
             counts = query_histogram(units, n_units, table, chosen, data, sign)
         else:
-            numbering = (units_digit(population, table), numberings.setdefault(table.records, Numbering()))
+            numbering = (
+                units_digit(population, table),
+                numberings.setdefault(table.records, Numbering()),
+            )
             counts = coded_histogram(units, n_units, table.coding, chosen, data, sign, numbering)
         out[table.name] = up_the_levels(
             geography, table, counts, geoids[id(geography)][1], table.bottom
