@@ -460,3 +460,23 @@ def test_the_exact_release_is_the_setting_that_protects_nothing_and_errs_nowhere
     protected = _placed_point("geometric", "geometric", 0.0, True, None)
     assert exact_release([noisy_unprotected, protected, exact]) is exact
     assert exact_release([noisy_unprotected, protected]) is None
+
+
+def test_a_reference_line_keeps_its_label_inside_the_plot() -> None:
+    """A vertical reference at the plot's right edge (the best baseline at 0 when every point
+    lies left of it) is labelled to its left, off the legend; one at the left edge to its
+    right."""
+    from sdclab.pipeline.report.charts import Axis, Reference, XYPoint, xy_chart
+
+    points = [XYPoint(-30, 1), XYPoint(-10, 2)]
+    references = [Reference(0.0, "best baseline"), Reference(-30.0, "left line")]
+    svg = xy_chart("t", {"a": points}, Axis("x"), Axis("y"), references=references)
+    for label, anchored_end in (("best baseline", True), ("left line", False)):
+        found = re.search(
+            r'<line x1="([\d.]+)"[^>]*stroke-dasharray[^>]*/><text x="([\d.]+)"([^>]*)>' + label,
+            svg,
+        )
+        assert found is not None, label
+        x_line, x_text, attributes = float(found[1]), float(found[2]), found[3]
+        assert ('text-anchor="end"' in attributes) == anchored_end, label
+        assert (x_text < x_line) == anchored_end, label

@@ -348,17 +348,21 @@ def _xy_axes(
 
 
 def _xy_references(plot: _Plot, references: list[Reference]) -> list[str]:
-    """The reference lines across the plot, dashed and grey, each labelled at its start."""
+    """The reference lines across the plot, dashed and grey, each labelled at its start: a
+    vertical line's label on the side of the line towards the plot's middle, so that a line at
+    the plot's right edge keeps its label off the legend."""
     left, top, plot_w, plot_h = plot.left, plot.top, plot.width, plot.height
     parts = []
     for k, r in enumerate(references):
         if r.vertical:
             at = plot.x(r.value)
+            inward = 'text-anchor="end" ' if at > left + plot_w / 2 else ""
+            beside = at - 3 if inward else at + 3
             parts.append(
                 f'<line x1="{at:.1f}" x2="{at:.1f}" y1="{top}" y2="{top + plot_h}" '
                 f'stroke="{BASELINE_COLOUR}" stroke-dasharray="5,3"/>'
-                f'<text x="{at + 3:.1f}" y="{top + 10 + 12 * k}" font-size="10" fill="#555">'
-                f"{esc(r.label)}</text>"
+                f'<text x="{beside:.1f}" y="{top + 10 + 12 * k}" {inward}font-size="10" '
+                f'fill="#555">{esc(r.label)}</text>'
             )
         else:
             at = plot.y(r.value)
