@@ -226,3 +226,15 @@ def test_cell_fingerprints_from_category_sums_are_those_of_the_query(which):
         w = np.where(table.schema.possible_cells(), w, 0)
         want = np.asarray(table.query @ w).ravel() % prime * 7 % prime
         assert np.array_equal(_fingerprint(table, weights, prime, 7), want), table.name
+
+
+def test_a_hypercube_crossing_the_country_lists_is_fingerprinted_without_its_query():
+    """26.3 crosses citizenship and birthplace (about 130 million domain cells): its cells'
+    contributor ids come from its categories, and its query is never built."""
+    from sdclab.protection.cellkey_risk import canonical_parts
+
+    table = census().table("26.3")
+    assert table.schema.size > 100_000_000
+    ids = canonical_parts((table,))["26.3"]
+    assert len(ids) == table.n_cells and len(set(ids.tolist())) == table.n_cells
+    assert "query" not in table.__dict__

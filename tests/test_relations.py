@@ -310,3 +310,41 @@ def test_the_most_cells_a_record_counts_in_is_read_off_the_query(which):
         want = int(np.asarray(table.query.sum(axis=0)).max())
         assert table.most_cells_per_record == want, table.name
     assert {t.most_cells_per_record for t in tables} > {1}  # (the grid's parts, race tallies)
+
+
+@pytest.mark.parametrize("which", ["eu2021", "us2010"])
+def test_a_release_checks_tables_against_the_total_as_their_queries_say(which):
+    """Whether a table's cells partition, or stay within, the census's total of persons, read
+    off its categories where they tell it (one coded part), equals what the two queries say
+    (US P9's two parts split P1 between them)."""
+    from sdclab.censuses.eu2021 import census as eu_census
+    from sdclab.censuses.us2010 import census as us_census
+    from sdclab.protection.checks import _over_one_domain, bounded_by, partitions
+
+    declared = eu_census() if which == "eu2021" else us_census()
+    total = declared.table("population" if which == "eu2021" else "P1")
+    checked = 0
+    for table in declared.tables.values():
+        if table.marginal.size > 2_000_000:
+            continue
+        queries = _over_one_domain(table, total)
+        if queries is None:
+            continue
+        query, total_query = queries
+        within = np.asarray(total_query.sum(axis=0)).ravel() > 0
+        per_record = np.asarray(query.sum(axis=0)).ravel()
+        want = bool((per_record[within] == 1).all() and (per_record[~within] == 0).all())
+        assert partitions(table, total) == want, table.name
+        counted = np.asarray(abs(query).sum(axis=0)).ravel() > 0
+        assert bounded_by(table, total) == bool(query.max() <= 1 and within[counted].all())
+        checked += 1
+    assert checked >= 20
+
+
+def test_no_record_counts_where_a_dimension_and_the_universe_share_no_code():
+    a = DomainAttribute("A", 0, 2, ("a", "b", "c"))
+    dimension = Dimension("A", ("a",), np.array([[1, 0, 0]], np.int8))
+    part = Part((dimension,), {"A": np.array([False, True, True])})
+    table = TableDef("d", "d", "persons", Schema("a", (a,)), (part,), "u", "u", ("u",))
+    assert table.coding is not None
+    assert table.most_cells_per_record == int(table.query.sum(axis=0).max()) == 0

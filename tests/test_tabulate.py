@@ -480,3 +480,76 @@ def test_every_built_in_table_counted_from_its_codes_equals_its_query(census, eu
                 _, got = direct[table.name].at(level)
                 _, want = by_query[table.name].at(level)
                 assert np.allclose(got, want, rtol=0, atol=1e-9), (table.name, level)
+
+
+def coded_against_query(table, columns, units, n_units, numbering=None):
+    """(counted from the codes, counted by the marginal query) of ``table``'s records."""
+    from sdclab.core.tables.tabulate import coded_histogram, record_histogram
+
+    assert table.coding is not None
+    got = coded_histogram(units, n_units, table.coding, columns, None, None, numbering)
+    cells = table.marginal.cell_index(columns)
+    want = record_histogram(units, cells, None, (n_units, table.marginal.size))
+    return got.toarray(), (want @ table.marginal_query.T).toarray()
+
+
+def test_an_empty_category_changes_the_digits_tables_share():
+    """Two tables alike but for an empty category of their first dimension number their records
+    with different radices: counted one after the other in one tabulation's numbering, each
+    is its own query's count."""
+    from sdclab.core.domain import Attribute, Schema
+    from sdclab.core.tables.definition import Dimension, Part, TableDef
+    from sdclab.core.tables.tabulate import Numbering
+
+    a, b = Attribute("A", 0, 2, ("a", "b", "c")), Attribute("B", 0, 1, ("x", "y"))
+    schema = Schema("two", (a, b))
+    by_b = Dimension("B", b.labels, np.eye(2, dtype=np.int8))
+
+    def table(rows):
+        first = Dimension("A", tuple(f"k{i}" for i in range(len(rows))), np.array(rows, np.int8))
+        return TableDef("t", "t", "persons", schema, (Part((first, by_b)),), "u", "u", ("u",))
+
+    short, padded = table([[1, 1, 0], [0, 0, 1]]), table([[1, 1, 0], [0, 0, 1], [0, 0, 0]])
+    assert short.coding[0].digits[0] != padded.coding[0].digits[0]
+    rng = np.random.default_rng(1)
+    columns = {"A": rng.integers(0, 3, 500), "B": rng.integers(0, 2, 500)}
+    units = rng.integers(0, 4, 500)
+    shared = ("units", Numbering())
+    for t in (short, padded):
+        got, want = coded_against_query(t, columns, units, 4, shared)
+        assert np.array_equal(got, want)
+
+
+def test_a_wide_part_with_codes_in_no_category_counts_in_64_bits():
+    """A part of 1 × 46 × 1007 categories whose records may lie outside every one: the most
+    negative number (−width · (46 · 1007 + 1007 + 1)) exceeds int32, so the part is numbered in
+    int64 and its dropped records stay dropped."""
+    from sdclab.core.domain import Attribute, Schema
+    from sdclab.core.tables.definition import Dimension, Part, TableDef
+
+    sizes = {"A": (2, 1), "B": (47, 46), "C": (1008, 1007)}
+    attributes, dimensions = [], []
+    for name, (codes, kept) in sizes.items():
+        attributes.append(Attribute(name, 0, codes - 1, tuple(map(str, range(codes)))))
+        membership = np.eye(kept, codes, dtype=np.int8)  # (the last codes in no category)
+        dimensions.append(Dimension(name, tuple(map(str, range(kept))), membership))
+    schema = Schema("wide", tuple(attributes))
+    table = TableDef("w", "w", "persons", schema, (Part(tuple(dimensions)),), "u", "u", ("u",))
+    assert table.coding[0].reach >= 2**31 > table.coding[0].width * (table.coding[0].width + 1)
+    columns = {"A": np.array([1, 0, 0]), "B": np.array([46, 3, 46]), "C": np.array([1007, 5, 9])}
+    got, want = coded_against_query(table, columns, np.zeros(3, np.int64), 1)
+    assert np.array_equal(got, want) and got.sum() == 1
+
+
+def test_a_dimension_of_no_category_counts_nobody():
+    from sdclab.core.domain import Attribute, Schema
+    from sdclab.core.tables.definition import Dimension, Part, TableDef
+
+    a = Attribute("A", 1, 3, ("a", "b", "c"))
+    schema = Schema("one", (a,))
+    empty = Dimension("A", (), np.zeros((0, 3), np.int8))
+    parts = (Part((empty,), label="none"), Part(label="total"))
+    table = TableDef("e", "e", "persons", schema, parts, "u", "u", ("u",))
+    assert table.coding is not None and table.coding[0].width == 0
+    got, want = coded_against_query(table, {"A": np.array([1, 2, 3, 3])}, np.zeros(4, int), 1)
+    assert got.shape == (1, 1) and np.array_equal(got, want) and got[0, 0] == 4

@@ -204,8 +204,9 @@ def resolution(names: tuple[str, ...], census: Census | None = None) -> Resoluti
     chosen = _census(census)
     domain = chosen.reconstruction_domain
     query = stacked_query(names, census)
-    # two random integer projections of every column; equal columns have equal signatures, and a
-    # collision of distinct ones (probability ~1e-10) would be caught by the exact check below
+    # two random integer projections of every column, mixed into one 64-bit key; equal columns
+    # have equal keys, and a collision of distinct ones (probability about cells² / 2⁶⁵) is
+    # caught by the exact check below
     weights = np.random.default_rng(0).integers(1, 2**31, size=(query.shape[0], 2))
     projections = np.asarray(query.T @ weights).astype(np.uint64)
     # (the two projections mixed into one 64-bit key: a one-dimensional unique sorts far faster)

@@ -38,7 +38,12 @@ import numpy.typing as npt
 
 from sdclab.core import cellkey_analysis as ck
 from sdclab.core.tables.definition import TableDef
-from sdclab.core.tables.relations import PublishedCells, by_identity, joint_partitions
+from sdclab.core.tables.relations import (
+    JOINT_MAX,
+    PublishedCells,
+    by_identity,
+    joint_partitions,
+)
 from sdclab.core.tables.tabulate import Records, tabulate
 from sdclab.protection import cellkey
 from sdclab.protection.cellkey import (
@@ -306,8 +311,11 @@ def person_tables(release: Release) -> list[TableDef]:
 def canonical_parts(tables: Sequence[TableDef]) -> dict[str, IntArray]:
     """One id per distinct set of domain cells, for every cell of every table: cells of two tables
     with the same id have the same contributors (and so, under SPSN, the same noise). Tables on
-    several schemas (a declared census's hypercubes) compare by :func:`contributor_ids`."""
-    if len({id(t.schema) for t in tables}) > 1:
+    several schemas (a declared census's hypercubes), or on a schema too large to list its
+    cells' domain cells (a hypercube crossing the country lists), compare by
+    :func:`contributor_ids`."""
+    large = any(t.schema.size > JOINT_MAX for t in tables)
+    if len({id(t.schema) for t in tables}) > 1 or large:
         return contributor_ids(tables)
     ids: dict[bytes, int] = {}
     out = {}

@@ -191,9 +191,9 @@ def counts_all_of_kind(table: TableDef, total: TableDef) -> bool:
 def partitions(table: TableDef, total: TableDef) -> bool:
     """Whether every record ``total`` counts is in exactly one cell of ``table`` (its cells add
     up to the total)."""
-    if counts_all_of_kind(table, total):
-        coding = table.coding or ()
-        return len(coding) == 1 and not coding[0].drops
+    coding = table.coding or ()
+    if counts_all_of_kind(table, total) and len(coding) == 1:  # (parts may split the total)
+        return not coding[0].drops
     queries = _over_one_domain(table, total)
     if queries is None:
         return False

@@ -67,9 +67,19 @@ class PartCoding:
 
     @cached_property
     def digits(self) -> tuple[str, ...]:
-        """Each step as a string (its attribute and categories): parts whose digits start
-        alike number their records alike that far."""
-        return tuple(f"{name}:{category.tobytes().hex()}" for name, category, _ in self.steps)
+        """Each step as a string (its attribute, number of categories and categories): parts
+        whose digits start alike number their records alike that far."""
+        return tuple(
+            f"{name}:{size}:{category.tobytes().hex()}" for name, category, size in self.steps
+        )
+
+    @property
+    def reach(self) -> int:
+        """The largest magnitude a record's number takes in the part: below the width, or, for a
+        code in no category at every step, −width · Σᵢ Πⱼ₍ⱼ﹥ᵢ₎ sⱼ (its integer type must hold
+        it)."""
+        sizes = [size for *_, size in self.steps]
+        return self.width * (1 + sum(math.prod(sizes[i + 1 :]) for i in range(len(sizes))))
 
     @property
     def drops(self) -> bool:
@@ -84,6 +94,8 @@ def code_categories(
     ``membership`` categories × codes, a code in at most one category), indexed by the code
     itself (the entries below ``low`` unused, 0); ``outside`` for a code in none. In the
     smallest signed type that holds them: a record's category is read for every table."""
+    if not len(membership):  # (no category: the part has no cells and is never counted)
+        return np.zeros(low + membership.shape[1], dtype=np.int8)
     category = np.where(membership.any(axis=0), np.argmax(membership, axis=0), outside)
     lowest = int(category.min(initial=0))  # (``outside`` only if some code is in no category)
     small = np.promote_types(
@@ -187,8 +199,15 @@ class TableDef:
         table of one coded part, one if any record counts at all, without its query."""
         if self.coding is not None and len(self.parts) == 1:
             part = self.parts[0]
-            held = all(d.membership.any() for d in part.dimensions)
-            return int(held and all(mask.any() for mask in part.universe.values()))
+            crossed = {d.attribute for d in part.dimensions}
+            held = all(
+                (
+                    d.membership @ part.universe.get(d.attribute, np.ones(d.membership.shape[1]))
+                ).any()
+                for d in part.dimensions
+            )
+            inside = all(m.any() for name, m in part.universe.items() if name not in crossed)
+            return int(held and inside)
         return int(np.asarray(self.marginal_query.sum(axis=0)).max(initial=0))
 
     @cached_property

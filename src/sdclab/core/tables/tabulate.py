@@ -388,11 +388,14 @@ def coded_histogram(
     digit, shared = ("", Numbering()) if numbering is None else numbering
     width = coding[-1].offset + coding[-1].width
     shape = (n_units, width)
+    coding = tuple(part for part in coding if part.width)  # (a part of no cells counts nobody)
+    if not coding:
+        return sp.csr_matrix(shape, dtype=np.int64 if weights is None else weights.dtype)
     if len(coding) == 1 and not coding[0].drops and summed_densely(shape, len(units), weights):
         small = np.int32 if n_units * width < 2**31 else np.int64
         flat = shared.number((digit, units), coding[0], columns, small)  # (geounit slowest)
         return flat_histogram(flat, weights, shape, weights_positive)
-    wide = n_units * (width + 1) >= 2**31 or any(p.width * (p.width + 1) >= 2**31 for p in coding)
+    wide = n_units * (width + 1) >= 2**31 or any(p.reach >= 2**31 for p in coding)
     dtype = np.int64 if wide else np.int32
     if summed_densely((n_units, width + 1), len(units), weights) and (
         weights is None or weights.dtype == np.float64
