@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sdclab.core.tables.definition import Part, TableDef
+from sdclab.core.tables.definition import TableDef, cell_products
 from sdclab.release import Release
 
 IntArray = npt.NDArray[np.int64]
@@ -116,7 +116,7 @@ def _fingerprint(
     cell's sum is the product of its categories' weight sums, without the table's query."""
     if not table.schema.edits:
         return (
-            np.concatenate([_part_prints(table, p, weights, prime) for p in table.parts])
+            np.concatenate([cell_products(table.schema, p, weights, prime) for p in table.parts])
             * absent
             % prime
         )
@@ -127,25 +127,6 @@ def _fingerprint(
         w = (w[:, None] * weights[a.name][None, :]).ravel() % prime
     w = np.where(table.schema.possible_cells(), w, 0)
     return (np.asarray(table.query @ w).ravel() % prime) * absent % prime
-
-
-def _part_prints(table: TableDef, part: Part, weights: dict[str, IntArray], prime: int) -> IntArray:
-    """:func:`_fingerprint` of the part's cells (before ``absent``): per cell, the product over
-    the schema's attributes of the weight sums of the codes the cell holds (its category's,
-    within the part's universe)."""
-    crossed = {d.attribute: d for d in part.dimensions}
-    within = {
-        a.name: weights[a.name] * part.universe.get(a.name, True) for a in table.schema.attributes
-    }
-    rest = 1
-    for name, w in within.items():
-        if name not in crossed:
-            rest = rest * int(w.sum() % prime) % prime
-    cells = np.array([rest], dtype=np.int64)
-    for d in part.dimensions:
-        sums = d.membership.astype(np.int64) @ within[d.attribute] % prime
-        cells = np.multiply.outer(cells, sums).ravel() % prime
-    return cells
 
 
 def contributor_ids(tables: Sequence[TableDef]) -> dict[str, IntArray]:

@@ -51,6 +51,29 @@ class Part:
     label: str = ""
 
 
+def cell_products(
+    schema: Schema, part: Part, values: Mapping[str, npt.NDArray[np.int64]], modulus: int = 0
+) -> npt.NDArray[np.int64]:
+    """Per cell of ``part`` (a product set), the product over ``schema``'s attributes of the sum
+    of ``values[a]`` (one per code) over the codes the cell holds: its category's within the
+    part's universe, or the universe's (all codes) for an attribute the part does not cross;
+    mod ``modulus`` after each step when given. With values of one per code, each cell's number
+    of domain cells; with random weights, a fingerprint of its contributors."""
+    crossed = {d.attribute for d in part.dimensions}
+    within = {a.name: values[a.name] * part.universe.get(a.name, True) for a in schema.attributes}
+    rest = 1  # (the attributes the part does not cross, in Python's unbounded integers)
+    for name, held in within.items():
+        if name not in crossed:
+            rest = rest * int(held.sum()) % modulus if modulus else rest * int(held.sum())
+    cells = np.array([rest], dtype=np.int64)
+    for d in part.dimensions:
+        sums = d.membership.astype(np.int64) @ within[d.attribute]
+        cells = np.multiply.outer(cells, sums % modulus if modulus else sums).ravel()
+        if modulus:
+            cells %= modulus
+    return cells
+
+
 @dataclass(frozen=True)
 class PartCoding:
     """A part's cells read off a record's codes: the record's cell in the part is the mixed-radix
@@ -198,16 +221,8 @@ class TableDef:
         """The most cells one record counts in (a record's weight in the table's Δ₁): for a
         table of one coded part, one if any record counts at all, without its query."""
         if self.coding is not None and len(self.parts) == 1:
-            part = self.parts[0]
-            crossed = {d.attribute for d in part.dimensions}
-            held = all(
-                (
-                    d.membership @ part.universe.get(d.attribute, np.ones(d.membership.shape[1]))
-                ).any()
-                for d in part.dimensions
-            )
-            inside = all(m.any() for name, m in part.universe.items() if name not in crossed)
-            return int(held and inside)
+            ones = {a.name: np.ones(a.size, np.int64) for a in self.schema.attributes}
+            return int((cell_products(self.schema, self.parts[0], ones) > 0).any())
         return int(np.asarray(self.marginal_query.sum(axis=0)).max(initial=0))
 
     @cached_property

@@ -42,7 +42,7 @@ import scipy.sparse as sp
 from sdclab.core.arrays import BoolArray, IntArray
 from sdclab.core.domain import Schema
 from sdclab.core.geography import Geography
-from sdclab.core.tables.definition import TableDef
+from sdclab.core.tables.definition import TableDef, cell_products
 from sdclab.core.tables.published import PublishedTable
 from sdclab.core.tables.tabulate import TableCounts
 
@@ -140,17 +140,8 @@ def coded_facts(table: TableDef) -> tuple[IntArray, bool, BoolArray, bool] | Non
     hold. None for other tables."""
     if table.coding is None or len(table.parts) != 1 or table.schema.edits:
         return None
-    part = table.parts[0]
-    crossed = {d.attribute: d for d in part.dimensions}
-    held = {
-        a.name: part.universe.get(a.name, np.ones(a.size, bool)) for a in table.schema.attributes
-    }
-    size = np.ones(1, dtype=np.int64)
-    for name, mask in held.items():
-        if name not in crossed:
-            size = size * int(mask.sum())
-    for d in part.dimensions:
-        size = np.multiply.outer(size, d.membership.astype(np.int64) @ held[d.attribute]).ravel()
+    ones = {a.name: np.ones(a.size, np.int64) for a in table.schema.attributes}
+    size = cell_products(table.schema, table.parts[0], ones)
     total = size == table.schema.size
     return size, True, total, not table.coding[0].drops
 
@@ -215,11 +206,13 @@ def partitions(whole: TableDef, tables: Sequence[TableDef]) -> dict[str, sp.csr_
 
 
 def _recode_cube(table: TableDef) -> bool:
-    """Whether the table is one part without a universe or edits, each dimension a recode
-    (every code in exactly one category): its cells relate attribute by attribute."""
-    if len(table.parts) != 1 or table.parts[0].universe or table.schema.edits:
+    """Whether the table is one coded part without a universe that leaves no code out (each
+    dimension a recode, every code in exactly one category) on a schema without edits: its cells
+    relate attribute by attribute."""
+    coding = table.coding
+    if coding is None or len(coding) != 1 or table.parts[0].universe or table.schema.edits:
         return False
-    return all((d.membership.sum(axis=0) == 1).all() for d in table.parts[0].dimensions)
+    return not coding[0].drops
 
 
 def recode_partition(whole: TableDef, parts: TableDef) -> sp.csr_matrix | None:
