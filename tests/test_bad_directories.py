@@ -567,6 +567,7 @@ QUICK = {
     "topdown": {"product": "pl94", "workers": "1", "measurements": "false"},
     "cellkey": {"ptable": "maxent", "bound": "3", "variance": "2", "pstay": "0.5"},
     "geometric": {"epsilon": "8", "split": "even"},
+    "truncated": {"epsilon": "1.5", "delta": "0.00002", "nonnegative": "true"},
     "safetab_h": {"rho_regional": "0.01"},
     "suppress": {"complementary": "true"},
 }

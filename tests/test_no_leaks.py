@@ -112,9 +112,12 @@ PUBLISHABLE_NOTES: dict[str, set[str]] = {
         "ptable",  # the p-table's format and design (D, V, js): public in the cell key method
         "absent_rows",  # what an absent row means: a fact about the method
     },
-    "geometric": {
-        "all_cells_noised",  # a fact about the method
-        "nonnegative",  # a parameter
+    **{
+        name: {
+            "all_cells_noised",  # a fact about the method
+            "nonnegative",  # a parameter
+        }
+        for name in ("geometric", "truncated")
     },
     "safetab_h": {
         "stability",  # from the iteration mapping (a parameter)

@@ -99,6 +99,10 @@ FORMS: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
         {"epsilon": 0.5, "split": "even", "neighbours": "bounded", "nonnegative": True},
         {"epsilon": "0.5", "split": "even", "neighbours": "bounded", "nonnegative": "true"},
     ),
+    "truncated": (
+        {"epsilon": 1.5, "bound": 12, "nonnegative": True, "tables": ["P1", "P12"]},
+        {"epsilon": "1.5", "bound": "12", "nonnegative": "true", "tables": "P1,P12"},
+    ),
     "safetab_h": (
         {
             "rho_regional": 0.01,

@@ -107,8 +107,8 @@ def reports_input_errors(fn: F) -> F:
 
 
 MECHANISM_NAMES = (
-    "none, psa, swap, swap-low, swap-high, gaussian, topdown, cellkey, geometric, safetab_h, "
-    "suppress"
+    "none, psa, swap, swap-low, swap-high, gaussian, topdown, cellkey, geometric, truncated, "
+    "safetab_h, suppress"
 )
 """The registered mechanisms, for the help text (kept equal to the registry by a test, so that
 ``sdclab --help`` need not import them)."""

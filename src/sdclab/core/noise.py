@@ -476,3 +476,47 @@ def discrete_gaussian(
         return y[acceptance.sample(np.abs(y), rng)]
 
     return _in_chunks(count, lambda n: _rejection(n, propose, percent_kept=50)).reshape(shape)
+
+
+@lru_cache(maxsize=64)
+def _uniform_proposal_acceptance(t: int, s: int) -> ExpAcceptance:
+    """Bernoulli(exp(−|y|·s/t)) by |y|: a uniform proposal on {−E..E} kept with it is the discrete
+    Laplace of scale t/s truncated at E."""
+    return ExpAcceptance(lambda v: v * s, t)
+
+
+def truncated_discrete_laplace(
+    scale: Scalar, bound: int, size: int | tuple[int, ...], rng: np.random.Generator
+) -> IntArray:
+    """Draws from the discrete Laplace of ``scale`` conditioned on |y| ≤ ``bound``: P(y) ∝
+    exp(−|y| / scale) on {−bound..bound}.
+
+    Exact by rejection: untruncated draws outside the bound are drawn again; or, when the bound
+    keeps less than half the untruncated mass (then exp(−bound / scale) > 1/4), uniform proposals
+    on {−bound..bound} are kept with probability exp(−|y| / scale), at least 1/4 each. Either
+    proposal gives the same distribution: the choice only keeps the rejection rate low."""
+    value = as_fraction(scale, "scale")
+    _check_range(value, SCALE_RANGE, "scale")
+    if value.numerator >= SCALE_NUMERATOR_LIMIT:
+        raise ValueError(f"scale = {value}: numerator too large (at most 2**62); simplify it")
+    if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
+        raise ValueError(f"bound = {bound!r}: expected a whole number of at least 0")
+    count, shape = _count(size)
+    t, s = value.numerator, value.denominator
+    ratio = math.exp(-s / t)
+    inside = 1 - 2 * ratio ** (bound + 1) / (1 + ratio)  # untruncated mass within the bound
+
+    if inside >= 0.5:
+
+        def propose(n: int) -> IntArray:
+            y = _dlap(n, t, s, rng)
+            return y[np.abs(y) <= bound]
+
+    else:
+        acceptance = _uniform_proposal_acceptance(t, s)
+
+        def propose(n: int) -> IntArray:
+            y = rng.integers(-bound, bound + 1, size=n)
+            return y[acceptance.sample(np.abs(y), rng)]
+
+    return _in_chunks(count, lambda n: _rejection(n, propose, percent_kept=50)).reshape(shape)

@@ -17,6 +17,7 @@ from sdclab.protection import (
     suppression,
     swapping,
     topdown,
+    truncated,
 )
 from sdclab.protection.base import Mechanism, did_you_mean
 from sdclab.release import Release
@@ -33,6 +34,7 @@ MECHANISMS: dict[str, Mechanism[Any]] = {
         topdown.MECHANISM,
         cellkey.MECHANISM,
         geometric.MECHANISM,
+        truncated.MECHANISM,
         safetab_h.MECHANISM,
         suppression.MECHANISM,
     )
