@@ -12,6 +12,7 @@ import pytest
 from sdclab import protection
 from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.core import noise
+from sdclab.core.census.model import cells_per_person
 from sdclab.core.tables.tabulate import tabulate
 from sdclab.protection import truncated
 
@@ -121,7 +122,7 @@ def test_every_cell_is_within_the_bound_and_the_card_composes(population) -> Non
             moved += int((error != 0).sum())
     assert moved > 0
     card = release.card
-    t = protection.cellkey_card.cells_per_person(population.census, ("P1", "P12"))
+    t = cells_per_person(population.census, ("P1", "P12"))
     assert card.guarantee.loss.delta == pytest.approx(t * closed_form_q(0.5, 4), rel=1e-9)
     assert card.guarantee.loss.epsilon == pytest.approx(t * 0.5)
 

@@ -4,12 +4,10 @@ pairs, and why it does (or does not) compose over the cells a person is in (docs
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from sdclab.core.accounting import SpecCard
-from sdclab.core.census.model import Census, cells_moved
+from sdclab.core.census.model import cells_per_person
 from sdclab.core.figures import NotMeasured
 from sdclab.core.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
 from sdclab.protection.cellkey_params import MECHANISM, AnyPTable, CellKeyParameters
@@ -64,24 +62,6 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
         ),
         allocation=tuple(rows),
     )
-
-
-@lru_cache(maxsize=16)
-def cells_per_person(census: Census, names: tuple[str, ...] | None = None) -> int:
-    """t: the published cells one person record moves, over every table of the workload
-    (``names``; default every table of the census) at every level (Bach's release-level view):
-    the person tables' cells it is counted in, and the household-table cells its presence
-    moves."""
-    tables = census.select(names)
-    person = sum(t.most_cells_per_record * len(t.levels) for t in tables if t.records == "persons")
-    unit = max(
-        (
-            sum(n * len(census.table(name).levels) for name, n in move.cells.items())
-            for move in cells_moved(tables, census.household_changes)
-        ),
-        default=0,
-    )
-    return person + unit
 
 
 def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tuple[Guarantee, str]:

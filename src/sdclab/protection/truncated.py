@@ -32,6 +32,7 @@ from sdclab.core import noise
 from sdclab.core.accounting import SpecCard
 from sdclab.core.arrays import FloatArray
 from sdclab.core.cell_model import CellBounds, bounds, table_columns
+from sdclab.core.census.model import cells_per_person
 from sdclab.core.errors import InputError
 from sdclab.core.privacy import Guarantee, Loss, add_remove_to_replace, compose
 from sdclab.core.tables.published import PublishedTable
@@ -43,7 +44,6 @@ from sdclab.protection.base import (
     WorkloadParameters,
     decimal_text,
 )
-from sdclab.protection.cellkey_card import cells_per_person
 from sdclab.protection.checks import counts_problem, whole
 from sdclab.release import Release
 

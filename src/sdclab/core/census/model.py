@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -470,3 +470,21 @@ def census_digest(census: Census) -> str:
     """SHA-256 of the census's canonical JSON document, as ``sha256:<hex>``."""
     text = json.dumps(to_document(census), sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+@lru_cache(maxsize=16)
+def cells_per_person(census: Census, names: tuple[str, ...] | None = None) -> int:
+    """t: the published cells one person record moves, over every table of the workload
+    (``names``; default every table of the census) at every level (Bach's release-level view):
+    the person tables' cells it is counted in, and the household-table cells its presence
+    moves."""
+    tables = census.select(names)
+    person = sum(t.most_cells_per_record * len(t.levels) for t in tables if t.records == "persons")
+    unit = max(
+        (
+            sum(n * len(census.table(name).levels) for name, n in move.cells.items())
+            for move in cells_moved(tables, census.household_changes)
+        ),
+        default=0,
+    )
+    return person + unit
