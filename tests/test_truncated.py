@@ -155,3 +155,27 @@ def test_the_attackers_model_holds_the_truth(population) -> None:
     model = truncated.cell_model(release, ["P12"], level, published)
     assert (model.low <= truth).all() and (truth <= model.high).all()
     assert (model.low >= 0).all() and (model.high - model.low <= 10).all()
+
+
+def test_the_summed_noise_is_the_convolution() -> None:
+    rate, bound = Fraction(1, 2), 3
+    values, pmf = truncated.summed_noise(rate, bound, 2)
+    single = truncated.noise_pmf(rate, bound)
+    by_hand = {}
+    for a in range(-bound, bound + 1):
+        for b in range(-bound, bound + 1):
+            by_hand[a + b] = by_hand.get(a + b, 0.0) + single[a + bound] * single[b + bound]
+    assert list(values) == sorted(by_hand)
+    assert np.allclose(pmf, [by_hand[v] for v in values], rtol=1e-12, atol=0)
+
+
+def test_the_tails_of_bounded_noise(population) -> None:
+    release = protection.run("truncated", population, {"bound": "7", "tables": "P1,P12"}, 5)
+    (tails,) = truncated.diagnostics(population, release)
+    for level, figures in tails.levels.items():
+        assert figures.tail_probability == 0.0  # nothing beyond ±20 with E = 7
+        for row in figures.classes:
+            # an area of 10 or more persons is never depopulated by noise bounded by 7
+            if row.size_class.startswith(("10", "50", "100", "500")):
+                assert row.events["depopulated"].expected == 0.0
+                assert row.events["depopulated"].sampled == 0

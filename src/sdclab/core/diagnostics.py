@@ -125,8 +125,8 @@ TAILS_COLUMNS = ("T_error_0.5", "T_error_1", "depopulated", "broadband_0.5", "br
 
 @dataclass(frozen=True)
 class NoiseTails(Diagnostics):
-    """Unbounded per-cell noise in small areas: the tails expected beside those sampled, by
-    level and class of the areas' true totals."""
+    """Per-cell noise in small areas (unbounded, or truncated at a bound): the tails expected
+    beside those sampled, by level and class of the areas' true totals."""
 
     key: ClassVar[str] = "tails"
     levels: Mapping[str, LevelTails]

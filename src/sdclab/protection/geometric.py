@@ -19,7 +19,7 @@ guarantee composes the person tables; a housing unit's, the unit tables.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
@@ -336,7 +336,31 @@ def _upper(values: np.ndarray, tail: np.ndarray, threshold: np.ndarray) -> np.nd
 
 
 def noise_tails(release: Release, truth: Population) -> NoiseTails:
-    """Analytic and sampled tail figures of a geometric release, by level and size class.
+    """Analytic and sampled tail figures of a geometric release, by level and size class
+    (:func:`tails`)."""
+    params = MECHANISM.parse(release.parameters, truth.census)
+    shares = allocation(params)
+
+    def scale(name: str, level: str) -> float:
+        return float(scale_of(params.census.tables[name], shares[name, level], params.neighbours))
+
+    return tails(
+        release,
+        truth,
+        lambda name, level, terms: summed_laplace_pmf(scale(name, level), terms),
+        lambda level: scale("P1", level),
+    )
+
+
+SummedNoise = Callable[[str, str, int], tuple[np.ndarray, np.ndarray]]
+"""(table, level, terms) → (values, pmf) of the sum of ``terms`` cell noises of the table there."""
+
+
+def tails(
+    release: Release, truth: Population, summed: SummedNoise, scale_total: Callable[[str], float]
+) -> NoiseTails:
+    """Analytic and sampled tail figures of a release with independent per-cell noise (its
+    pmf summed over cells: ``summed``), by level and size class.
 
     T is the P1 total of an area; F and M are its females and males, summed from the 23 P12 cells
     of each sex (so their noise is a sum of 23 cell noises). Per class: areas; expected and sampled
@@ -344,8 +368,6 @@ def noise_tails(release: Release, truth: Population) -> NoiseTails:
     published ≤ 0); broadband distortions (F, M and T all off by at least 50% / 100% in the same
     direction).
     """
-    params = MECHANISM.parse(release.parameters, truth.census)
-    shares = allocation(params)
     exact = tabulate(truth, ["P1", "P12"])
     p1, p12 = release.table("P1").table, release.table("P12").table
     labels = p12.cell_labels
@@ -361,15 +383,13 @@ def noise_tails(release: Release, truth: Population) -> NoiseTails:
         noisy_fmt = np.stack(
             [published_p12[:, female].sum(1), published_p12[:, male].sum(1), published_t]
         )
-        scale_t = float(scale_of(p1, shares["P1", level], params.neighbours))
-        scale_c = float(scale_of(p12, shares["P12", level], params.neighbours))
         by_terms = {
-            k: _tails(*summed_laplace_pmf(scale_c, k)) for k in {int(female.sum()), int(male.sum())}
+            k: _tails(*summed("P12", level, k)) for k in {int(female.sum()), int(male.sum())}
         }
         pmfs = [
             by_terms[int(female.sum())],
             by_terms[int(male.sum())],
-            _tails(*summed_laplace_pmf(scale_t, 1)),
+            _tails(*summed("P1", level, 1)),
         ]
         values, tail = pmfs[2]
         rows = []
@@ -399,7 +419,7 @@ def noise_tails(release: Release, truth: Population) -> NoiseTails:
             )
             rows.append(TailClass(size_class_label(low, high), int(inside.sum()), events))
         out[level] = LevelTails(
-            scale_total=scale_t,
+            scale_total=scale_total(level),
             tail_probability=float(2 * _upper(values, tail, np.array([TAIL_BOUND + 1]))[0]),
             tail_bound=TAIL_BOUND,
             classes=tuple(rows),

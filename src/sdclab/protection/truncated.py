@@ -30,13 +30,15 @@ from pydantic import Field, model_validator
 from sdclab.censuses.us2010.population import Population
 from sdclab.core import noise
 from sdclab.core.accounting import SpecCard
-from sdclab.core.arrays import FloatArray
+from sdclab.core.arrays import FloatArray, IntArray
 from sdclab.core.cell_model import CellBounds, bounds, table_columns
 from sdclab.core.census.model import cells_per_person
+from sdclab.core.diagnostics import Diagnostics
 from sdclab.core.errors import InputError
 from sdclab.core.privacy import Guarantee, Loss, add_remove_to_replace, compose
 from sdclab.core.tables.published import PublishedTable
 from sdclab.core.tables.tabulate import TableCounts, tabulate
+from sdclab.protection import geometric
 from sdclab.protection.base import (
     Mechanism,
     NoisePublication,
@@ -154,6 +156,16 @@ def margin_of_error(rate: Fraction, bound: int, level: float = 0.95) -> int:
     return int(np.searchsorted(np.concatenate([[pmf[bound]], inside]), level - 1e-12))
 
 
+def summed_noise(rate: Fraction, bound: int, terms: int) -> tuple[IntArray, FloatArray]:
+    """(values, pmf) of the sum of ``terms`` independent cell noises: the noise's pmf convolved
+    ``terms`` times (exact up to rounding; its support is −terms·E..terms·E)."""
+    pmf = noise_pmf(rate, bound)
+    summed = pmf
+    for _ in range(terms - 1):
+        summed = np.convolve(summed, pmf)
+    return np.arange(-bound * terms, bound * terms + 1), summed
+
+
 @MECHANISM.define("protect")
 def protect(population: Population, p: TruncatedParameters, rng: np.random.Generator) -> Release:
     """Every cell of every table at every level (zeros included) plus truncated noise."""
@@ -180,6 +192,24 @@ def protect(population: Population, p: TruncatedParameters, rng: np.random.Gener
         input_digest=population.digest,
         geography=population.geography,
         notes={"all_cells_noised": True, "nonnegative": p.nonnegative},
+    )
+
+
+@MECHANISM.define("diagnostics")
+def diagnostics(truth: Population, release: Release) -> tuple[Diagnostics, ...]:
+    """Evaluation only: the tails of the bounded noise on small areas, expected and sampled, as
+    for geometric noise (on the US census's P1 and P12; none for another census)."""
+    if not {"P1", "P12"} <= set(release.tables) or truth.census.name != "us2010":
+        return ()
+    p = MECHANISM.parse(release.parameters, truth.census)
+    rate, bound = p.rate, p.noise_bound
+    return (
+        geometric.tails(
+            release,
+            truth,
+            lambda _name, _level, terms: summed_noise(rate, bound, terms),
+            lambda _level: float(1 / rate),
+        ),
     )
 
 
