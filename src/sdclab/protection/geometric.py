@@ -33,7 +33,7 @@ from pydantic import Field, model_validator
 from sdclab.censuses.us2010.population import Population
 from sdclab.core import accounting, noise
 from sdclab.core.accounting import SpecCard
-from sdclab.core.arrays import FloatArray
+from sdclab.core.arrays import FloatArray, IntArray
 from sdclab.core.cell_model import CellBounds, bounds, table_columns
 from sdclab.core.census.model import cells_moved
 from sdclab.core.diagnostics import Diagnostics, LevelTails, NoiseTails, TailClass, TailCount
@@ -147,27 +147,49 @@ def scale_of(table: TableDef, eps: Fraction, neighbours: str) -> Fraction:
 def protect(population: Population, p: GeometricParameters, rng: np.random.Generator) -> Release:
     """Every cell of every table at every level (zeros included) plus discrete Laplace noise."""
     shares = allocation(p)
+
+    def draw(table: TableDef, level: str, shape: tuple[int, int]) -> IntArray:
+        return noise.discrete_laplace(
+            scale_of(table, shares[table.name, level], p.neighbours), shape, rng
+        )
+
+    return per_cell_release(population, p, "geometric", card(p), draw, p.nonnegative)
+
+
+NoiseDraw = Callable[[TableDef, str, tuple[int, int]], IntArray]
+"""(table, level, shape of its counts there) → the noise of each of those cells."""
+
+
+def per_cell_release(
+    population: Population,
+    p: WorkloadParameters,
+    mechanism: str,
+    spec: SpecCard,
+    draw: NoiseDraw,
+    nonnegative: bool,
+) -> Release:
+    """The release of independent per-cell noise: every cell of every table of the workload at
+    every level (zeros included) plus ``draw``'s noise, negatives set to 0 if ``nonnegative``."""
     exact = tabulate(population, p.workload_names())
     published: dict[str, TableCounts] = {}
     for name, tc in exact.items():
         levels = {}
         for level, (codes, matrix) in tc.counts.items():
             dense = matrix.toarray()
-            scale = scale_of(tc.table, shares[name, level], p.neighbours)
-            noisy = dense + noise.discrete_laplace(scale, dense.shape, rng)
-            if p.nonnegative:
+            noisy = dense + draw(tc.table, level, dense.shape)
+            if nonnegative:
                 noisy = np.maximum(noisy, 0)
             levels[level] = (codes, sp.csr_matrix(noisy))
         published[name] = TableCounts(tc.table, levels, tc.geoids)
     return Release(
-        mechanism="geometric",
+        mechanism=mechanism,
         parameters=p.recorded(),
-        card=card(p),
+        card=spec,
         tables={name: PublishedTable.from_counts(tc) for name, tc in published.items()},
         randomness={},
         input_digest=population.digest,
         geography=population.geography,
-        notes={"all_cells_noised": True, "nonnegative": p.nonnegative},
+        notes={"all_cells_noised": True, "nonnegative": nonnegative},
     )
 
 

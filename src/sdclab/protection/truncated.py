@@ -24,7 +24,6 @@ from functools import lru_cache
 from typing import Annotated, Any
 
 import numpy as np
-import scipy.sparse as sp
 from pydantic import Field, model_validator
 
 from sdclab.censuses.us2010.population import Population
@@ -36,8 +35,7 @@ from sdclab.core.census.model import cells_per_person
 from sdclab.core.diagnostics import Diagnostics
 from sdclab.core.errors import InputError
 from sdclab.core.privacy import Guarantee, Loss, add_remove_to_replace, compose
-from sdclab.core.tables.published import PublishedTable
-from sdclab.core.tables.tabulate import TableCounts, tabulate
+from sdclab.core.tables.definition import TableDef
 from sdclab.protection import geometric
 from sdclab.protection.base import (
     Mechanism,
@@ -170,29 +168,14 @@ def summed_noise(rate: Fraction, bound: int, terms: int) -> tuple[IntArray, Floa
 def protect(population: Population, p: TruncatedParameters, rng: np.random.Generator) -> Release:
     """Every cell of every table at every level (zeros included) plus truncated noise."""
     bound = p.noise_bound
-    exact = tabulate(population, p.workload_names())
-    published: dict[str, TableCounts] = {}
-    for name, tc in exact.items():
-        levels = {}
-        for level, (codes, matrix) in tc.counts.items():
-            dense = matrix.toarray()
-            noisy = dense + noise.truncated_discrete_laplace(1 / p.rate, bound, dense.shape, rng)
-            if np.abs(noisy - dense).max(initial=0) > bound:  # the invariant of the mechanism
-                raise AssertionError(f"{name} at {level}: noise beyond the bound {bound}")
-            if p.nonnegative:
-                noisy = np.maximum(noisy, 0)
-            levels[level] = (codes, sp.csr_matrix(noisy))
-        published[name] = TableCounts(tc.table, levels, tc.geoids)
-    return Release(
-        mechanism="truncated",
-        parameters=p.recorded(),
-        card=card(p),
-        tables={name: PublishedTable.from_counts(tc) for name, tc in published.items()},
-        randomness={},
-        input_digest=population.digest,
-        geography=population.geography,
-        notes={"all_cells_noised": True, "nonnegative": p.nonnegative},
-    )
+
+    def draw(table: TableDef, level: str, shape: tuple[int, int]) -> IntArray:
+        drawn = noise.truncated_discrete_laplace(1 / p.rate, bound, shape, rng)
+        if np.abs(drawn).max(initial=0) > bound:  # the invariant of the mechanism
+            raise AssertionError(f"{table.name} at {level}: noise beyond the bound {bound}")
+        return drawn
+
+    return geometric.per_cell_release(population, p, "truncated", card(p), draw, p.nonnegative)
 
 
 @MECHANISM.define("diagnostics")
