@@ -334,6 +334,22 @@ def no_guarantee(reason: str, unit: ProtectionUnit = "none", **fields: Any) -> G
     )
 
 
+def composed_over_cells(per_cell: Loss, cells: int) -> Guarantee:
+    """One person's guarantee over ``cells`` published cells whose noises are independent, each
+    ``per_cell`` for one record added or removed: basic composition (tε, tδ), and the replace
+    relation from it."""
+    released = compose(*[per_cell] * cells)
+    replaced, step = add_remove_to_replace(released)
+    return Guarantee(
+        measure=released.measure,
+        unit="person",
+        relation="add_remove",
+        loss=released,
+        person_replace=replaced,
+        derivation=(f"basic composition over t = {cells:,} cells: (tε, tδ)", step),
+    )
+
+
 def person_guarantee(
     loss: Loss,
     relation: Relation,

@@ -179,6 +179,12 @@ class WorkloadParameters(Parameters):
     def workload_names(self) -> list[str]:
         return [t.name for t in self.workload()]
 
+    def workload_text(self) -> str:
+        """The tables protected, in words, for a card: every table, or the workload's."""
+        if self.tables is None:
+            return "every table"
+        return f"the tables {', '.join(self.workload_names())} (the workload)"
+
     def recorded(self) -> dict[str, Any]:
         data = super().recorded()
         if self.tables is None:

@@ -9,7 +9,7 @@ import numpy as np
 from sdclab.core.accounting import SpecCard
 from sdclab.core.census.model import cells_per_person
 from sdclab.core.figures import NotMeasured
-from sdclab.core.privacy import Guarantee, Loss, add_remove_to_replace, compose, no_guarantee
+from sdclab.core.privacy import Guarantee, Loss, composed_over_cells, no_guarantee
 from sdclab.protection.cellkey_params import MECHANISM, AnyPTable, CellKeyParameters
 from sdclab.protection.ptable_analysis import (
     delta_pairs,
@@ -97,24 +97,15 @@ def cell_guarantee(p: CellKeyParameters, table: AnyPTable, delta: float) -> tupl
             "guarantees do not compose by the standard theorem"
         )
     else:
-        released = compose(*[per_cell] * t)
-        replaced, step = add_remove_to_replace(released)
+        guarantee = composed_over_cells(per_cell, t)
+        released = guarantee.loss
+        assert released is not None  # (a composed loss)
         text = (
             f"Independent cell keys (spsn=false): over the t = {t:,} cells a person is in, "
             f"basic composition gives epsilon = {float(released.epsilon or 0):.4g}, delta = "
             f"{float(released.delta or 0):.3g} for the release."
         )
-        return (
-            Guarantee(
-                measure="approximate",
-                unit="person",
-                relation="add_remove",
-                loss=released,
-                person_replace=replaced,
-                derivation=(f"basic composition over t = {t:,} cells: (tε, tδ)", step),
-            ),
-            text,
-        )
+        return guarantee, text
     guarantee = Guarantee(
         measure="approximate",
         unit="person",

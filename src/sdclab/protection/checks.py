@@ -72,6 +72,22 @@ def whole(counts: FloatArray) -> BoolArray:
     return np.isfinite(counts) & (counts == np.round(counts))
 
 
+def additive_range(reach: Callable[[str, str], float], nonnegative: bool) -> TrueRange:
+    """The true counts behind counts published with additive noise of ``reach(table, level)``
+    at most: whole numbers within the reach of a count of 0 or more (at least 0 where
+    negatives were set to 0)."""
+
+    def true_range(name: str, level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
+        far = reach(name, level)
+        ok = whole(counts) & (counts >= (0 if nonnegative else -far))
+        return (
+            np.where(ok, np.maximum(counts - far, 0), np.inf),
+            np.where(ok, counts + far, -np.inf),
+        )
+
+    return true_range
+
+
 def exact_range(_table: str, _level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
     """An exact tabulation's counts: each is its own true count, if a whole number ≥ 0."""
     ok = whole(counts) & (counts >= 0)

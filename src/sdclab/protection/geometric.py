@@ -53,7 +53,7 @@ from sdclab.protection.base import (
     check_budget_range,
     decimal_text,
 )
-from sdclab.protection.checks import IMPOSSIBLE, counts_problem, laplace_reach, whole
+from sdclab.protection.checks import IMPOSSIBLE, additive_range, counts_problem, laplace_reach
 from sdclab.release import Release, exact_release
 
 if TYPE_CHECKING:
@@ -260,11 +260,7 @@ def card(p: GeometricParameters) -> SpecCard:
         domain="person and housing-unit records of the tabulated population",
         multiverse="a single universe: no statistic is published exactly",
         guarantee=guarantee,
-        covers=(
-            "every table"
-            if p.tables is None
-            else f"the tables {', '.join(p.workload_names())} (the workload)"
-        )
+        covers=p.workload_text()
         + " at every level, each cell with discrete Laplace noise (composition over tables and "
         "levels)",
         caveats=(
@@ -304,20 +300,16 @@ def check_release(release: Release, p: GeometricParameters) -> str | None:
     allows, each table at each level at its own scale."""
     shares = allocation(p)
 
-    def true_range(name: str, level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
-        scale = scale_of(p.census.tables[name], shares[name, level], p.neighbours)
-        reach = laplace_reach(float(scale))
-        ok = whole(counts) & (counts >= (0 if p.nonnegative else -reach))
-        return (
-            np.where(ok, np.maximum(counts - reach, 0), np.inf),
-            np.where(ok, counts + reach, -np.inf),
+    def reach(name: str, level: str) -> float:
+        return laplace_reach(
+            float(scale_of(p.census.tables[name], shares[name, level], p.neighbours))
         )
 
     rule = (
         f"a whole number{' of at least 0' if p.nonnegative else ''} within the reach of its "
         f"table's noise (ln(2/{IMPOSSIBLE:g}) times the scale) of a count of 0 or more"
     )
-    return counts_problem(release, true_range, rule)
+    return counts_problem(release, additive_range(reach, p.nonnegative), rule)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from sdclab.core.cell_model import CellBounds, bounds, table_columns
 from sdclab.core.census.model import cells_per_person
 from sdclab.core.diagnostics import Diagnostics
 from sdclab.core.errors import InputError
-from sdclab.core.privacy import Guarantee, Loss, add_remove_to_replace, compose
+from sdclab.core.privacy import Guarantee, Loss, composed_over_cells
 from sdclab.core.tables.definition import TableDef
 from sdclab.protection import geometric
 from sdclab.protection.base import (
@@ -44,7 +44,7 @@ from sdclab.protection.base import (
     WorkloadParameters,
     decimal_text,
 )
-from sdclab.protection.checks import counts_problem, whole
+from sdclab.protection.checks import additive_range, counts_problem
 from sdclab.release import Release
 
 LARGEST_BOUND = 10_000
@@ -208,16 +208,7 @@ def release_guarantee(p: TruncatedParameters) -> tuple[Guarantee, int, Loss]:
     delta = delta_at(p.rate, p.noise_bound, float(p.rate))
     per_count = Loss("approximate", epsilon=p.rate, delta=delta)
     t = cells_per_person(p.census, None if p.tables is None else tuple(p.workload_names()))
-    released = compose(*[per_count] * t)
-    replaced, step = add_remove_to_replace(released)
-    guarantee = Guarantee(
-        measure="approximate",
-        unit="person",
-        relation="add_remove",
-        loss=released,
-        person_replace=replaced,
-        derivation=(f"basic composition over the t = {t:,} cells a person moves: (tε, tδ)", step),
-    )
+    guarantee = composed_over_cells(per_count, t)
     return guarantee, t, per_count
 
 
@@ -246,11 +237,7 @@ def card(p: TruncatedParameters) -> SpecCard:
         domain="person and housing-unit records of the tabulated population",
         multiverse="a single universe: no statistic is published exactly",
         guarantee=guarantee,
-        covers=(
-            "every table"
-            if p.tables is None
-            else f"the tables {', '.join(p.workload_names())} (the workload)"
-        )
+        covers=p.workload_text()
         + f" at every level, each cell with independent noise bounded by E = {bound} (basic "
         f"composition over the t = {t:,} cells a person moves)",
         caveats=(
@@ -283,19 +270,11 @@ def check_release(release: Release, p: TruncatedParameters) -> str | None:
     """Every count is a whole number within E of a count of 0 or more (and at least 0 where
     negatives are set to 0), and none means more records than its geounit's total allows."""
     bound = p.noise_bound
-
-    def true_range(_name: str, _level: str, counts: FloatArray) -> tuple[FloatArray, FloatArray]:
-        ok = whole(counts) & (counts >= (0 if p.nonnegative else -bound))
-        return (
-            np.where(ok, np.maximum(counts - bound, 0), np.inf),
-            np.where(ok, counts + bound, -np.inf),
-        )
-
     rule = (
         f"a whole number{' of at least 0' if p.nonnegative else ''} within E = {bound} of a "
         "count of 0 or more"
     )
-    return counts_problem(release, true_range, rule)
+    return counts_problem(release, additive_range(lambda _t, _l: bound, p.nonnegative), rule)
 
 
 @MECHANISM.define("cell_model")
