@@ -89,7 +89,9 @@ def copy_coterminous(
         )
         copied = [lv for lv in (1, 2) if measured(above, lv)]
         its = pl.col("iteration_level").is_in(copied)
-        replaced = (pl.col("level") == level) & its & pl.col("geoid").is_in(pairs["geoid"])
+        replaced = (
+            (pl.col("level") == level) & its & pl.col("geoid").is_in(pairs["geoid"].implode())
+        )
         from_parent = (
             frame.filter((pl.col("level") == above) & its)
             .rename({"geoid": "parent"})
