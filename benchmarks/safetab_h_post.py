@@ -36,6 +36,7 @@ from sdclab.protection.safetab_post import (
     coterminous_counts,
     coterminous_units,
     derived_margin,
+    housing_geounits,
 )
 from sdclab.protection.safetab_tables import VARIANT_TABLES
 
@@ -141,6 +142,20 @@ def compared(without: pl.DataFrame, with_: pl.DataFrame) -> dict[str, Any]:
     }
 
 
+def without_housing(population: Population) -> int:
+    """How many geounits (state, county, tract) hold persons but no housing unit."""
+    geography = population.geography
+    persons = np.bincount(population.person_block_index, minlength=geography.n_blocks)
+    count = 0
+    for level in ("state", "county", "tract"):
+        housing = housing_geounits(population, level)
+        populated = geography.geoids(level).filter(
+            pl.Series(geography.aggregation(level) @ persons > 0)
+        )
+        count += int((~populated.is_in(housing.implode())).sum())
+    return count
+
+
 def coterminous_effect(
     population: Population, without: pl.DataFrame, with_: pl.DataFrame
 ) -> dict[str, Any]:
@@ -195,6 +210,7 @@ def main() -> None:
                     "removed": figures(gone),
                     "removed_true_total": int(gone["true"].abs().sum()),
                     "kept_cells_unchanged": kept_same == dropped.height,
+                    "geounits_without_housing_synthetic": without_housing(synthetic),
                 },
                 "coterminous_geounits": coterminous_counts(population.geography),
                 "coterminous": by_level or "n/a (no coterminous geounit)",
