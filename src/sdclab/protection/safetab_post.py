@@ -1,6 +1,6 @@
 """SafeTab-H's optional post-processing of its published group tables (docs/safetab_h.md,
-*Post-processing*): every step reads only the noisy tables and public facts about the geography,
-so the guarantee is unchanged.
+*Post-processing*): every step reads only the noisy tables and public facts (the geography's
+blocks; whether a geounit holds a housing unit, an invariant the card then lists).
 
 * **Geographies without housing units** (``drop_no_housing``): a geounit holding no housing unit
   (occupied or vacant; group quarters are not housing units) publishes no household table — its
@@ -195,8 +195,8 @@ def post_processing_lines(p: SafeTabHParameters) -> list[str]:
     if p.coterminous:
         lines.append(
             "coterminous (post-processing, guarantee unchanged): a geounit whose blocks are "
-            "exactly its parent's publishes its parent's noisy tables (and T01001) in place of "
-            "its own measurement, which is still drawn and charged; its margin of error is its "
-            "parent's."
+            "exactly its parent's publishes its parent's noisy tables (and a noisy T01001) in "
+            "place of its own measurement, which is still drawn and charged; its margin of error "
+            "is its parent's."
         )
     return lines
