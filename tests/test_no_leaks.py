@@ -123,6 +123,8 @@ PUBLISHABLE_NOTES: dict[str, set[str]] = {
         "stability",  # from the iteration mapping (a parameter)
         "t01001",  # a parameter
         "groups_with_tables",  # the (level, geoid, iteration) groups of the published tables
+        "coterminous_geounits",  # from the geography (public: the release carries it)
+        "geounits_without_housing_dropped",  # from the housing units, an invariant the card lists
     },
     "suppress": {
         "rules",  # the parameters, in words, and which tables the catalogue makes adult / unit
@@ -139,6 +141,7 @@ NOTE_VARIANTS = {
     "none": {},
     "cellkey": {"swap": "swap-low", "threshold": "3", "spsn": "false"},
     "suppress": {"complementary": "true"},
+    "safetab_h": {"coterminous": "true", "drop_no_housing": "true"},
 }
 """Settings that make a mechanism write the notes its quick settings do not."""
 

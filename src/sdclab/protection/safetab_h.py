@@ -57,7 +57,7 @@ from sdclab.core.figures import NotMeasured
 from sdclab.core.geography import Geography
 from sdclab.core.privacy import Guarantee, Invariant, Loss, Number, Relation, group
 from sdclab.core.query_noise import GaussianNoise
-from sdclab.protection import audit_plans
+from sdclab.protection import audit_plans, safetab_post
 from sdclab.protection.base import (
     Mechanism,
     NoisePublication,
@@ -102,7 +102,8 @@ def rho_for_margin(moe: int, s: int) -> float:
 
 
 class SafeTabHParameters(Parameters):
-    """Budgets per iteration level and region, the iteration file, stability, T01001, clamp."""
+    """Budgets per iteration level and region, the iteration file, stability, T01001 and the
+    post-processing steps (clamp, geographies without housing units, coterminous geographies)."""
 
     rho_regional: Annotated[Decimal, Unit("zCDP rho")] = Field(Decimal("0.006915"), ge=0)
     """budget of each of T03 and T04 for level 1 (regional) iterations, at every region type
@@ -126,6 +127,12 @@ class SafeTabHParameters(Parameters):
     """t01001=noisy only: the total budget of the noisy T01001, added to the card"""
     clamp: bool = False
     """true: set negative measured cells to 0; false: keep them (as production did)"""
+    drop_no_housing: bool = False
+    """true: publish no table for a geounit holding no housing unit (post-processing that reads
+    the housing units, public as in the 2020 Census); false: keep them (the default)"""
+    coterminous: bool = False
+    """true: a geounit whose blocks are exactly its parent's publishes its parent's tables (and
+    noisy T01001), so one area has one set of counts; false: each measured apart"""
     thresholds: str | list[dict[str, Any]] = "production"
     """"production" (the production thresholds per region type and level) or a TOML file of
     [[threshold]] entries (in a release: them)"""
@@ -163,6 +170,15 @@ class SafeTabHParameters(Parameters):
             return Fraction(self.rho_regional)
         national = region in ("USA", "STATE")
         return Fraction(self.rho_detailed_national if national else self.rho_detailed_local)
+
+    def cells_rho(self, region: str, level: int) -> Fraction:
+        """The smallest ρ a published cell of a region type may carry: its own, or with
+        ``coterminous`` that of a measured region type above it whose tables it may copy."""
+        if not self.coterminous:
+            return self.rho(region, level)
+        regions = list(REGION_TYPES)
+        above = regions[: regions.index(region) + 1]
+        return min(r for r in (self.rho(a, level) for a in above) if r)
 
     def t01001_share(self) -> Fraction:
         """ρ of each of noisy T01001's measurements: the budget split evenly over the two
@@ -266,12 +282,14 @@ def protect(population: Population, p: SafeTabHParameters, rng: np.random.Genera
                 every = np.asarray(v.derivation @ noisy.T, dtype=np.int64).T
                 frames.append(variant_frame(every, v, where, gh, population))
     group_tables = pl.concat(frames) if frames else pl.DataFrame(schema=GROUP_SCHEMA)
+    group_tables, totals, post = safetab_post.post_process(group_tables, totals, population, p)
     notes: dict[str, Any] = {
         "stability": {str(lv): stability(groups, lv) for lv in (1, 2)},
         "t01001": p.t01001,
         "groups_with_tables": int(
             group_tables.select("level", "geoid", "iteration").unique().height
         ),
+        **post,
     }
     return Release(
         mechanism="safetab_h",
@@ -370,7 +388,8 @@ def check_release(release: Release, p: SafeTabHParameters) -> str | None:
     """Every published group cell is one the recorded parameters measure: a region type and
     iteration level with a budget, an iteration of the mapping, a cell of a variant (derived as
     the variant derives it), a count within the noise's reach of a count of 0 or more (at least
-    0 when clamped); T01001's noisy totals are published with t01001=noisy, and only then."""
+    0 when clamped); T01001's noisy totals are published with t01001=noisy, and only then; with
+    coterminous, a geounit of its parent's extent publishes its parent's rows."""
     totals = release.artifacts.get(GROUP_TOTALS_ARTIFACT)
     if (totals is not None) != (p.t01001 == "noisy"):
         return (
@@ -382,6 +401,14 @@ def check_release(release: Release, p: SafeTabHParameters) -> str | None:
         (GROUP_TOTALS_ARTIFACT, totals),
     ):
         problem = None if frame is None else _group_problem(frame, p, name == GROUP_TOTALS_ARTIFACT)
+        if problem is None and frame is not None and p.coterminous:
+            problem = safetab_post.coterminous_problem(
+                frame,
+                release.geography,
+                (lambda *_: True)
+                if name == GROUP_TOTALS_ARTIFACT
+                else lambda lv, it: bool(p.rho(safetab_post.REGION_OF[lv], it)),
+            )
         if problem is not None:
             return f"artifacts/{name}.parquet: {problem}"
     return None
@@ -407,7 +434,7 @@ def _group_problem(frame: pl.DataFrame, p: SafeTabHParameters, totals: bool) -> 
         unknown = part.filter(~pl.col("iteration").is_in(iteration_codes(groups, it_level)))
         if unknown.height:
             return f"iteration {unknown['iteration'][0]!r} is not one of level {it_level}"
-        share = p.t01001_share() if totals else p.rho(region_of[level], it_level)
+        share = p.t01001_share() if totals else p.cells_rho(region_of[level], it_level)
         reach = gaussian_reach(float(Fraction(stability(groups, it_level)) / (2 * share)))
         problem = (
             count_problem(part, 1, reach, p.clamp and not totals)
@@ -465,6 +492,7 @@ def card(p: SafeTabHParameters) -> SpecCard:
             "Margins of error are the smallest integer whose coverage under the exact discrete "
             "Gaussian is at least 95%; a derived cell sums k measured cells (variance "
             "k·s/(2 rho)).",
+            *safetab_post.post_processing_lines(p),
         ),
         allocation=tuple(rows),
     )
@@ -531,6 +559,8 @@ def safetab_guarantee(p: SafeTabHParameters) -> tuple[Guarantee, list[str]]:
             f"{float(household):.4g} + 2 × {float(t01001):g} = {float(person):.4g}; a person added "
             f"or removed costs {float(household + t01001):.4g}.",
         ]
+    if p.drop_no_housing:  # which geounits publish tables reads it: public, as in 2020
+        invariants = (*invariants, safetab_post.HOUSING_INVARIANT)
     guarantee = Guarantee(
         measure="zcdp",
         unit="household",
