@@ -179,3 +179,22 @@ def test_the_tails_of_bounded_noise(population) -> None:
             if row.size_class.startswith(("10", "50", "100", "500")):
                 assert row.events["depopulated"].expected == 0.0
                 assert row.events["depopulated"].sampled == 0
+
+
+def test_the_example_sets_the_cell_key_method_at_the_same_bound_and_variance() -> None:
+    """examples/truncated-vs-cellkey.toml compares like with like: every cell key entry has the
+    bound and the variance of a truncated release of the sweep."""
+    from pathlib import Path
+
+    from sdclab.pipeline.experiment.reading import load_experiment
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "truncated-vs-cellkey.toml"
+    experiment = load_experiment(path)
+    (noise,) = [m for m in experiment.mechanisms if m.name == "truncated"]
+    rate = Fraction(str(noise.settings["epsilon"]))
+    bounds = sorted(int(b) for b in noise.settings["bound"])
+    cellkeys = [m.settings for m in experiment.mechanisms if m.name == "cellkey"]
+    assert sorted(int(s["bound"]) for s in cellkeys) == bounds
+    for settings in cellkeys:
+        expected = truncated.variance(rate, int(settings["bound"]))
+        assert float(settings["variance"]) == pytest.approx(expected, abs=5e-4)
