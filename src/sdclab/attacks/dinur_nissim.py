@@ -197,14 +197,18 @@ class Experiment:
 
     def attack(self, noise: Noise, noise_seed: int = 0) -> Trial:
         """Answer every query with ``noise``, reconstruct, and score."""
+        estimate, largest = self.estimate(noise, noise_seed)
+        wrong = int(np.count_nonzero((estimate >= 0.5) != (self.values == 1)))
+        return Trial(self.design, noise, 1 - wrong / self.design.records, wrong, largest)
+
+    def estimate(self, noise: Noise, noise_seed: int = 0) -> tuple[npt.NDArray[np.float64], int]:
+        """The least-squares estimate of the records from the answers with ``noise`` (drawn from
+        the stream of ``noise_seed``), and the largest noise term drawn."""
         check_seed(noise_seed, "noise seed")
         rng = self._stream(2, noise_seed)
         if self.design.kind == "hadamard":
-            estimate, largest = self._hadamard(noise, rng)
-        else:
-            estimate, largest = self._random(noise, rng)
-        wrong = int(np.count_nonzero((estimate >= 0.5) != (self.values == 1)))
-        return Trial(self.design, noise, 1 - wrong / self.design.records, wrong, largest)
+            return self._hadamard(noise, rng)
+        return self._random(noise, rng)
 
     def _block_slots(self, first: int, count: int) -> IntArray:
         """The slots (1..N−1) of every record in blocks first..first+count−1, regenerated from
