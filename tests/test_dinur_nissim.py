@@ -170,8 +170,11 @@ def test_bad_settings_are_refused():
         QueryDesign.make(2)
     with pytest.raises(InputError, match="hadamard design"):
         QueryDesign.make(100_000, "random")
-    with pytest.raises(InputError, match="0 to 10"):
+    with pytest.raises(InputError, match="whole number"):
         Noise("uniform", Fraction(1, 2))
+    assert Noise("uniform", 3.0).magnitude == Fraction(3)  # a float at its exact value
+    with pytest.raises(InputError, match="finite"):
+        Noise("laplace", float("nan"))
     with pytest.raises(InputError, match="epsilon"):
         Noise("laplace", Fraction(1000))
 

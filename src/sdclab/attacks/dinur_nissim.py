@@ -45,7 +45,7 @@ import scipy.stats
 
 from sdclab.core.arrays import IntArray
 from sdclab.core.errors import InputError
-from sdclab.core.noise import SCALE_RANGE, discrete_laplace
+from sdclab.core.noise import SCALE_RANGE, as_fraction, discrete_laplace
 from sdclab.core.randomness import check_seed
 
 NoiseKind = Literal["none", "uniform", "laplace"]
@@ -76,10 +76,16 @@ class Noise:
     def __post_init__(self) -> None:
         if self.kind not in NOISE_KINDS:
             raise InputError(f"noise {self.kind!r}: expected one of {', '.join(NOISE_KINDS)}")
+        try:  # an int, float or Decimal is taken at its exact value
+            object.__setattr__(self, "magnitude", as_fraction(self.magnitude, "noise magnitude"))
+        except (TypeError, ValueError) as exc:
+            raise InputError(str(exc)) from None
         if self.kind == "uniform" and (
             self.magnitude.denominator != 1 or not 0 <= self.magnitude <= 10**9
         ):
-            raise InputError(f"uniform noise bound E = {self.magnitude}: expected 0 to 10^9")
+            raise InputError(
+                f"uniform noise bound E = {self.magnitude}: expected a whole number from 0 to 10^9"
+            )
         if self.kind == "laplace":
             low, high = 1 / SCALE_RANGE[1], 1 / SCALE_RANGE[0]
             if not low <= self.magnitude <= high:

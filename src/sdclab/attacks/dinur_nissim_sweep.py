@@ -206,6 +206,7 @@ class SizeResult:
             "queries": t,
             "queries_over_n_ln2n": t / (n * math.log(n) ** 2),
             "design": self.design.kind,
+            "design_description": self.design.describe(),
             "slots": self.design.slots or None,
             "blocks": self.design.blocks or None,
             "seed": self.seed,
