@@ -172,7 +172,7 @@ def test_the_summed_noise_is_the_convolution() -> None:
 def test_the_tails_of_bounded_noise(population) -> None:
     release = protection.run("truncated", population, {"bound": "7", "tables": "P1,P12"}, 5)
     (tails,) = truncated.diagnostics(population, release)
-    for level, figures in tails.levels.items():
+    for figures in tails.levels.values():
         assert figures.tail_probability == 0.0  # nothing beyond ±20 with E = 7
         for row in figures.classes:
             # an area of 10 or more persons is never depopulated by noise bounded by 7

@@ -6,7 +6,8 @@ Exit codes: 0 success, 2 bad input or usage (one line on stderr, nothing written
 The package's modules: :mod:`~sdclab.cli.core` (the app, its one-line errors, the shared options
 and the entry point ``main``), :mod:`~sdclab.cli.pipeline` (synth, tabulate, protect,
 reconstruct, reidentify, evaluate, ckm-risk, audit), :mod:`~sdclab.cli.inspection` (spec,
-budget, census show, mechanisms) and :mod:`~sdclab.cli.experiments` (run, demo). Importing the
+budget, census show, mechanisms), :mod:`~sdclab.cli.experiments` (run, demo) and
+:mod:`~sdclab.cli.dinur_nissim` (dinur-nissim). Importing the
 package registers every command on ``app``, in the order ``sdclab --help`` lists them.
 """
 
@@ -22,7 +23,7 @@ from sdclab.cli.core import (
     progress,
     reports_input_errors,
 )
-from sdclab.cli import pipeline, inspection, experiments
+from sdclab.cli import pipeline, inspection, experiments, dinur_nissim
 from sdclab.cli.experiments import release_lines
 # isort: on
 
@@ -30,6 +31,7 @@ __all__ = [
     "MECHANISM_NAMES",
     "OneLineErrors",
     "app",
+    "dinur_nissim",
     "experiments",
     "inspection",
     "main",
