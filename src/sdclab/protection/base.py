@@ -15,7 +15,7 @@ import math
 import os
 import re
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -181,9 +181,8 @@ class WorkloadParameters(Parameters):
 
     def workload_text(self) -> str:
         """The tables protected, in words, for a card: every table, or the workload's."""
-        if self.tables is None:
-            return "every table"
-        return f"the tables {', '.join(self.workload_names())} (the workload)"
+        names = ", ".join(self.workload_names())
+        return "every table" if self.tables is None else f"the tables {names} (the workload)"
 
     def recorded(self) -> dict[str, Any]:
         data = super().recorded()
@@ -762,44 +761,3 @@ def shown(value: Any) -> str:
         return repr(os.fspath(value))
     text = repr(value)
     return text if len(text) <= SHOWN_LENGTH else f"{text[:SHOWN_LENGTH]}…"
-
-
-def check_budget_range(
-    name: str,
-    value: Decimal | Fraction,
-    scales: Iterable[Fraction],
-    supported: tuple[Fraction, Fraction],
-    scale_name: str,
-) -> None:
-    """Refuse a budget whose noise lies outside what the exact sampler supports.
-
-    Every noise ``scale`` a budget ``value`` sets is inversely proportional to it, so the range
-    of budgets the sampler can serve follows from the scales at this value; a ValueError names it.
-    """
-    scales = list(scales)
-    if not scales:
-        return
-    low, high = supported
-    smallest, largest = min(scales), max(scales)
-    if low <= smallest and largest <= high:
-        return
-    budget = Fraction(value)
-    lowest, highest = budget * largest / high, budget * smallest / low
-    shown = value if isinstance(value, Decimal) else _show(value)
-    raise ValueError(
-        f"{name} = {shown} needs noise of {scale_name} outside the {_show(low)}..{_show(high)} "
-        f"the exact sampler supports; expected {name} from {_show(lowest)} to {_show(highest)}"
-    )
-
-
-def _show(value: Fraction) -> str:
-    """A rational number for a message, at any magnitude."""
-    try:
-        return f"{float(value):.4g}"
-    except OverflowError:
-        return "a number beyond 1e308"
-
-
-def decimal_text(value: Fraction, digits: int = 6) -> str:
-    """A budget as a setting takes it: decimal text of ``digits`` significant digits."""
-    return format(Decimal(value.numerator) / Decimal(value.denominator), f".{digits}g")

@@ -24,8 +24,8 @@ from sdclab.protection.base import (
     NoisePublication,
     Parameters,
     Unit,
-    check_budget_range,
 )
+from sdclab.protection.budgets import check_budget_range
 
 if TYPE_CHECKING:
     from sdclab.release import Release

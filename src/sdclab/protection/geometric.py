@@ -50,9 +50,8 @@ from sdclab.protection.base import (
     NoisePublication,
     Unit,
     WorkloadParameters,
-    check_budget_range,
-    decimal_text,
 )
+from sdclab.protection.budgets import check_budget_range, decimal_text
 from sdclab.protection.checks import IMPOSSIBLE, additive_range, counts_problem, laplace_reach
 from sdclab.release import Release, exact_release
 

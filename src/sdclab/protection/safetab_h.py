@@ -63,9 +63,8 @@ from sdclab.protection.base import (
     NoisePublication,
     Parameters,
     Unit,
-    check_budget_range,
-    decimal_text,
 )
+from sdclab.protection.budgets import check_budget_range, decimal_text
 from sdclab.protection.checks import gaussian_reach
 from sdclab.protection.safetab_tables import (
     GROUP_SCHEMA,

@@ -46,9 +46,8 @@ from sdclab.protection.base import (
     NoisePublication,
     Unit,
     WorkloadParameters,
-    check_budget_range,
-    decimal_text,
 )
+from sdclab.protection.budgets import check_budget_range, decimal_text
 from sdclab.protection.checks import exact_tables, gaussian_reach
 from sdclab.protection.topdown_engine import block_query_rows, measure_blocks, topdown
 from sdclab.protection.topdown_strategy import (

@@ -42,8 +42,8 @@ from sdclab.protection.base import (
     NoisePublication,
     Unit,
     WorkloadParameters,
-    decimal_text,
 )
+from sdclab.protection.budgets import decimal_text
 from sdclab.protection.checks import additive_range, counts_problem
 from sdclab.release import Release
 
