@@ -118,9 +118,9 @@ def perturbed(
         records, codes = PERTURBABLE[name]
         frame = units if records == "units" else persons
         rows = households.unit_rows if records == "units" else np.flatnonzero(in_household)
-        column = frame[name].to_numpy().astype(np.int64)
-        column[rows] = randomized_response(column[rows], codes, rate, rng)
-        changed[records].append(pl.Series(name, column, dtype=frame.schema[name]))
+        values = frame[name].gather(rows).to_numpy().astype(np.int64)  # households: no nulls
+        noised = pl.Series(name, randomized_response(values, codes, rate, rng), frame.schema[name])
+        changed[records].append(frame[name].clone().scatter(rows, noised))
     return population.with_records(
         persons.with_columns(changed["persons"]), units.with_columns(changed["units"])
     )
@@ -272,11 +272,11 @@ def audit_pair(params: PsaParameters) -> tuple[tuple[Records, Records], audit_pl
         a, b, c = {"age": 25, "sex": 1}, {"age": 40, "sex": 2}, {"age": 70, "sex": 1}
         pair = (
             (
-                [person(0, 0, 0, **a), person(1, 1, 1, **b), person(2, 1, 1, **c)],
+                [person(0, 0, 0, **a), person(1, 1, 1, **b), person(2, 1, 1, relationship=1, **c)],
                 [unit(0, 0), unit(1, 1)],
             ),
             (
-                [person(0, 0, 1, **a), person(1, 1, 0, **b), person(2, 1, 0, **c)],
+                [person(0, 0, 1, **a), person(1, 1, 0, **b), person(2, 1, 0, relationship=1, **c)],
                 [unit(0, 1), unit(1, 0)],
             ),
         )

@@ -369,6 +369,8 @@ def psa_draw(
         "moved": moved,
         "achieved_swap_rate": moved / max(n, 1),
     }
+    if params.cross_match > 0:  # selected households permuted in their area's pool
+        diagnostics["cross_matched"] = int((permuted != group).sum())
     return partner, notes, diagnostics
 
 
