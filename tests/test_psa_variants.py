@@ -23,7 +23,12 @@ from sdclab.core.tables.published import PublishedTable
 from sdclab.core.tables.tabulate import tabulate
 from sdclab.pipeline import api
 from sdclab.protection.households import Households
-from sdclab.protection.psa_variants import perturbed, randomized_response, rr_epsilon
+from sdclab.protection.psa_variants import (
+    largest_groups,
+    perturbed,
+    randomized_response,
+    rr_epsilon,
+)
 from sdclab.protection.swap_pairs import group_ids
 from sdclab.protection.swapping import psa_draw, psa_swap
 
@@ -280,3 +285,16 @@ def test_the_cli_runs_the_variants(tmp_path):
         app, ["spec", "-m", "psa", "--set", "largest_group=50", "--set", "cross_match=2"]
     )
     assert bad.exit_code != 0 and len(bad.output.strip().splitlines()) == 1
+
+
+def test_the_granularity_figures_are_the_psas_own_b_and_shrink_with_finer_invariants(county):
+    rows = largest_groups(Households(county))
+    b = {row["key"]: row["b"] for row in rows}
+    for level in ("state", "county", "tract"):
+        release = protection.run("psa", county, {"matching_level": level}, 1)
+        assert release.notes["largest_matching_group"] == b[f"{level} x size"]
+        adults = swapped(county, 1, matching_level=level, match_adults="true")
+        assert adults.notes["largest_matching_group"] == b[f"{level} x size x adults"]
+        assert b[level] >= b[f"{level} x size"] >= b[f"{level} x size x adults"]
+    assert b["state"] == Households(county).count  # one state
+    assert b["state x size"] >= b["county x size"] >= b["tract x size"]
