@@ -206,9 +206,9 @@ def per_attribute_rows(params: PsaParameters, epsilon: float) -> tuple[dict[str,
     paper defines them), each with why; they do not add up to a total."""
     theorem = None if variants_on(params) else epsilon
     why = (
-        "Theorem II.1 bounds a change of whole household records, so one attribute's change costs "
-        "what the record's does; the nearest pair of one universe differs in two records; the "
-        "budgets do not compose (their sum is not the total)"
+        "at most this: Theorem II.1 bounds a change of whole household records, hence of one "
+        "attribute, by the same epsilon (no smaller figure is known); the nearest pair of one "
+        "universe differs in two records; not composed (their sum is not the total)"
         if theorem is not None
         else "no closed form under the variants (the theorem covers the PSA's invariants only)"
     )
