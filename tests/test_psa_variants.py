@@ -218,6 +218,7 @@ def test_a_variant_s_card_states_no_epsilon_and_why_and_keeps_the_right_invarian
     texts = [i.text() for i in perturbed.guarantee.invariants]
     assert "households by size (every block)" in texts
     assert "every statistic (each state and above)" not in texts
+    assert "every statistic not involving tenure (each state and above)" in texts
 
 
 def test_the_audit_bounds_each_variant_below_its_pairs_loss():

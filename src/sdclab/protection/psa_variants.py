@@ -172,7 +172,7 @@ def variant_invariants(params: PsaParameters, bottom: str, whole: str) -> tuple[
     if params.perturb_rate == 0:
         kept.append(Invariant("every statistic", area))
     else:
-        kept.append(Invariant(f"every statistic of the unperturbed attributes ({sizes})", area))
+        kept.append(Invariant(f"every statistic not involving {', '.join(params.perturb)}", area))
     return tuple(kept)
 
 
