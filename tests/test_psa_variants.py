@@ -229,6 +229,9 @@ def test_the_audit_bounds_each_variant_below_its_pairs_loss():
     noised = audit("psa", {"perturb_rate": "0.5"}, trials=4_000, seed=0)
     assert noised.claim.value == pytest.approx(math.log(4))
     assert 0.5 < noised.lower_bound <= noised.claim.value
+    sex = audit("psa", {"perturb_rate": "0.5", "perturb": "sex"}, trials=4_000, seed=1)
+    assert sex.claim.value == pytest.approx(math.log(3)) and "sex" in sex.claim.neighbours
+    assert 0.3 < sex.lower_bound <= sex.claim.value
 
 
 @pytest.mark.parametrize(

@@ -407,11 +407,17 @@ def declared_psa_swap(
 
 @PSA.define("noise")
 def psa_published_noise(params: PsaParameters) -> NoisePublication:
+    variants = {
+        name: float(value) if name != "perturb" else list(value)
+        for name in PsaParameters.VARIANTS
+        if (value := getattr(params, name)) and (name != "perturb" or params.perturb_rate > 0)
+    }
     return NoisePublication(
         distribution="households exchange attributes within their matching groups, each "
-        "selected with the published rate; which households moved is not published",
+        "selected with the published rate; which households moved is not published"
+        + ("; the variants as their parameters say (docs/swapping.md)" if variants else ""),
         published=("parameters: rate, matching level and keys",),
-        parameters={"rate": float(params.rate)},
+        parameters={"rate": float(params.rate)} | variants,
     )
 
 
