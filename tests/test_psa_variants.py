@@ -210,7 +210,7 @@ def test_a_variant_s_card_states_no_epsilon_and_why_and_keeps_the_right_invarian
     assert card.common_text().startswith("not comparable")
     texts = [i.text() for i in g.invariants]
     assert "households by size (every block)" not in texts
-    assert "households (occupied housing units) (every block)" in texts
+    assert "the number of households (every block)" in texts
     assert "every statistic (each state and above)" in texts
     perturbed = PSA.card(PSA.parse({"largest_group": "100", "perturb_rate": "0.25"}))
     rows = {row["attribute"]: row for row in perturbed.per_attribute}

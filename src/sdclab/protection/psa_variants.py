@@ -167,7 +167,7 @@ def variant_invariants(params: PsaParameters, bottom: str, whole: str) -> tuple[
     if params.cross_match == 0:
         kept.append(Invariant(sizes, f"every {bottom}"))
     else:
-        kept.append(Invariant("households (occupied housing units)", f"every {bottom}"))
+        kept.append(Invariant("the number of households", f"every {bottom}"))
     area = f"each {params.matching_at} and above"
     if params.perturb_rate == 0:
         kept.append(Invariant("every statistic", area))
