@@ -302,3 +302,12 @@ def test_the_granularity_figures_are_the_psas_own_b_and_shrink_with_finer_invari
         assert b[level] >= b[f"{level} x size"] >= b[f"{level} x size x adults"]
     assert b["state"] == Households(county).count  # one state
     assert b["state x size"] >= b["county x size"] >= b["tract x size"]
+
+
+def test_an_open_guarantee_and_per_attribute_rows_survive_the_release_json():
+    card = PSA.card(PSA.parse({"largest_group": "100", "perturb_rate": "0.25"}))
+    back = accounting.SpecCard.from_dict(card.to_dict())
+    assert back == card and back.guarantee.open
+    assert back.render() == card.render()
+    plain = PSA.card(PSA.parse({"largest_group": "100"}))
+    assert not plain.guarantee.open and "open" not in plain.to_dict()["guarantee"]
