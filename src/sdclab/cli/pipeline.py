@@ -3,6 +3,7 @@ evaluate, ckm-risk and audit, with the inputs they read and the outputs they wri
 
 from __future__ import annotations
 
+import math
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -592,9 +593,10 @@ def audit(
     if out is not None:
         write_output_file({"schema_version": SCHEMA_VERSION, **result.to_dict()}, out, AUDIT_KIND)
     claim = result.claim
+    claimed = f"{claim.value:.4g}" if math.isfinite(claim.value) else "nothing"
     typer.echo(
         f"{mechanism}: {result.unit} ≥ {result.lower_bound:.4g} with {(1 - alpha) * 100:g}% "
-        f"confidence (claimed {claim.value:.4g}; {claim.observed}; neighbours: "
+        f"confidence (claimed {claimed}; {claim.observed}; neighbours: "
         f"{claim.neighbours}; {result.trials:,} trials of each dataset)"
     )
     typer.echo(

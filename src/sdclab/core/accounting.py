@@ -51,6 +51,9 @@ class SpecCard:
     caveats: tuple[str, ...] = field(default_factory=tuple)
     allocation: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     """How the budget is split (one row per part, e.g. level, query, share, ρ, σ), if it is."""
+    per_attribute: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    """Budgets per attribute (only that attribute varies within a universe), one row each, if the
+    mechanism states them; they are not parts of a total."""
 
     @cached_property
     def common(self) -> CommonFigure | NotMeasured:
@@ -74,7 +77,7 @@ class SpecCard:
             "covers": self.covers,
             "caveats": list(self.caveats),
             "allocation": [dict(row) for row in self.allocation],
-        }
+        } | ({"per_attribute": [dict(r) for r in self.per_attribute]} if self.per_attribute else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpecCard:
@@ -86,6 +89,7 @@ class SpecCard:
             covers=data["covers"],
             caveats=tuple(data.get("caveats", ())),
             allocation=tuple(data.get("allocation", ())),
+            per_attribute=tuple(data.get("per_attribute", ())),
         )
 
     def render(self) -> str:
@@ -112,14 +116,22 @@ class SpecCard:
         lines.append(f"  Covers: {self.covers}")
         lines += [f"  Caveat: {c}" for c in self.caveats]
         if self.allocation:
-            columns = list(self.allocation[0])
-            cells = [[_cell(row[c]) for c in columns] for row in self.allocation]
-            widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-            lines.append("  Budget allocation:")
-            for row in [columns, *cells]:
-                padded = (v.ljust(w) for v, w in zip(row, widths, strict=True))
-                lines.append("    " + "  ".join(padded))
+            lines += ["  Budget allocation:", *_rows_text(self.allocation)]
+        if self.per_attribute:
+            lines += ["  Budgets per attribute (not parts of a total):"]
+            lines += _rows_text(self.per_attribute)
         return "\n".join(lines)
+
+
+def _rows_text(rows: tuple[dict[str, Any], ...]) -> list[str]:
+    """Rows of one table as aligned lines, the header first."""
+    columns = list(rows[0])
+    cells = [[_cell(row[c]) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    return [
+        "    " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True))
+        for row in [columns, *cells]
+    ]
 
 
 def _cell(value: Any) -> str:

@@ -238,6 +238,9 @@ class Guarantee:
     """What the common-axis figure says beside itself wherever it stands next to another
     mechanism's, when its universe is far narrower than theirs ("within the PSA's invariants
     (…)"); empty where the stated invariants need no such word."""
+    open: bool = False
+    """No formal guarantee because none is known (an open problem), not because the mechanism
+    has an unbounded loss: the budget reads "unknown", not "infinite"."""
 
     def __post_init__(self) -> None:
         if (self.measure == "none") != (self.loss is None):
@@ -256,6 +259,8 @@ class Guarantee:
         nothing: a δ of 1 is no guarantee, and a per-cell ε is the parameter its δ is stated
         for, shown beside that δ)."""
         if self.loss is None:
+            if self.open:
+                return f"unknown: no closed form ({self.reason})"
             return f"infinite: no formal guarantee ({self.reason})"
         loss = self.loss
         if loss.measure == "approximate" and loss.delta is not None and loss.delta >= 1:
@@ -287,6 +292,8 @@ class Guarantee:
             out["reason"] = self.reason
         if self.qualifier:
             out["qualifier"] = self.qualifier
+        if self.open:
+            out["open"] = True
         return out
 
     @classmethod
@@ -318,6 +325,7 @@ class Guarantee:
             derivation=tuple(data.get("derivation", ())),
             reason=str(data.get("reason", "")),
             qualifier=str(data.get("qualifier", "")),
+            open=bool(data.get("open", False)),
         )
 
 

@@ -38,7 +38,7 @@ from sdclab.core.arrays import BoolArray, IntArray
 from sdclab.core.census.records import CensusRecords
 from sdclab.core.errors import InputError
 from sdclab.core.privacy import Guarantee, Invariant, Loss, no_guarantee
-from sdclab.protection import audit_plans
+from sdclab.protection import audit_plans, psa_variants
 from sdclab.protection.base import Mechanism, NoisePublication, Parameters, Unit
 from sdclab.protection.checks import exact_tables
 from sdclab.protection.households import Households, Swapped, swap_units
@@ -87,7 +87,30 @@ class PsaParameters(Parameters):
     """b, the largest matching group, only for a card without data (sdclab spec); when protecting it
     is measured on the data and giving it is an error"""
 
-    US_SETTINGS: ClassVar[frozenset[str]] = frozenset({"match_adults"})
+    cross_match: Annotated[Decimal, Unit("probability 0–1")] = Field(
+        Decimal(0), ge=0, le=1, allow_inf_nan=False
+    )
+    """probabilistic unit matching: a selected household is, with this probability, permuted with
+    the other such households of its matching area whatever their size (0, the default: off)"""
+    perturb_rate: Annotated[Decimal, Unit("probability 0–1")] = Field(
+        Decimal(0), ge=0, le=1, allow_inf_nan=False
+    )
+    """pre-swap perturbation: before the swap each value of the perturb attributes of the
+    households is, with this probability, replaced by a uniform draw from its codes (0: off)"""
+    perturb: tuple[Literal["tenure", "sex", "race", "hispanic"], ...] = ("tenure",)
+    """the attributes perturbed before the swap when perturb_rate > 0 (any of tenure, sex, race,
+    hispanic)"""
+
+    US_SETTINGS: ClassVar[frozenset[str]] = frozenset({"match_adults", "perturb_rate", "perturb"})
+    VARIANTS: ClassVar[tuple[str, ...]] = ("cross_match", "perturb_rate", "perturb")
+
+    @model_validator(mode="after")
+    def _perturb_needs_a_rate(self) -> PsaParameters:
+        if "perturb" in self.model_fields_set and self.perturb_rate == 0:
+            raise ValueError("perturb: give perturb_rate > 0 too (the perturbation is off at 0)")
+        if not self.perturb or len(set(self.perturb)) < len(self.perturb):
+            raise ValueError("perturb: name each attribute once, at least one")
+        return self
 
     @model_validator(mode="after")
     def _a_level_of_the_census(self) -> PsaParameters:
@@ -117,7 +140,15 @@ class PsaParameters(Parameters):
         return self.census.geography.levels[0]
 
     def recorded(self) -> dict[str, Any]:
-        return super().recorded() | {"matching_level": self.matching_at}
+        """As given, without the variants' settings when they are off (a release of the PSA
+        itself records what it always recorded)."""
+        data = super().recorded() | {"matching_level": self.matching_at}
+        if self.cross_match == 0:
+            data.pop("cross_match", None)
+        if self.perturb_rate == 0:
+            data.pop("perturb_rate", None)
+            data.pop("perturb", None)
+        return data
 
     @property
     def matching(self) -> str:
@@ -173,14 +204,26 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
     bottom = "block" if us else params.census.geography.levels[-1]
     whole = "nation" if us else "the whole census"
     strong = f"{sizes} in every {bottom}, every statistic of each {params.matching_at} and above"
+    caveats = _psa_caveats(params, b, strong, measured=largest_group is not None)
+    guarantee = _psa_guarantee(params, b, epsilon, bottom, whole, strong)
+    if psa_variants.variants_on(params):
+        guarantee = no_guarantee(
+            psa_variants.variant_reason(params),
+            unit="household",
+            invariants=psa_variants.variant_invariants(params, bottom, whole)
+            + guarantee.invariants[4:],  # units and group quarters never move
+            open=True,
+        )
+        caveats = (*psa_variants.variant_caveats(params, b, epsilon), *caveats[2:-1])
     return SpecCard(
         mechanism="psa",
         domain="every census edited file with the same variables (households with their persons, "
         "after editing and imputation)",
         multiverse="datasets sharing the swap's invariants",
-        guarantee=_psa_guarantee(params, b, epsilon, bottom, whole, strong),
+        guarantee=guarantee,
         covers="the swapped microdata and every table derived from it (post-processing)",
-        caveats=_psa_caveats(params, b, strong, measured=largest_group is not None),
+        caveats=caveats,
+        per_attribute=psa_variants.per_attribute_rows(params, epsilon),
     )
 
 
@@ -256,9 +299,9 @@ def _psa_caveats(params: PsaParameters, b: int, strong: str, measured: bool) -> 
         "edited file, which can change without affecting other, imputed records. A real "
         "household whose changed responses alter several edited records (through editing and "
         "imputation) is covered only at the group-privacy inflation k·epsilon for k records.",
-        "Per-attribute budgets do not apply: the guarantee does not come from composing "
-        "mechanisms per attribute, so changing one attribute of a household record costs the "
-        "same epsilon as changing all of them (Bailie, Gong & Meng).",
+        "Per-attribute budgets (below) do not compose into the total: the guarantee does not "
+        "come from composing mechanisms per attribute, so changing one attribute of a household "
+        "record costs the same epsilon as changing all of them (Bailie, Gong & Meng, §4.2).",
     )
 
 
@@ -290,31 +333,44 @@ def protect_psa(population: Population, params: PsaParameters, rng: np.random.Ge
 def psa_swap(population: Population, params: PsaParameters, rng: np.random.Generator) -> Swapped:
     """The PSA: the swapped population, its publishable notes and its confidential diagnostics."""
     households = Households(population)
-    partner, notes, diagnostics = psa_draw(psa_groups(households, params), params, rng)
+    if params.perturb_rate > 0:  # pre-swap perturbation: the swap sees the perturbed records
+        population = psa_variants.perturbed(population, households, params, rng)
+    area = households.area(params.matching_at) if params.cross_match > 0 else None
+    partner, notes, diagnostics = psa_draw(psa_groups(households, params), params, rng, area)
     rows = households.unit_rows
     return Swapped(swap_units(population, rows, rows[partner]), notes, diagnostics)
 
 
 def psa_draw(
-    group: IntArray, params: PsaParameters, rng: np.random.Generator
+    group: IntArray, params: PsaParameters, rng: np.random.Generator, area: IntArray | None = None
 ) -> tuple[IntArray, dict[str, Any], dict[str, Any]]:
     """The PSA's draw over households in matching groups ``group``: whose location each takes
-    (:func:`psa_partners`), the publishable notes and the confidential diagnostics."""
+    (:func:`psa_partners`), the publishable notes and the confidential diagnostics; with
+    ``cross_match`` a selected household may be permuted within its matching ``area`` instead
+    (:func:`~sdclab.protection.psa_variants.cross_matched`)."""
     n = len(group)
     selected = noise.bernoulli(Fraction(params.rate), n, rng)
-    partner = psa_partners(group, selected, rng.permutation(n))
+    permuted = group
+    if params.cross_match > 0:
+        assert area is not None, "probabilistic matching needs the matching areas"
+        permuted = psa_variants.cross_matched(
+            group, area, selected, Fraction(params.cross_match), rng
+        )
+    partner = psa_partners(permuted, selected, rng.permutation(n))
     moved = int((partner != np.arange(n)).sum())
     notes = {
         "households": n,
         "largest_matching_group": int(np.bincount(group).max(initial=0)),
         "matching_groups": int(group.max(initial=-1) + 1),
     }
-    diagnostics = {
+    diagnostics: dict[str, Any] = {
         "selected": int(selected.sum()),
         "selection_rate": float(selected.mean()) if n else 0.0,
         "moved": moved,
         "achieved_swap_rate": moved / max(n, 1),
     }
+    if params.cross_match > 0:  # selected households permuted in their area's pool
+        diagnostics["cross_matched"] = int((permuted != group).sum())
     return partner, notes, diagnostics
 
 
@@ -344,18 +400,24 @@ def declared_psa_swap(
     size = np.bincount(records.households, minlength=n)
     geography = records.geography
     home = records.block_index("households")
-    group = group_ids(geography.block_codes_at(params.matching_at)[home], size)
-    partner, notes, diagnostics = psa_draw(group, params, rng)
+    area = geography.block_codes_at(params.matching_at)[home]
+    partner, notes, diagnostics = psa_draw(group_ids(area, size), params, rng, area)
     return Swapped(relocated(records, partner), notes, diagnostics)  # type: ignore[arg-type]
 
 
 @PSA.define("noise")
 def psa_published_noise(params: PsaParameters) -> NoisePublication:
+    variants = {
+        name: float(value) if name != "perturb" else list(value)
+        for name in PsaParameters.VARIANTS
+        if (value := getattr(params, name)) and (name != "perturb" or params.perturb_rate > 0)
+    }
     return NoisePublication(
         distribution="households exchange attributes within their matching groups, each "
-        "selected with the published rate; which households moved is not published",
+        "selected with the published rate; which households moved is not published"
+        + ("; the variants as their parameters say (docs/swapping.md)" if variants else ""),
         published=("parameters: rate, matching level and keys",),
-        parameters={"rate": float(params.rate)},
+        parameters={"rate": float(params.rate)} | variants,
     )
 
 
@@ -374,6 +436,19 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
             "wider groups would swap households between copies and make the trials dependent)"
         )
     chosen = {"rate": "0.5"} | dict(settings) | {"matching_level": "tract"}
+    params = PSA.parse(chosen)
+    if psa_variants.variants_on(params):
+        pair, claim = psa_variants.audit_pair(params)
+        releases = [
+            PSA.run(
+                audit_plans.replicate(pl.DataFrame(p), pl.DataFrame(u), trials), chosen, seed + i
+            )
+            for i, (p, u) in enumerate(pair)
+        ]
+        d, d_prime = audit_plans.copy_matrix(
+            [audit_plans.block_outputs(r) for r in releases], trials
+        )
+        return audit_plans.Trials(claim, d, d_prime)
     a = {"age": 25, "race": 1, "sex": 1}
     b = {"age": 70, "race": 2, "sex": 2}
     datasets = [
