@@ -491,10 +491,11 @@ def truncated_discrete_laplace(
     """Draws from the discrete Laplace of ``scale`` conditioned on |y| ≤ ``bound``: P(y) ∝
     exp(−|y| / scale) on {−bound..bound}.
 
-    Exact by rejection: untruncated draws outside the bound are drawn again; or, when the bound
-    keeps less than half the untruncated mass (then exp(−bound / scale) > 1/4), uniform proposals
-    on {−bound..bound} are kept with probability exp(−|y| / scale), at least 1/4 each. Either
-    proposal gives the same distribution: the choice only keeps the rejection rate low."""
+    Exact by rejection: untruncated draws outside the bound are drawn again when the bound is at
+    least twice the scale less one (they then fall within it with probability above 0.7); below
+    that, uniform proposals on {−bound..bound} are kept with probability exp(−|y| / scale), above
+    e⁻² each. Either proposal gives the same distribution, and the choice is made in integers: it
+    only keeps the rejection rate low."""
     value = as_fraction(scale, "scale")
     _check_range(value, SCALE_RANGE, "scale")
     if value.numerator >= SCALE_NUMERATOR_LIMIT:
@@ -503,10 +504,8 @@ def truncated_discrete_laplace(
         raise ValueError(f"bound = {bound!r}: expected a whole number of at least 0")
     count, shape = _count(size)
     t, s = value.numerator, value.denominator
-    ratio = math.exp(-s / t)
-    inside = 1 - 2 * ratio ** (bound + 1) / (1 + ratio)  # untruncated mass within the bound
 
-    if inside >= 0.5:
+    if (bound + 1) * s >= 2 * t:  # (bound + 1) / scale ≥ 2
 
         def propose(n: int) -> IntArray:
             y = _dlap(n, t, s, rng)
