@@ -71,6 +71,7 @@ SETTINGS: dict[str, list[str]] = {
     "geometric": [],
     "safetab_h": [],
     "suppress": [],
+    "truncated": [],  # (after the others: a mechanism's seed is its place here)
 }
 """Every registered mechanism and the settings of its release, audit and card (defaults where
 they exist: the refactor must keep them too); other settings are in :data:`STUDY`."""
@@ -142,6 +143,11 @@ seed = 9
 [[mechanisms]]
 name = "suppress"
 settings = {{ complementary = "true" }}
+
+[[mechanisms]]
+name = "truncated"
+settings = {{ epsilon = "0.5", bound = 7 }}
+seed = 10
 
 [attacks]
 reconstruct = true
