@@ -234,3 +234,13 @@ def test_settings_parse_from_text_and_refuse_nonsense():
     assert p.coterminous and p.drop_no_housing
     with pytest.raises(InputError):
         MECHANISM.parse({"coterminous": "sometimes"})
+
+
+def test_a_unit_whose_own_level_is_not_measured_gets_no_copy(population):
+    """The parent measured, the child's level not (its ρ 0): nothing is copied into it, and
+    the release passes its own check."""
+    release = run(population, coterminous=True, rho_detailed_local=0)
+    county = rows(release, "county", STATE + "001")
+    assert county.filter(pl.col("iteration_level") == 2).height == 0
+    assert rows(release, "state", STATE).filter(pl.col("iteration_level") == 2).height
+    assert MECHANISM.check(release, MECHANISM.parse(release.parameters)) is None

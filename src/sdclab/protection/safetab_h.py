@@ -177,7 +177,7 @@ class SafeTabHParameters(Parameters):
             return self.rho(region, level)
         regions = list(REGION_TYPES)
         above = regions[: regions.index(region) + 1]
-        return min(r for r in (self.rho(a, level) for a in above) if r)
+        return min((r for r in (self.rho(a, level) for a in above) if r), default=Fraction(0))
 
     def t01001_share(self) -> Fraction:
         """ρ of each of noisy T01001's measurements: the budget split evenly over the two

@@ -76,7 +76,8 @@ def copy_coterminous(
     parent's, top down (a county equal to a state equal to the nation gets the nation's).
 
     ``measured(level, iteration_level)`` says whether a level is measured at an iteration level:
-    a geounit whose parent's level is not keeps its own rows."""
+    rows are copied only where both the geounit's level and its parent's are (a level measured
+    nowhere publishes nothing, and a geounit whose parent's level is not keeps its own rows)."""
     for level, above in LEVEL_ABOVE.items():
         child, parent = coterminous_units(geography, level)
         if not len(child):
@@ -87,7 +88,7 @@ def copy_coterminous(
                 "parent": geoid_strings(geography.codes(above)[parent], above),
             }
         )
-        copied = [lv for lv in (1, 2) if measured(above, lv)]
+        copied = [lv for lv in (1, 2) if measured(above, lv) and measured(level, lv)]
         its = pl.col("iteration_level").is_in(copied)
         replaced = (
             (pl.col("level") == level) & its & pl.col("geoid").is_in(pairs["geoid"].implode())
