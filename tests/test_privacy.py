@@ -231,3 +231,17 @@ def test_a_card_prints_no_budget_figure_that_guarantees_nothing():
     maxent = cellkey.parse({"ptable": "maxent", "bound": "5", "variance": "3"})
     text = cellkey.card(maxent).guarantee.text()
     assert text.startswith("per released cell: delta = ") and "at epsilon = 1" in text
+
+
+def test_composition_over_independent_cells() -> None:
+    """(tε, 1 − (1 − δ)^t): below basic composition's tδ, equal to it for t = 1."""
+    from sdclab.core.privacy import composed_over_cells
+
+    per_cell = Loss("approximate", epsilon=Fraction(1, 2), delta=0.01)
+    once = composed_over_cells(per_cell, 1).loss
+    assert once is not None and once.delta == pytest.approx(0.01) and once.epsilon == Fraction(1, 2)
+    many = composed_over_cells(per_cell, 100).loss
+    assert many is not None and many.epsilon == 50
+    assert many.delta == pytest.approx(1 - 0.99**100, rel=1e-12) and many.delta < 1.0
+    with pytest.raises(ValueError, match="epsilon, delta"):
+        composed_over_cells(Loss("pure", epsilon=Fraction(1)), 3)

@@ -11,8 +11,8 @@ Per count, a change of one record moves the count by at most 1, and the noise gi
 with δ the hockey-stick divergence of the noise and its shift by one (:func:`delta_at`): the mass
 q(E) of the output the neighbour cannot reach, once ε is at least the noise's rate. E is given
 (``bound``) or is the smallest bound meeting a per-count ``delta``. The noise is independent across
-cells, so a person's guarantee over the release is the basic composition over the t cells the
-person moves (as for the cell key method without SPSN).
+cells, so a person's guarantee over the release composes the t cells the person moves: (tε,
+1 − (1 − δ)^t) (as for the cell key method without SPSN).
 """
 
 from __future__ import annotations
@@ -75,7 +75,16 @@ class TruncatedParameters(WorkloadParameters):
         if self.bound is None and self.delta is None:
             raise ValueError("give bound (E) or delta (E is then derived from it)")
         if Fraction(1) / Fraction(self.epsilon) > noise.SCALE_RANGE[1]:
-            raise ValueError(f"epsilon = {self.epsilon} is below the sampler's range")
+            raise ValueError(
+                f"epsilon = {self.epsilon} is below the exact sampler's range (at least "
+                f"{float(1 / noise.SCALE_RANGE[1]):g})"
+            )
+        if Fraction(self.epsilon).denominator >= noise.SCALE_NUMERATOR_LIMIT:
+            raise ValueError(
+                f"epsilon = {self.epsilon} has too many significant digits for the exact sampler "
+                "(its noise scale 1/epsilon must be a fraction whose numerator is below 2^62): "
+                "round it"
+            )
         if self.bound is None and smallest_bound(self.rate, float(self.delta or 0)) is None:
             raise ValueError(
                 f"delta = {self.delta}: no bound up to {LARGEST_BOUND} reaches it at epsilon = "
@@ -136,7 +145,7 @@ def smallest_bound(rate: Fraction, delta: float) -> int | None:
     r = math.exp(-float(rate))
     for bound in range(1, LARGEST_BOUND + 1):  # q(E) falls like r^E: found within a few hundred
         norm = (1 + r - 2 * r ** (bound + 1)) / (1 - r) if r < 1 else 2 * bound + 1
-        if r**bound / norm <= delta:
+        if r**bound / norm <= delta * (1 - 1e-9):  # (a margin for the rounding of floats)
             return bound
     return None
 
@@ -204,12 +213,24 @@ def rescale(p: TruncatedParameters, factor: Fraction) -> dict[str, str]:
 
 def release_guarantee(p: TruncatedParameters) -> tuple[Guarantee, int, Loss]:
     """(The person's guarantee over the release, t the cells a person moves, the per-count
-    loss): basic composition of the per-count (ε, δ) over t independent cells."""
+    loss): the per-count (ε, δ) composed over t independent cells."""
     delta = delta_at(p.rate, p.noise_bound, float(p.rate))
     per_count = Loss("approximate", epsilon=p.rate, delta=delta)
     t = cells_per_person(p.census, None if p.tables is None else tuple(p.workload_names()))
     guarantee = composed_over_cells(per_count, t)
     return guarantee, t, per_count
+
+
+def unit_caveat(p: TruncatedParameters, per_count: Loss) -> str:
+    """A housing-unit record's guarantee: the per-count loss composed over the unit tables'
+    cells it is counted in, every level (none when the workload has no unit table)."""
+    tables = p.workload()
+    cells = sum(t.most_cells_per_record * len(t.levels) for t in tables if t.records != "persons")
+    if not cells:
+        return "Housing-unit records: the workload has no unit table."
+    loss = composed_over_cells(per_count, cells).loss
+    assert loss is not None  # (a composed loss)
+    return f"Housing-unit records: {loss.text()} over the {cells:,} unit-table cells one is in."
 
 
 REPORTED_EPSILONS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.0)
@@ -238,8 +259,8 @@ def card(p: TruncatedParameters) -> SpecCard:
         multiverse="a single universe: no statistic is published exactly",
         guarantee=guarantee,
         covers=p.workload_text()
-        + f" at every level, each cell with independent noise bounded by E = {bound} (basic "
-        f"composition over the t = {t:,} cells a person moves)",
+        + f" at every level, each cell with independent noise bounded by E = {bound} (composed "
+        f"over the t = {t:,} cells a person moves)",
         caveats=(
             f"Per count: {per_count.text()} — delta is the mass at the bound, which the "
             "neighbouring count cannot reach: bounded noise is never strictly epsilon-DP.",
@@ -250,6 +271,7 @@ def card(p: TruncatedParameters) -> SpecCard:
             + "; tables are not consistent with one another.",
             "The bound E is public: with additive margins it allows the noise-bound attack of "
             "the cell key method (`sdclab ckm-risk` on a cell key release).",
+            unit_caveat(p, per_count),
         ),
         allocation=tuple(rows),
     )
