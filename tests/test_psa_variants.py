@@ -198,7 +198,8 @@ def test_the_card_gives_every_swapped_attribute_the_papers_epsilon(b, epsilon):
     rows = {row["role"]: row for row in card.per_attribute}
     for role in ("swapping variable", "matching variable", "holding variables"):
         assert round(rows[role]["epsilon"], 2) == epsilon
-    assert rows["matching variable (area)"]["epsilon"] is None
+    assert rows["matching variable (area)"]["epsilon"] == "unprotected"
+    assert rows["swapping variable"]["attribute"] == "location below the state"
     assert "Budgets per attribute" in card.render()
 
 
@@ -225,13 +226,26 @@ def test_the_audit_bounds_each_variant_below_its_pairs_loss():
     crossed = audit("psa", {"cross_match": "0.5"}, trials=4_000, seed=0)
     exact = math.log(31)  # x = p²α²/2 = 1/32 at p = α = 1/2
     assert 2.5 < crossed.lower_bound <= exact
-    assert math.isinf(crossed.claim.value) and not crossed.violated
+    assert crossed.claim.value == pytest.approx(exact) and not crossed.violated
     noised = audit("psa", {"perturb_rate": "0.5"}, trials=4_000, seed=0)
     assert noised.claim.value == pytest.approx(math.log(4))
     assert 0.5 < noised.lower_bound <= noised.claim.value
     sex = audit("psa", {"perturb_rate": "0.5", "perturb": "sex"}, trials=4_000, seed=1)
     assert sex.claim.value == pytest.approx(math.log(3)) and "sex" in sex.claim.neighbours
     assert 0.3 < sex.lower_bound <= sex.claim.value
+
+
+def test_the_cross_match_audit_flags_a_variant_that_crosses_less_than_it_says(monkeypatch):
+    """Its claim is the pair's exact loss: an implementation crossing with α/4 leaks more."""
+    from sdclab.protection import psa_variants
+
+    honest = psa_variants.cross_matched
+
+    def fewer(group, area, selected, alpha, rng):
+        return honest(group, area, selected, alpha / 4, rng)
+
+    monkeypatch.setattr(psa_variants, "cross_matched", fewer)
+    assert audit("psa", {"cross_match": "0.5"}, trials=4_000, seed=0).violated
 
 
 @pytest.mark.parametrize(

@@ -204,23 +204,26 @@ def variant_caveats(params: PsaParameters, b: int, epsilon: float) -> tuple[str,
 def per_attribute_rows(params: PsaParameters, epsilon: float) -> tuple[dict[str, Any], ...]:
     """The card's budgets per attribute (only that attribute varies within a universe, as the
     paper defines them), each with why; they do not add up to a total."""
-    theorem = None if variants_on(params) else epsilon
+    theorem: float | str = "unknown" if variants_on(params) else epsilon
     why = (
-        "at most this: Theorem II.1 bounds a change of whole household records, hence of one "
-        "attribute, by the same epsilon (no smaller figure is known); the nearest pair of one "
-        "universe differs in two records; not composed (their sum is not the total)"
-        if theorem is not None
-        else "no closed form under the variants (the theorem covers the PSA's invariants only)"
+        "unknown: no closed form under the variants (the theorem covers the PSA's invariants "
+        "only)"
+        if variants_on(params)
+        else "at most this per household record: Theorem II.1 bounds a change of whole "
+        "household records, hence of one attribute, by the same epsilon (no smaller figure is "
+        "known); the nearest pair of one universe differs in two records, 2 epsilon; not "
+        "composed (their sum is not the total)"
     )
     sizes = "household size" + (", number of adults" if params.match_adults else "")
     rows: list[dict[str, Any]] = [
-        _row("location (housing unit and every area)", "swapping variable", theorem, why),
+        _row(f"location below the {params.matching_at}", "swapping variable", theorem, why),
         _row(sizes, "matching variable", theorem, why),
         _row(
             params.matching_at,
             "matching variable (area)",
-            None,
-            f"none: invariant (every statistic of each {params.matching_at} is exact)",
+            "unprotected",
+            f"none: the {params.matching_at} of every household is an invariant (no household "
+            "leaves it)",
         ),
     ]
     perturbed_names = tuple(params.perturb) if params.perturb_rate > 0 else ()
@@ -243,7 +246,7 @@ def per_attribute_rows(params: PsaParameters, epsilon: float) -> tuple[dict[str,
 
 
 def _row(
-    attribute: str, role: str, epsilon: float | None, why: str, per: str = "household"
+    attribute: str, role: str, epsilon: float | str, why: str, per: str = "household"
 ) -> dict[str, Any]:
     return {"attribute": attribute, "role": role, "epsilon": epsilon, "per": per, "why": why}
 
@@ -283,9 +286,9 @@ def audit_pair(params: PsaParameters) -> tuple[tuple[Records, Records], audit_pl
         x = Fraction(params.rate) ** 2 * Fraction(params.cross_match) ** 2 / 2
         claim = audit_plans.Claim(
             "pure",
-            math.inf,
-            "every block-level table of both blocks; no closed form (the paper's), this pair's "
-            f"own loss is ln((1 - x)/x) = {math.log((1 - x) / x):.4g}, x = p²α²/2",
+            math.log((1 - x) / x),
+            "every block-level table of both blocks; the paper states no closed form: the claim "
+            "is this pair's own exact loss, ln((1 - x)/x), x = p²α²/2",
             "a one- and a two-person household exchange blocks (two household records differ)",
         )
         return pair, claim
