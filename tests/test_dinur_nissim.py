@@ -190,6 +190,14 @@ def test_command_prints_the_table_and_writes_json(tmp_path):
     data = json.loads(out.read_text())
     assert data["sizes"][0]["records"] == 256
     assert data["sizes"][0]["thresholds"][0]["passing_share"] >= 0.9
+    # the seed reproduces the database and its noise: never written
+    seeded = runner.invoke(
+        app, ["dinur-nissim", "-n", "256", "--magnitude", "3", "--noise", "uniform",
+              "--seed", "918273", "-o", str(tmp_path / "one.json")],
+    )  # fmt: skip
+    assert seeded.exit_code == 0, seeded.output
+    for written in (out, tmp_path / "one.json"):
+        assert "seed" not in written.read_text() and "918273" not in written.read_text()
 
 
 @pytest.mark.parametrize(

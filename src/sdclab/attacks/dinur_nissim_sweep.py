@@ -209,7 +209,6 @@ class SizeResult:
             "design_description": self.design.describe(),
             "slots": self.design.slots or None,
             "blocks": self.design.blocks or None,
-            "seed": self.seed,
             "sqrt_n": math.sqrt(n),
             "thresholds": [
                 {**x.to_dict(), "over_sqrt_n": _scaled(x, n), "sigma_over_sqrt_t": x.sigma / t**0.5}

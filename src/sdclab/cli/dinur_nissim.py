@@ -134,7 +134,6 @@ def _single(
                 "recovered": trial.recovered,
                 "wrong": trial.wrong,
                 "largest_noise": trial.largest_noise,
-                "seed": seed,
             }
         )
     return {"attacks": trials}
