@@ -19,7 +19,7 @@ A household's tenure travels with it; the unit keeps its block, type and occupan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Any, ClassVar, Literal
@@ -204,17 +204,19 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
     bottom = "block" if us else params.census.geography.levels[-1]
     whole = "nation" if us else "the whole census"
     strong = f"{sizes} in every {bottom}, every statistic of each {params.matching_at} and above"
-    caveats = _psa_caveats(params, b, strong, measured=largest_group is not None)
+    theorem, swap, per_attribute = _psa_caveats(
+        params, b, strong, measured=largest_group is not None
+    )
+    caveats = (*theorem, *swap, *per_attribute)
     guarantee = _psa_guarantee(params, b, epsilon, bottom, whole, strong)
     if psa_variants.variants_on(params):
         guarantee = no_guarantee(
             psa_variants.variant_reason(params),
             unit="household",
-            invariants=psa_variants.variant_invariants(params, bottom, whole)
-            + guarantee.invariants[4:],  # units and group quarters never move
+            invariants=psa_variants.variant_invariants(params, bottom, whole) + _unmoved(params),
             open=True,
         )
-        caveats = (*psa_variants.variant_caveats(params, b, epsilon), *caveats[2:-1])
+        caveats = (*psa_variants.variant_caveats(params, b, epsilon), *swap)
     return SpecCard(
         mechanism="psa",
         domain="every census edited file with the same variables (households with their persons, "
@@ -232,14 +234,6 @@ def _psa_guarantee(
 ) -> Guarantee:
     """The PSA's guarantee: ε per household within its invariants (``bottom``: the lowest
     geography level, ``whole``: the whole territory, ``strong``: the invariants in a phrase)."""
-    quarters = (
-        (
-            Invariant("housing units and their occupancy", "every block"),
-            Invariant("group quarters and their residents (not swapped)", "every block"),
-        )
-        if params._census is None
-        else ()
-    )
     return Guarantee(
         measure="pure",
         unit="household",
@@ -264,16 +258,30 @@ def _psa_guarantee(
                 f"every {bottom}",
             ),
             Invariant("every statistic", f"each {params.matching_at} and above"),
-            *quarters,
+            *_unmoved(params),
         ),
     )
 
 
-def _psa_caveats(params: PsaParameters, b: int, strong: str, measured: bool) -> tuple[str, ...]:
-    """The PSA card's caveats: where ε comes from, how narrow its universe is, what is swapped
-    and what the protection unit covers (``measured``: b was read from the data)."""
-    us = params._census is None
+def _unmoved(params: PsaParameters) -> tuple[Invariant, ...]:
+    """What no swap moves, whatever the variant: the US census's units and group quarters."""
+    if params._census is not None:
+        return ()
     return (
+        Invariant("housing units and their occupancy", "every block"),
+        Invariant("group quarters and their residents (not swapped)", "every block"),
+    )
+
+
+def _psa_caveats(
+    params: PsaParameters, b: int, strong: str, measured: bool
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The PSA card's caveats, in three parts: where ε comes from and how narrow its universe is
+    (the theorem's), what is swapped and what the protection unit covers (the swap's, which the
+    variants keep), and what the budgets per attribute mean (``measured``: b was read from the
+    data)."""
+    us = params._census is None
+    theorem = (
         f"epsilon(p = {params.rate:g}, b = {b:,}) from Theorem II.1 of Bailie, Gong & Meng "
         "(2025); b is the largest matching group"
         + (", measured on the data" if measured else ", as given"),
@@ -281,6 +289,8 @@ def _psa_caveats(params: PsaParameters, b: int, strong: str, measured: bool) -> 
         "only the national and state totals exact): beside another mechanism's epsilon this "
         "one is said to hold within the PSA's invariants, the same number being a promise "
         "among far fewer datasets.",
+    )
+    swap = (
         f"each household is selected with probability {params.rate:g}; the swapping variable "
         + (
             "is the housing unit (the household's location): the selected households of a "
@@ -299,10 +309,13 @@ def _psa_caveats(params: PsaParameters, b: int, strong: str, measured: bool) -> 
         "edited file, which can change without affecting other, imputed records. A real "
         "household whose changed responses alter several edited records (through editing and "
         "imputation) is covered only at the group-privacy inflation k·epsilon for k records.",
+    )
+    per_attribute = (
         "Per-attribute budgets (below) do not compose into the total: the guarantee does not "
         "come from composing mechanisms per attribute, so changing one attribute of a household "
         "record costs the same epsilon as changing all of them (Bailie, Gong & Meng, §4.2).",
     )
+    return theorem, swap, per_attribute
 
 
 @PSA.define("protect")
@@ -437,16 +450,20 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
         )
     chosen = {"rate": "0.5"} | dict(settings) | {"matching_level": "tract"}
     params = PSA.parse(chosen)
-    if psa_variants.variants_on(params):
-        pair, claim = psa_variants.audit_pair(params)
-        releases = [
+
+    def releases_of(pair: Sequence[tuple[list[Any], list[Any]]]) -> list[Release]:
+        """The PSA run on ``trials`` copies of each dataset (persons, units) of the pair."""
+        return [
             PSA.run(
                 audit_plans.replicate(pl.DataFrame(p), pl.DataFrame(u), trials), chosen, seed + i
             )
             for i, (p, u) in enumerate(pair)
         ]
+
+    if psa_variants.variants_on(params):
+        pair, claim = psa_variants.audit_pair(params)
         d, d_prime = audit_plans.copy_matrix(
-            [audit_plans.block_outputs(r) for r in releases], trials
+            [audit_plans.block_outputs(r) for r in releases_of(pair)], trials
         )
         return audit_plans.Trials(claim, d, d_prime)
     a = {"age": 25, "race": 1, "sex": 1}
@@ -461,14 +478,7 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
             [audit_plans.unit(0, 0, tenure=3), audit_plans.unit(1, 1, tenure=1)],
         ),
     ]  # a household record is its persons and its tenure: D′ exchanges both
-    releases = [
-        PSA.run(
-            audit_plans.replicate(pl.DataFrame(people), pl.DataFrame(units), trials),
-            chosen,
-            seed + i,
-        )
-        for i, (people, units) in enumerate(datasets)
-    ]
+    releases = releases_of(datasets)
     d, d_prime = audit_plans.copy_matrix([audit_plans.block_outputs(r) for r in releases], trials)
     epsilon = accounting.psa_epsilon(float(PSA.parse(chosen).rate), AUDIT_GROUP_SIZE)
     loss = releases[0].card.guarantee.loss
