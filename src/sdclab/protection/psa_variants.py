@@ -19,8 +19,9 @@ definition (§4.2: only one attribute varies within each universe).
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import polars as pl
@@ -35,7 +36,25 @@ from sdclab.protection.swap_pairs import group_ids
 if TYPE_CHECKING:
     from sdclab.censuses.us2010.population import Population
     from sdclab.protection.households import Households
-    from sdclab.protection.swapping import PsaParameters
+
+
+class PsaParameters(Protocol):
+    """What the variants read of the PSA's parameters (``swapping.PsaParameters``, which
+    imports this module)."""
+
+    @property
+    def rate(self) -> Decimal: ...
+    @property
+    def match_adults(self) -> bool: ...
+    @property
+    def cross_match(self) -> Decimal: ...
+    @property
+    def perturb_rate(self) -> Decimal: ...
+    @property
+    def perturb(self) -> tuple[str, ...]: ...
+    @property
+    def matching_at(self) -> str: ...
+
 
 PERTURBABLE: dict[str, tuple[str, tuple[int, ...]]] = {
     "tenure": ("units", (1, 2, 3)),
@@ -206,8 +225,7 @@ def per_attribute_rows(params: PsaParameters, epsilon: float) -> tuple[dict[str,
     paper defines them), each with why; they do not add up to a total."""
     theorem: float | str = "unknown" if variants_on(params) else epsilon
     why = (
-        "unknown: no closed form under the variants (the theorem covers the PSA's invariants "
-        "only)"
+        "unknown: no closed form under the variants (the theorem covers the PSA's invariants only)"
         if variants_on(params)
         else "at most this per household record: Theorem II.1 bounds a change of whole "
         "household records, hence of one attribute, by the same epsilon (no smaller figure is "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -28,8 +28,20 @@ from sdclab.censuses.us2010.safetab_groups import REGION_TYPES
 from sdclab.core.geography import Geography
 from sdclab.core.privacy import Invariant
 
-if TYPE_CHECKING:
-    from sdclab.protection.safetab_h import SafeTabHParameters
+
+class SafeTabHParameters(Protocol):
+    """What the post-processing reads of SafeTab-H's parameters (``safetab_h``'s, whose module
+    imports this one)."""
+
+    @property
+    def clamp(self) -> bool: ...
+    @property
+    def coterminous(self) -> bool: ...
+    @property
+    def drop_no_housing(self) -> bool: ...
+
+    def rho(self, region: str, level: int) -> Fraction: ...
+
 
 LEVEL_ABOVE = {"state": "nation", "county": "state", "tract": "county"}
 """The parent level of every SafeTab-H geography level but the nation, top down."""
