@@ -201,3 +201,17 @@ def test_the_example_sets_the_cell_key_method_at_the_same_bound_and_variance() -
     for settings in cellkeys:
         expected = truncated.variance(rate, int(settings["bound"]))
         assert float(settings["variance"]) == pytest.approx(expected, abs=5e-4)
+
+
+def test_the_card_names_its_table_and_reads_back() -> None:
+    """The δ(ε) rows are not a budget split: the card says so, and its JSON keeps the title."""
+    from sdclab.core.accounting import SpecCard
+
+    card = protection.get("truncated").card(protection.get("truncated").parse({"bound": "9"}))
+    assert "Delta per count at each epsilon" in card.render()
+    assert "Budget allocation" not in card.render()
+    again = SpecCard.from_dict(card.to_dict())
+    assert again.allocation_title == card.allocation_title and again.render() == card.render()
+    assert [row["epsilon per count"] for row in card.allocation] == sorted(
+        row["epsilon per count"] for row in card.allocation
+    )

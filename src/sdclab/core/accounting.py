@@ -50,7 +50,9 @@ class SpecCard:
     covers: str
     caveats: tuple[str, ...] = field(default_factory=tuple)
     allocation: tuple[dict[str, Any], ...] = field(default_factory=tuple)
-    """How the budget is split (one row per part, e.g. level, query, share, ρ, σ), if it is."""
+    """How the budget is split (one row per part, e.g. level, query, share, ρ, σ), if it is; or
+    another table of the card's figures, named by ``allocation_title``."""
+    allocation_title: str = "Budget allocation"
     per_attribute: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     """Budgets per attribute (only that attribute varies within a universe), one row each, if the
     mechanism states them; they are not parts of a total."""
@@ -68,16 +70,28 @@ class SpecCard:
         return common.text()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "mechanism": self.mechanism,
-            "domain": self.domain,
-            "multiverse": self.multiverse,
-            "guarantee": self.guarantee.to_dict(),
-            "common_axis": self.common.to_dict(),
-            "covers": self.covers,
-            "caveats": list(self.caveats),
-            "allocation": [dict(row) for row in self.allocation],
-        } | ({"per_attribute": [dict(r) for r in self.per_attribute]} if self.per_attribute else {})
+        return (
+            {
+                "mechanism": self.mechanism,
+                "domain": self.domain,
+                "multiverse": self.multiverse,
+                "guarantee": self.guarantee.to_dict(),
+                "common_axis": self.common.to_dict(),
+                "covers": self.covers,
+                "caveats": list(self.caveats),
+                "allocation": [dict(row) for row in self.allocation],
+            }
+            | (
+                {"allocation_title": self.allocation_title}
+                if self.allocation_title != SpecCard.allocation_title
+                else {}
+            )
+            | (
+                {"per_attribute": [dict(r) for r in self.per_attribute]}
+                if self.per_attribute
+                else {}
+            )
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpecCard:
@@ -89,6 +103,7 @@ class SpecCard:
             covers=data["covers"],
             caveats=tuple(data.get("caveats", ())),
             allocation=tuple(data.get("allocation", ())),
+            allocation_title=data.get("allocation_title", SpecCard.allocation_title),
             per_attribute=tuple(data.get("per_attribute", ())),
         )
 
@@ -116,7 +131,7 @@ class SpecCard:
         lines.append(f"  Covers: {self.covers}")
         lines += [f"  Caveat: {c}" for c in self.caveats]
         if self.allocation:
-            lines += ["  Budget allocation:", *_rows_text(self.allocation)]
+            lines += [f"  {self.allocation_title}:", *_rows_text(self.allocation)]
         if self.per_attribute:
             lines += ["  Budgets per attribute (not parts of a total):"]
             lines += _rows_text(self.per_attribute)

@@ -61,6 +61,7 @@ def card(p: CellKeyParameters, table: AnyPTable | None = None) -> SpecCard:
             *preset_caveat(p),
         ),
         allocation=tuple(rows),
+        allocation_title="Delta per released cell at each epsilon (no budget is split)",
     )
 
 

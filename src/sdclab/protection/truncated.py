@@ -251,7 +251,7 @@ def card(p: TruncatedParameters) -> SpecCard:
             "variance": spread,
             "95% MOE": margin,
         }
-        for eps in dict.fromkeys((float(p.rate), *REPORTED_EPSILONS))
+        for eps in sorted({float(p.rate), *REPORTED_EPSILONS})
     ]
     return SpecCard(
         mechanism="truncated",
@@ -274,6 +274,7 @@ def card(p: TruncatedParameters) -> SpecCard:
             unit_caveat(p, per_count),
         ),
         allocation=tuple(rows),
+        allocation_title="Delta per count at each epsilon (no budget is split)",
     )
 
 
