@@ -325,3 +325,17 @@ def test_an_open_guarantee_and_per_attribute_rows_survive_the_release_json():
     assert back.render() == card.render()
     plain = PSA.card(PSA.parse({"largest_group": "100"}))
     assert not plain.guarantee.open and "open" not in plain.to_dict()["guarantee"]
+
+
+def test_an_open_guarantee_reads_unknown_wherever_it_is_shown():
+    """Not 'no formal guarantee': the paper leaves it open; the card, the common axis, the
+    report's cell and the release's summary say so alike."""
+    from types import SimpleNamespace
+
+    from sdclab.pipeline.report.reading import guarantee_cell
+
+    card = PSA.card(PSA.parse({"largest_group": "100", "cross_match": "0.1"}))
+    assert card.common_text().startswith("not comparable: no closed form known")
+
+    shown = SimpleNamespace(evaluation=SimpleNamespace(card=card))  # (what the cell reads)
+    assert guarantee_cell(shown) == "unknown: no closed form"

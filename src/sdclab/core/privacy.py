@@ -336,7 +336,9 @@ def no_guarantee(reason: str, unit: ProtectionUnit = "none", **fields: Any) -> G
         unit=unit,
         relation=None,
         loss=None,
-        person_replace=NotMeasured(f"no formal guarantee: {reason}"),
+        person_replace=NotMeasured(
+            f"{'no closed form known' if fields.get('open') else 'no formal guarantee'}: {reason}"
+        ),
         reason=reason,
         **fields,
     )

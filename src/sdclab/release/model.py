@@ -198,7 +198,7 @@ class Release:
         if self.artifacts:
             parts.append(f"artifacts {', '.join(sorted(self.artifacts))}")
         g = self.card.guarantee
-        guarantee = g.text() if g.is_formal else "no formal guarantee"
+        guarantee = g.text() if g.is_formal else ("unknown" if g.open else "no formal guarantee")
         return f"<Release {self.mechanism}: {', '.join(parts)}; {guarantee}>"
 
     def metadata(self) -> dict[str, Any]:

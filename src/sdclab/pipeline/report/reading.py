@@ -108,7 +108,7 @@ def guarantee_cell(release: ReleaseResult) -> str:
     """The budget as the card states it (its unit and relation on hover)."""
     g = release.evaluation.card.guarantee
     if not g.is_formal:
-        return "no formal guarantee"
+        return "unknown: no closed form" if g.open else "no formal guarantee"
     where = f"per {g.unit} record, {'replace' if g.relation == 'replace' else 'add/remove'}"
     asked = "" if g.asked is None else f" <small>(asked: {esc(g.asked.text())})</small>"
     return f'<span title="{esc(where)}">{esc(g.text())}</span>{asked}'
