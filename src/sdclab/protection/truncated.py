@@ -207,8 +207,8 @@ def diagnostics(truth: Population, release: Release) -> tuple[Diagnostics, ...]:
 
 @MECHANISM.define("rescale")
 def rescale(p: TruncatedParameters, factor: Fraction) -> dict[str, str]:
-    """ε per count times ``factor``, the bound kept."""
-    return {"epsilon": decimal_text(p.rate * factor), "bound": str(p.noise_bound)}
+    """ε per count times ``factor``; the bound, or the per-count δ, as the settings give it."""
+    return {"epsilon": decimal_text(p.rate * factor)}
 
 
 def release_guarantee(p: TruncatedParameters) -> tuple[Guarantee, int, Loss]:
