@@ -184,19 +184,24 @@ def test_the_tails_of_bounded_noise(population) -> None:
                 assert row.events["depopulated"].sampled == 0
 
 
-def test_the_example_sets_the_cell_key_method_at_the_same_bound_and_variance() -> None:
-    """examples/truncated-vs-cellkey.toml compares like with like: every cell key entry has the
-    bound and the variance of a truncated release of the sweep."""
+@pytest.mark.parametrize("name", ["truncated-vs-cellkey.toml", "truncated-vs-cellkey-eu.toml"])
+def test_the_example_sets_the_cell_key_method_at_the_same_bound_and_variance(name) -> None:
+    """The examples compare like with like: every max-entropy cell key entry has the bound and
+    the variance of a truncated release of the sweep."""
     from pathlib import Path
 
     from sdclab.pipeline.experiment.reading import load_experiment
 
-    path = Path(__file__).resolve().parent.parent / "examples" / "truncated-vs-cellkey.toml"
-    experiment = load_experiment(path)
+    experiment = load_experiment(Path(__file__).resolve().parent.parent / "examples" / name)
     (noise,) = [m for m in experiment.mechanisms if m.name == "truncated"]
     rate = Fraction(str(noise.settings["epsilon"]))
-    bounds = sorted(int(b) for b in noise.settings["bound"])
-    cellkeys = [m.settings for m in experiment.mechanisms if m.name == "cellkey"]
+    swept = noise.settings["bound"]
+    bounds = sorted(int(b) for b in (swept if isinstance(swept, list) else [swept]))
+    cellkeys = [
+        m.settings
+        for m in experiment.mechanisms
+        if m.name == "cellkey" and m.settings.get("ptable") == "maxent"
+    ]
     assert {int(s["bound"]) for s in cellkeys} == set(bounds)
     for settings in cellkeys:
         expected = truncated.variance(rate, int(settings["bound"]))
