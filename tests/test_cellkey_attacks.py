@@ -340,3 +340,36 @@ def test_geometric_sampler_tail_frequency():
     sd = math.sqrt(2 * math.exp(-eps)) / (1 - math.exp(-eps))
     assert abs(x.mean()) <= 4 * sd / math.sqrt(size)
     assert x.dtype == np.int64
+
+
+def _pinned_by_enumeration(published: np.ndarray, bound: int) -> tuple[list[int], list[list[int]]]:
+    """Every noise assignment tried, one by one: (feasible vectors, the pinned vector or −1s)."""
+    import itertools
+
+    counts, vectors = [], []
+    for row in published.tolist():
+        *parts, total = row
+        found = []
+        for x in itertools.product(range(-bound, bound + 1), repeat=len(parts)):
+            x_total = sum(x) - (sum(parts) - total)
+            if abs(x_total) > bound:
+                continue
+            true = [p - xi for p, xi in zip(row, [*x, x_total], strict=True)]
+            if all(t >= 1 or (t == 0 and p == 0) for t, p in zip(true, row, strict=True)):
+                found.append(true)
+        counts.append(len(found))
+        vectors.append(found[0] if len(found) == 1 else [-1] * len(row))
+    return counts, vectors
+
+
+@pytest.mark.parametrize(("bound", "c"), [(1, 2), (2, 2), (3, 3), (2, 4)])
+def test_pinned_tuples_count_what_enumeration_finds(bound, c):
+    rng = np.random.default_rng(bound * 10 + c)
+    parts = rng.integers(0, 6, size=(300, c))
+    totals = parts.sum(axis=1) + rng.integers(-c * bound - 2, c * bound + 3, size=300)
+    published = np.column_stack([parts, np.maximum(totals, 0)])
+    out = ck.pinned_tuples(published, bound=bound)
+    counts, vectors = _pinned_by_enumeration(published, bound)
+    assert out["feasible"].tolist() == counts
+    assert out["true_values"].tolist() == vectors
+    assert 0 < int(out["pinned"].sum()) < len(published)  # (the cases include both)

@@ -263,12 +263,17 @@ def p1_grid(
 def pinned_tuples(published: IntArray, bound: int, js: int = 0) -> dict[str, npt.NDArray[Any]]:
     """Feasible true values of published constraint tuples when the noise bound E is known.
 
-    ``published`` has shape (m, c+1): c components then their total. Every noise assignment with
-    x_1..x_c ∈ [−E, E] and x_T = Σx_j − S ∈ [−E, E] is tried, where S = Σñ_j − ñ_T; true values
-    n = ñ − x then add up by construction. An assignment is kept when every true value is ≥ 1, or
-    is 0 with a published 0 (a true 0 is always published as 0; a published 0 may also hide a
-    count perturbed down to it). Published values in 1..js cannot occur (a true n > 0 is never
+    ``published`` has shape (m, c+1): c components then their total. A noise assignment has
+    x_1..x_c ∈ [−E, E] and x_T = Σx_j − S ∈ [−E, E], where S = Σñ_j − ñ_T; true values
+    n = ñ − x then add up by construction. It is feasible when every true value is ≥ 1, or is 0
+    with a published 0 (a true 0 is always published as 0; a published 0 may also hide a count
+    perturbed down to it). Published values in 1..js cannot occur (a true n > 0 is never
     published there), so they are refused. Distinct assignments give distinct true vectors.
+
+    The feasible assignments are counted, not enumerated: each x_j lies in an interval, so they
+    are the points of a box whose sum lies in a window (the total's interval), counted from the
+    product of the box's polynomials in O(c²E) per tuple; when exactly one is feasible it is the
+    box's corner of that sum.
 
     Returns per tuple: ``s`` (S), ``feasible`` (number of feasible true vectors; 0 means the data
     contradict E), ``pinned`` (exactly one) and ``true_values`` (the pinned vector, −1 elsewhere).
@@ -283,29 +288,54 @@ def pinned_tuples(published: IntArray, bound: int, js: int = 0) -> dict[str, npt
     if np.any((published >= 1) & (published <= js)):
         raise ValueError(f"published counts never lie in 1..{js} (js = {js})")
     c = published.shape[1] - 1
-    width = 2 * bound + 1
-    combos = np.indices((width,) * c).reshape(c, -1).T.astype(np.int64) - bound  # (G, c)
-    combo_sum = combos.sum(axis=1)
-    m = published.shape[0]
-    s = published[:, :c].sum(axis=1) - published[:, c]
-    feasible = np.zeros(m, dtype=np.int64)
-    true_values = np.full((m, c + 1), -1, dtype=np.int64)
-    rows = max(1, _CHUNK // (combos.shape[0] * (c + 1)))
-    for start in range(0, m, rows):
-        pub = published[start : start + rows]  # (B, c+1)
-        x_t = combo_sum[None, :] - s[start : start + rows, None]  # (B, G)
-        x = np.concatenate(
-            [np.broadcast_to(combos, (pub.shape[0], *combos.shape)), x_t[..., None]], axis=2
-        )
-        true = pub[:, None, :] - x  # (B, G, c+1)
-        valid = (true >= 1) | ((true == 0) & (pub[:, None, :] == 0))
-        ok = (np.abs(x_t) <= bound) & valid.all(axis=2)
-        count = ok.sum(axis=1)
-        feasible[start : start + rows] = count
-        first = ok.argmax(axis=1)
-        chosen = true[np.arange(pub.shape[0]), first]
-        true_values[start : start + rows] = np.where((count == 1)[:, None], chosen, -1)
+    rows = max(1, _CHUNK // (2 * c * bound + 1))
+    parts = [_pinned(published[i : i + rows], bound) for i in range(0, len(published), rows)]
+    if not parts:
+        parts = [_pinned(published, bound)]
+    s, feasible, true_values = (np.concatenate(p) for p in zip(*parts, strict=True))
     return {"s": s, "feasible": feasible, "pinned": feasible == 1, "true_values": true_values}
+
+
+def _pinned(published: IntArray, bound: int) -> tuple[IntArray, IntArray, IntArray]:
+    """(S, feasible vectors, the pinned vector or −1) of a chunk of :func:`pinned_tuples`."""
+    c = published.shape[1] - 1
+    s = published[:, :c].sum(axis=1) - published[:, c]
+    # each noise lies in [−E, top]: a true count is ≥ 1, or 0 where 0 was published
+    top = np.where(published == 0, 0, np.minimum(bound, published - 1))
+    widths = top[:, :c] + bound + 1  # y_j = x_j + E in 0 … widths − 1
+    # x_T = Σx_j − S ∈ [−E, top_T]: Σy_j within [low, high]
+    low = np.maximum(s - bound + c * bound, 0)
+    high = np.minimum(top[:, c] + s + c * bound, (widths - 1).sum(axis=1))
+    ways = _sum_counts(widths)  # (m, most + 1): vectors y of each sum
+    running = np.concatenate([np.zeros((len(s), 1), np.int64), np.cumsum(ways, axis=1)], axis=1)
+    rows = np.arange(len(s))
+    above = running[rows, np.clip(high + 1, 0, ways.shape[1])]
+    feasible = np.where(high >= low, above - running[rows, np.clip(low, 0, ways.shape[1])], 0)
+    # one vector: its sum v is the only one in the window with a way, and is reached one way
+    sums = np.arange(ways.shape[1])[None, :]
+    reached = (ways > 0) & (sums >= low[:, None]) & (sums <= high[:, None])
+    v = np.argmax(reached, axis=1)
+    spare = (widths - 1).sum(axis=1, keepdims=True) - (widths - 1)  # the others' capacity
+    y = np.clip(v[:, None] - spare, 0, widths - 1)
+    x = np.concatenate([y - bound, (y - bound).sum(axis=1, keepdims=True) - s[:, None]], axis=1)
+    true_values = np.where((feasible == 1)[:, None], published - x, -1)
+    return s, feasible, true_values
+
+
+def _sum_counts(widths: IntArray) -> IntArray:
+    """For each row of ``widths`` (m, c): how many integer vectors y with 0 ≤ y_j < width_j
+    have each sum 0 … Σ(width − 1) (the product of the c box polynomials, by prefix sums)."""
+    m, c = widths.shape
+    most = int((widths - 1).sum(axis=1).max(initial=0))
+    ways = np.zeros((m, most + 1), dtype=np.int64)
+    ways[:, 0] = 1
+    rows = np.arange(m)[:, None]
+    for j in range(c):
+        running = np.concatenate([np.zeros((m, 1), np.int64), np.cumsum(ways, axis=1)], axis=1)
+        sums = np.arange(most + 1)[None, :]
+        below = np.maximum(sums + 1 - widths[:, j : j + 1], 0)
+        ways = running[rows, sums + 1] - running[rows, below]
+    return ways
 
 
 def p_fully_pinned(q_bound: float, c: int) -> float:
