@@ -37,6 +37,7 @@ from sdclab.censuses.us2010.geography import parse_geoids
 from sdclab.censuses.us2010.population import Population
 from sdclab.censuses.us2010.safetab_groups import (
     PRODUCTION_THRESHOLDS,
+    REGION_OF,
     REGION_TYPES,
     Group,
     default_groups,
@@ -401,13 +402,8 @@ def check_release(release: Release, p: SafeTabHParameters) -> str | None:
     ):
         problem = None if frame is None else _group_problem(frame, p, name == GROUP_TOTALS_ARTIFACT)
         if problem is None and frame is not None and p.coterminous:
-            problem = safetab_post.coterminous_problem(
-                frame,
-                release.geography,
-                (lambda *_: True)
-                if name == GROUP_TOTALS_ARTIFACT
-                else lambda lv, it: bool(p.rho(safetab_post.REGION_OF[lv], it)),
-            )
+            measured = safetab_post.measured_at(p, totals=name == GROUP_TOTALS_ARTIFACT)
+            problem = safetab_post.coterminous_problem(frame, release.geography, measured)
         if problem is not None:
             return f"artifacts/{name}.parquet: {problem}"
     return None
@@ -417,7 +413,6 @@ def _group_problem(frame: pl.DataFrame, p: SafeTabHParameters, totals: bool) -> 
     """The first row of a group tables (or, with ``totals``, group totals) frame that the
     parameters ``p`` do not measure, or None."""
     groups = p.groups()
-    region_of = {level: region for region, level in REGION_TYPES.items()}
     keys = ["level", "geoid", "iteration_level", "iteration"] + (
         [] if totals else ["table", "cell"]
     )
@@ -425,15 +420,15 @@ def _group_problem(frame: pl.DataFrame, p: SafeTabHParameters, totals: bool) -> 
         return f"a ({', '.join(keys)}) appears more than once"
     for row in frame.select("level", "iteration_level").unique().iter_rows(named=True):
         level, it_level = row["level"], row["iteration_level"]
-        if level not in region_of or it_level not in (1, 2):
+        if level not in REGION_OF or it_level not in (1, 2):
             return f"level {level!r}, iteration level {it_level} is not one SafeTab-H publishes"
-        if not totals and not p.rho(region_of[level], it_level):
+        if not totals and not p.rho(REGION_OF[level], it_level):
             return f"{level} at iteration level {it_level} has no budget (rho 0): nothing measured"
         part = frame.filter((pl.col("level") == level) & (pl.col("iteration_level") == it_level))
         unknown = part.filter(~pl.col("iteration").is_in(iteration_codes(groups, it_level)))
         if unknown.height:
             return f"iteration {unknown['iteration'][0]!r} is not one of level {it_level}"
-        share = p.t01001_share() if totals else p.cells_rho(region_of[level], it_level)
+        share = p.t01001_share() if totals else p.cells_rho(REGION_OF[level], it_level)
         reach = gaussian_reach(float(Fraction(stability(groups, it_level)) / (2 * share)))
         problem = (
             count_problem(part, 1, reach, p.clamp and not totals)
@@ -578,13 +573,12 @@ def group_accuracy(release: Release, truth: Population) -> GroupAccuracy:
     params = SafeTabHParameters.model_validate(release.parameters)
     groups = params.groups()
     cells = true_cells(truth, release).with_columns(error=pl.col("count") - pl.col("true"))
-    region_of = {level: region for region, level in REGION_TYPES.items()}
     no_measured = NotMeasured("no measured cell at this level")
     no_derived = NotMeasured("no derived cell at this level")
     rows = []
     for (level, it_level), part in cells.group_by("level", "iteration_level", maintain_order=True):
         level, it_level = str(level), int(str(it_level))
-        moe = margin_of_error(params.rho(region_of[level], it_level), stability(groups, it_level))
+        moe = margin_of_error(params.rho(REGION_OF[level], it_level), stability(groups, it_level))
         derived = part["derived"].to_numpy()
         error = np.abs(part["error"].to_numpy())
         rows.append(

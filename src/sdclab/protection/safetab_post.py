@@ -24,7 +24,7 @@ import polars as pl
 
 from sdclab.censuses.us2010.geography import geoid_strings
 from sdclab.censuses.us2010.population import Population
-from sdclab.censuses.us2010.safetab_groups import REGION_TYPES
+from sdclab.censuses.us2010.safetab_groups import REGION_OF, REGION_TYPES
 from sdclab.core.geography import Geography
 from sdclab.core.privacy import Invariant
 
@@ -51,9 +51,6 @@ HOUSING_INVARIANT = Invariant(
 )
 """What ``drop_no_housing`` reads beyond the noisy tables: public, as the 2020 Census held the
 housing-unit counts invariant; the guarantee holds within it."""
-
-REGION_OF = {level: region for region, level in REGION_TYPES.items()}
-"""The region type of every SafeTab-H geography level."""
 
 
 def derived_margin(rho: Fraction, s: int, k: int) -> float:
@@ -158,6 +155,14 @@ def coterminous_problem(
     return None
 
 
+def measured_at(p: SafeTabHParameters, totals: bool) -> Callable[[str, int], bool]:
+    """Whether a geography level is measured at an iteration level: everywhere for a noisy
+    T01001's totals, else where the level's ρ there is not 0."""
+    if totals:
+        return lambda _level, _it_level: True
+    return lambda level, it_level: bool(p.rho(REGION_OF[level], it_level))
+
+
 def post_process(
     group_tables: pl.DataFrame,
     totals: list[pl.DataFrame],
@@ -170,14 +175,10 @@ def post_process(
     notes: dict[str, Any] = {}
     geography = population.geography
     if p.coterminous:
-
-        def measured(level: str, it_level: int) -> bool:
-            return bool(p.rho(REGION_OF[level], it_level))
-
-        group_tables = copy_coterminous(group_tables, geography, measured)
-        if totals:  # a noisy T01001 is measured at every level
+        group_tables = copy_coterminous(group_tables, geography, measured_at(p, totals=False))
+        if totals:
             every = pl.concat(totals)
-            totals = [copy_coterminous(every, geography, lambda *_: True)]
+            totals = [copy_coterminous(every, geography, measured_at(p, totals=True))]
         notes["coterminous_geounits"] = coterminous_counts(geography)
     if p.drop_no_housing:
         group_tables, gone = drop_no_housing(group_tables, population)

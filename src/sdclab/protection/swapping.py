@@ -204,9 +204,7 @@ def psa_card(params: PsaParameters, largest_group: int | None = None) -> SpecCar
     bottom = "block" if us else params.census.geography.levels[-1]
     whole = "nation" if us else "the whole census"
     strong = f"{sizes} in every {bottom}, every statistic of each {params.matching_at} and above"
-    theorem, swap, per_attribute = _psa_caveats(
-        params, b, strong, measured=largest_group is not None
-    )
+    theorem, swap, per_attribute = _psa_caveats(params, b, strong, largest_group is not None)
     caveats = (*theorem, *swap, *per_attribute)
     guarantee = _psa_guarantee(params, b, epsilon, bottom, whole, strong)
     if psa_variants.variants_on(params):

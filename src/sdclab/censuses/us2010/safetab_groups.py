@@ -25,6 +25,8 @@ from sdclab.core.fileio import read_toml
 
 REGION_TYPES = {"USA": "nation", "STATE": "state", "COUNTY": "county", "TRACT": "tract"}
 """SafeTab-H's region types and the geography levels they are here (no places or AIANNH areas)."""
+REGION_OF = {level: region for region, level in REGION_TYPES.items()}
+"""The region type of each of those geography levels."""
 MAX_RACE_CODES = schema.DETAILED_RACE_MAX
 
 
