@@ -225,9 +225,9 @@ def grid_csr(
     rows, width = shape
     index = np.int32 if rows * width < 2**31 else np.int64
     indptr = np.zeros(rows + 1, dtype=index)
-    row, column = np.divmod(where, width)
-    np.cumsum(np.bincount(row, minlength=rows), out=indptr[1:])
-    return sp.csr_matrix((values, column.astype(index), indptr), shape=shape)
+    row = np.searchsorted(where, np.arange(1, rows + 1, dtype=np.int64) * width)
+    indptr[1:] = row  # (entries before each row's end: a search per row, not a pass per entry)
+    return sp.csr_matrix((values, (where % width).astype(index), indptr), shape=shape)
 
 
 def dense_sums(
