@@ -50,8 +50,7 @@ def main() -> None:
     names = list(PERSON_TABLES)
 
     start = time.perf_counter()
-    plain, keys = keyed_tables(population, names, 256)
-    published = perturb(plain, keys, table, 256, THRESHOLD)
+    published = perturb(keyed_tables(population, names, 256), table, 256, THRESHOLD)
     ours_seconds = time.perf_counter() - start
     ours = {
         name: PublishedTable.from_counts(tc).frame(labels=False) for name, tc in published.items()

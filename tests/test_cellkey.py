@@ -199,10 +199,10 @@ def test_mean_noise_is_zero_and_variance_is_v_on_disjoint_cells():
     population = synthesize(60_000, seed=4)
     population = assign_record_keys(population, 2**20, np.random.default_rng(9))
     table = create_ptable(5, 3.0)
-    plain, keys = keyed_tables(population, ["P12"], 2**20)
-    out = perturb(plain, keys, table, 2**20, 0)
+    cells = keyed_tables(population, ["P12"], 2**20)
+    out = perturb(cells, table, 2**20, 0)
     # one partition table at one level: disjoint contributor sets, so independent cell keys
-    true = plain["P12"].counts["block"][1]
+    true = cells.tables["P12"].counts["block"][1]
     published_ = out["P12"].counts["block"][1].tocsr()
     big = true.data >= table.i_max
     rows = np.repeat(np.arange(true.shape[0]), np.diff(true.indptr))
@@ -285,13 +285,20 @@ def test_card_reports_delta_per_pair_and_the_floor():
     assert card.guarantee.loss.delta == pytest.approx(rows[1.0]["delta (max over pairs)"])
 
 
-def test_exact_integer_path_agrees_with_the_complex_one(keyed, monkeypatch):
+@pytest.mark.parametrize("path", ["complex weights", "two tabulations"])
+def test_packed_path_agrees_with_the_slower_ones(keyed, monkeypatch, path):
     import sdclab.protection.cellkey_perturb as cellkey_perturb
 
     fast = keyed_tables(keyed, ["P1", "P6", "P12", "H1"], 256)
-    monkeypatch.setattr(cellkey_perturb, "EXACT_FLOAT", 1)  # force the two-tabulation path
+    records = keyed.n_records("persons") + keyed.n_records("households")
+    largest = max(int(keyed.record_keys(kind).sum()) for kind in ("persons", "households"))
+    # just enough for the complex weights' sums, far too little for the packed ones
+    exact = largest + records + 1 if path == "complex weights" else 1
+    monkeypatch.setattr(cellkey_perturb, "EXACT_FLOAT", exact)
     slow = keyed_tables(keyed, ["P1", "P6", "P12", "H1"], 256)
-    for a, b in zip(fast, slow, strict=True):
+    assert np.array_equal(fast.counts, slow.counts) and np.array_equal(fast.keys, slow.keys)
+    pairs = ((fast.tables, slow.tables), (fast.key_tables(), slow.key_tables()))
+    for a, b in pairs:
         for name in a:
             for level, (_, matrix) in a[name].counts.items():
                 other = b[name].counts[level][1]

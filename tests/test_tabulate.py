@@ -352,7 +352,8 @@ def test_tables_counted_at_their_lowest_level_are_the_block_sums(european, weigh
 def test_keyed_tables_are_the_counts_and_key_sums_mod_k(european):
     from sdclab.protection.cellkey import keyed_tables
 
-    plain, keys = keyed_tables(european, EUROPEAN_TABLES, 256)
+    cells = keyed_tables(european, EUROPEAN_TABLES, 256)
+    plain, keys = cells.tables, cells.key_tables()
     record_keys = european.record_keys("persons").astype(np.int64)
     for name in EUROPEAN_TABLES:
         table = european.census.table(name)

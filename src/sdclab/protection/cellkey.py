@@ -47,6 +47,7 @@ from sdclab.protection.cellkey_params import (
     check_reachable_variance,
 )
 from sdclab.protection.cellkey_perturb import (
+    KeyedCells,
     assign_record_keys,
     blocked,
     cell_noise,
@@ -79,6 +80,7 @@ __all__ = [  # the mechanism's parts live in cellkey_params, _perturb and _card;
     "REPORTED_EPSILONS",
     "AnyPTable",
     "CellKeyParameters",
+    "KeyedCells",
     "assign_record_keys",
     "blocked",
     "card",
@@ -144,11 +146,11 @@ def protect(population: Population, p: CellKeyParameters, rng: np.random.Generat
             "target_swap_rate": swapped.notes["target_swap_rate"],
         }
     names = None if p.tables is None else p.workload_names()
-    plain, cell_keys = keyed_tables(source, names, key_space)
+    cells = keyed_tables(source, names, key_space)
     if not p.spsn:
-        cell_keys = independent_keys(cell_keys, key_space, rng)
+        cells = independent_keys(cells, key_space, rng)
         notes["spsn"] = "off: every published cell has an independent uniform cell key"
-    published = perturb(plain, cell_keys, table, key_space, p.threshold)
+    published = perturb(cells, table, key_space, p.threshold)
     notes["key_space"] = key_space
     notes["ptable"] = ptable_notes(p, table)
     if p.threshold:

@@ -6,7 +6,10 @@ cell at once, and the mechanism's invariants are checked on what is published.""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from sdclab.censuses.us2010.population import Population
@@ -86,13 +89,38 @@ def blocked(table: AnyPTable) -> int:
     return 0 if isinstance(table, OnsPTable) else int(table.js)
 
 
-def keyed_tables(
-    population: Population, names: list[str] | None, key_space: int
-) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
+@dataclass(frozen=True)
+class KeyedCells:
+    """Every table at every level, tabulated, with the cell key of each stored cell: the true
+    counts as tables and, end to end in the order of ``places`` (table, level), the stored
+    cells' counts and keys, the arrays the p-table's noise is looked up for at once. The
+    tables' matrices hold their cells in ascending order (geounit, then cell) and may share
+    ``counts`` as their data."""
+
+    tables: dict[str, TableCounts]
+    places: list[tuple[str, str]]
+    counts: IntArray
+    keys: IntArray
+
+    @property
+    def sizes(self) -> list[int]:
+        """The number of stored cells of each place."""
+        return [self.tables[name].counts[level][1].nnz for name, level in self.places]
+
+    def with_keys(self, keys: IntArray) -> KeyedCells:
+        """The same cells with other keys (one per stored cell)."""
+        return replace(self, keys=keys)
+
+    def key_tables(self) -> dict[str, TableCounts]:
+        """The cell keys as tables, on the counts' sparsity pattern."""
+        return with_stored(self.tables, self.places, self.keys, drop_zeros=False)
+
+
+def keyed_tables(population: Population, names: list[str] | None, key_space: int) -> KeyedCells:
     """Counts and cell keys of every table at every level, on the same sparsity pattern.
 
     One tabulation gives both at once when every sum stays exact in float64: the weight
-    1 + rk·2^s packs the count in the low s bits and the key sum above them (:func:`_packed`),
+    1 + rk·2^s packs the count in the low s bits and the key sum above them,
     else the complex weight 1 + i·rk holds them in its two parts; otherwise the counts and the
     sums of rk + 1 are tabulated separately (both positive over the same contributors, so their
     patterns agree). Every matrix holds its cells in ascending order (geounit, then cell), so
@@ -110,122 +138,106 @@ def keyed_tables(
     shift = records.bit_length()  # every count is below 2^shift
     if (largest + 1) << shift < EXACT_FLOAT:
         packed = {kind: (k << shift).astype(np.float64) + 1 for kind, k in keys.items()}
-        return _packed(tabulate(population, names, packed), shift, key_space)
+        tables = tabulate(population, names, packed)
+        places, data = stored_data(tables)
+        whole = np.concatenate(data, dtype=np.int64, casting="unsafe")  # (exact integers)
+        counts = whole & ((1 << shift) - 1)
+        whole >>= shift
+        return _keyed(tables, places, counts, np.remainder(whole, key_space, out=whole))
     if largest + records < EXACT_FLOAT:
         mixed = {kind: np.ones(len(k)) + 1j * k for kind, k in keys.items()}
-        return _split(tabulate(population, names, mixed), key_space)
-    plain = tabulate(population, names)
+        tables = tabulate(population, names, mixed)
+        places, data = stored_data(tables)
+        whole = np.concatenate(data)
+        counts = np.rint(whole.real).astype(np.int64)
+        return _keyed(tables, places, counts, np.rint(whole.imag).astype(np.int64) % key_space)
+    tables = tabulate(population, names)
     summed = tabulate(population, names, {kind: k + 1 for kind, k in keys.items()})
-    cell_keys = {}
-    for name, tc in plain.items():
-        levels = {}
-        for level, (codes, matrix) in tc.counts.items():
-            key_matrix = summed[name].counts[level][1]
-            matrix.sort_indices()
-            key_matrix.sort_indices()
-            if not np.array_equal(matrix.indices, key_matrix.indices):
-                raise AssertionError(f"{name} at {level}: key and count patterns differ")
-            keyed = matrix.copy()
-            keyed.data = (key_matrix.data - matrix.data) % key_space
-            levels[level] = (codes, keyed)
-        cell_keys[name] = TableCounts(tc.table, levels, tc.geoids)
-    return plain, cell_keys
+    places, data = stored_data(tables)
+    sums = []
+    for name, level in places:
+        matrix, key_matrix = tables[name].counts[level][1], summed[name].counts[level][1]
+        key_matrix.sort_indices()
+        if not np.array_equal(matrix.indices, key_matrix.indices):
+            raise AssertionError(f"{name} at {level}: key and count patterns differ")
+        sums.append(key_matrix.data)
+    counts = np.concatenate(data).astype(np.int64)
+    return _keyed(tables, places, counts, (np.concatenate(sums) - counts) % key_space)
 
 
-def _packed(
-    tables: dict[str, TableCounts], shift: int, key_space: int
-) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
-    """(counts, cell keys) from tables holding count + 2^shift·(key sum), exact integers."""
-    plain, cell_keys = {}, {}
-    low = (1 << shift) - 1
-    for name, tc in tables.items():
-        counts, keys = {}, {}
-        for level, (codes, matrix) in tc.counts.items():
-            matrix.sort_indices()  # (cells in one order whichever way they were counted)
-            packed = matrix.data.astype(np.int64)
-            pattern = (matrix.indices.copy(), matrix.indptr.copy())  # each matrix its own
-            k = sp.csr_matrix(((packed >> shift) % key_space, *pattern), shape=matrix.shape)
-            matrix.data = packed & low  # (the tabulation's own matrix becomes the counts)
-            counts[level], keys[level] = (codes, matrix), (codes, k)
-        plain[name] = TableCounts(tc.table, counts, tc.geoids)
-        cell_keys[name] = TableCounts(tc.table, keys, tc.geoids)
-    return plain, cell_keys
+def stored_data(
+    tables: dict[str, TableCounts],
+) -> tuple[list[tuple[str, str]], list[npt.NDArray[np.generic]]]:
+    """Every (table, level) of ``tables`` and its matrix's stored values, cells in ascending
+    order (whichever way they were counted); one empty array when there are none."""
+    places = [(name, level) for name, tc in tables.items() for level in tc.counts]
+    data = []
+    for name, level in places:
+        matrix = tables[name].counts[level][1]
+        matrix.sort_indices()
+        data.append(matrix.data)
+    return places, data or [np.zeros(0, dtype=np.int64)]
 
 
-def _split(
-    tables: dict[str, TableCounts], key_space: int
-) -> tuple[dict[str, TableCounts], dict[str, TableCounts]]:
-    """(counts, cell keys) from complex tables holding count + i·(key sum)."""
-    plain, cell_keys = {}, {}
-    for name, tc in tables.items():
-        counts, keys = {}, {}
-        for level, (codes, matrix) in tc.counts.items():
-            matrix.sort_indices()
-            n = matrix.copy()
-            n.data = np.rint(matrix.data.real).astype(np.int64)
-            k = matrix.copy()
-            k.data = np.rint(matrix.data.imag).astype(np.int64) % key_space
-            counts[level], keys[level] = (codes, n), (codes, k)
-        plain[name] = TableCounts(tc.table, counts, tc.geoids)
-        cell_keys[name] = TableCounts(tc.table, keys, tc.geoids)
-    return plain, cell_keys
+def _keyed(
+    tables: dict[str, TableCounts], places: list[tuple[str, str]], counts: IntArray, keys: IntArray
+) -> KeyedCells:
+    """The keyed cells, each matrix of ``tables`` now holding its part of ``counts``."""
+    start = 0
+    for name, level in places:
+        matrix = tables[name].counts[level][1]
+        matrix.data = counts[start : start + matrix.nnz]
+        start += matrix.nnz
+    return KeyedCells(tables, places, counts, keys)
 
 
-def independent_keys(
-    cell_keys: dict[str, TableCounts], key_space: int, rng: np.random.Generator
-) -> dict[str, TableCounts]:
-    """Fresh uniform cell keys for every published cell (no SPSN)."""
-    out = {}
-    for name, tc in cell_keys.items():
-        levels = {}
-        for level, (codes, matrix) in tc.counts.items():
-            fresh = matrix.copy()
-            fresh.data = rng.integers(0, key_space, len(fresh.data))
-            levels[level] = (codes, fresh)
-        out[name] = TableCounts(tc.table, levels, tc.geoids)
-    return out
+def independent_keys(cells: KeyedCells, key_space: int, rng: np.random.Generator) -> KeyedCells:
+    """Fresh uniform cell keys for every stored cell (no SPSN), drawn place by place."""
+    fresh = [rng.integers(0, key_space, size) for size in cells.sizes]
+    return cells.with_keys(np.concatenate(fresh) if fresh else cells.keys.copy())
 
 
 def perturb(
-    plain: dict[str, TableCounts],
-    cell_keys: dict[str, TableCounts],
-    table: AnyPTable,
-    key_space: int,
-    threshold: int,
+    cells: KeyedCells, table: AnyPTable, key_space: int, threshold: int
 ) -> dict[str, TableCounts]:
     """Published tables: every cell perturbed by the p-table, counts below ``threshold`` removed
     (the cells of every table and level looked up at once)."""
-    places = [(name, level) for name, tc in plain.items() for level in tc.counts]
-    true = all_cells(plain, places)
-    keys = all_cells(cell_keys, places)
+    true = cells.counts
     grid = noise_grid(table, key_space)
     if grid is None:
-        noise = cell_noise(table, true, keys, key_space)
-    else:  # (true counts are never negative and keys lie in 0 … K−1)
-        noise = grid[np.minimum(true, len(grid) - 1), keys]
-    published = true + noise
-    sizes = [plain[name].counts[level][1].nnz for name, level in places]
-    check_published(places, sizes, true, published, noise_bound(table), blocked(table))
-    published[published < threshold] = 0
-    out: dict[str, TableCounts] = {}
+        noise = cell_noise(table, true, cells.keys, key_space)
+    else:  # (true counts are never negative and keys lie in 0 … K−1: one flat lookup)
+        noise = np.minimum(true, len(grid) - 1)
+        noise *= key_space
+        noise += cells.keys
+        np.take(grid.ravel(), noise, out=noise)
+    published = np.add(true, noise, out=noise)
+    check_published(cells.places, cells.sizes, true, published, noise_bound(table), blocked(table))
+    if threshold > 0:  # (published counts are never negative)
+        published[published < threshold] = 0
+    return with_stored(cells.tables, cells.places, published)
+
+
+def with_stored(
+    tables: dict[str, TableCounts],
+    places: list[tuple[str, str]],
+    values: IntArray,
+    drop_zeros: bool = True,
+) -> dict[str, TableCounts]:
+    """``tables`` whose stored cells of ``places`` (end to end) hold ``values`` instead, each
+    matrix its own copy of the pattern; cells whose value is 0 removed when ``drop_zeros``."""
+    out: dict[str, dict[str, tuple[IntArray, sp.csr_matrix]]] = {name: {} for name in tables}
     start = 0
-    for name, tc in plain.items():
-        levels = {}
-        for level, (codes, matrix) in tc.counts.items():
-            data = published[start : start + matrix.nnz]
-            start += matrix.nnz
-            pattern = (matrix.indices.copy(), matrix.indptr.copy())
-            result = sp.csr_matrix((data, *pattern), shape=matrix.shape)
+    for name, level in places:
+        codes, matrix = tables[name].counts[level]
+        data = values[start : start + matrix.nnz]
+        start += matrix.nnz
+        pattern = (matrix.indices.copy(), matrix.indptr.copy())
+        result = sp.csr_matrix((data, *pattern), shape=matrix.shape)
+        if drop_zeros:
             result.eliminate_zeros()
-            levels[level] = (codes, result)
-        out[name] = TableCounts(tc.table, levels, tc.geoids)
-    return out
-
-
-def all_cells(tables: dict[str, TableCounts], places: list[tuple[str, str]]) -> IntArray:
-    """The stored cells of every table at every level in ``places`` (name, level), end to end."""
-    parts = [tables[name].counts[level][1].data for name, level in places]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        out[name][level] = (codes, result)
+    return {name: TableCounts(tc.table, out[name], tc.geoids) for name, tc in tables.items()}
 
 
 def check_published(

@@ -566,11 +566,11 @@ def repeated_queries(
     keyed = (
         people if cellkey.has_keys(people) else cellkey.assign_record_keys(people, key_space, rng)
     )
-    plain, cell_keys = cellkey.keyed_tables(keyed, list(tables), key_space)
+    counted = cellkey.keyed_tables(keyed, list(tables), key_space)
     first: dict[str, npt.NDArray[np.float64]] = {}
     for run in range(runs):
-        keys = cell_keys if params.spsn else cellkey.independent_keys(cell_keys, key_space, rng)
-        out = cellkey.perturb(plain, keys, table, key_space, params.threshold)
+        asked = counted if params.spsn else cellkey.independent_keys(counted, key_space, rng)
+        out = cellkey.perturb(asked, table, key_space, params.threshold)
         for name, tc in out.items():
             for level, (_, matrix) in tc.counts.items():
                 dense = matrix.toarray().astype(float)
