@@ -143,7 +143,10 @@ def keyed_tables(population: Population, names: list[str] | None, key_space: int
         whole = np.concatenate(data, dtype=np.int64, casting="unsafe")  # (exact integers)
         counts = whole & ((1 << shift) - 1)
         whole >>= shift
-        return _keyed(tables, places, counts, np.remainder(whole, key_space, out=whole))
+        if key_space & (key_space - 1):
+            return _keyed(tables, places, counts, np.remainder(whole, key_space, out=whole))
+        # (a power of two: its low bits, without a division per cell)
+        return _keyed(tables, places, counts, np.bitwise_and(whole, key_space - 1, out=whole))
     if largest + records < EXACT_FLOAT:
         mixed = {kind: np.ones(len(k)) + 1j * k for kind, k in keys.items()}
         tables = tabulate(population, names, mixed)

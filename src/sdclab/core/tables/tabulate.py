@@ -500,7 +500,8 @@ def record_units(
         bottom = (id(geography), records, geography.levels[-1])
         if bottom not in cache:
             blocks = population.block_index(records, geography)
-            cache[bottom] = (geography, narrow(blocks), geography.n_blocks)
+            bounds = (0, geography.n_blocks - 1)  # (block indices)
+            cache[bottom] = (geography, narrow(blocks, bounds), geography.n_blocks)
         if level != geography.levels[-1]:
             codes, unit = geography.units(level)
             cache[key] = (geography, narrow(unit)[cache[bottom][1]], len(codes))
@@ -508,12 +509,15 @@ def record_units(
     return units, n_units
 
 
-def narrow(codes: npt.NDArray[np.integer]) -> npt.NDArray[np.integer]:
-    """Integer ``codes`` in the smallest integer type that holds them: a record's grid index
-    reads every attribute of its table, and bytes read faster than int64s."""
+def narrow(
+    codes: npt.NDArray[np.integer], bounds: tuple[int, int] | None = None
+) -> npt.NDArray[np.integer]:
+    """Integer ``codes`` in the smallest integer type that holds them (``bounds``: the lowest
+    and highest they can be, when known; else read off them): a record's grid index reads
+    every attribute of its table, and bytes read faster than int64s."""
     if not len(codes):
         return codes
-    low, high = int(codes.min()), int(codes.max())
+    low, high = (int(codes.min()), int(codes.max())) if bounds is None else bounds
     return codes.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
 
 
@@ -522,17 +526,20 @@ Columns = dict[tuple[str, str], npt.NDArray[np.integer]]
 
 
 def narrow_columns(
-    population: Records, records: str, names: Sequence[str], cache: Columns
+    population: Records, records: str, domain: Schema, cache: Columns
 ) -> Mapping[str, npt.NDArray[np.integer]]:
-    """The columns ``names`` of ``records``, each :func:`narrow` (once per tabulation); all
-    the columns as they are when ``names`` is empty (they then give only the records' number)."""
+    """The columns of ``records`` that ``domain`` crosses, each :func:`narrow` to the codes its
+    attribute declares (once per tabulation: the records' codes lie within them, as every table
+    over them assumes); all the columns as they are when the domain crosses none (they then
+    give only the records' number)."""
     columns = population.columns(records)
-    if not names:
+    if not domain.names:
         return columns
-    for name in names:
-        if (records, name) not in cache:
-            cache[(records, name)] = narrow(np.asarray(columns[name]))
-    return {name: cache[(records, name)] for name in names}
+    for attribute in domain.attributes:
+        if (records, attribute.name) not in cache:
+            bounds = (attribute.low, attribute.high)
+            cache[(records, attribute.name)] = narrow(np.asarray(columns[attribute.name]), bounds)
+    return {name: cache[(records, name)] for name in domain.names}
 
 
 def tabulate(
@@ -563,7 +570,7 @@ def tabulate(
             geoids[id(geography)] = (geography, levels)
         units, n_units = record_units(population, geography, table.records, table.bottom, places)
         data = None if weights is None else weights[table.records]
-        chosen = narrow_columns(population, table.records, table.marginal.names, columns)
+        chosen = narrow_columns(population, table.records, table.marginal, columns)
         sign = signs.get(table.records)
         if table.coding is None:
             counts = query_histogram(units, n_units, table, chosen, data, sign)
