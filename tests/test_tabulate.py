@@ -555,3 +555,22 @@ def test_a_dimension_of_no_category_counts_nobody():
     assert table.coding is not None and table.coding[0].width == 0
     got, want = coded_against_query(table, {"A": np.array([1, 2, 3, 3])}, np.zeros(4, int), 1)
     assert got.shape == (1, 1) and np.array_equal(got, want) and got[0, 0] == 4
+
+
+@pytest.mark.parametrize(
+    ("table", "code_type"),
+    [
+        ([-1, 0, 3, 127, -128, 5], np.uint8),  # bytes.translate
+        ([0, 1, 300], np.uint8),  # a value beyond a byte: np.take
+        ([2, -1, 0], np.uint16),  # wider codes: np.take
+        (list(range(256)), np.uint8),
+    ],
+)
+def test_lookup_is_the_table_at_the_codes(table, code_type):
+    from sdclab.core.tables.tabulate import lookup
+
+    values = np.array(table, dtype=np.int16)
+    codes = np.random.default_rng(5).integers(0, len(values), 10_000).astype(code_type)
+    looked_up = lookup(values, codes)
+    assert np.array_equal(looked_up, values[codes])
+    assert looked_up.dtype.itemsize <= values.dtype.itemsize
