@@ -307,7 +307,7 @@ class Numbering:
     tables taken in the order of their digits (:func:`digits`) number their common prefix once.
     Each record's category is kept by attribute and categories for the whole tabulation."""
 
-    categories: dict[tuple[str, bytes], npt.NDArray[np.signedinteger]] = field(default_factory=dict)
+    categories: dict[tuple[str, bytes], npt.NDArray[np.integer]] = field(default_factory=dict)
     prefixes: list[tuple[str, npt.NDArray[np.signedinteger]]] = field(default_factory=list)
     buffers: list[npt.NDArray[np.signedinteger]] = field(default_factory=list)
     """The arrays the prefixes were numbered in, by length of prefix: written over when a
@@ -315,7 +315,7 @@ class Numbering:
 
     def category(
         self, attribute: str, category: npt.NDArray[np.signedinteger], column: npt.NDArray[Any]
-    ) -> npt.NDArray[np.signedinteger]:
+    ) -> npt.NDArray[np.integer]:
         """Each record's category of ``attribute`` (``category`` indexed by its code)."""
         key = (attribute, category.tobytes())
         if key not in self.categories:
