@@ -563,7 +563,8 @@ def test_a_dimension_of_no_category_counts_nobody():
         ([-1, 0, 3, 127, -128, 5], np.uint8),  # bytes.translate
         ([0, 1, 300], np.uint8),  # a value beyond a byte: np.take
         ([2, -1, 0], np.uint16),  # wider codes: np.take
-        (list(range(256)), np.uint8),
+        (list(range(256)), np.uint8),  # beyond int8: np.take
+        ([v - 128 for v in range(256)], np.uint8),  # a whole byte's table, translated
     ],
 )
 def test_lookup_is_the_table_at_the_codes(table, code_type):

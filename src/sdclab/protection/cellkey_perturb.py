@@ -74,7 +74,8 @@ def noise_grid(table: AnyPTable, key_space: int) -> IntArray | None:
         return None
     rows = np.repeat(np.arange(table.i_max + 1, dtype=np.int64), key_space)
     keys = np.tile(np.arange(key_space, dtype=np.int64), table.i_max + 1)
-    return cell_noise(table, rows, keys, key_space).reshape(table.i_max + 1, key_space)
+    noise = cell_noise(table, rows, keys, key_space).astype(np.int64)
+    return noise.reshape(table.i_max + 1, key_space)
 
 
 def noise_bound(table: AnyPTable) -> int:
@@ -94,8 +95,8 @@ class KeyedCells:
     """Every table at every level, tabulated, with the cell key of each stored cell: the true
     counts as tables and, end to end in the order of ``places`` (table, level), the stored
     cells' counts and keys, the arrays the p-table's noise is looked up for at once. The
-    tables' matrices hold their cells in ascending order (geounit, then cell) and may share
-    ``counts`` as their data."""
+    tables' matrices hold their cells in ascending order (geounit, then cell) and their data are
+    views of ``counts``; both arrays are read-only, so that counts and keys stay aligned."""
 
     tables: dict[str, TableCounts]
     places: list[tuple[str, str]]
@@ -109,23 +110,26 @@ class KeyedCells:
 
     def with_keys(self, keys: IntArray) -> KeyedCells:
         """The same cells with other keys (one per stored cell)."""
-        return replace(self, keys=keys)
+        if len(keys) != len(self.counts):
+            raise ValueError(f"{len(keys)} keys for {len(self.counts)} cells")
+        return replace(self, keys=read_only(keys))
 
     def key_tables(self) -> dict[str, TableCounts]:
-        """The cell keys as tables, on the counts' sparsity pattern."""
+        """The cell keys as tables, on the counts' sparsity pattern (their data are views of
+        ``keys``)."""
         return with_stored(self.tables, self.places, self.keys, drop_zeros=False)
 
 
 def keyed_tables(population: Population, names: list[str] | None, key_space: int) -> KeyedCells:
-    """Counts and cell keys of every table at every level, on the same sparsity pattern.
+    """Every table at every level with the count and the cell key of each stored cell
+    (:class:`KeyedCells`: the tables of true counts, and the cells' counts and keys end to end).
 
-    One tabulation gives both at once when every sum stays exact in float64: the weight
-    1 + rk·2^s packs the count in the low s bits and the key sum above them,
-    else the complex weight 1 + i·rk holds them in its two parts; otherwise the counts and the
-    sums of rk + 1 are tabulated separately (both positive over the same contributors, so their
-    patterns agree). Every matrix holds its cells in ascending order (geounit, then cell), so
-    what is drawn cell by cell (fresh keys without SPSN) does not depend on how the tables were
-    counted.
+    One tabulation gives counts and key sums at once when every sum stays exact in float64: the
+    weight 1 + rk·2^s packs the count in the low s bits and the key sum above them; else the
+    complex weight 1 + i·rk holds them in its two parts; otherwise the counts and the sums of
+    rk + 1 are tabulated separately (both positive over the same contributors, so their patterns
+    agree). Every matrix holds its cells in ascending order (geounit, then cell), so what is
+    drawn cell by cell (fresh keys without SPSN) does not depend on how the tables were counted.
     """
     kinds = {t.records for t in population.census.select(names)}
     keys = {}
@@ -144,9 +148,10 @@ def keyed_tables(population: Population, names: list[str] | None, key_space: int
         counts = whole & ((1 << shift) - 1)
         whole >>= shift
         if key_space & (key_space - 1):
-            return _keyed(tables, places, counts, np.remainder(whole, key_space, out=whole))
-        # (a power of two: its low bits, without a division per cell)
-        return _keyed(tables, places, counts, np.bitwise_and(whole, key_space - 1, out=whole))
+            np.remainder(whole, key_space, out=whole)
+        else:  # (a power of two: the low bits, without a division per cell)
+            np.bitwise_and(whole, key_space - 1, out=whole)
+        return _keyed(tables, places, counts, whole)
     if largest + records < EXACT_FLOAT:
         mixed = {kind: np.ones(len(k)) + 1j * k for kind, k in keys.items()}
         tables = tabulate(population, names, mixed)
@@ -161,7 +166,8 @@ def keyed_tables(population: Population, names: list[str] | None, key_space: int
     for name, level in places:
         matrix, key_matrix = tables[name].counts[level][1], summed[name].counts[level][1]
         key_matrix.sort_indices()
-        if not np.array_equal(matrix.indices, key_matrix.indices):
+        same = np.array_equal(matrix.indptr, key_matrix.indptr)
+        if not same or not np.array_equal(matrix.indices, key_matrix.indices):
             raise AssertionError(f"{name} at {level}: key and count patterns differ")
         sums.append(key_matrix.data)
     counts = np.concatenate(data).astype(np.int64)
@@ -186,12 +192,19 @@ def _keyed(
     tables: dict[str, TableCounts], places: list[tuple[str, str]], counts: IntArray, keys: IntArray
 ) -> KeyedCells:
     """The keyed cells, each matrix of ``tables`` now holding its part of ``counts``."""
+    counts = read_only(counts)
     start = 0
     for name, level in places:
         matrix = tables[name].counts[level][1]
         matrix.data = counts[start : start + matrix.nnz]
         start += matrix.nnz
-    return KeyedCells(tables, places, counts, keys)
+    return KeyedCells(tables, places, counts, read_only(keys))
+
+
+def read_only(values: IntArray) -> IntArray:
+    """``values``, no longer writable."""
+    values.flags.writeable = False
+    return values
 
 
 def independent_keys(cells: KeyedCells, key_space: int, rng: np.random.Generator) -> KeyedCells:
@@ -207,9 +220,9 @@ def perturb(
     (the cells of every table and level looked up at once)."""
     true = cells.counts
     grid = noise_grid(table, key_space)
-    if grid is None:
-        noise = cell_noise(table, true, cells.keys, key_space)
-    else:  # (true counts are never negative and keys lie in 0 … K−1: one flat lookup)
+    if grid is None:  # (int64: the published counts are summed into it)
+        noise = cell_noise(table, true, cells.keys, key_space).astype(np.int64)
+    else:  # (counts ≥ 0, keys in 0 … K−1 and an int64 grid: one flat lookup, in place)
         noise = np.minimum(true, len(grid) - 1)
         noise *= key_space
         noise += cells.keys

@@ -484,7 +484,8 @@ def lookup(
 ) -> npt.NDArray[np.integer]:
     """``table[codes]``: for byte codes and a table of values in −128..127, through
     ``bytes.translate`` (one pass at memory speed, where np.take first widens every code to a
-    64-bit index), read-only int8; else np.take, in the table's type."""
+    64-bit index), read-only int8; else np.take, in the table's type. Codes index the table
+    (checked where records are read, as for :func:`narrow`)."""
     small = len(table) <= 256 and (not len(table) or -128 <= table.min() <= table.max() <= 127)
     if codes.dtype != np.uint8 or not small:
         return np.take(table, codes)
@@ -528,7 +529,9 @@ def narrow(
 ) -> npt.NDArray[np.integer]:
     """Integer ``codes`` in the smallest integer type that holds them (``bounds``: the lowest
     and highest they can be, when known; else read off them): a record's grid index reads
-    every attribute of its table, and bytes read faster than int64s."""
+    every attribute of its table, and bytes read faster than int64s. A code outside ``bounds``
+    would wrap around unseen: they are the declared codes, which the readers and generators of
+    records check (the checks of every record belong there, not to every tabulation)."""
     if not len(codes):
         return codes
     low, high = (int(codes.min()), int(codes.max())) if bounds is None else bounds
