@@ -7,7 +7,8 @@ row per record (one row per record and tallied category for the race-tally table
 the geounit and the table's cell as variables, the same record keys and the same p-table, and the
 threshold 10. Every published count must agree cell by cell. sdclab's time is the median of RUNS
 runs after a first, which is printed beside it (the first also grows the process's memory); the
-package's is the median of ONS_PASSES passes, each the sum of its calls. Prints one JSON line.
+package's is the median of ONS_PASSES passes, each the sum of its calls; the first-run speed-up
+sets the package's first pass against sdclab's first run. Prints one JSON line.
 
     python benchmarks/cellkey.py [PERSONS]
 """
@@ -112,7 +113,9 @@ def main() -> None:
                     k: round(v, 2) for k, v in median_pass.items()
                 },
                 "speedup": round(ons_seconds / ours_seconds, 1),
-                "speedup_first_run": round(ons_seconds / runs[0], 1),
+                "speedup_first_run": round(totals[0] / runs[0], 1),
+                "speedup_first_run_measured_as": "the package's first pass against sdclab's first "
+                "run",
                 "target_speedup": TARGET_RATIO,
                 "published_cells_compared": compared,
                 "table_levels_differing": mismatches,
