@@ -15,7 +15,7 @@ from sdclab import protection
 from sdclab.attacks.audit import audit
 from sdclab.censuses.us2010.population.synth import synthesize
 from sdclab.cli import app
-from sdclab.core import accounting
+from sdclab.core import accounting, noise
 from sdclab.core.census.declare import load_census
 from sdclab.core.census.records import read_records
 from sdclab.core.errors import InputError
@@ -30,7 +30,7 @@ from sdclab.protection.psa_variants import (
     rr_epsilon,
 )
 from sdclab.protection.swap_pairs import group_ids
-from sdclab.protection.swapping import psa_draw, psa_swap
+from sdclab.protection.swapping import psa_draw, psa_partners, psa_swap
 
 PSA = protection.get("psa")
 
@@ -76,6 +76,18 @@ def test_the_variants_off_leave_the_swap_its_record_and_its_guarantee_as_they_we
     card = PSA.card(PSA.parse({"rate": "0.05", "largest_group": "11700"}))
     assert card.guarantee.loss is not None
     assert card.guarantee.loss.epsilon == accounting.psa_epsilon(0.05, 11_700)
+
+
+def test_the_draw_with_the_variants_off_is_the_psas_own():
+    """Selection, then one permutation key per household, from the same stream: the variants
+    off draw nothing more and nothing else."""
+    group = group_ids(np.random.default_rng(1).integers(0, 40, 2_000))
+    params = PSA.parse({"rate": "0.2", "cross_match": "0", "perturb_rate": "0"})
+    partner, _, _ = psa_draw(group, params, np.random.default_rng(7))
+    rng = np.random.default_rng(7)
+    selected = noise.bernoulli(Fraction(1, 5), len(group), rng)
+    assert np.array_equal(partner, psa_partners(group, selected, rng.permutation(len(group))))
+    assert (partner != np.arange(len(group))).any()
 
 
 # ---------------------------------------------------------------------------------------------

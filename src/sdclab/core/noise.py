@@ -432,6 +432,16 @@ SCALE_NUMERATOR_LIMIT = 2**62
 """The discrete Laplace sampler's scales are t/s with t below this (its integer arithmetic)."""
 
 
+def laplace_scale(scale: Scalar) -> tuple[int, int]:
+    """A discrete Laplace ``scale`` as (t, s) with scale = t/s, checked against what the exact
+    samplers support."""
+    value = as_fraction(scale, "scale")
+    _check_range(value, SCALE_RANGE, "scale")
+    if value.numerator >= SCALE_NUMERATOR_LIMIT:
+        raise ValueError(f"scale = {value}: numerator too large (at most 2**62); simplify it")
+    return value.numerator, value.denominator
+
+
 def discrete_laplace(
     scale: Scalar, size: int | tuple[int, ...], rng: np.random.Generator
 ) -> IntArray:
@@ -439,12 +449,8 @@ def discrete_laplace(
 
     ``scale`` is taken exactly as a rational t/s; supported range :data:`SCALE_RANGE`.
     """
-    value = as_fraction(scale, "scale")
-    _check_range(value, SCALE_RANGE, "scale")
-    if value.numerator >= SCALE_NUMERATOR_LIMIT:
-        raise ValueError(f"scale = {value}: numerator too large (at most 2**62); simplify it")
+    t, s = laplace_scale(scale)
     count, shape = _count(size)
-    t, s = value.numerator, value.denominator
     return _in_chunks(count, lambda n: _dlap(n, t, s, rng)).reshape(shape)
 
 
@@ -496,14 +502,10 @@ def truncated_discrete_laplace(
     that, uniform proposals on {−bound..bound} are kept with probability exp(−|y| / scale), above
     e⁻² each. Either proposal gives the same distribution, and the choice is made in integers: it
     only keeps the rejection rate low."""
-    value = as_fraction(scale, "scale")
-    _check_range(value, SCALE_RANGE, "scale")
-    if value.numerator >= SCALE_NUMERATOR_LIMIT:
-        raise ValueError(f"scale = {value}: numerator too large (at most 2**62); simplify it")
+    t, s = laplace_scale(scale)
     if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
         raise ValueError(f"bound = {bound!r}: expected a whole number of at least 0")
     count, shape = _count(size)
-    t, s = value.numerator, value.denominator
 
     if (bound + 1) * s >= 2 * t:  # (bound + 1) / scale ≥ 2
 

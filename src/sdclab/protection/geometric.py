@@ -152,7 +152,7 @@ def protect(population: Population, p: GeometricParameters, rng: np.random.Gener
             scale_of(table, shares[table.name, level], p.neighbours), shape, rng
         )
 
-    return per_cell_release(population, p, "geometric", card(p), draw, p.nonnegative)
+    return per_cell_release(population, p, card(p), draw, p.nonnegative)
 
 
 NoiseDraw = Callable[[TableDef, str, tuple[int, int]], IntArray]
@@ -162,7 +162,6 @@ NoiseDraw = Callable[[TableDef, str, tuple[int, int]], IntArray]
 def per_cell_release(
     population: Population,
     p: WorkloadParameters,
-    mechanism: str,
     spec: SpecCard,
     draw: NoiseDraw,
     nonnegative: bool,
@@ -181,7 +180,7 @@ def per_cell_release(
             levels[level] = (codes, sp.csr_matrix(noisy))
         published[name] = TableCounts(tc.table, levels, tc.geoids)
     return Release(
-        mechanism=mechanism,
+        mechanism=spec.mechanism,
         parameters=p.recorded(),
         card=spec,
         tables={name: PublishedTable.from_counts(tc) for name, tc in published.items()},

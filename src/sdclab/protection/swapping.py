@@ -102,7 +102,6 @@ class PsaParameters(Parameters):
     hispanic)"""
 
     US_SETTINGS: ClassVar[frozenset[str]] = frozenset({"match_adults", "perturb_rate", "perturb"})
-    VARIANTS: ClassVar[tuple[str, ...]] = ("cross_match", "perturb_rate", "perturb")
 
     @model_validator(mode="after")
     def _perturb_needs_a_rate(self) -> PsaParameters:
@@ -418,11 +417,13 @@ def declared_psa_swap(
 
 @PSA.define("noise")
 def psa_published_noise(params: PsaParameters) -> NoisePublication:
-    variants = {
-        name: float(value) if name != "perturb" else list(value)
-        for name in PsaParameters.VARIANTS
-        if (value := getattr(params, name)) and (name != "perturb" or params.perturb_rate > 0)
-    }
+    variants: dict[str, Any] = {}
+    if params.cross_match:
+        variants["cross_match"] = float(params.cross_match)
+    if params.perturb_rate:  # (the attributes perturbed only count when some are)
+        variants["perturb_rate"] = float(params.perturb_rate)
+        if params.perturb:
+            variants["perturb"] = list(params.perturb)
     return NoisePublication(
         distribution="households exchange attributes within their matching groups, each "
         "selected with the published rate; which households moved is not published"
@@ -458,12 +459,13 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
             for i, (p, u) in enumerate(pair)
         ]
 
+    def outputs(releases: list[Release]) -> list[Any]:
+        """(D's, D′'s) block outputs, one row per copy."""
+        return audit_plans.copy_matrix([audit_plans.block_outputs(r) for r in releases], trials)
+
     if psa_variants.variants_on(params):
         pair, claim = psa_variants.audit_pair(params)
-        d, d_prime = audit_plans.copy_matrix(
-            [audit_plans.block_outputs(r) for r in releases_of(pair)], trials
-        )
-        return audit_plans.Trials(claim, d, d_prime)
+        return audit_plans.Trials(claim, *outputs(releases_of(pair)))
     a = {"age": 25, "race": 1, "sex": 1}
     b = {"age": 70, "race": 2, "sex": 2}
     datasets = [
@@ -477,8 +479,8 @@ def psa_audit_plan(settings: Mapping[str, Any], trials: int, seed: int) -> audit
         ),
     ]  # a household record is its persons and its tenure: D′ exchanges both
     releases = releases_of(datasets)
-    d, d_prime = audit_plans.copy_matrix([audit_plans.block_outputs(r) for r in releases], trials)
-    epsilon = accounting.psa_epsilon(float(PSA.parse(chosen).rate), AUDIT_GROUP_SIZE)
+    d, d_prime = outputs(releases)
+    epsilon = accounting.psa_epsilon(float(params.rate), AUDIT_GROUP_SIZE)
     loss = releases[0].card.guarantee.loss
     if loss is None or loss.epsilon != epsilon:  # the card must state what the PSA computes
         stated = None if loss is None else loss.epsilon

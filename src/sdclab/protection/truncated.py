@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from sdclab.censuses.us2010.population import Population
-from sdclab.core import noise
+from sdclab.core import accounting, noise
 from sdclab.core.accounting import SpecCard
 from sdclab.core.arrays import FloatArray, IntArray
 from sdclab.core.cell_model import CellBounds, bounds, table_columns
@@ -158,9 +158,8 @@ def variance(rate: Fraction, bound: int) -> float:
 
 def margin_of_error(rate: Fraction, bound: int, level: float = 0.95) -> int:
     """The smallest m with P(|x| ≤ m) ≥ ``level``."""
-    pmf = noise_pmf(rate, bound)
-    inside = pmf[bound] + 2 * np.cumsum(pmf[bound + 1 :])
-    return int(np.searchsorted(np.concatenate([[pmf[bound]], inside]), level - 1e-12))
+    values = np.arange(-bound, bound + 1)
+    return accounting.margin_of_error(values, noise_pmf(rate, bound), level)
 
 
 def summed_noise(rate: Fraction, bound: int, terms: int) -> tuple[IntArray, FloatArray]:
@@ -184,7 +183,7 @@ def protect(population: Population, p: TruncatedParameters, rng: np.random.Gener
             raise AssertionError(f"{table.name} at {level}: noise beyond the bound {bound}")
         return drawn
 
-    return geometric.per_cell_release(population, p, "truncated", card(p), draw, p.nonnegative)
+    return geometric.per_cell_release(population, p, card(p), draw, p.nonnegative)
 
 
 @MECHANISM.define("diagnostics")
