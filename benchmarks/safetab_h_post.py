@@ -83,13 +83,14 @@ def scored(population: Population, settings: dict[str, Any], seed: int) -> pl.Da
         for name, v in VARIANT_TABLES.items()
         for cell, k in zip(v.cells, np.asarray(v.derivation.sum(axis=1)).ravel(), strict=True)
     }
+    stabilities = {it: stability(p.groups(), it) for it in (1, 2)}
     rows = []
     for (name, cell), k in terms.items():
         for level, region in REGION_OF.items():
             for it in (1, 2):
                 rho = p.rho(region, it)
                 if rho:
-                    s = stability(p.groups(), it)
+                    s = stabilities[it]
                     moe = margin_of_error(rho, s) if k == 1 else derived_margin(rho, s, k)
                     rows.append((name, cell, level, it, k, float(moe)))
     margins = pl.DataFrame(

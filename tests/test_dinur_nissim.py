@@ -150,7 +150,7 @@ def test_sweep_threshold_moves_with_sqrt_n_at_fixed_queries_per_record():
         scaled[n] = tolerance
         (lap,), _ = find_thresholds(Experiment(design, seed=7), "laplace", (level,))
         found[-n] = float(lap.passing.magnitude)
-    ratio_tolerance = 2 * math.hypot(scaled[4095], scaled[16383])
+    ratio_tolerance = math.hypot(scaled[4095], scaled[16383])  # (r = 2(1 + δ₂ − δ₁))
     assert abs(found[16383] / found[4095] - 2) <= 2 * ratio_tolerance
     assert abs(found[-4095] / found[-16383] - 2) <= 2 * ratio_tolerance  # ε halves
 

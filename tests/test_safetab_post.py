@@ -4,7 +4,9 @@ geounits without housing units), clamping and coterminous geographies, each afte
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -23,10 +25,12 @@ from sdclab.protection.safetab_post import (
 )
 from sdclab.protection.safetab_tables import T3_DERIVED, T4_DERIVED, group_histograms
 
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from safetab_h_post import NEW_STATE as STATE  # noqa: E402
+from safetab_h_post import with_real_cases  # noqa: E402
+
 MECHANISM = protection.get("safetab_h")
 SEED = 5
-STATE = "02"
-"""The state a tract is moved to: one county of one tract, the three of one extent."""
 KEYS = ["level", "geoid", "iteration_level", "iteration", "table", "cell"]
 
 
@@ -35,25 +39,7 @@ def population() -> Population:
     """30,000 synthetic persons (one state of one county: the state, county and nation have one
     extent), with their first group-quarters facility and its residents moved into a tract of
     their own (no housing unit) and their last tract moved into a state of its own."""
-    base = synthesize(30_000, seed=8)
-    persons, units = base.persons, base.units
-    gq = units.filter(pl.col("unit_type") > 0)["unit_id"][0]
-    gq_block = units.filter(pl.col("unit_id") == gq)["block"][0][:5] + "9999001000"
-    last = units["block"].str.slice(0, 11).max()
-    assert isinstance(last, str)
-
-    def moved(frame: pl.DataFrame, by_unit: bool) -> pl.DataFrame:
-        block = pl.col("block")
-        if by_unit:
-            block = pl.when(pl.col("unit_id") == gq).then(pl.lit(gq_block)).otherwise(block)
-        return frame.with_columns(
-            block=pl.when(block.str.starts_with(last))
-            .then(pl.lit(STATE + "001") + block.str.slice(5))
-            .otherwise(block)
-        )
-
-    blocks = None if base.blocks is None else moved(base.blocks, False)
-    return Population(moved(persons, True), moved(units, True), blocks)
+    return with_real_cases(synthesize(30_000, seed=8))
 
 
 def run(population: Population, **settings: object):

@@ -172,10 +172,9 @@ class QueryDesign:
 
 @dataclass(frozen=True)
 class Trial:
-    """One attack: the design, the noise, the share of records recovered, and the largest noise
-    term drawn (to set beside a bound such as √n)."""
+    """One attack: the noise, the share of records recovered, and the largest noise term drawn
+    (to set beside a bound such as √n)."""
 
-    design: QueryDesign
     noise: Noise
     recovered: float
     wrong: int
@@ -205,7 +204,7 @@ class Experiment:
         """Answer every query with ``noise``, reconstruct, and score."""
         estimate, largest = self.estimate(noise, noise_seed)
         wrong = int(np.count_nonzero((estimate >= 0.5) != (self.values == 1)))
-        return Trial(self.design, noise, 1 - wrong / self.design.records, wrong, largest)
+        return Trial(noise, 1 - wrong / self.design.records, wrong, largest)
 
     def estimate(self, noise: Noise, noise_seed: int = 0) -> tuple[npt.NDArray[np.float64], int]:
         """The least-squares estimate of the records from the answers with ``noise`` (drawn from

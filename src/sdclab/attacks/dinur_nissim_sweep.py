@@ -186,7 +186,6 @@ class SizeResult:
     continuous form and the exact one of sdclab's discrete Laplace) and the attack at Eq. 8's ε."""
 
     design: QueryDesign
-    seed: int
     thresholds: tuple[Threshold, ...]
     eq8: float
     eq8_discrete: float
@@ -258,7 +257,6 @@ def run_size(
     at_eq8 = experiment.attack(Noise("laplace", _round_up(discrete)), seed)
     return SizeResult(
         experiment.design,
-        seed,
         tuple(thresholds),
         eq8_epsilon(records, t, alpha),
         discrete,
@@ -281,7 +279,6 @@ class Sweep:
     sizes: tuple[SizeResult, ...]
     alpha: float
     levels: tuple[float, ...]
-    kinds: tuple[NoiseKind, ...]
     extrapolation: tuple[dict[str, Any], ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,7 +330,7 @@ def sweep(
             )
         )
     result = tuple(sizes)
-    return Sweep(result, alpha, tuple(levels), tuple(kinds), _extrapolate(result, alpha))
+    return Sweep(result, alpha, tuple(levels), _extrapolate(result, alpha))
 
 
 def _extrapolate(sizes: tuple[SizeResult, ...], alpha: float) -> tuple[dict[str, Any], ...]:

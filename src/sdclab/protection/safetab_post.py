@@ -43,7 +43,8 @@ class SafeTabHParameters(Protocol):
     def rho(self, region: str, level: int) -> Fraction: ...
 
 
-LEVEL_ABOVE = {"state": "nation", "county": "state", "tract": "county"}
+_LEVELS = list(REGION_OF)  # (top down)
+LEVEL_ABOVE = dict(zip(_LEVELS[1:], _LEVELS, strict=False))
 """The parent level of every SafeTab-H geography level but the nation, top down."""
 
 HOUSING_INVARIANT = Invariant(
